@@ -1,0 +1,73 @@
+/* CUDA runtime helpers: error translation and the device probe. */
+#include "cuda_util.h"
+
+#include "config.h"
+#include "log.h"
+#include "text.h"
+
+#include <cuda_runtime.h>
+
+weft_status_t weft_cuda_status(cudaError_t err, const char *what, const char *file, int line)
+{
+    if (WEFT_LIKELY(err == cudaSuccess)) {
+        return WEFT_OK;
+    }
+    if (WEFT_LOG_ERROR <= weft_log_level()) {
+        weft_log_write(WEFT_LOG_ERROR, file, line, "%s failed: %s (%s)", what, cudaGetErrorString(err),
+                       cudaGetErrorName(err));
+    }
+    switch (err) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+        return WEFT_ERR_NO_DEVICE;
+    case cudaErrorMemoryAllocation:
+        return WEFT_ERR_NO_MEMORY;
+    default:
+        return WEFT_ERR_CUDA;
+    }
+}
+
+void weft_cuda_probe(weft_backend_info_t *info)
+{
+    int         runtime = 0, driver = 0, count = 0;
+    cudaError_t err;
+
+    (void)cudaRuntimeGetVersion(&runtime);
+    /* 0 when no driver is installed; not an error for a probe. */
+    (void)cudaDriverGetVersion(&driver);
+    weft_text_append(info->version, sizeof(info->version), "runtime %d.%d, driver %d.%d",
+                     runtime / 1000, (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10);
+
+    weft_text_append(info->detail, sizeof(info->detail), "kernels built for %s\n", WEFT_CUDA_ARCH);
+    err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        weft_text_append(info->detail, sizeof(info->detail), "no CUDA device: %s\n",
+                         cudaGetErrorString(err));
+        (void)cudaGetLastError(); /* clear the sticky-free error for later calls */
+        return;
+    }
+    for (int dev = 0; dev < count; dev++) {
+        struct cudaDeviceProp prop;
+
+        if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+            weft_text_append(info->detail, sizeof(info->detail), "GPU%d: properties unavailable\n", dev);
+            continue;
+        }
+        weft_text_append(info->detail, sizeof(info->detail),
+                         "GPU%d: %s, sm_%d%d, %.1f GiB, %d SMs, pci %04x:%02x:%02x.0\n", dev, prop.name,
+                         prop.major, prop.minor, (double)prop.totalGlobalMem / (1u << 30),
+                         prop.multiProcessorCount, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    }
+    for (int a = 0; a < count; a++) {
+        for (int b = 0; b < count; b++) {
+            int can = 0;
+
+            if (a != b && cudaDeviceCanAccessPeer(&can, a, b) == cudaSuccess) {
+                weft_text_append(info->detail, sizeof(info->detail), "GPU%d -> GPU%d: peer access %s\n",
+                                 a, b, can ? "yes" : "no");
+            }
+        }
+    }
+    info->available = count > 0;
+}

@@ -1,0 +1,30 @@
+/*
+ * CUDA runtime helpers: every CUDA call's result goes through
+ * WEFT_CUDA_CHECK, which logs the call, the error and the place, and
+ * translates it to a weft_status_t. Built only with CUDA. Internal.
+ */
+#ifndef WEFT_COMMON_CUDA_UTIL_H
+#define WEFT_COMMON_CUDA_UTIL_H
+
+#include <weft/weft.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* WEFT_OK for cudaSuccess; otherwise logs "<what> failed: <error>" and
+ * returns WEFT_ERR_NO_DEVICE, WEFT_ERR_NO_MEMORY or WEFT_ERR_CUDA. */
+weft_status_t weft_cuda_status(cudaError_t err, const char *what, const char *file, int line);
+
+#define WEFT_CUDA_CHECK(_call) weft_cuda_status((_call), #_call, __FILE__, __LINE__)
+
+/* Fills info for the CUDA backend: runtime and driver versions, devices. */
+void weft_cuda_probe(weft_backend_info_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,274 @@
+/* The WEFT_* environment reader: values cached at first use. */
+#include "env_config.h"
+
+#include "compiler.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+typedef struct {
+    const char *name; /* with the WEFT_ prefix */
+    const char *module;
+    const char *default_value;
+    const char *help;
+} config_entry_t;
+
+static const config_entry_t config_table[] = {
+#define WEFT_CONFIG_ENTRY_(name, module, dflt, help) {"WEFT_" #name, module, dflt, help},
+    WEFT_CONFIG_TABLE(WEFT_CONFIG_ENTRY_)
+#undef WEFT_CONFIG_ENTRY_
+};
+
+_Static_assert(WEFT_ARRAY_SIZE(config_table) == WEFT_CONFIG_COUNT, "table and ids disagree");
+
+/* Values read once; copies, so that later setenv() calls cannot free them. */
+static struct {
+    pthread_once_t read_once;
+    pthread_once_t warn_once;
+    const char    *value[WEFT_CONFIG_COUNT];
+    int            is_set[WEFT_CONFIG_COUNT];
+    char          *unknown; /* "WEFT_A, WEFT_B" or NULL */
+} config = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, {NULL}, {0}, NULL};
+
+static int config_known(const char *name, size_t len)
+{
+    for (size_t i = 0; i < WEFT_CONFIG_COUNT; i++) {
+        if (strlen(config_table[i].name) == len && memcmp(config_table[i].name, name, len) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Appends the names of unknown WEFT_* variables to config.unknown. */
+static void config_collect_unknown(void)
+{
+    size_t used = 0, capacity = 0;
+
+    for (char **env = environ; env != NULL && *env != NULL; env++) {
+        const char *eq = strchr(*env, '=');
+        size_t      len = eq ? (size_t)(eq - *env) : strlen(*env);
+
+        if (strncmp(*env, "WEFT_", 5) != 0 || config_known(*env, len)) {
+            continue;
+        }
+        if (used + len + 3 > capacity) {
+            size_t new_capacity = (capacity + len + 3) * 2;
+            char  *grown = realloc(config.unknown, new_capacity);
+            if (grown == NULL) {
+                return; /* the warning is best effort */
+            }
+            config.unknown = grown;
+            capacity = new_capacity;
+        }
+        if (used > 0) {
+            memcpy(config.unknown + used, ", ", 2);
+            used += 2;
+        }
+        memcpy(config.unknown + used, *env, len);
+        used += len;
+        config.unknown[used] = '\0';
+    }
+}
+
+static void config_read(void)
+{
+    for (size_t i = 0; i < WEFT_CONFIG_COUNT; i++) {
+        const char *env = getenv(config_table[i].name);
+        char       *copy = env ? strdup(env) : NULL;
+
+        config.is_set[i] = env != NULL;
+        config.value[i] = copy ? copy : config_table[i].default_value;
+    }
+    config_collect_unknown();
+}
+
+static void config_warn_unknown(void)
+{
+    if (config.unknown != NULL) {
+        weft_log_warn("unknown environment variable(s) ignored: %s (weft-perf info lists the known ones)",
+                      config.unknown);
+    }
+}
+
+static int config_id_valid(weft_config_id_t id)
+{
+    return (unsigned)id < WEFT_CONFIG_COUNT;
+}
+
+const char *weft_config_value_quiet(weft_config_id_t id)
+{
+    pthread_once(&config.read_once, config_read);
+    return config_id_valid(id) ? config.value[id] : "";
+}
+
+const char *weft_config_value(weft_config_id_t id)
+{
+    const char *value = weft_config_value_quiet(id);
+
+    pthread_once(&config.warn_once, config_warn_unknown);
+    return value;
+}
+
+int weft_config_is_set(weft_config_id_t id)
+{
+    (void)weft_config_value(id);
+    return config_id_valid(id) ? config.is_set[id] : 0;
+}
+
+static weft_status_t config_parse_failed(weft_config_id_t id, const char *what)
+{
+    weft_log_error("%s=\"%s\" is not %s; unset it or give a valid value", config_table[id].name,
+                   config.value[id], what);
+    return WEFT_ERR_INVALID_PARAM;
+}
+
+weft_status_t weft_parse_long(const char *text, long min, long max, long *out)
+{
+    char *end;
+    long  value;
+
+    if (text == NULL || *text == '\0' || isspace((unsigned char)*text)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    errno = 0;
+    value = strtol(text, &end, 0);
+    if (errno != 0 || *end != '\0' || value < min || value > max) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    *out = value;
+    return WEFT_OK;
+}
+
+weft_status_t weft_parse_bool(const char *text, int *out)
+{
+    static const char *const yes[] = {"1", "y", "yes", "on", "true"};
+    static const char *const no[] = {"0", "n", "no", "off", "false"};
+
+    if (text == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    for (size_t i = 0; i < WEFT_ARRAY_SIZE(yes); i++) {
+        if (strcasecmp(text, yes[i]) == 0) {
+            *out = 1;
+            return WEFT_OK;
+        }
+        if (strcasecmp(text, no[i]) == 0) {
+            *out = 0;
+            return WEFT_OK;
+        }
+    }
+    return WEFT_ERR_INVALID_PARAM;
+}
+
+weft_status_t weft_parse_size(const char *text, uint64_t *out)
+{
+    unsigned long long value;
+    unsigned           shift = 0;
+    char              *end;
+
+    if (text == NULL || !isdigit((unsigned char)*text)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    errno = 0;
+    value = strtoull(text, &end, 10);
+    if (errno != 0) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    switch (toupper((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (*end != '\0') {
+        end++;
+        /* Accept "64K", "64KB" and "64KiB". */
+        if (strcasecmp(end, "b") == 0 || strcasecmp(end, "ib") == 0) {
+            end += strlen(end);
+        }
+        if (*end != '\0') {
+            return WEFT_ERR_INVALID_PARAM;
+        }
+    }
+    if (shift > 0 && value > (UINT64_MAX >> shift)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    *out = (uint64_t)value << shift;
+    return WEFT_OK;
+}
+
+weft_status_t weft_config_long(weft_config_id_t id, long min, long max, long *out)
+{
+    char what[96];
+
+    if (!config_id_valid(id) || out == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (weft_parse_long(weft_config_value(id), min, max, out) != WEFT_OK) {
+        snprintf(what, sizeof(what), "an integer in [%ld, %ld]", min, max);
+        return config_parse_failed(id, what);
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft_config_bool(weft_config_id_t id, int *out)
+{
+    if (!config_id_valid(id) || out == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (weft_parse_bool(weft_config_value(id), out) != WEFT_OK) {
+        return config_parse_failed(id, "a boolean (yes/no, on/off, true/false, 1/0)");
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft_config_size(weft_config_id_t id, uint64_t *out)
+{
+    if (!config_id_valid(id) || out == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (weft_parse_size(weft_config_value(id), out) != WEFT_OK) {
+        return config_parse_failed(id, "a size in bytes (suffixes K, M, G, T)");
+    }
+    return WEFT_OK;
+}
+
+WEFT_API size_t weft_config_count(void)
+{
+    return WEFT_CONFIG_COUNT;
+}
+
+WEFT_API weft_status_t weft_config_describe(size_t index, weft_config_var_t *var)
+{
+    if (index >= WEFT_CONFIG_COUNT || var == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    var->name = config_table[index].name;
+    var->module = config_table[index].module;
+    var->default_value = config_table[index].default_value;
+    var->help = config_table[index].help;
+    var->value = weft_config_value((weft_config_id_t)index);
+    var->is_set = config.is_set[index];
+    return WEFT_OK;
+}

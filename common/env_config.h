@@ -1,0 +1,73 @@
+/*
+ * The WEFT_* environment variables: one table (name, module, default, help)
+ * and one reader. Values are read once per process, at the first access.
+ * Internal.
+ *
+ * To add a variable, add one line to WEFT_CONFIG_TABLE; its id is
+ * WEFT_CONFIG_<NAME>. `weft-perf info` lists it with no further work.
+ */
+#ifndef WEFT_COMMON_ENV_CONFIG_H
+#define WEFT_COMMON_ENV_CONFIG_H
+
+#include <weft/weft.h>
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(NAME, module, default, help): the variable is WEFT_<NAME>. */
+#define WEFT_CONFIG_TABLE(X)                                                              \
+    X(LOG_LEVEL, "common", "warn",                                                        \
+      "log verbosity: off, error, warn, info, debug or trace")                            \
+    X(LOG_FILE, "common", "",                                                             \
+      "append log lines to this file instead of stderr (%p: pid, %h: host name)")
+
+typedef enum weft_config_id {
+#define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,
+    WEFT_CONFIG_TABLE(WEFT_CONFIG_ENUM_)
+#undef WEFT_CONFIG_ENUM_
+    WEFT_CONFIG_COUNT
+} weft_config_id_t;
+
+/*
+ * The value in force for a variable: the environment's when set (even to
+ * ""), else the default. Never NULL; valid until the process exits.
+ * The first call of any weft_config_* reader also warns, once, about
+ * WEFT_* variables that are not in the table.
+ */
+const char *weft_config_value(weft_config_id_t id);
+
+/* 1 when the environment sets the variable. */
+int weft_config_is_set(weft_config_id_t id);
+
+/*
+ * Typed readers. Each parses the value in force; a value that does not
+ * parse or lies outside [min, max] is logged with the variable's name and
+ * gives WEFT_ERR_INVALID_PARAM, *out untouched.
+ */
+weft_status_t weft_config_long(weft_config_id_t id, long min, long max, long *out);
+
+/* 1/0 from y, yes, on, true, 1 / n, no, off, false, 0 (any case). */
+weft_status_t weft_config_bool(weft_config_id_t id, int *out);
+
+/* Bytes, with an optional K, M, G or T suffix (powers of 1024). */
+weft_status_t weft_config_size(weft_config_id_t id, uint64_t *out);
+
+/* The parsers behind the typed readers; also used for command-line values. */
+weft_status_t weft_parse_long(const char *text, long min, long max, long *out);
+weft_status_t weft_parse_bool(const char *text, int *out);
+weft_status_t weft_parse_size(const char *text, uint64_t *out);
+
+/*
+ * The value in force without the unknown-variable warning: for the logger,
+ * which the warning itself goes through.
+ */
+const char *weft_config_value_quiet(weft_config_id_t id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

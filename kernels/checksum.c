@@ -1,0 +1,50 @@
+/* The host checksum: the reference for the GPU kernel. */
+#include "config.h"
+
+#include "checksum.h"
+
+#include <string.h>
+
+/* Little-endian load of up to 8 bytes, zero-padded. */
+static uint64_t load_word(const unsigned char *p, size_t n)
+{
+    uint64_t word = 0;
+
+    for (size_t b = 0; b < n; b++) {
+        word |= (uint64_t)p[b] << (8 * b);
+    }
+    return word;
+}
+
+uint64_t weft_checksum64(const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    size_t               full = bytes / 8;
+    uint64_t             sum = 0;
+
+    for (size_t i = 0; i < full; i++) {
+        uint64_t word;
+
+        memcpy(&word, p + 8 * i, sizeof(word));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        word = __builtin_bswap64(word);
+#endif
+        sum += weft_checksum_term(word, i);
+    }
+    if (bytes % 8 != 0) {
+        sum += weft_checksum_term(load_word(p + 8 * full, bytes % 8), full);
+    }
+    return weft_checksum_final(sum, bytes);
+}
+
+#ifndef HAVE_CUDA
+weft_status_t weft_checksum64_cuda(const void *device_data, size_t bytes, void *stream,
+                                   uint64_t *checksum)
+{
+    (void)device_data;
+    (void)bytes;
+    (void)stream;
+    (void)checksum;
+    return WEFT_ERR_UNSUPPORTED;
+}
+#endif

@@ -1,0 +1,119 @@
+/*
+ * The GPU checksum. One pass over the data: each thread adds the terms of
+ * a grid-strided set of 8-byte words, a warp reduces with shuffles, one
+ * atomicAdd per block folds the block's sum into the result. Addition mod
+ * 2^64 commutes, so the result does not depend on scheduling. Bound by
+ * memory bandwidth; meant for verification, not for the hot path.
+ */
+#include "config.h"
+
+#include "checksum.h"
+#include "common/cuda_util.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ uint64_t load_word(const unsigned char *p, size_t n, bool aligned)
+{
+    if (aligned && n == 8) {
+        return *reinterpret_cast<const uint64_t *>(p);
+    }
+    uint64_t word = 0;
+    for (size_t b = 0; b < n; b++) {
+        word |= static_cast<uint64_t>(p[b]) << (8 * b);
+    }
+    return word;
+}
+
+__global__ void checksum_kernel(const unsigned char *data, size_t bytes, unsigned long long *sum)
+{
+    const bool   aligned = (reinterpret_cast<uintptr_t>(data) & 7) == 0;
+    const size_t words = (bytes + 7) / 8;
+    uint64_t     local = 0;
+
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < words;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+        size_t n = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
+        local += weft_checksum_term(load_word(data + 8 * i, n, aligned), i);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        local += __shfl_down_sync(0xffffffffu, local, offset);
+    }
+
+    __shared__ uint64_t warp_sums[kThreads / 32];
+    if ((threadIdx.x & 31) == 0) {
+        warp_sums[threadIdx.x / 32] = local;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint64_t block = 0;
+        for (int w = 0; w < kThreads / 32; w++) {
+            block += warp_sums[w];
+        }
+        atomicAdd(sum, static_cast<unsigned long long>(block));
+    }
+}
+
+} // namespace
+
+extern "C" weft_status_t weft_checksum64_cuda(const void *device_data, size_t bytes, void *stream,
+                                              uint64_t *checksum)
+{
+    cudaStream_t        s = static_cast<cudaStream_t>(stream);
+    unsigned long long *d_sum = nullptr;
+    unsigned long long  h_sum = 0;
+    int                 device, sms;
+    weft_status_t       status;
+
+    if ((device_data == nullptr && bytes > 0) || checksum == nullptr) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = WEFT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void **>(&d_sum), sizeof(*d_sum), s));
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = WEFT_CUDA_CHECK(cudaMemsetAsync(d_sum, 0, sizeof(*d_sum), s));
+    if (status != WEFT_OK) {
+        goto out_free;
+    }
+    if (bytes > 0) {
+        size_t words = (bytes + 7) / 8;
+        size_t blocks = (words + kThreads - 1) / kThreads;
+        size_t max_blocks = static_cast<size_t>(sms) * 8;
+
+        checksum_kernel<<<static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks), kThreads, 0,
+                          s>>>(static_cast<const unsigned char *>(device_data), bytes, d_sum);
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+        if (status != WEFT_OK) {
+            goto out_free;
+        }
+    }
+    status = WEFT_CUDA_CHECK(cudaMemcpyAsync(&h_sum, d_sum, sizeof(h_sum), cudaMemcpyDeviceToHost, s));
+    if (status != WEFT_OK) {
+        goto out_free;
+    }
+    status = WEFT_CUDA_CHECK(cudaStreamSynchronize(s));
+
+out_free:
+    {
+        weft_status_t free_status = WEFT_CUDA_CHECK(cudaFreeAsync(d_sum, s));
+        if (status == WEFT_OK) {
+            status = free_status;
+        }
+    }
+    if (status == WEFT_OK) {
+        *checksum = weft_checksum_final(h_sum, bytes);
+    }
+    return status;
+}

@@ -1,0 +1,97 @@
+# WEFT_CHECK_CUDA
+# Finds nvcc, the CUDA runtime (libcudart) and the driver API header.
+# The driver library itself (libcuda) is never linked: a machine without a
+# GPU driver must still load libweft, so driver entry points are resolved
+# at run time through cudaGetDriverEntryPoint.
+#
+# Output: HAVE_CUDA (define and conditional), NVCC, CUDA_CPPFLAGS,
+# CUDA_LDFLAGS, CUDA_LIBS, CUDA_ARCH, weft_cuda_root, weft_cuda_summary.
+AC_DEFUN([WEFT_CHECK_CUDA], [
+  AC_REQUIRE([WEFT_COMPILER_FLAGS])
+  AC_ARG_WITH([cuda],
+    [AS_HELP_STRING([--with-cuda@<:@=no|yes|guess|DIR@:>@],
+      [CUDA toolkit: nvcc, runtime and driver API (default: guess from nvcc on PATH, CUDA_HOME, /usr/local/cuda)])],
+    [], [with_cuda=guess])
+  AC_ARG_WITH([cuda-arch],
+    [AS_HELP_STRING([--with-cuda-arch=ARCH], [GPU architecture passed to nvcc -arch (default: sm_90a)])],
+    [], [with_cuda_arch=sm_90a])
+  AC_ARG_VAR([NVCC], [CUDA compiler])
+  AC_ARG_VAR([NVCCFLAGS], [extra flags for the CUDA compiler])
+
+  have_cuda=no
+  weft_cuda_summary="no (disabled)"
+  CUDA_ARCH=$with_cuda_arch
+  AS_CASE([$with_cuda], [yes|guess|no], [], [
+    AS_IF([test ! -d "$with_cuda"], [AC_MSG_ERROR([--with-cuda=$with_cuda: no such directory])])])
+
+  AS_IF([test "x$with_cuda" != xno], [
+    AS_CASE([$with_cuda],
+      [yes|guess], [weft_nvcc_path="$PATH${CUDA_HOME:+$PATH_SEPARATOR$CUDA_HOME/bin}${PATH_SEPARATOR}/usr/local/cuda/bin"],
+      [weft_nvcc_path="$with_cuda/bin"])
+    AC_PATH_PROG([NVCC], [nvcc], [], [$weft_nvcc_path])
+    AS_IF([test -z "$NVCC"], [
+      _WEFT_DEP_FAIL([$with_cuda], [nvcc not found], [weft_cuda_summary])
+    ], [
+      dnl The toolkit root is where nvcc really lives, links resolved.
+      AS_CASE([$with_cuda],
+        [yes|guess], [weft_cuda_root=`readlink -f "$NVCC" 2>/dev/null || echo "$NVCC"`
+                      weft_cuda_root=`dirname "$weft_cuda_root"`
+                      weft_cuda_root=`cd "$weft_cuda_root/.." && pwd -P`],
+        [weft_cuda_root=$with_cuda])
+      AS_IF([test "x$weft_cuda_root" = x/usr],
+            [CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""],
+            [_WEFT_DEP_PATHS([$weft_cuda_root], [CUDA])])
+      CUDA_LIBS="-lcudart"
+      AC_MSG_CHECKING([for the CUDA runtime and driver API (12.0 or newer) in $weft_cuda_root])
+      _WEFT_DEP_TRY([CUDA], [[#include <cuda.h>
+#include <cuda_runtime.h>
+#if CUDART_VERSION < 12000 || CUDA_VERSION < 12000
+#error CUDA 12.0 or newer is required
+#endif]],
+        [[int n; CUresult (*get_error_string)(CUresult, const char **) = 0;
+          (void)get_error_string;
+          (void)cudaGetDeviceCount(&n);]],
+        [$CUDA_LIBS])
+      AC_MSG_RESULT([$weft_dep_ok])
+      AS_IF([test "x$weft_dep_ok" != xyes], [
+        _WEFT_DEP_FAIL([$with_cuda], [CUDA runtime 12.0+ (cuda_runtime.h, cuda.h, libcudart) not usable in $weft_cuda_root], [weft_cuda_summary])
+      ], [
+        AC_MSG_CHECKING([whether $NVCC compiles for $CUDA_ARCH])
+        cat > conftest.cu <<_WEFT_EOF
+__global__ void weft_conftest(int *p) { *p = 1; }
+_WEFT_EOF
+        AS_IF([$NVCC -arch=$CUDA_ARCH -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],
+              [weft_dep_ok=yes], [weft_dep_ok=no])
+        rm -f conftest.cu conftest.$OBJEXT
+        AC_MSG_RESULT([$weft_dep_ok])
+        AS_IF([test "x$weft_dep_ok" != xyes], [
+          _WEFT_DEP_FAIL([$with_cuda], [$NVCC cannot compile for -arch=$CUDA_ARCH], [weft_cuda_summary])
+        ], [
+          have_cuda=yes
+          dnl nvcc's host code needs the C++ runtime (static guards, unwinding).
+          CUDA_LIBS="$CUDA_LIBS -lstdc++"
+          weft_nvcc_version=`$NVCC --version | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
+          weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, -arch=$CUDA_ARCH)"
+        ])
+      ])
+    ])
+  ])
+
+  AS_IF([test "x$have_cuda" = xyes], [
+    AC_DEFINE([HAVE_CUDA], [1], [Define to 1 to build the CUDA kernels and backends.])
+    AC_DEFINE_UNQUOTED([WEFT_CUDA_ARCH], ["$CUDA_ARCH"], [GPU architecture the kernels were built for.])
+    weft_backends_built="$weft_backends_built cuda"
+    dnl The host side gets the same warnings and visibility as C sources.
+    WEFT_NVCCFLAGS="-arch=$CUDA_ARCH -std=c++17 -O3 -lineinfo --compiler-options=-fvisibility=hidden,-Wall,-Wextra"
+    AS_IF([test "x$enable_werror" = xyes],
+          [WEFT_NVCCFLAGS="$WEFT_NVCCFLAGS --Werror=all-warnings --compiler-options=-Werror"])
+  ], [
+    CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""; CUDA_LIBS=""
+  ])
+  AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
+  AC_SUBST([CUDA_CPPFLAGS])
+  AC_SUBST([CUDA_LDFLAGS])
+  AC_SUBST([CUDA_LIBS])
+  AC_SUBST([CUDA_ARCH])
+  AC_SUBST([WEFT_NVCCFLAGS])
+])

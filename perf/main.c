@@ -1,0 +1,47 @@
+/*
+ * weft-perf: libweft's measurement tool. Each subcommand measures one thing
+ * against its ceiling and its peer in the same run and prints a table with
+ * a '#' preamble (or JSON with --json). Uses the public API only.
+ */
+#include "perf.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <weft/weft.h>
+
+static const perf_command_t commands[] = {
+    {"info", "library version, backends built and found, WEFT_* settings", perf_cmd_info},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: weft-perf COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].summary);
+    }
+    fprintf(out, "\n'weft-perf COMMAND --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("weft-perf %s\n", weft_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            return commands[i].run(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "weft-perf: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,13 @@
+/* weft-perf: the subcommands. Each takes the arguments after its name. */
+#ifndef WEFT_PERF_PERF_H
+#define WEFT_PERF_PERF_H
+
+typedef struct perf_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} perf_command_t;
+
+int perf_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,31 @@
+#!/bin/sh
+# weft-perf info prints the version, every backend and every WEFT_* setting.
+set -u
+: "${top_builddir:=..}"
+perf="$top_builddir/perf/weft-perf"
+out=$(WEFT_LOG_LEVEL=info "$perf" info) || { echo "FAIL: weft-perf info exited $?"; exit 1; }
+echo "$out"
+fail=0
+expect() {
+    echo "$out" | grep -q -- "$1" || { echo "FAIL: weft-perf info does not print: $1"; fail=1; }
+}
+expect "^libweft $PACKAGE_VERSION "
+for backend in host cuda ucx nccl verbs; do
+    expect "^  $backend  *built: \(yes\|no \) found: \(yes\|no \)"
+done
+expect "^  host   built: yes found: yes"
+expect "^  WEFT_LOG_LEVEL=info$"
+expect "^  WEFT_LOG_FILE=  (default)$"
+expect "log verbosity: off, error, warn, info, debug or trace \[common\]"
+
+# An unknown WEFT_* variable is reported, once, on stderr.
+err=$(WEFT_NO_SUCH_SETTING=1 "$perf" info 2>&1 >/dev/null)
+[ "$(echo "$err" | grep -c WEFT_NO_SUCH_SETTING)" = 1 ] || {
+    echo "FAIL: unknown variable not reported once: $err"; fail=1; }
+
+# Usage errors exit 2.
+"$perf" no-such-command >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: an unknown command must exit 2"; fail=1; }
+"$perf" >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: no command must exit 2"; fail=1; }
+exit $fail

@@ -1,0 +1,424 @@
+/* common/: status codes, version, dtypes, WEFT_* configuration, logging. */
+#include "config.h"
+
+#include "common/env_config.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/text.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+/*
+ * Configuration is read once per process, so every test that sets WEFT_*
+ * variables relies on running in its own forked process (CK_FORK, forced
+ * in main), with the runner itself never reading them.
+ */
+
+static char log_path[256];
+
+/* Points WEFT_LOG_FILE at a fresh file; returns its path. */
+static const char *use_log_file(void)
+{
+    snprintf(log_path, sizeof(log_path), "/tmp/weft-test-common-%d.log", (int)getpid());
+    unlink(log_path);
+    setenv("WEFT_LOG_FILE", log_path, 1);
+    return log_path;
+}
+
+/* The whole log file, NUL-terminated; "" when missing. Static buffer. */
+static const char *read_log(void)
+{
+    static char buf[65536];
+    FILE       *f = fopen(log_path, "r");
+    size_t      n = 0;
+
+    if (f != NULL) {
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Checked teardown: runs in the test's process, which owns the file. */
+static void remove_log_file(void)
+{
+    if (log_path[0] != '\0') {
+        unlink(log_path);
+    }
+}
+
+static int count_occurrences(const char *haystack, const char *needle)
+{
+    int count = 0;
+
+    for (const char *p = strstr(haystack, needle); p != NULL; p = strstr(p + 1, needle)) {
+        count++;
+    }
+    return count;
+}
+
+static void clear_weft_environment(void)
+{
+    unsetenv("WEFT_LOG_LEVEL");
+    unsetenv("WEFT_LOG_FILE");
+}
+
+START_TEST(status_strings_are_distinct_and_never_null)
+{
+    for (int s = WEFT_INPROGRESS; s > WEFT_ERR_LAST; s--) {
+        const char *text = weft_status_string((weft_status_t)s);
+
+        ck_assert_ptr_nonnull(text);
+        ck_assert_str_ne(text, "unknown status");
+        for (int t = s - 1; t > WEFT_ERR_LAST; t--) {
+            ck_assert_str_ne(text, weft_status_string((weft_status_t)t));
+        }
+    }
+    ck_assert_str_eq(weft_status_string(WEFT_OK), "success");
+    ck_assert_str_eq(weft_status_string(WEFT_ERR_LAST), "unknown status");
+    ck_assert_str_eq(weft_status_string((weft_status_t)2), "unknown status");
+    ck_assert_str_eq(weft_status_string((weft_status_t)-1000), "unknown status");
+}
+END_TEST
+
+START_TEST(status_from_errno)
+{
+    ck_assert_int_eq(weft_status_from_errno(0), WEFT_OK);
+    ck_assert_int_eq(weft_status_from_errno(ENOMEM), WEFT_ERR_NO_MEMORY);
+    ck_assert_int_eq(weft_status_from_errno(ENOENT), WEFT_ERR_NOT_FOUND);
+    ck_assert_int_eq(weft_status_from_errno(EEXIST), WEFT_ERR_EXISTS);
+    ck_assert_int_eq(weft_status_from_errno(EACCES), WEFT_ERR_PERMISSION);
+    ck_assert_int_eq(weft_status_from_errno(ETIMEDOUT), WEFT_ERR_TIMEOUT);
+    ck_assert_int_eq(weft_status_from_errno(ECONNRESET), WEFT_ERR_CONNECTION);
+    ck_assert_int_eq(weft_status_from_errno(EIO), WEFT_ERR_IO);
+}
+END_TEST
+
+START_TEST(version_matches_headers_and_configure)
+{
+    char expected[32];
+
+    snprintf(expected, sizeof(expected), "%d.%d.%d", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR,
+             WEFT_VERSION_PATCH);
+    ck_assert_str_eq(weft_version(), expected);
+    ck_assert_str_eq(weft_version(), PACKAGE_VERSION);
+    ck_assert_uint_eq(weft_version_number(), WEFT_VERSION);
+    ck_assert_uint_eq(WEFT_VERSION_NUMBER(1, 2, 3), 10203);
+}
+END_TEST
+
+START_TEST(dtype_sizes_and_names)
+{
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_FP32), 4);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_BF16), 2);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_FP16), 2);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_FP8_E4M3), 1);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_FP8_E5M2), 1);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_UE8M0), 1);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_INT64), 8);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_INVALID), 0);
+    ck_assert_uint_eq(weft_dtype_size(WEFT_DTYPE_LAST), 0);
+    ck_assert_uint_eq(weft_dtype_size((weft_dtype_t)-3), 0);
+    ck_assert_str_eq(weft_dtype_name(WEFT_DTYPE_FP8_E4M3), "fp8_e4m3");
+    ck_assert_str_eq(weft_dtype_name((weft_dtype_t)999), "invalid");
+
+    for (int d = WEFT_DTYPE_INVALID + 1; d < WEFT_DTYPE_LAST; d++) {
+        weft_dtype_t parsed = WEFT_DTYPE_INVALID;
+
+        ck_assert_uint_gt(weft_dtype_size((weft_dtype_t)d), 0);
+        ck_assert_int_eq(weft_dtype_from_name(weft_dtype_name((weft_dtype_t)d), &parsed), WEFT_OK);
+        ck_assert_int_eq(parsed, d);
+    }
+}
+END_TEST
+
+START_TEST(dtype_from_name_rejects_unknown)
+{
+    weft_dtype_t parsed = WEFT_DTYPE_FP32;
+
+    ck_assert_int_eq(weft_dtype_from_name("invalid", &parsed), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_dtype_from_name("FP32", &parsed), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_dtype_from_name("", &parsed), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_dtype_from_name(NULL, &parsed), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_dtype_from_name("fp32", NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(parsed, WEFT_DTYPE_FP32); /* untouched on failure */
+}
+END_TEST
+
+START_TEST(config_defaults_and_describe)
+{
+    weft_config_var_t var;
+    int               found_level = 0;
+
+    clear_weft_environment();
+    ck_assert_uint_eq(weft_config_count(), WEFT_CONFIG_COUNT);
+    ck_assert_uint_ge(weft_config_count(), 2);
+    for (size_t i = 0; i < weft_config_count(); i++) {
+        ck_assert_int_eq(weft_config_describe(i, &var), WEFT_OK);
+        ck_assert_ptr_nonnull(var.name);
+        ck_assert_int_eq(strncmp(var.name, "WEFT_", 5), 0);
+        ck_assert_ptr_nonnull(var.help);
+        ck_assert_uint_gt(strlen(var.help), 10);
+        ck_assert_ptr_nonnull(var.module);
+        ck_assert_str_eq(var.value, var.default_value);
+        ck_assert_int_eq(var.is_set, 0);
+        if (strcmp(var.name, "WEFT_LOG_LEVEL") == 0) {
+            found_level = 1;
+            ck_assert_str_eq(var.value, "warn");
+        }
+    }
+    ck_assert(found_level);
+    ck_assert_int_eq(weft_config_describe(weft_config_count(), &var), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_config_describe(0, NULL), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
+START_TEST(config_reads_environment_once)
+{
+    weft_config_var_t var;
+
+    clear_weft_environment();
+    setenv("WEFT_LOG_LEVEL", "debug", 1);
+    ck_assert_str_eq(weft_config_value(WEFT_CONFIG_LOG_LEVEL), "debug");
+    ck_assert_int_eq(weft_config_is_set(WEFT_CONFIG_LOG_LEVEL), 1);
+    ck_assert_int_eq(weft_config_is_set(WEFT_CONFIG_LOG_FILE), 0);
+
+    /* Read once: a later change of the environment is not seen. */
+    setenv("WEFT_LOG_LEVEL", "trace", 1);
+    ck_assert_str_eq(weft_config_value(WEFT_CONFIG_LOG_LEVEL), "debug");
+    ck_assert_int_eq(weft_config_describe(WEFT_CONFIG_LOG_LEVEL, &var), WEFT_OK);
+    ck_assert_str_eq(var.value, "debug");
+    ck_assert_int_eq(var.is_set, 1);
+}
+END_TEST
+
+START_TEST(config_warns_once_about_unknown_variables)
+{
+    const char *log;
+
+    clear_weft_environment();
+    use_log_file();
+    setenv("WEFT_NO_SUCH_SETTING", "1", 1);
+    setenv("WEFT_ALSO_UNKNOWN", "x", 1);
+    (void)weft_config_value(WEFT_CONFIG_LOG_LEVEL);
+    (void)weft_config_value(WEFT_CONFIG_LOG_FILE);
+    (void)weft_config_is_set(WEFT_CONFIG_LOG_LEVEL);
+    log = read_log();
+    ck_assert_int_eq(count_occurrences(log, "WEFT_NO_SUCH_SETTING"), 1);
+    ck_assert_int_eq(count_occurrences(log, "WEFT_ALSO_UNKNOWN"), 1);
+    ck_assert_int_eq(count_occurrences(log, "WEFT_LOG_FILE"), 0); /* known: not reported */
+    ck_assert_int_eq(count_occurrences(log, "\n"), 1);            /* one warning line */
+    ck_assert_ptr_nonnull(strstr(log, " warn "));
+}
+END_TEST
+
+START_TEST(config_typed_reader_rejects_bad_value)
+{
+    long value = 7;
+
+    clear_weft_environment();
+    use_log_file();
+    setenv("WEFT_LOG_LEVEL", "error", 1);
+    /* Any variable can be read as a number; "error" is not one. */
+    ck_assert_int_eq(weft_config_long(WEFT_CONFIG_LOG_LEVEL, 0, 10, &value), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(value, 7);
+    ck_assert_ptr_nonnull(strstr(read_log(), "WEFT_LOG_LEVEL=\"error\" is not an integer in [0, 10]"));
+}
+END_TEST
+
+START_TEST(parse_long_values)
+{
+    long v = 0;
+
+    ck_assert_int_eq(weft_parse_long("42", 0, 100, &v), WEFT_OK);
+    ck_assert_int_eq(v, 42);
+    ck_assert_int_eq(weft_parse_long("-5", -10, 10, &v), WEFT_OK);
+    ck_assert_int_eq(v, -5);
+    ck_assert_int_eq(weft_parse_long("0x10", 0, 100, &v), WEFT_OK);
+    ck_assert_int_eq(v, 16);
+    v = 1;
+    ck_assert_int_eq(weft_parse_long("101", 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_long("-1", 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_long("", 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_long(" 5", 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_long("5x", 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_long("99999999999999999999999", 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_long(NULL, 0, 100, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(v, 1);
+}
+END_TEST
+
+START_TEST(parse_bool_values)
+{
+    int v = -1;
+
+    ck_assert_int_eq(weft_parse_bool("yes", &v), WEFT_OK);
+    ck_assert_int_eq(v, 1);
+    ck_assert_int_eq(weft_parse_bool("OFF", &v), WEFT_OK);
+    ck_assert_int_eq(v, 0);
+    ck_assert_int_eq(weft_parse_bool("True", &v), WEFT_OK);
+    ck_assert_int_eq(v, 1);
+    ck_assert_int_eq(weft_parse_bool("0", &v), WEFT_OK);
+    ck_assert_int_eq(v, 0);
+    ck_assert_int_eq(weft_parse_bool("2", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_bool("", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(v, 0);
+}
+END_TEST
+
+START_TEST(parse_size_values)
+{
+    uint64_t v = 0;
+
+    ck_assert_int_eq(weft_parse_size("4096", &v), WEFT_OK);
+    ck_assert_uint_eq(v, 4096);
+    ck_assert_int_eq(weft_parse_size("64K", &v), WEFT_OK);
+    ck_assert_uint_eq(v, 65536);
+    ck_assert_int_eq(weft_parse_size("3MiB", &v), WEFT_OK);
+    ck_assert_uint_eq(v, 3u << 20);
+    ck_assert_int_eq(weft_parse_size("2gb", &v), WEFT_OK);
+    ck_assert_uint_eq(v, 2ull << 30);
+    ck_assert_int_eq(weft_parse_size("1T", &v), WEFT_OK);
+    ck_assert_uint_eq(v, 1ull << 40);
+    v = 9;
+    ck_assert_int_eq(weft_parse_size("99999999999T", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_size("-1", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_size("12Q", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_size("12KX", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_parse_size("K", &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_uint_eq(v, 9);
+}
+END_TEST
+
+START_TEST(log_filters_by_level_and_writes_whole_lines)
+{
+    const char *log;
+    char        long_message[5000];
+
+    clear_weft_environment();
+    use_log_file();
+    setenv("WEFT_LOG_LEVEL", "info", 1);
+    ck_assert_int_eq(weft_log_level(), WEFT_LOG_INFO);
+    weft_log_info("registry \"%s\": published version %d", "/w", 42);
+    weft_log_debug("this debug line must not appear");
+    memset(long_message, 'x', sizeof(long_message) - 1);
+    long_message[sizeof(long_message) - 1] = '\0';
+    weft_log_error("%s", long_message);
+
+    log = read_log();
+    ck_assert_ptr_nonnull(strstr(log, " info  registry \"/w\": published version 42\n"));
+    ck_assert_ptr_nonnull(strstr(log, "test_common.c:"));
+    ck_assert_ptr_null(strstr(log, "must not appear"));
+    ck_assert_int_eq(count_occurrences(log, "\n"), 2);   /* the long line is cut, not split */
+    ck_assert_ptr_nonnull(strstr(log, "xxx...\n"));
+}
+END_TEST
+
+START_TEST(log_rejects_unknown_level)
+{
+    clear_weft_environment();
+    use_log_file();
+    setenv("WEFT_LOG_LEVEL", "loud", 1);
+    ck_assert_int_eq(weft_log_level(), WEFT_LOG_WARN);
+    ck_assert_ptr_nonnull(strstr(read_log(), "WEFT_LOG_LEVEL=\"loud\" is not one of"));
+}
+END_TEST
+
+START_TEST(log_off_writes_nothing)
+{
+    clear_weft_environment();
+    use_log_file();
+    setenv("WEFT_LOG_LEVEL", "off", 1);
+    weft_log_error("nothing");
+    ck_assert_str_eq(read_log(), "");
+}
+END_TEST
+
+START_TEST(log_file_pattern_expands_pid)
+{
+    char pattern[256], expected[256];
+    FILE *f;
+
+    clear_weft_environment();
+    snprintf(pattern, sizeof(pattern), "/tmp/weft-test-pattern-%%p.log");
+    snprintf(expected, sizeof(expected), "/tmp/weft-test-pattern-%d.log", (int)getpid());
+    unlink(expected);
+    setenv("WEFT_LOG_FILE", pattern, 1);
+    weft_log_error("to the expanded path");
+    f = fopen(expected, "r");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    unlink(expected);
+}
+END_TEST
+
+START_TEST(text_append_cuts_and_marks)
+{
+    char buf[16] = "";
+
+    ck_assert_int_eq(weft_text_append(buf, sizeof(buf), "%s", "abc"), 0);
+    ck_assert_int_eq(weft_text_append(buf, sizeof(buf), "-%d", 12), 0);
+    ck_assert_str_eq(buf, "abc-12");
+    ck_assert_int_eq(weft_text_append(buf, sizeof(buf), "%s", "0123456789"), -1);
+    ck_assert_uint_eq(strlen(buf), sizeof(buf) - 1);
+    ck_assert_str_eq(buf + strlen(buf) - 3, "...");
+    ck_assert_int_eq(weft_text_append(buf, sizeof(buf), "more"), -1);
+}
+END_TEST
+
+static Suite *common_suite(void)
+{
+    Suite *s = suite_create("common");
+    TCase *tc;
+
+    tc = tcase_create("status");
+    tcase_add_test(tc, status_strings_are_distinct_and_never_null);
+    tcase_add_test(tc, status_from_errno);
+    tcase_add_test(tc, version_matches_headers_and_configure);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dtype");
+    tcase_add_test(tc, dtype_sizes_and_names);
+    tcase_add_test(tc, dtype_from_name_rejects_unknown);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("config");
+    tcase_add_checked_fixture(tc, NULL, remove_log_file);
+    tcase_add_test(tc, config_defaults_and_describe);
+    tcase_add_test(tc, config_reads_environment_once);
+    tcase_add_test(tc, config_warns_once_about_unknown_variables);
+    tcase_add_test(tc, config_typed_reader_rejects_bad_value);
+    tcase_add_test(tc, parse_long_values);
+    tcase_add_test(tc, parse_bool_values);
+    tcase_add_test(tc, parse_size_values);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("log");
+    tcase_add_checked_fixture(tc, NULL, remove_log_file);
+    tcase_add_test(tc, log_filters_by_level_and_writes_whole_lines);
+    tcase_add_test(tc, log_rejects_unknown_level);
+    tcase_add_test(tc, log_off_writes_nothing);
+    tcase_add_test(tc, log_file_pattern_expands_pid);
+    tcase_add_test(tc, text_append_cuts_and_marks);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(common_suite());
+    int      failed;
+
+    srunner_set_fork_status(sr, CK_FORK); /* each test reads WEFT_* afresh */
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,139 @@
+/* kernels/ on the host: the checksum reference. */
+#include "config.h"
+
+#include "kernels/checksum.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The checksum's definition written out a second time, byte by byte, as
+ * the header states it: a mistake in the optimised reference shows up as
+ * a disagreement.
+ */
+static uint64_t spec_mix(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t spec_checksum(const unsigned char *p, size_t bytes)
+{
+    uint64_t sum = 0;
+
+    for (size_t i = 0; i * 8 < bytes; i++) {
+        uint64_t word = 0;
+        for (size_t b = 0; b < 8 && i * 8 + b < bytes; b++) {
+            word |= (uint64_t)p[i * 8 + b] << (8 * b);
+        }
+        sum += spec_mix(word + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
+    }
+    return spec_mix(sum ^ (uint64_t)bytes);
+}
+
+static void fill_random(unsigned char *p, size_t n, unsigned seed)
+{
+    srand(seed);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (unsigned char)(rand() & 0xff);
+    }
+}
+
+START_TEST(checksum_matches_its_definition)
+{
+    unsigned char buf[1024 + 8];
+
+    fill_random(buf, sizeof(buf), 1);
+    for (size_t offset = 0; offset < 8; offset++) {
+        for (size_t len = 0; len <= 300; len++) {
+            ck_assert_uint_eq(weft_checksum64(buf + offset, len), spec_checksum(buf + offset, len));
+        }
+        ck_assert_uint_eq(weft_checksum64(buf + offset, 1024), spec_checksum(buf + offset, 1024));
+    }
+}
+END_TEST
+
+START_TEST(checksum_known_answers)
+{
+    unsigned char pattern[1000];
+
+    /* Pinned: producers and consumers of different builds must agree. */
+    for (size_t i = 0; i < sizeof(pattern); i++) {
+        pattern[i] = (unsigned char)(i * 7 + 3);
+    }
+    ck_assert_uint_eq(weft_checksum64("", 0), 0);
+    ck_assert_uint_eq(weft_checksum64("abc", 3), 0xa92d7fae4059ee0aULL);
+    ck_assert_uint_eq(weft_checksum64(pattern, sizeof(pattern)), 0x4e6dd9deb6b993c9ULL);
+}
+END_TEST
+
+START_TEST(checksum_sees_every_bit)
+{
+    unsigned char buf[64];
+    uint64_t      base;
+
+    fill_random(buf, sizeof(buf), 2);
+    base = weft_checksum64(buf, sizeof(buf));
+    for (size_t bit = 0; bit < 8 * sizeof(buf); bit++) {
+        buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        ck_assert_uint_ne(weft_checksum64(buf, sizeof(buf)), base);
+        buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+    }
+    ck_assert_uint_eq(weft_checksum64(buf, sizeof(buf)), base);
+}
+END_TEST
+
+START_TEST(checksum_sees_order_and_length)
+{
+    unsigned char buf[32], swapped[32], longer[33];
+
+    fill_random(buf, sizeof(buf), 3);
+    memcpy(swapped, buf + 8, 8);
+    memcpy(swapped + 8, buf, 8);
+    memcpy(swapped + 16, buf + 16, 16);
+    ck_assert_uint_ne(weft_checksum64(buf, 32), weft_checksum64(swapped, 32));
+
+    /* A trailing zero byte is data too. */
+    memcpy(longer, buf, 32);
+    longer[32] = 0;
+    ck_assert_uint_ne(weft_checksum64(buf, 32), weft_checksum64(longer, 33));
+
+    /* All-zero buffers of different lengths differ. */
+    memset(longer, 0, sizeof(longer));
+    ck_assert_uint_ne(weft_checksum64(longer, 16), weft_checksum64(longer, 24));
+}
+END_TEST
+
+#ifndef HAVE_CUDA
+START_TEST(checksum_cuda_without_gpu_support)
+{
+    uint64_t sum = 5;
+    ck_assert_int_eq(weft_checksum64_cuda(NULL, 0, NULL, &sum), WEFT_ERR_UNSUPPORTED);
+    ck_assert_uint_eq(sum, 5);
+}
+END_TEST
+#endif
+
+int main(void)
+{
+    Suite   *s = suite_create("kernels");
+    TCase   *tc = tcase_create("checksum");
+    SRunner *sr;
+    int      failed;
+
+    tcase_add_test(tc, checksum_matches_its_definition);
+    tcase_add_test(tc, checksum_known_answers);
+    tcase_add_test(tc, checksum_sees_every_bit);
+    tcase_add_test(tc, checksum_sees_order_and_length);
+#ifndef HAVE_CUDA
+    tcase_add_test(tc, checksum_cuda_without_gpu_support);
+#endif
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

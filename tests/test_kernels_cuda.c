@@ -1,0 +1,91 @@
+/* kernels/ on the GPU: the checksum kernel against the host reference.
+ * Exits 77 (skipped) where no GPU is present. */
+#include "config.h"
+
+#include "gpu_skip.h"
+#include "kernels/checksum.h"
+
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fill_random(unsigned char *p, size_t n, unsigned seed)
+{
+    srand(seed);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (unsigned char)(rand() & 0xff);
+    }
+}
+
+/* Compares device and host checksums of one buffer at several offsets. */
+static void check_size(size_t bytes, cudaStream_t stream)
+{
+    const size_t   pad = 16;
+    unsigned char *host = malloc(bytes + pad);
+    void          *dev = NULL;
+
+    ck_assert_ptr_nonnull(host);
+    fill_random(host, bytes + pad, (unsigned)bytes);
+    ck_assert_int_eq(cudaMalloc(&dev, bytes + pad), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(dev, host, bytes + pad, cudaMemcpyHostToDevice), cudaSuccess);
+    for (size_t offset = 0; offset < pad; offset += 3) {
+        uint64_t gpu = 0;
+
+        ck_assert_int_eq(weft_checksum64_cuda((unsigned char *)dev + offset, bytes, stream, &gpu), WEFT_OK);
+        ck_assert_uint_eq(gpu, weft_checksum64(host + offset, bytes));
+    }
+    ck_assert_int_eq(cudaFree(dev), cudaSuccess);
+    free(host);
+}
+
+START_TEST(gpu_checksum_matches_host_reference)
+{
+    static const size_t sizes[] = {0, 1, 7, 8, 9, 255, 4099, 1 << 20, (64u << 20) + 5};
+
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        check_size(sizes[i], NULL);
+    }
+}
+END_TEST
+
+START_TEST(gpu_checksum_on_a_stream)
+{
+    cudaStream_t stream;
+
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    check_size(3u << 20, stream);
+    ck_assert_int_eq(cudaStreamDestroy(stream), cudaSuccess);
+}
+END_TEST
+
+START_TEST(gpu_checksum_rejects_null_output)
+{
+    ck_assert_int_eq(weft_checksum64_cuda(NULL, 16, NULL, NULL), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
+int main(void)
+{
+    Suite   *s;
+    TCase   *tc;
+    SRunner *sr;
+    int      failed;
+
+    if (weft_test_gpu_count() == 0) {
+        return WEFT_TEST_SKIP;
+    }
+    s = suite_create("kernels_cuda");
+    tc = tcase_create("checksum");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, gpu_checksum_matches_host_reference);
+    tcase_add_test(tc, gpu_checksum_on_a_stream);
+    tcase_add_test(tc, gpu_checksum_rejects_null_output);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

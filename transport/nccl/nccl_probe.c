@@ -1,0 +1,25 @@
+/* The NCCL probe: the version of the library loaded at run time. */
+#include "common/text.h"
+#include "transport/probe.h"
+
+#include <nccl.h>
+#include <stdlib.h>
+
+void weft_nccl_probe(weft_backend_info_t *info)
+{
+    int          version = 0;
+    ncclResult_t res = ncclGetVersion(&version);
+    const char  *nvls = getenv("NCCL_NVLS_ENABLE");
+
+    if (res != ncclSuccess) {
+        weft_text_append(info->detail, sizeof(info->detail), "ncclGetVersion failed: %s\n",
+                         ncclGetErrorString(res));
+        return;
+    }
+    /* NCCL >= 2.9 encodes major*10000 + minor*100 + patch. */
+    weft_text_append(info->version, sizeof(info->version), "%d.%d.%d", version / 10000,
+                     (version % 10000) / 100, version % 100);
+    weft_text_append(info->detail, sizeof(info->detail), "headers %d.%d.%d, NCCL_NVLS_ENABLE=%s\n",
+                     NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, nvls ? nvls : "(unset)");
+    info->available = 1;
+}

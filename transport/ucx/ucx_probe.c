@@ -1,0 +1,85 @@
+/* The UCX probe: version, and every transport of every memory domain. */
+#include "common/text.h"
+#include "transport/probe.h"
+
+#include <stdlib.h>
+#include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
+
+/* Appends "md: tl/dev tl/dev" for one memory domain. Returns its transport
+ * count, or -1 when the domain cannot be opened. */
+static int ucx_probe_md(uct_component_h component, const char *md_name, weft_backend_info_t *info)
+{
+    uct_md_config_t        *config;
+    uct_md_h                md;
+    uct_md_attr_t           attr;
+    uct_tl_resource_desc_t *tls;
+    unsigned                count;
+
+    if (uct_md_config_read(component, NULL, NULL, &config) != UCS_OK) {
+        return -1;
+    }
+    if (uct_md_open(component, md_name, config, &md) != UCS_OK) {
+        uct_config_release(config);
+        return -1;
+    }
+    uct_config_release(config);
+    if (uct_md_query_tl_resources(md, &tls, &count) != UCS_OK) {
+        uct_md_close(md);
+        return -1;
+    }
+    if (count > 0) {
+        weft_text_append(info->detail, sizeof(info->detail), "%s:", md_name);
+        for (unsigned i = 0; i < count; i++) {
+            weft_text_append(info->detail, sizeof(info->detail), " " UCT_TL_RESOURCE_DESC_FMT,
+                             UCT_TL_RESOURCE_DESC_ARG(&tls[i]));
+        }
+        /* A network domain that registers CUDA memory is GPUDirect RDMA. */
+        if (uct_md_query(md, &attr) == UCS_OK &&
+            (attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA))) {
+            weft_text_append(info->detail, sizeof(info->detail), " (registers CUDA memory)");
+        }
+        weft_text_append(info->detail, sizeof(info->detail), "\n");
+    }
+    uct_release_tl_resource_list(tls);
+    uct_md_close(md);
+    return (int)count;
+}
+
+void weft_ucx_probe(weft_backend_info_t *info)
+{
+    uct_component_h *components;
+    unsigned         ncomponents;
+    int              transports = 0;
+
+    weft_text_append(info->version, sizeof(info->version), "%s", ucp_get_version_string());
+    if (uct_query_components(&components, &ncomponents) != UCS_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "uct_query_components failed\n");
+        return;
+    }
+    for (unsigned c = 0; c < ncomponents; c++) {
+        uct_component_attr_t attr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
+                                                   UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT};
+
+        if (uct_component_query(components[c], &attr) != UCS_OK || attr.md_resource_count == 0) {
+            continue;
+        }
+        attr.md_resources = calloc(attr.md_resource_count, sizeof(*attr.md_resources));
+        if (attr.md_resources == NULL) {
+            break;
+        }
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        if (uct_component_query(components[c], &attr) == UCS_OK) {
+            for (unsigned m = 0; m < attr.md_resource_count; m++) {
+                int n = ucx_probe_md(components[c], attr.md_resources[m].md_name, info);
+                transports += n > 0 ? n : 0;
+            }
+        }
+        free(attr.md_resources);
+    }
+    uct_release_component_list(components);
+    if (transports == 0) {
+        weft_text_append(info->detail, sizeof(info->detail), "no UCX transport found\n");
+    }
+    info->available = transports > 0;
+}
