@@ -2,8 +2,13 @@
 #include "common/text.h"
 #include "transport/probe.h"
 
-#include <nccl.h>
 #include <stdlib.h>
+
+/* nccl.h declares functions without prototypes. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
 
 void weft_nccl_probe(weft_backend_info_t *info)
 {

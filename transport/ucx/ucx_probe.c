@@ -3,8 +3,13 @@
 #include "transport/probe.h"
 
 #include <stdlib.h>
+
+/* UCX 1.13's headers declare functions without prototypes. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
+#pragma GCC diagnostic pop
 
 /* Appends "md: tl/dev tl/dev" for one memory domain. Returns its transport
  * count, or -1 when the domain cannot be opened. */
