@@ -43,7 +43,8 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
             [_WEFT_DEP_PATHS([$weft_cuda_root], [CUDA])])
       CUDA_LIBS="-lcudart"
       AC_MSG_CHECKING([for the CUDA runtime and driver API (12.0 or newer) in $weft_cuda_root])
-      _WEFT_DEP_TRY([CUDA], [[#include <cuda.h>
+      _WEFT_DEP_IN_DIR([$with_cuda], [cuda_runtime.h])
+      AS_IF([test "x$weft_dep_in_dir" = xyes], [_WEFT_DEP_TRY([CUDA], [[#include <cuda.h>
 #include <cuda_runtime.h>
 #if CUDART_VERSION < 12000 || CUDA_VERSION < 12000
 #error CUDA 12.0 or newer is required
@@ -51,7 +52,7 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
         [[int n; CUresult (*get_error_string)(CUresult, const char **) = 0;
           (void)get_error_string;
           (void)cudaGetDeviceCount(&n);]],
-        [$CUDA_LIBS])
+        [$CUDA_LIBS])], [weft_dep_ok=no])
       AC_MSG_RESULT([$weft_dep_ok])
       AS_IF([test "x$weft_dep_ok" != xyes], [
         _WEFT_DEP_FAIL([$with_cuda], [CUDA runtime 12.0+ (cuda_runtime.h, cuda.h, libcudart) not usable in $weft_cuda_root], [weft_cuda_summary])

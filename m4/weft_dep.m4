@@ -26,6 +26,15 @@ AC_DEFUN([_WEFT_DEP_PATHS], [
   done
 ])
 
+# _WEFT_DEP_IN_DIR(with-value, header)
+# With --with-X=DIR, X must come from DIR and not from the system paths the
+# compiler searches anyway: sets weft_dep_in_dir=no when DIR lacks header.
+AC_DEFUN([_WEFT_DEP_IN_DIR], [
+  weft_dep_in_dir=yes
+  AS_CASE([$1], [yes|guess|no], [],
+          [AS_IF([test ! -f "$1/include/$2"], [weft_dep_in_dir=no])])
+])
+
 # _WEFT_DEP_TRY(prefix, includes, body, libs)
 # Compiles and links a test program with <prefix>_CPPFLAGS/_LDFLAGS and
 # the given libraries; sets weft_dep_ok to yes or no.

@@ -27,8 +27,12 @@ AC_DEFUN([WEFT_CHECK_NCCL], [
         NCCL_CPPFLAGS="$NCCL_CPPFLAGS $CUDA_CPPFLAGS"
         NCCL_LDFLAGS="$NCCL_LDFLAGS $CUDA_LDFLAGS"
         AC_MSG_CHECKING([for NCCL in $weft_root])
-        _WEFT_DEP_TRY([NCCL], [[#include <nccl.h>]],
-                      [[int v; (void)ncclGetVersion(&v);]], [$NCCL_LIBS $CUDA_LIBS])
+        AS_IF([test "x$weft_root" = xsystem], [weft_dep_in_dir=yes],
+              [_WEFT_DEP_IN_DIR([$weft_root], [nccl.h])])
+        AS_IF([test "x$weft_dep_in_dir" = xyes], [
+          _WEFT_DEP_TRY([NCCL], [[#include <nccl.h>]],
+                        [[int v; (void)ncclGetVersion(&v);]], [$NCCL_LIBS $CUDA_LIBS])],
+          [weft_dep_ok=no])
         AC_MSG_RESULT([$weft_dep_ok])
         AS_IF([test "x$weft_dep_ok" = xyes], [break])
       done

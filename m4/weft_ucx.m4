@@ -21,14 +21,15 @@ AC_DEFUN([WEFT_CHECK_UCX], [
         ])],
       [_WEFT_DEP_PATHS([$with_ucx], [UCX])])
     AC_MSG_CHECKING([for UCX 1.13 or newer])
-    _WEFT_DEP_TRY([UCX], [[#include <ucp/api/ucp.h>
+    _WEFT_DEP_IN_DIR([$with_ucx], [ucp/api/ucp.h])
+    AS_IF([test "x$weft_dep_in_dir" = xyes], [_WEFT_DEP_TRY([UCX], [[#include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
 #if UCP_API_VERSION < UCP_VERSION(1, 13)
 #error UCX 1.13 or newer is required
 #endif]],
       [[unsigned a, b, c; uct_component_h *comps; unsigned n;
         ucp_get_version(&a, &b, &c);
-        (void)uct_query_components(&comps, &n);]], [$UCX_LIBS])
+        (void)uct_query_components(&comps, &n);]], [$UCX_LIBS])], [weft_dep_ok=no])
     AC_MSG_RESULT([$weft_dep_ok])
     AS_IF([test "x$weft_dep_ok" = xyes], [
       have_ucx=yes

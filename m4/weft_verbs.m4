@@ -16,9 +16,11 @@ AC_DEFUN([WEFT_CHECK_VERBS], [
       [yes|guess], [VERBS_CPPFLAGS=""; VERBS_LDFLAGS=""],
       [_WEFT_DEP_PATHS([$with_verbs], [VERBS])])
     AC_MSG_CHECKING([for libibverbs])
-    _WEFT_DEP_TRY([VERBS], [[#include <infiniband/verbs.h>]],
-      [[int n; struct ibv_device **l = ibv_get_device_list(&n); ibv_free_device_list(l);]],
-      [$VERBS_LIBS])
+    _WEFT_DEP_IN_DIR([$with_verbs], [infiniband/verbs.h])
+    AS_IF([test "x$weft_dep_in_dir" = xyes], [
+      _WEFT_DEP_TRY([VERBS], [[#include <infiniband/verbs.h>]],
+        [[int n; struct ibv_device **l = ibv_get_device_list(&n); ibv_free_device_list(l);]],
+        [$VERBS_LIBS])], [weft_dep_ok=no])
     AC_MSG_RESULT([$weft_dep_ok])
     AS_IF([test "x$weft_dep_ok" = xyes], [
       have_verbs=yes
