@@ -22,7 +22,10 @@ extern "C" {
     X(LOG_LEVEL, "common", "warn",                                                        \
       "log verbosity: off, error, warn, info, debug or trace")                            \
     X(LOG_FILE, "common", "",                                                             \
-      "append log lines to this file instead of stderr (%p: pid, %h: host name)")
+      "append log lines to this file instead of stderr (%p: pid, %h: host name)")         \
+    X(REGISTRY_SPIN_US, "registry", "200",                                                \
+      "microseconds a reader spins on the latest version before sleeping on a futex "     \
+      "(0: futex only)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

@@ -182,4 +182,7 @@ WEFT_API weft_status_t weft_backend_query(weft_backend_t backend,
 }
 #endif
 
+/* The module headers: <weft/weft.h> gives the whole API. */
+#include <weft/registry.h>
+
 #endif /* WEFT_WEFT_H */

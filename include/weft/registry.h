@@ -1,0 +1,322 @@
+/*
+ * The versioned shared-memory registry.
+ *
+ * A producer (the trainer) publishes complete versions of a fixed set of
+ * tensors (the expert matrices W, WT and their block scales); any number of
+ * consumer processes on the node read them and never see a torn version.
+ *
+ *   producer                                consumer
+ *   --------                                --------
+ *   weft_registry_create(name)              weft_registry_open(name, READ)
+ *   weft_registry_declare(tensor) × N       weft_registry_lookup(tensor name)
+ *   weft_registry_seal()                    weft_registry_consumer_register()
+ *   loop:                                   loop:
+ *     weft_registry_write_begin()             weft_registry_wait(after v)  → lease
+ *     weft_registry_write_tensor() × N        weft_registry_lease_tensor() × N, copy
+ *       … write the bytes …                   weft_registry_release(lease)
+ *     weft_registry_publish(v)  ──wake──►     weft_registry_consumer_received(v)
+ *   weft_registry_wait_consumers(v)
+ *
+ * The segment holds K ≥ 2 slots (default 3); each slot holds every tensor at
+ * the same offset. Publishing makes a slot the latest version in one atomic
+ * store. Readers take a lease on the slot they read; the producer never
+ * writes into a leased slot. Leases of processes that died are reclaimed.
+ * The segment layout and the protocol are described in registry/PROTOCOL.md.
+ *
+ * Threads: a handle may be shared by the threads of a process. The producer
+ * calls (declare, seal, write_*, publish) must come from one thread at a
+ * time; acquire, wait, lease_tensor and release may be called concurrently.
+ * Processes: handles do not survive fork(); open the registry again.
+ * Errors are logged with the registry's name (WEFT_LOG_LEVEL).
+ */
+#ifndef WEFT_REGISTRY_H
+#define WEFT_REGISTRY_H
+
+#include <weft/weft.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_registry *weft_registry_h;
+
+#define WEFT_REGISTRY_NAME_MAX 64  /* bytes, with the NUL */
+#define WEFT_TENSOR_NAME_MAX   128 /* bytes, with the NUL */
+#define WEFT_TENSOR_MAX_DIMS   4
+#define WEFT_CONSUMER_NAME_MAX 64  /* bytes, with the NUL */
+
+/* What a tensor holds for its expert matrix. */
+typedef enum weft_tensor_role {
+    WEFT_ROLE_W     = 1, /* the matrix, [N, K] */
+    WEFT_ROLE_WT    = 2, /* its transpose, [K, N] */
+    WEFT_ROLE_SCALE = 3  /* the block scales of W, [⌈N/b⌉, ⌈K/b⌉] */
+} weft_tensor_role_t;
+
+/* Where a tensor's bytes live. Only host memory exists for now. */
+typedef enum weft_memory_kind {
+    WEFT_MEMORY_HOST = 1
+} weft_memory_kind_t;
+
+/* ---------------------------------------------------------------- create */
+
+enum weft_registry_params_field {
+    WEFT_REGISTRY_PARAM_SLOTS         = 1u << 0,
+    WEFT_REGISTRY_PARAM_MAX_TENSORS   = 1u << 1,
+    WEFT_REGISTRY_PARAM_MAX_LEASES    = 1u << 2,
+    WEFT_REGISTRY_PARAM_MAX_CONSUMERS = 1u << 3,
+    WEFT_REGISTRY_PARAM_MODE          = 1u << 4,
+    WEFT_REGISTRY_PARAM_GROUP         = 1u << 5
+};
+
+typedef struct weft_registry_params {
+    uint64_t field_mask;     /* which fields below are set; others take defaults */
+    uint32_t slot_count;     /* versions held at once, 2..16; default 3 */
+    uint32_t max_tensors;    /* 1..1048576; default 8192 */
+    uint32_t max_leases;     /* leases held at once, all readers; 1..65536; default 1024 */
+    uint32_t max_consumers;  /* 1..4096; default 256 */
+    uint32_t mode;           /* permission bits of the segment; default 0600 */
+    uint32_t group;          /* group id to give the segment (with mode 0660, say) */
+} weft_registry_params_t;
+
+/*
+ * Creates the registry `name` ([A-Za-z0-9._-], 1 to 63 bytes): a POSIX
+ * shared-memory segment "/weft.<name>", owned by the calling process as its
+ * producer. The registry is in the declaring state: declare tensors, then
+ * seal. params may be NULL for all defaults.
+ * Errors: WEFT_ERR_INVALID_PARAM (name, an unknown field_mask bit, a value
+ * out of range), WEFT_ERR_EXISTS (the name is taken: unlink it first, or
+ * open it as producer to take it over), WEFT_ERR_PERMISSION, WEFT_ERR_IO.
+ * On success *reg is a handle to close with weft_registry_close().
+ */
+WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registry_params_t *params,
+                                            weft_registry_h *reg);
+
+enum weft_tensor_desc_field {
+    WEFT_TENSOR_FIELD_STRIDES = 1u << 0,
+    WEFT_TENSOR_FIELD_BLOCK   = 1u << 1
+};
+
+typedef struct weft_tensor_desc {
+    uint64_t           field_mask; /* optional fields set below */
+    const char        *name;       /* canonical name, unique in the registry */
+    int32_t            layer;      /* -1 when not a layer's tensor */
+    int32_t            expert;     /* -1 when not an expert's tensor */
+    weft_tensor_role_t role;
+    weft_dtype_t       dtype;
+    uint32_t           ndim;       /* 1..WEFT_TENSOR_MAX_DIMS */
+    uint64_t           shape[WEFT_TENSOR_MAX_DIMS];
+    /* In elements; default row-major contiguous. Padding is allowed;
+     * overlapping elements are not. */
+    uint64_t           strides[WEFT_TENSOR_MAX_DIMS];
+    /* FP8 block rows and columns, powers of two; default 128 × 128. */
+    uint32_t           block[2];
+} weft_tensor_desc_t;
+
+/*
+ * Declares a tensor. Producer only, before seal. *index (may be NULL) gets
+ * the tensor's index, which stays valid for every process.
+ * Errors: WEFT_ERR_STATE (sealed, or not the producer), WEFT_ERR_EXISTS
+ * (duplicate name), WEFT_ERR_INVALID_PARAM (name, role, dtype, shape,
+ * strides, block or field_mask invalid; the log says which),
+ * WEFT_ERR_NO_SPACE (max_tensors reached), WEFT_ERR_NO_MEMORY.
+ */
+WEFT_API weft_status_t weft_registry_declare(weft_registry_h reg, const weft_tensor_desc_t *desc,
+                                             uint32_t *index);
+
+/*
+ * Lays the tensors out in every slot (256-byte aligned, in declaration
+ * order), sizes the segment and makes the registry visible to readers.
+ * Producer only, once. Errors: WEFT_ERR_STATE (sealed already, or no
+ * tensor), WEFT_ERR_NO_MEMORY / WEFT_ERR_IO (the segment cannot grow).
+ */
+WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg);
+
+/* ------------------------------------------------------------ open/close */
+
+typedef enum weft_registry_open_mode {
+    WEFT_REGISTRY_OPEN_READ     = 0, /* a consumer */
+    /* Takes over as producer; allowed only when the recorded producer has
+     * exited. A version it left half-written is discarded; the last
+     * published one stays readable. */
+    WEFT_REGISTRY_OPEN_PRODUCER = 1
+} weft_registry_open_mode_t;
+
+/*
+ * Opens a sealed registry. Every offset and size in the segment is
+ * validated first. Errors: WEFT_ERR_NOT_FOUND (no such registry),
+ * WEFT_ERR_STATE (not sealed yet), WEFT_ERR_CORRUPT (the segment fails
+ * validation), WEFT_ERR_VERSION (another ABI major version),
+ * WEFT_ERR_BUSY (PRODUCER: the producer is alive), WEFT_ERR_PERMISSION.
+ */
+WEFT_API weft_status_t weft_registry_open(const char *name, weft_registry_open_mode_t mode,
+                                          weft_registry_h *reg);
+
+/*
+ * Closes a handle: releases the leases it holds, unregisters the consumers
+ * it registered, aborts a write in progress and, for the producer, gives
+ * up the producer role. The segment stays until unlinked. NULL is a no-op.
+ */
+WEFT_API weft_status_t weft_registry_close(weft_registry_h reg);
+
+/* Removes the name; processes that have it open keep using it. */
+WEFT_API weft_status_t weft_registry_unlink(const char *name);
+
+/* --------------------------------------------------------------- tensors */
+
+typedef struct weft_tensor_info {
+    char               name[WEFT_TENSOR_NAME_MAX];
+    int32_t            layer;
+    int32_t            expert;
+    weft_tensor_role_t role;
+    weft_dtype_t       dtype;
+    uint32_t           ndim;
+    uint64_t           shape[WEFT_TENSOR_MAX_DIMS];
+    uint64_t           strides[WEFT_TENSOR_MAX_DIMS];
+    uint32_t           block[2];
+    uint64_t           bytes;  /* span of the tensor's elements */
+    uint64_t           offset; /* from the start of a slot's arena */
+    weft_memory_kind_t memory;
+} weft_tensor_info_t;
+
+/* Number of tensors declared. */
+WEFT_API weft_status_t weft_registry_tensor_count(weft_registry_h reg, uint32_t *count);
+
+/* Describes tensor `index`. WEFT_ERR_INVALID_PARAM when out of range. */
+WEFT_API weft_status_t weft_registry_tensor_info(weft_registry_h reg, uint32_t index,
+                                                 weft_tensor_info_t *info);
+
+/* Index of the tensor with this exact name; WEFT_ERR_NOT_FOUND if none. */
+WEFT_API weft_status_t weft_registry_lookup(weft_registry_h reg, const char *name, uint32_t *index);
+
+/* --------------------------------------------------------------- writing */
+
+/*
+ * Takes a slot to write the next version into: one that is neither the
+ * latest version nor leased by a reader. When none is free, waits up to
+ * timeout_us (0: do not wait) for readers to release one, then returns
+ * WEFT_ERR_BUSY with the registry unchanged. Producer only; one write at a
+ * time (WEFT_ERR_STATE otherwise). *slot (may be NULL) gets the slot.
+ */
+WEFT_API weft_status_t weft_registry_write_begin(weft_registry_h reg, uint64_t timeout_us,
+                                                 uint32_t *slot);
+
+/* Where tensor `index` is written in the slot being written. The pointer
+ * is valid until publish or abort. WEFT_ERR_STATE outside a write. */
+WEFT_API weft_status_t weft_registry_write_tensor(weft_registry_h reg, uint32_t index, void **data);
+
+/*
+ * Publishes the slot being written as `version` (0: the latest version
+ * + 1), which must be greater than every version published before
+ * (WEFT_ERR_INVALID_PARAM otherwise, the write still open). Readers
+ * waiting for a newer version are woken. Producer only; WEFT_ERR_STATE
+ * without a write in progress (publishing twice, say).
+ * *published (may be NULL) gets the version number.
+ */
+WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t version,
+                                             uint64_t *published);
+
+/* Gives up the write in progress; the slot's bytes are discarded. */
+WEFT_API weft_status_t weft_registry_write_abort(weft_registry_h reg);
+
+/* --------------------------------------------------------------- reading */
+
+/* A reader's hold on one published version. Filled by acquire and wait;
+ * pass it back to release. */
+typedef struct weft_lease {
+    uint64_t version;
+    uint32_t slot;
+    uint32_t record; /* internal: the lease record */
+    uint64_t ticket; /* internal: tells this lease from a later one */
+} weft_lease_t;
+
+/*
+ * Leases the latest version. WEFT_ERR_NOT_FOUND when nothing was
+ * published yet; WEFT_ERR_NO_SPACE when max_leases leases are held.
+ */
+WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *lease);
+
+/*
+ * Waits until a version newer than after_version is published, up to
+ * timeout_us, and leases the latest one. Spins for up to
+ * WEFT_REGISTRY_SPIN_US microseconds first, then sleeps on a futex
+ * (WEFT_REGISTRY_SPIN_US=0: futex only). WEFT_ERR_TIMEOUT when none came.
+ */
+WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_version,
+                                          uint64_t timeout_us, weft_lease_t *lease);
+
+/* Where tensor `index` of the leased version is, for reading. Valid until
+ * the lease is released. */
+WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const weft_lease_t *lease,
+                                                  uint32_t index, const void **data);
+
+/* Releases a lease. WEFT_ERR_STATE when it is not held (released twice). */
+WEFT_API weft_status_t weft_registry_release(weft_registry_h reg, weft_lease_t *lease);
+
+/* ------------------------------------------------------------- consumers */
+
+/*
+ * Registers a consumer of this registry: one rollout engine, say. name is
+ * for operators (1 to 63 bytes). Consumers of a process that dies are
+ * dropped. *consumer gets its id. WEFT_ERR_NO_SPACE when max_consumers
+ * are registered.
+ */
+WEFT_API weft_status_t weft_registry_consumer_register(weft_registry_h reg, const char *name,
+                                                       uint32_t *consumer);
+
+/* Unregisters a consumer registered through this handle. */
+WEFT_API weft_status_t weft_registry_consumer_unregister(weft_registry_h reg, uint32_t consumer);
+
+/*
+ * Records that the consumer holds every byte of `version`. Call it only
+ * after the transfer completed. A version not newer than the one recorded
+ * gives WEFT_ERR_INVALID_PARAM. Wakes weft_registry_wait_consumers().
+ */
+WEFT_API weft_status_t weft_registry_consumer_received(weft_registry_h reg, uint32_t consumer,
+                                                       uint64_t version);
+
+/* Records a failed transfer of `version`: its error, never the version. */
+WEFT_API weft_status_t weft_registry_consumer_failed(weft_registry_h reg, uint32_t consumer,
+                                                     uint64_t version, weft_status_t error);
+
+typedef struct weft_consumer_info {
+    char          name[WEFT_CONSUMER_NAME_MAX];
+    int32_t       pid;
+    uint64_t      received_version; /* 0: none yet */
+    uint64_t      failed_version;   /* the version of last_error; 0: none */
+    weft_status_t last_error;       /* WEFT_OK when none */
+} weft_consumer_info_t;
+
+/* Describes consumer `consumer`; WEFT_ERR_NOT_FOUND when not registered. */
+WEFT_API weft_status_t weft_registry_consumer_info(weft_registry_h reg, uint32_t consumer,
+                                                   weft_consumer_info_t *info);
+
+/*
+ * Waits until every registered, living consumer has received `version` or
+ * a newer one, up to timeout_us. WEFT_ERR_TIMEOUT otherwise; *lagging (may
+ * be NULL) gets the number of consumers still behind, on success and on
+ * timeout.
+ */
+WEFT_API weft_status_t weft_registry_wait_consumers(weft_registry_h reg, uint64_t version,
+                                                    uint64_t timeout_us, uint32_t *lagging);
+
+/* ----------------------------------------------------------------- stats */
+
+typedef struct weft_registry_stats {
+    uint64_t latest_version;   /* 0: none published */
+    uint32_t slot_count;
+    uint32_t tensor_count;
+    uint64_t slot_bytes;       /* bytes of one version */
+    uint64_t versions_published;
+    uint64_t busy;             /* write_begin calls that found no free slot */
+    uint64_t leases_reclaimed; /* leases of dead processes taken back */
+    uint32_t leases_held;
+    uint32_t consumers;        /* registered */
+} weft_registry_stats_t;
+
+WEFT_API weft_status_t weft_registry_stats(weft_registry_h reg, weft_registry_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_REGISTRY_H */

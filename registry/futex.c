@@ -1,0 +1,31 @@
+/* Futex wrappers and the monotonic clock. */
+#include "futex.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+void weft_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns)
+{
+    struct timespec ts = {
+        .tv_sec = (time_t)(timeout_ns / 1000000000u),
+        .tv_nsec = (long)(timeout_ns % 1000000000u),
+    };
+
+    (void)syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+
+void weft_futex_wake_all(uint32_t *word)
+{
+    (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+uint64_t weft_time_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

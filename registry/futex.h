@@ -1,0 +1,21 @@
+/* Futex wait and wake on words in shared memory (not FUTEX_PRIVATE: the
+ * waiters are in other processes). Internal. */
+#ifndef WEFT_REGISTRY_FUTEX_H
+#define WEFT_REGISTRY_FUTEX_H
+
+#include <stdint.h>
+
+/*
+ * Sleeps while *word == expected, up to timeout_ns. Returns when woken,
+ * when *word differs already, on timeout or on a signal: the caller
+ * re-checks its condition in every case.
+ */
+void weft_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns);
+
+/* Wakes every process sleeping on word. */
+void weft_futex_wake_all(uint32_t *word);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t weft_time_ns(void);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * The registry's shared-memory segment, byte for byte (ABI 1.0). This is
+ * the format other implementations must follow; registry/PROTOCOL.md
+ * describes it in prose with the protocol that goes with it. Internal.
+ *
+ *   offset 0           header (reg_header_t, 1 KiB)
+ *   tensor_table       tensor_capacity × reg_tensor_t (256 B each)
+ *   slot_table         slot_count × reg_slot_t (64 B each)
+ *   lease_table        lease_capacity × reg_lease_t (64 B each)
+ *   consumer_table     consumer_capacity × reg_consumer_t (128 B each)
+ *   data_offset        slot 0's arena, then slot 1's at data_offset +
+ *                      slot_stride, … (page aligned); every tensor sits at
+ *                      the same offset in every arena
+ *
+ * All integers are little-endian (x86-64 and AArch64 only). Words that
+ * change after seal are accessed atomically; everything else is written
+ * before the header's state becomes SEALED and never changes afterwards.
+ */
+#ifndef WEFT_REGISTRY_LAYOUT_H
+#define WEFT_REGISTRY_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REG_MAGIC         "WEFTREG1"
+#define REG_MAGIC_LEN     8
+#define REG_ABI_MAJOR     1
+#define REG_ABI_MINOR     0
+
+#define REG_TENSOR_ALIGN  256u  /* every tensor's offset in a slot arena */
+#define REG_PAGE          4096u /* arenas and the segment size */
+#define REG_TABLE_ALIGN   64u
+
+#define REG_MIN_SLOTS     2u
+#define REG_MAX_SLOTS     16u
+#define REG_MAX_TENSORS   (1u << 20)
+#define REG_MAX_LEASES    65536u
+#define REG_MAX_CONSUMERS 4096u
+#define REG_MAX_VERSION   ((UINT64_C(1) << 56) - 1) /* fits the latest word */
+
+/* header.state */
+enum { REG_STATE_DECLARING = 1, REG_STATE_SEALED = 2 };
+
+/* Slot word: version << 2 | state. */
+enum { REG_SLOT_FREE = 0, REG_SLOT_WRITING = 1, REG_SLOT_PUBLISHED = 2 };
+#define REG_SLOT_STATE(word)   ((uint32_t)((word) & 3u))
+#define REG_SLOT_VERSION(word) ((word) >> 2)
+#define REG_SLOT_WORD(version, state) (((uint64_t)(version) << 2) | (uint64_t)(state))
+
+/* Latest word and lease words: version << 8 | slot; 0 means none. */
+#define REG_VS_WORD(version, slot) (((uint64_t)(version) << 8) | (uint64_t)(slot))
+#define REG_VS_VERSION(word)       ((word) >> 8)
+#define REG_VS_SLOT(word)          ((uint32_t)((word) & 0xffu))
+
+/* Owner words name a process: pid << 32 | low 32 bits of its start time
+ * (/proc/<pid>/stat field 22). A record being claimed or reclaimed holds
+ * REG_OWNER_BUSY for a moment. */
+#define REG_OWNER_NONE 0
+#define REG_OWNER_BUSY UINT64_MAX
+
+typedef struct reg_header {
+    /* Identity and geometry: written once (at create, then at seal). */
+    char     magic[REG_MAGIC_LEN];
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    uint32_t header_size;
+    uint64_t segment_size;
+    uint32_t state; /* atomic: DECLARING, then SEALED (release) */
+    uint32_t slot_count;
+    uint32_t tensor_count;
+    uint32_t tensor_capacity;
+    uint32_t lease_capacity;
+    uint32_t consumer_capacity;
+    uint64_t tensor_table_offset;
+    uint64_t slot_table_offset;
+    uint64_t lease_table_offset;
+    uint64_t consumer_table_offset;
+    uint64_t data_offset;
+    uint64_t slot_stride;
+    uint64_t slot_bytes;
+    uint64_t create_time_ns; /* CLOCK_REALTIME */
+    uint8_t  reserved0[136];
+
+    /* Control words, atomic, one cache line each. */
+    _Alignas(64) uint64_t producer; /* owner word of the producer */
+    _Alignas(64) uint64_t latest;   /* version << 8 | slot of the latest version */
+    uint32_t publish_seq;           /* futex: +1 on every publish */
+    uint32_t publish_waiters;
+    _Alignas(64) uint32_t release_seq; /* futex: +1 on every lease release */
+    uint32_t release_waiters;
+    _Alignas(64) uint32_t ack_seq; /* futex: +1 on every consumer ack or error */
+    uint32_t ack_waiters;
+    _Alignas(64) uint64_t versions_published;
+    uint64_t busy;
+    uint64_t leases_reclaimed;
+    uint8_t  reserved1[1024 - 512 - 24];
+} reg_header_t;
+
+typedef struct reg_tensor {
+    char     name[128]; /* NUL-terminated, printable ASCII */
+    int32_t  layer;
+    int32_t  expert;
+    uint8_t  role;   /* weft_tensor_role_t */
+    uint8_t  dtype;  /* weft_dtype_t */
+    uint8_t  ndim;
+    uint8_t  memory; /* weft_memory_kind_t */
+    uint32_t block[2];
+    uint32_t reserved0;
+    uint64_t shape[4];
+    uint64_t strides[4]; /* elements */
+    uint64_t bytes;      /* span of the elements */
+    uint64_t offset;     /* in a slot arena, REG_TENSOR_ALIGN aligned */
+    uint8_t  reserved1[24];
+} reg_tensor_t;
+
+typedef struct reg_slot {
+    uint64_t word;            /* atomic: version << 2 | state */
+    uint64_t publish_time_ns; /* CLOCK_MONOTONIC at publish */
+    uint8_t  reserved[48];
+} reg_slot_t;
+
+typedef struct reg_lease {
+    uint64_t owner;        /* atomic: owner word, NONE or BUSY */
+    uint64_t slot_version; /* atomic: version << 8 | slot held, 0 when none */
+    uint64_t ticket;       /* atomic: changes on every acquire and release */
+    uint64_t holder;       /* handle tag of the owner, for close() */
+    uint8_t  reserved[32];
+} reg_lease_t;
+
+typedef struct reg_consumer {
+    uint64_t owner;          /* atomic: owner word, NONE or BUSY */
+    uint64_t received;       /* atomic: last version received whole */
+    uint64_t failed_version; /* atomic */
+    int32_t  last_error;     /* atomic: weft_status_t */
+    int32_t  pid;
+    uint64_t holder;
+    char     name[64];
+    uint8_t  reserved[24];
+} reg_consumer_t;
+
+_Static_assert(sizeof(reg_header_t) == 1024, "header layout");
+_Static_assert(offsetof(reg_header_t, create_time_ns) == 104, "header layout");
+_Static_assert(offsetof(reg_header_t, producer) == 256, "header layout");
+_Static_assert(offsetof(reg_header_t, latest) == 320, "header layout");
+_Static_assert(offsetof(reg_header_t, publish_seq) == 328, "header layout");
+_Static_assert(offsetof(reg_header_t, release_seq) == 384, "header layout");
+_Static_assert(offsetof(reg_header_t, ack_seq) == 448, "header layout");
+_Static_assert(offsetof(reg_header_t, versions_published) == 512, "header layout");
+_Static_assert(sizeof(reg_tensor_t) == 256, "tensor record layout");
+_Static_assert(sizeof(reg_slot_t) == 64, "slot record layout");
+_Static_assert(sizeof(reg_lease_t) == 64, "lease record layout");
+_Static_assert(sizeof(reg_consumer_t) == 128, "consumer record layout");
+
+#endif

@@ -1,0 +1,787 @@
+/* registry/: the API contract, the invariants across processes, and the
+ * validation of hostile segments. */
+#include "config.h"
+
+#include "registry/layout.h"
+#include "registry/validate.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+static char reg_name[64];
+
+/* A name unique to this test process; unlinked by the teardown. */
+static const char *test_name(void)
+{
+    if (reg_name[0] == '\0') {
+        snprintf(reg_name, sizeof(reg_name), "test-registry-%d", (int)getpid());
+    }
+    weft_registry_unlink(reg_name);
+    return reg_name;
+}
+
+static void unlink_registry(void)
+{
+    if (reg_name[0] != '\0') {
+        weft_registry_unlink(reg_name);
+    }
+}
+
+static uint64_t pattern_word(uint64_t version, uint32_t tensor, uint64_t i)
+{
+    uint64_t x = version * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)tensor << 40) ^ i;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    return x ^ (x >> 29);
+}
+
+/* A sealed registry of `tensors` 1-D uint8 tensors of `bytes` each (a
+ * multiple of 8). */
+static weft_registry_h make_registry(uint32_t slots, uint32_t tensors, uint64_t bytes)
+{
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS, .slot_count = slots};
+    weft_registry_h        reg;
+
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_OK);
+    for (uint32_t t = 0; t < tensors; t++) {
+        char               name[64];
+        weft_tensor_desc_t desc = {.name = name, .layer = 0, .expert = (int32_t)t, .role = WEFT_ROLE_W,
+                                   .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {bytes}};
+        uint32_t           index;
+
+        snprintf(name, sizeof(name), "model.layers.0.mlp.experts.%u.down_proj.weight", t);
+        ck_assert_int_eq(weft_registry_declare(reg, &desc, &index), WEFT_OK);
+        ck_assert_uint_eq(index, t);
+    }
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    return reg;
+}
+
+static void write_version(weft_registry_h reg, uint64_t version)
+{
+    uint32_t count;
+
+    ck_assert_int_eq(weft_registry_tensor_count(reg, &count), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
+    for (uint32_t t = 0; t < count; t++) {
+        weft_tensor_info_t info;
+        uint64_t          *data;
+
+        ck_assert_int_eq(weft_registry_tensor_info(reg, t, &info), WEFT_OK);
+        ck_assert_int_eq(weft_registry_write_tensor(reg, t, (void **)&data), WEFT_OK);
+        for (uint64_t i = 0; i < info.bytes / 8; i++) {
+            data[i] = pattern_word(version, t, i);
+        }
+    }
+    ck_assert_int_eq(weft_registry_publish(reg, version, NULL), WEFT_OK);
+}
+
+/* Number of words of the leased version that differ from its pattern. */
+static uint64_t verify_lease(weft_registry_h reg, const weft_lease_t *lease)
+{
+    uint32_t count;
+    uint64_t wrong = 0;
+
+    if (weft_registry_tensor_count(reg, &count) != WEFT_OK) {
+        return 1;
+    }
+    for (uint32_t t = 0; t < count; t++) {
+        weft_tensor_info_t info;
+        const uint64_t    *data;
+
+        if (weft_registry_tensor_info(reg, t, &info) != WEFT_OK ||
+            weft_registry_lease_tensor(reg, lease, t, (const void **)&data) != WEFT_OK) {
+            return 1;
+        }
+        for (uint64_t i = 0; i < info.bytes / 8; i++) {
+            wrong += data[i] != pattern_word(lease->version, t, i);
+        }
+    }
+    return wrong;
+}
+
+static int wait_child(pid_t pid)
+{
+    int status;
+
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* ------------------------------------------------------------------ API */
+
+START_TEST(create_declare_seal_open)
+{
+    weft_registry_h       reg = make_registry(3, 4, 1000), reader;
+    weft_tensor_info_t    info;
+    weft_registry_stats_t stats;
+    uint32_t              index, count;
+    struct stat           st;
+    char                  path[128];
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_tensor_count(reader, &count), WEFT_OK);
+    ck_assert_uint_eq(count, 4);
+    ck_assert_int_eq(weft_registry_lookup(reader, "model.layers.0.mlp.experts.2.down_proj.weight", &index),
+                     WEFT_OK);
+    ck_assert_uint_eq(index, 2);
+    ck_assert_int_eq(weft_registry_lookup(reader, "model.layers.0.mlp.experts.9.down_proj.weight", &index),
+                     WEFT_ERR_NOT_FOUND);
+    ck_assert_int_eq(weft_registry_tensor_info(reader, 2, &info), WEFT_OK);
+    ck_assert_str_eq(info.name, "model.layers.0.mlp.experts.2.down_proj.weight");
+    ck_assert_int_eq(info.expert, 2);
+    ck_assert_int_eq(info.role, WEFT_ROLE_W);
+    ck_assert_int_eq(info.dtype, WEFT_DTYPE_UINT8);
+    ck_assert_uint_eq(info.bytes, 1000);
+    ck_assert_uint_eq(info.offset % 256, 0);
+    ck_assert_uint_eq(info.offset, 2 * 1024); /* 1000 rounded up to 256, twice */
+    ck_assert_uint_eq(info.block[0], 128);
+    ck_assert_int_eq(weft_registry_tensor_info(reader, 4, &info), WEFT_ERR_INVALID_PARAM);
+
+    ck_assert_int_eq(weft_registry_stats(reader, &stats), WEFT_OK);
+    ck_assert_uint_eq(stats.slot_count, 3);
+    ck_assert_uint_eq(stats.slot_bytes, 3 * 1024 + 1000);
+    ck_assert_uint_eq(stats.latest_version, 0);
+
+    /* Created 0600 whatever the umask. */
+    snprintf(path, sizeof(path), "/dev/shm/weft.%s", reg_name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0600);
+
+    ck_assert_int_eq(weft_registry_close(reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_close(reg), WEFT_OK);
+}
+END_TEST
+
+START_TEST(create_with_group_mode)
+{
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP,
+                                     .mode = 0660, .group = (uint32_t)getgid()};
+    weft_registry_h        reg;
+    struct stat            st;
+    char                   path[128];
+
+    umask(077);
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_OK);
+    snprintf(path, sizeof(path), "/dev/shm/weft.%s", reg_name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0660);
+    ck_assert_uint_eq(st.st_gid, getgid());
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(create_rejects_bad_input)
+{
+    weft_registry_params_t params = {0};
+    weft_registry_h        reg = NULL, other;
+
+    ck_assert_int_eq(weft_registry_create("", NULL, &reg), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_create("has/slash", NULL, &reg), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_create(NULL, NULL, &reg), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_create(
+                         "a-name-that-is-much-longer-than-sixty-three-characters-in-all-of-it", NULL, &reg),
+                     WEFT_ERR_INVALID_PARAM);
+    params.field_mask = WEFT_REGISTRY_PARAM_SLOTS;
+    params.slot_count = 1;
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
+    params.slot_count = 17;
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
+    params.field_mask = 1u << 20;
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
+    params.field_mask = WEFT_REGISTRY_PARAM_MODE;
+    params.mode = 0044; /* the owner must be able to read and write */
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
+    ck_assert_ptr_null(reg);
+
+    ck_assert_int_eq(weft_registry_create(test_name(), NULL, &reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_create(reg_name, NULL, &other), WEFT_ERR_EXISTS);
+    /* Not sealed: readers are told to wait, not that it is corrupt. */
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &other), WEFT_ERR_STATE);
+    weft_registry_close(reg);
+    ck_assert_int_eq(weft_registry_open("no-such-registry-here", WEFT_REGISTRY_OPEN_READ, &other),
+                     WEFT_ERR_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(declare_rejects_bad_tensors)
+{
+    weft_registry_h    reg;
+    weft_tensor_desc_t good = {.name = "w", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
+                               .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {256, 128}};
+    weft_tensor_desc_t d;
+    char               long_name[200];
+
+    ck_assert_int_eq(weft_registry_create(test_name(), NULL, &reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_ERR_STATE); /* no tensor yet */
+
+    d = good, d.dtype = WEFT_DTYPE_INVALID;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.dtype = (weft_dtype_t)77;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.role = (weft_tensor_role_t)9;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.ndim = 0;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.ndim = 5;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.shape[1] = 0;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.shape[0] = UINT64_MAX / 2;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.field_mask = WEFT_TENSOR_FIELD_STRIDES, d.strides[0] = 64, d.strides[1] = 1; /* rows overlap */
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.field_mask = WEFT_TENSOR_FIELD_BLOCK, d.block[0] = 100, d.block[1] = 128;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.field_mask = 1u << 9;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.name = "has space";
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d = good, d.name = "";
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    memset(long_name, 'x', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    d = good, d.name = long_name;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_INVALID_PARAM);
+
+    /* Padded rows are fine. */
+    d = good, d.field_mask = WEFT_TENSOR_FIELD_STRIDES, d.strides[0] = 192, d.strides[1] = 1;
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_OK);
+    d = good, d.name = "w2";
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_EXISTS);
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_ERR_STATE);
+    d = good, d.name = "w3";
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_STATE);
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(calls_in_the_wrong_state)
+{
+    weft_registry_h reg = make_registry(3, 1, 64), reader;
+    weft_lease_t    lease, copy;
+    void           *data;
+    uint64_t        version;
+
+    ck_assert_int_eq(weft_registry_publish(reg, 0, NULL), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, &data), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_write_abort(reg), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_acquire(reg, &lease), WEFT_ERR_NOT_FOUND);
+
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 1, &data), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_publish(reg, 5, &version), WEFT_OK);
+    ck_assert_uint_eq(version, 5);
+    ck_assert_int_eq(weft_registry_publish(reg, 6, NULL), WEFT_ERR_STATE); /* published already */
+
+    /* A version number never goes backwards; the write stays open. */
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_publish(reg, 5, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_publish(reg, 3, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_publish(reg, 0, &version), WEFT_OK);
+    ck_assert_uint_eq(version, 6);
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_begin(reader, 0, NULL), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_acquire(reader, &lease), WEFT_OK);
+    ck_assert_uint_eq(lease.version, 6);
+    copy = lease;
+    ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
+    ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_release(reader, &copy), WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_lease_tensor(reader, &copy, 0, (const void **)&data), WEFT_ERR_STATE);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(readers_see_published_bytes)
+{
+    weft_registry_h reg = make_registry(3, 3, 4096), reader;
+    weft_lease_t    lease;
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    for (uint64_t v = 1; v <= 10; v++) {
+        write_version(reg, v);
+        ck_assert_int_eq(weft_registry_acquire(reader, &lease), WEFT_OK);
+        ck_assert_uint_eq(lease.version, v);
+        ck_assert_uint_eq(verify_lease(reader, &lease), 0);
+        ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
+    }
+    /* A wait for a version that does not come times out. */
+    ck_assert_int_eq(weft_registry_wait(reader, 10, 20000, &lease), WEFT_ERR_TIMEOUT);
+    ck_assert_int_eq(weft_registry_wait(reader, 9, 0, &lease), WEFT_OK);
+    ck_assert_uint_eq(lease.version, 10);
+    ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+}
+END_TEST
+
+/* ----------------------------------------------------------- invariants */
+
+START_TEST(wait_wakes_on_publish_from_another_process)
+{
+    weft_registry_h reg = make_registry(3, 1, 64);
+    pid_t           pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        weft_registry_h reader;
+        weft_lease_t    lease;
+        int             ok = weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) == WEFT_OK &&
+                 weft_registry_wait(reader, 0, 10000000, &lease) == WEFT_OK && lease.version == 1 &&
+                 verify_lease(reader, &lease) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    usleep(100000); /* the child is asleep on the futex by now */
+    write_version(reg, 1);
+    ck_assert_int_eq(wait_child(pid), 0);
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(leased_slot_is_never_written_and_busy_changes_nothing)
+{
+    weft_registry_h       reg = make_registry(2, 2, 1024), reader;
+    weft_registry_stats_t before, after;
+    weft_lease_t          lease;
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    write_version(reg, 1);
+    ck_assert_int_eq(weft_registry_acquire(reader, &lease), WEFT_OK);
+    write_version(reg, 2); /* the other slot */
+
+    /* Slot of v1 is leased, slot of v2 is the latest: nothing is free. */
+    ck_assert_int_eq(weft_registry_stats(reg, &before), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_ERR_BUSY);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 30000, NULL), WEFT_ERR_BUSY);
+    ck_assert_int_eq(weft_registry_stats(reg, &after), WEFT_OK);
+    ck_assert_uint_eq(after.busy, before.busy + 2);
+    ck_assert_uint_eq(after.latest_version, 2);
+    ck_assert_uint_eq(after.versions_published, before.versions_published);
+    ck_assert_uint_eq(after.leases_held, 1);
+    ck_assert_uint_eq(verify_lease(reader, &lease), 0); /* v1 intact */
+    ck_assert_int_eq(weft_registry_publish(reg, 0, NULL), WEFT_ERR_STATE);
+
+    ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
+    write_version(reg, 3); /* now it goes */
+    ck_assert_int_eq(weft_registry_acquire(reader, &lease), WEFT_OK);
+    ck_assert_uint_eq(lease.version, 3);
+    ck_assert_uint_eq(verify_lease(reader, &lease), 0);
+    weft_registry_release(reader, &lease);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(write_begin_waits_for_a_release)
+{
+    weft_registry_h reg = make_registry(2, 1, 1024);
+    int             ready[2];
+    char            byte;
+    pid_t           pid;
+
+    write_version(reg, 1);
+    ck_assert_int_eq(pipe(ready), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        weft_registry_h reader;
+        weft_lease_t    lease;
+        if (weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) != WEFT_OK ||
+            weft_registry_acquire(reader, &lease) != WEFT_OK || write(ready[1], "x", 1) != 1) {
+            _exit(1);
+        }
+        usleep(200000);
+        _exit(weft_registry_release(reader, &lease) == WEFT_OK ? 0 : 1);
+    }
+    ck_assert_int_eq(read(ready[0], &byte, 1), 1);
+    write_version(reg, 2); /* the free slot */
+    /* The child leases v1 for 200 ms more; write_begin waits for it. */
+    ck_assert_int_eq(weft_registry_write_begin(reg, 5000000, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_publish(reg, 3, NULL), WEFT_OK);
+    ck_assert_int_eq(wait_child(pid), 0);
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(leases_of_a_killed_reader_are_reclaimed)
+{
+    weft_registry_h       reg = make_registry(3, 1, 1024);
+    weft_registry_stats_t stats;
+    int                   to_child[2], to_parent[2];
+    char                  byte;
+    pid_t                 pid;
+
+    ck_assert_int_eq(pipe(to_child), 0);
+    ck_assert_int_eq(pipe(to_parent), 0);
+    write_version(reg, 1);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        weft_registry_h reader;
+        weft_lease_t    a, b;
+        if (weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) != WEFT_OK ||
+            weft_registry_acquire(reader, &a) != WEFT_OK || write(to_parent[1], "a", 1) != 1 ||
+            read(to_child[0], &byte, 1) != 1 || weft_registry_acquire(reader, &b) != WEFT_OK ||
+            b.version != 2 || write(to_parent[1], "b", 1) != 1) {
+            _exit(1);
+        }
+        pause(); /* killed while holding both leases */
+        _exit(1);
+    }
+    ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
+    write_version(reg, 2);
+    ck_assert_int_eq(write(to_child[1], "g", 1), 1);
+    ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
+    write_version(reg, 3); /* slots of v1 and v2 leased, v3 latest */
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_ERR_BUSY);
+    ck_assert_int_eq(weft_registry_stats(reg, &stats), WEFT_OK);
+    ck_assert_uint_eq(stats.leases_held, 2);
+
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(wait_child(pid), 128 + SIGKILL);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_publish(reg, 4, NULL), WEFT_OK);
+    write_version(reg, 5);
+    ck_assert_int_eq(weft_registry_stats(reg, &stats), WEFT_OK);
+    ck_assert_uint_eq(stats.leases_reclaimed, 2);
+    ck_assert_uint_eq(stats.leases_held, 0);
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(producer_killed_mid_write_leaves_last_version)
+{
+    weft_registry_h reg, other;
+    weft_lease_t    lease;
+    pid_t           pid;
+    int             ready[2];
+    char            byte;
+
+    test_name();
+    ck_assert_int_eq(pipe(ready), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        weft_registry_h producer = make_registry(3, 2, 4096);
+        void           *data;
+        write_version(producer, 1);
+        weft_registry_write_begin(producer, 0, NULL);
+        weft_registry_write_tensor(producer, 0, &data);
+        memset(data, 0xee, 2048); /* half of one tensor of version 2 */
+        if (write(ready[1], "w", 1) != 1) {
+            _exit(1);
+        }
+        pause();
+        _exit(1);
+    }
+    ck_assert_int_eq(read(ready[0], &byte, 1), 1);
+    /* While the producer lives, nobody takes over. */
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_PRODUCER, &other), WEFT_ERR_BUSY);
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(wait_child(pid), 128 + SIGKILL);
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &other), WEFT_OK);
+    ck_assert_int_eq(weft_registry_acquire(other, &lease), WEFT_OK);
+    ck_assert_uint_eq(lease.version, 1);
+    ck_assert_uint_eq(verify_lease(other, &lease), 0);
+    weft_registry_release(other, &lease);
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_PRODUCER, &reg), WEFT_OK);
+    for (uint64_t v = 2; v <= 6; v++) {
+        write_version(reg, v);
+        ck_assert_int_eq(weft_registry_acquire(other, &lease), WEFT_OK);
+        ck_assert_uint_eq(lease.version, v);
+        ck_assert_uint_eq(verify_lease(other, &lease), 0);
+        weft_registry_release(other, &lease);
+    }
+    weft_registry_close(other);
+    weft_registry_close(reg);
+}
+END_TEST
+
+/* Readers in other processes verify every word of every version they
+ * lease while the producer publishes as fast as it can. */
+START_TEST(no_torn_reads_under_load)
+{
+    enum { READERS = 2, TENSORS = 4, BYTES = 64 * 1024, VERSIONS = 400 };
+    weft_registry_h reg = make_registry(3, TENSORS, BYTES);
+    pid_t           pids[READERS];
+
+    for (int r = 0; r < READERS; r++) {
+        pids[r] = fork();
+        ck_assert_int_ge(pids[r], 0);
+        if (pids[r] == 0) {
+            weft_registry_h reader;
+            weft_lease_t    lease;
+            uint64_t        last = 0, torn = 0, reads = 0;
+
+            if (weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) != WEFT_OK) {
+                _exit(2);
+            }
+            while (last < VERSIONS) {
+                weft_status_t s = (reads & 1) ? weft_registry_acquire(reader, &lease)
+                                              : weft_registry_wait(reader, last, 5000000, &lease);
+                if (s == WEFT_ERR_NOT_FOUND) {
+                    continue;
+                }
+                if (s != WEFT_OK || lease.version < last) {
+                    _exit(3); /* errors and versions going backwards */
+                }
+                torn += verify_lease(reader, &lease) != 0;
+                last = lease.version;
+                reads++;
+                if (weft_registry_release(reader, &lease) != WEFT_OK) {
+                    _exit(4);
+                }
+            }
+            _exit(torn == 0 && reads > 10 ? 0 : 5);
+        }
+    }
+    for (uint64_t v = 1; v <= VERSIONS; v++) {
+        write_version(reg, v);
+    }
+    for (int r = 0; r < READERS; r++) {
+        ck_assert_int_eq(wait_child(pids[r]), 0);
+    }
+    weft_registry_close(reg);
+}
+END_TEST
+
+START_TEST(consumers_ack_and_fail)
+{
+    weft_registry_h      reg = make_registry(3, 1, 64), reader;
+    weft_consumer_info_t info;
+    uint32_t             consumer, lagging = 99;
+    pid_t                pid;
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_consumer_register(reader, "", &consumer), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_consumer_register(reader, "engine-0", &consumer), WEFT_OK);
+    write_version(reg, 1);
+    ck_assert_int_eq(weft_registry_wait_consumers(reg, 1, 10000, &lagging), WEFT_ERR_TIMEOUT);
+    ck_assert_uint_eq(lagging, 1);
+
+    ck_assert_int_eq(weft_registry_consumer_failed(reader, consumer, 1, WEFT_ERR_IO), WEFT_OK);
+    ck_assert_int_eq(weft_registry_consumer_info(reg, consumer, &info), WEFT_OK);
+    ck_assert_str_eq(info.name, "engine-0");
+    ck_assert_int_eq(info.pid, getpid());
+    ck_assert_uint_eq(info.received_version, 0);
+    ck_assert_uint_eq(info.failed_version, 1);
+    ck_assert_int_eq(info.last_error, WEFT_ERR_IO);
+
+    ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 1), WEFT_OK);
+    ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 1), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_wait_consumers(reg, 1, 0, &lagging), WEFT_OK);
+    ck_assert_uint_eq(lagging, 0);
+
+    /* A consumer in another process: the wait ends when it acks. */
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        weft_registry_h r;
+        uint32_t        c;
+        weft_lease_t    lease;
+        if (weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &r) != WEFT_OK ||
+            weft_registry_consumer_register(r, "engine-1", &c) != WEFT_OK ||
+            weft_registry_wait(r, 1, 5000000, &lease) != WEFT_OK || weft_registry_release(r, &lease) != WEFT_OK ||
+            weft_registry_consumer_received(r, c, lease.version) != WEFT_OK) {
+            _exit(1);
+        }
+        pause(); /* stays registered until killed */
+        _exit(1);
+    }
+    usleep(100000);
+    write_version(reg, 2);
+    ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 2), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(reg, 2, 5000000, &lagging), WEFT_OK);
+    write_version(reg, 3);
+    ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 3), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(reg, 3, 10000, &lagging), WEFT_ERR_TIMEOUT);
+    ck_assert_uint_eq(lagging, 1);
+    /* A consumer that dies no longer holds anyone back. */
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(wait_child(pid), 128 + SIGKILL);
+    ck_assert_int_eq(weft_registry_wait_consumers(reg, 3, 1000000, &lagging), WEFT_OK);
+
+    ck_assert_int_eq(weft_registry_consumer_unregister(reader, consumer), WEFT_OK);
+    ck_assert_int_eq(weft_registry_consumer_info(reg, consumer, &info), WEFT_ERR_NOT_FOUND);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+}
+END_TEST
+
+/* ----------------------------------------------------------- validation */
+
+/* A copy of a sealed registry's segment, for mutation. */
+static uint8_t *segment_copy(size_t *size)
+{
+    weft_registry_h reg = make_registry(3, 3, 512);
+    char            path[128];
+    FILE           *f;
+    struct stat     st;
+    uint8_t        *copy;
+
+    write_version(reg, 1);
+    snprintf(path, sizeof(path), "/dev/shm/weft.%s", reg_name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    copy = malloc((size_t)st.st_size);
+    f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(copy, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+    fclose(f);
+    weft_registry_close(reg);
+    *size = (size_t)st.st_size;
+    return copy;
+}
+
+static weft_status_t validate(const uint8_t *segment, size_t size)
+{
+    reg_geometry_t geo;
+    char           reason[256];
+
+    return weft_registry_validate(segment, size, &geo, reason, sizeof(reason));
+}
+
+START_TEST(validator_accepts_a_real_segment)
+{
+    size_t         size;
+    uint8_t       *seg = segment_copy(&size);
+    reg_geometry_t geo;
+    char           reason[256];
+
+    ck_assert_int_eq(weft_registry_validate(seg, size, &geo, reason, sizeof(reason)), WEFT_OK);
+    ck_assert_uint_eq(geo.slot_count, 3);
+    ck_assert_uint_eq(geo.tensor_count, 3);
+    free(seg);
+}
+END_TEST
+
+START_TEST(validator_refuses_corrupt_segments)
+{
+    size_t        size;
+    uint8_t      *seg = segment_copy(&size), *bad = malloc(size);
+    reg_header_t *h = (reg_header_t *)bad;
+    reg_tensor_t *t;
+
+#define MUTATE(expected, ...)                              \
+    do {                                                   \
+        memcpy(bad, seg, size);                            \
+        t = (reg_tensor_t *)(bad + h->tensor_table_offset); \
+        __VA_ARGS__;                                       \
+        ck_assert_int_eq(validate(bad, size), expected);   \
+    } while (0)
+
+    ck_assert_int_eq(validate(seg, 100), WEFT_ERR_CORRUPT);            /* shorter than a header */
+    ck_assert_int_eq(validate(seg, size - 4096), WEFT_ERR_CORRUPT);    /* truncated */
+    MUTATE(WEFT_ERR_CORRUPT, h->magic[0] = 'X');
+    MUTATE(WEFT_ERR_VERSION, h->abi_major = 2);
+    MUTATE(WEFT_OK, h->abi_minor = 7); /* newer minor: compatible */
+    MUTATE(WEFT_ERR_CORRUPT, h->header_size = 64);
+    MUTATE(WEFT_ERR_STATE, h->state = REG_STATE_DECLARING);
+    MUTATE(WEFT_ERR_CORRUPT, h->state = 99);
+    MUTATE(WEFT_ERR_CORRUPT, h->segment_size += 4096);
+    MUTATE(WEFT_ERR_CORRUPT, h->slot_count = 1);
+    MUTATE(WEFT_ERR_CORRUPT, h->slot_count = 1000000);
+    MUTATE(WEFT_ERR_CORRUPT, h->tensor_count = 0);
+    MUTATE(WEFT_ERR_CORRUPT, h->tensor_count = h->tensor_capacity + 1);
+    MUTATE(WEFT_ERR_CORRUPT, h->tensor_capacity = UINT32_MAX);
+    MUTATE(WEFT_ERR_CORRUPT, h->lease_capacity = 0);
+    MUTATE(WEFT_ERR_CORRUPT, h->consumer_capacity = UINT32_MAX);
+    MUTATE(WEFT_ERR_CORRUPT, h->tensor_table_offset = size);
+    MUTATE(WEFT_ERR_CORRUPT, h->tensor_table_offset = UINT64_MAX - 63);
+    MUTATE(WEFT_ERR_CORRUPT, h->lease_table_offset = h->slot_table_offset); /* overlapping tables */
+    MUTATE(WEFT_ERR_CORRUPT, h->slot_table_offset += 1);                   /* misaligned */
+    MUTATE(WEFT_ERR_CORRUPT, h->data_offset = size);
+    MUTATE(WEFT_ERR_CORRUPT, h->slot_stride = UINT64_MAX / 2);
+    MUTATE(WEFT_ERR_CORRUPT, h->slot_bytes = h->slot_stride + 1);
+    MUTATE(WEFT_ERR_CORRUPT, h->latest = REG_VS_WORD(1, 7));
+    MUTATE(WEFT_ERR_CORRUPT, ((reg_slot_t *)(bad + h->slot_table_offset))[1].word = 3);
+    MUTATE(WEFT_ERR_CORRUPT, t[1].offset = t[0].offset);          /* overlapping tensors */
+    MUTATE(WEFT_ERR_CORRUPT, t[1].offset = t[0].offset + 256);    /* overlapping, aligned */
+    MUTATE(WEFT_ERR_CORRUPT, t[2].offset = h->slot_bytes);        /* past the slot */
+    MUTATE(WEFT_ERR_CORRUPT, t[2].offset = UINT64_MAX - 255);     /* overflow */
+    MUTATE(WEFT_ERR_CORRUPT, t[0].offset += 8);                   /* misaligned */
+    MUTATE(WEFT_ERR_CORRUPT, memcpy(t[1].name, t[0].name, sizeof(t[0].name))); /* duplicate */
+    MUTATE(WEFT_ERR_CORRUPT, memset(t[0].name, 'a', sizeof(t[0].name)));       /* no NUL */
+    MUTATE(WEFT_ERR_CORRUPT, t[0].name[0] = '\0');
+    MUTATE(WEFT_ERR_CORRUPT, t[0].dtype = 0);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].dtype = 200);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].role = 0);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].ndim = 9);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].shape[0] = 0);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].bytes += 1);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].shape[0] = UINT64_MAX);
+    MUTATE(WEFT_ERR_CORRUPT, t[0].memory = 9);
+#undef MUTATE
+    free(bad);
+    free(seg);
+}
+END_TEST
+
+START_TEST(open_refuses_a_truncated_segment)
+{
+    weft_registry_h reg = make_registry(3, 2, 4096), reader;
+    char            path[128];
+
+    write_version(reg, 1);
+    weft_registry_close(reg); /* the segment stays until unlinked */
+    snprintf(path, sizeof(path), "/dev/shm/weft.%s", reg_name);
+    ck_assert_int_eq(truncate(path, 8192), 0);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_ERR_CORRUPT);
+    ck_assert_int_eq(truncate(path, 10), 0);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_ERR_CORRUPT);
+}
+END_TEST
+
+int main(void)
+{
+    Suite   *s = suite_create("registry");
+    TCase   *api = tcase_create("api"), *inv = tcase_create("invariants"), *val = tcase_create("validation");
+    SRunner *sr;
+    int      failed;
+
+    tcase_add_checked_fixture(api, NULL, unlink_registry);
+    tcase_add_checked_fixture(inv, NULL, unlink_registry);
+    tcase_add_checked_fixture(val, NULL, unlink_registry);
+    tcase_set_timeout(inv, 60);
+    tcase_add_test(api, create_declare_seal_open);
+    tcase_add_test(api, create_with_group_mode);
+    tcase_add_test(api, create_rejects_bad_input);
+    tcase_add_test(api, declare_rejects_bad_tensors);
+    tcase_add_test(api, calls_in_the_wrong_state);
+    tcase_add_test(api, readers_see_published_bytes);
+    tcase_add_test(inv, wait_wakes_on_publish_from_another_process);
+    tcase_add_test(inv, leased_slot_is_never_written_and_busy_changes_nothing);
+    tcase_add_test(inv, write_begin_waits_for_a_release);
+    tcase_add_test(inv, leases_of_a_killed_reader_are_reclaimed);
+    tcase_add_test(inv, producer_killed_mid_write_leaves_last_version);
+    tcase_add_test(inv, no_torn_reads_under_load);
+    tcase_add_test(inv, consumers_ack_and_fail);
+    tcase_add_test(val, validator_accepts_a_real_segment);
+    tcase_add_test(val, validator_refuses_corrupt_segments);
+    tcase_add_test(val, open_refuses_a_truncated_segment);
+    suite_add_tcase(s, api);
+    suite_add_tcase(s, inv);
+    suite_add_tcase(s, val);
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
