@@ -11,6 +11,9 @@
 
 static const perf_command_t commands[] = {
     {"info", "library version, backends built and found, WEFT_* settings", perf_cmd_info},
+    {"publish-lat", "publish -> waiting reader woken, vs a Unix-socket notify", perf_cmd_publish_lat},
+    {"stress", "producer and reader processes, every read verified", perf_cmd_stress},
+    {"update", "the main job: expert versions published, received, verified", perf_cmd_update},
 };
 
 static void usage(FILE *out)

@@ -9,5 +9,8 @@ typedef struct perf_command {
 } perf_command_t;
 
 int perf_cmd_info(int argc, char **argv);
+int perf_cmd_publish_lat(int argc, char **argv);
+int perf_cmd_stress(int argc, char **argv);
+int perf_cmd_update(int argc, char **argv);
 
 #endif

@@ -18,7 +18,8 @@ for sym in $exports; do
     *) echo "FAIL: exported symbol outside the API: $sym"; fail=1 ;;
     esac
 done
-for sym in weft_version weft_status_string weft_dtype_size weft_config_describe weft_backend_query; do
+for sym in weft_version weft_status_string weft_dtype_size weft_config_describe weft_backend_query \
+    weft_registry_create weft_registry_publish weft_registry_wait weft_plan_create weft_plan_receive; do
     echo "$exports" | grep -qx "$sym" || { echo "FAIL: API symbol not exported: $sym"; fail=1; }
 done
 # Internal functions share the weft_ prefix; visibility must hide them.

@@ -29,10 +29,12 @@
  * Processes: handles do not survive fork(); open the registry again.
  * Errors are logged with the registry's name (WEFT_LOG_LEVEL).
  */
+/* Before the guard: <weft/weft.h> includes this header at its end, and the
+ * base types must exist whichever of the two a program includes first. */
+#include <weft/weft.h>
+
 #ifndef WEFT_REGISTRY_H
 #define WEFT_REGISTRY_H
-
-#include <weft/weft.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -184,5 +184,6 @@ WEFT_API weft_status_t weft_backend_query(weft_backend_t backend,
 
 /* The module headers: <weft/weft.h> gives the whole API. */
 #include <weft/registry.h>
+#include <weft/transport.h>
 
 #endif /* WEFT_WEFT_H */

@@ -1,0 +1,147 @@
+/*
+ * Transports and transfer plans: how a consumer gets the bytes of a
+ * published version into its own buffers.
+ *
+ *   consumer
+ *   --------
+ *   weft_registry_open(name, READ)
+ *   weft_registry_consumer_register()                → consumer id
+ *   weft_plan_create(reg, transport, views)          → plan, once
+ *   loop:
+ *     weft_plan_receive(plan, consumer, after v)     → version
+ *       (wait → lease → copy → release → consumer_received)
+ *   weft_plan_destroy(plan)
+ *
+ * A plan maps registry tensors to the consumer's receive views by
+ * canonical name and role. Every check (the name exists, role, dtype and
+ * shape agree, no view is named twice, no two views share a byte) is done
+ * once, when the plan is built; copying a version only replays the plan's
+ * list of copy ranges, in which adjacent ranges are merged.
+ *
+ * A receive view may be strided: a view of expert e in a fused tensor
+ * (SGLang's w13_weight[E, 2I, H]) is its data pointer,
+ * w13_weight + e·2I·H elements, with the fused tensor's strides.
+ *
+ * Threads: a plan is used by one thread at a time (weft_plan_copy and
+ * weft_plan_receive write into its views); weft_plan_stats may be called
+ * from any thread at any time. Distinct plans over one registry handle may
+ * run weft_plan_copy() concurrently (the registry's read calls are
+ * thread-safe). Processes: a plan does not survive fork().
+ * Errors are logged with the tensor's name (WEFT_LOG_LEVEL).
+ */
+/* Before the guard, as in registry.h: the base and registry types come
+ * first whichever header a program includes first. */
+#include <weft/weft.h>
+#include <weft/registry.h>
+
+#ifndef WEFT_TRANSPORT_H
+#define WEFT_TRANSPORT_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_plan *weft_plan_h;
+
+/*
+ * How the bytes move. 0 is never valid. Values never change once released;
+ * cuda_ipc, ucx and nccl will take the next numbers.
+ */
+typedef enum weft_transport {
+    WEFT_TRANSPORT_HOST = 1 /* memcpy from the registry's shared memory */
+} weft_transport_t;
+
+enum weft_recv_view_field {
+    WEFT_RECV_VIEW_FIELD_STRIDES = 1u << 0,
+    WEFT_RECV_VIEW_FIELD_MEMORY  = 1u << 1
+};
+
+/* One destination: where the consumer wants one registry tensor. */
+typedef struct weft_recv_view {
+    uint64_t           field_mask; /* optional fields set below */
+    const char        *name;       /* canonical name of the registry tensor */
+    weft_tensor_role_t role;       /* must equal the registry tensor's */
+    weft_dtype_t       dtype;      /* must equal the registry tensor's */
+    uint32_t           ndim;       /* must equal the registry tensor's */
+    uint64_t           shape[WEFT_TENSOR_MAX_DIMS]; /* must equal the registry tensor's */
+    /* In elements; default row-major contiguous. Any layout whose elements
+     * do not overlap: padding, a slice of a fused tensor. */
+    uint64_t           strides[WEFT_TENSOR_MAX_DIMS];
+    void              *data;       /* element [0, …, 0] */
+    weft_memory_kind_t memory;     /* where data lives; default host */
+} weft_recv_view_t;
+
+/*
+ * Builds the plan that copies registry tensors into `views` (count ≥ 1)
+ * through `transport`. Each view is matched to the registry tensor with
+ * exactly its name; role, dtype, ndim and shape must agree. The views
+ * array and the names are copied; the memory the views point to is
+ * borrowed and must stay valid until weft_plan_destroy(). The registry
+ * handle is borrowed too:
+ * close it only after destroying its plans. The registry must be sealed.
+ * Errors: WEFT_ERR_INVALID_PARAM (a NULL argument, count 0, an unknown
+ * field_mask bit, a bad field, a view whose role, dtype, ndim or shape
+ * differs from its tensor's, a tensor named by two views, two views that
+ * share a byte), WEFT_ERR_NOT_FOUND (no tensor of that name),
+ * WEFT_ERR_UNSUPPORTED (a transport not built in, or a memory kind it
+ * cannot reach), WEFT_ERR_NO_MEMORY. The log names the view and tensor.
+ * On success *plan is a handle to destroy with weft_plan_destroy().
+ */
+WEFT_API weft_status_t weft_plan_create(weft_registry_h reg, weft_transport_t transport,
+                                        const weft_recv_view_t *views, size_t count,
+                                        weft_plan_h *plan);
+
+/*
+ * Copies the leased version into the views; returns when every byte is in
+ * place. The lease comes from weft_registry_acquire() or _wait() on the
+ * plan's registry handle and stays the caller's to release. Records no
+ * version anywhere: weft_plan_receive() does that.
+ * On failure the views hold an unspecified mix of versions.
+ * Errors: WEFT_ERR_INVALID_PARAM (NULL argument), the registry's errors
+ * for a lease that is not held, WEFT_ERR_CORRUPT (the slot is not laid
+ * out as the registry's tensor offsets say), a transport's errors.
+ */
+WEFT_API weft_status_t weft_plan_copy(weft_plan_h plan, const weft_lease_t *lease);
+
+/*
+ * Receives the next version for `consumer` (registered on the plan's
+ * registry handle): waits up to timeout_us for a version newer than
+ * after_version, leases the latest, copies it, releases the lease and only
+ * then records the version with weft_registry_consumer_received(). When
+ * the copy or the release fails, records the error with
+ * weft_registry_consumer_failed() and never the version.
+ * *version gets the version received.
+ * Errors: WEFT_ERR_INVALID_PARAM (NULL argument), WEFT_ERR_TIMEOUT (no
+ * newer version came; nothing recorded), the errors of weft_plan_copy(),
+ * the registry's errors for the consumer.
+ */
+WEFT_API weft_status_t weft_plan_receive(weft_plan_h plan, uint32_t consumer,
+                                         uint64_t after_version, uint64_t timeout_us,
+                                         uint64_t *version);
+
+typedef struct weft_plan_stats {
+    weft_transport_t transport;
+    uint32_t         tensor_count;       /* views, one tensor each */
+    uint64_t         bytes;              /* copied per version */
+    uint64_t         range_count;        /* copy ranges per version */
+    uint64_t         ranges_uncoalesced; /* before adjacent ranges were merged */
+    uint64_t         versions_copied;    /* successful copies */
+    uint64_t         copy_failures;
+    uint64_t         last_version;       /* of the last successful copy; 0: none */
+} weft_plan_stats_t;
+
+/* Describes a plan. Thread-safe. WEFT_ERR_INVALID_PARAM for NULL. */
+WEFT_API weft_status_t weft_plan_stats(weft_plan_h plan, weft_plan_stats_t *stats);
+
+/*
+ * Frees a plan and what its transport set up for it. Not while a copy on
+ * it runs. The views' memory and the registry handle are the caller's.
+ * NULL is a no-op.
+ */
+WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_TRANSPORT_H */

@@ -1,0 +1,73 @@
+/* Strict parsing of option values: no sign, no trailing garbage, range
+ * checked, so that a typo is an error rather than a surprising run. */
+#include "args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int parse_u64(const char *text, uint64_t *value, char **end)
+{
+    if (!isdigit((unsigned char)text[0])) {
+        return -1;
+    }
+    errno = 0;
+    *value = strtoull(text, end, 10);
+    return errno == 0 ? 0 : -1;
+}
+
+int perf_arg_u64(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t value;
+    char    *end;
+
+    if (parse_u64(text, &value, &end) != 0 || *end != '\0' || value < min || value > max) {
+        fprintf(stderr, "weft-perf: %s '%s': expected an integer from %" PRIu64 " to %" PRIu64 "\n",
+                option, text, min, max);
+        return -1;
+    }
+    *out = value;
+    return 0;
+}
+
+int perf_arg_size(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t value, shift = 0;
+    char    *end;
+
+    if (parse_u64(text, &value, &end) == 0) {
+        switch (*end) {
+        case 'K': case 'k': shift = 10; end++; break;
+        case 'M': case 'm': shift = 20; end++; break;
+        case 'G': case 'g': shift = 30; end++; break;
+        default: break;
+        }
+        if (*end == '\0' && value <= (UINT64_MAX >> shift)) {
+            value <<= shift;
+            if (value >= min && value <= max) {
+                *out = value;
+                return 0;
+            }
+        }
+    }
+    fprintf(stderr, "weft-perf: %s '%s': expected a size from %" PRIu64 " to %" PRIu64
+            " bytes (K, M, G suffixes allowed)\n", option, text, min, max);
+    return -1;
+}
+
+int perf_arg_double(const char *option, const char *text, double min, double max, double *out)
+{
+    double value;
+    char  *end;
+
+    errno = 0;
+    value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(value >= min && value <= max)) {
+        fprintf(stderr, "weft-perf: %s '%s': expected a number from %g to %g\n", option, text, min, max);
+        return -1;
+    }
+    *out = value;
+    return 0;
+}

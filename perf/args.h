@@ -1,0 +1,17 @@
+/* weft-perf: command-line values. Each parser prints what is wrong with
+ * the value, naming the option, and returns -1; 0 on success. */
+#ifndef WEFT_PERF_ARGS_H
+#define WEFT_PERF_ARGS_H
+
+#include <stdint.h>
+
+/* A decimal integer in [min, max]. */
+int perf_arg_u64(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Bytes, with an optional K, M or G suffix (powers of 1024), in [min, max]. */
+int perf_arg_size(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/* A decimal number in [min, max]. */
+int perf_arg_double(const char *option, const char *text, double min, double max, double *out);
+
+#endif

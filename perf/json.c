@@ -1,0 +1,73 @@
+/* A JSON writer just large enough for weft-perf's flat result objects. */
+#include "json.h"
+
+#include <inttypes.h>
+#include <math.h>
+
+static void put_string(FILE *out, const char *text)
+{
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        if (*c == '"' || *c == '\\') {
+            fprintf(out, "\\%c", *c);
+        } else if (*c < 0x20) {
+            fprintf(out, "\\u%04x", *c);
+        } else {
+            fputc(*c, out);
+        }
+    }
+    fputc('"', out);
+}
+
+static void put_key(perf_json_t *json, const char *key)
+{
+    fputs(json->fields++ > 0 ? ", " : "", json->out);
+    put_string(json->out, key);
+    fputs(": ", json->out);
+}
+
+void perf_json_begin(perf_json_t *json, FILE *out)
+{
+    json->out = out;
+    json->fields = 0;
+    fputc('{', out);
+}
+
+void perf_json_str(perf_json_t *json, const char *key, const char *value)
+{
+    put_key(json, key);
+    put_string(json->out, value);
+}
+
+void perf_json_uint(perf_json_t *json, const char *key, uint64_t value)
+{
+    put_key(json, key);
+    fprintf(json->out, "%" PRIu64, value);
+}
+
+void perf_json_int(perf_json_t *json, const char *key, int64_t value)
+{
+    put_key(json, key);
+    fprintf(json->out, "%" PRId64, value);
+}
+
+void perf_json_double(perf_json_t *json, const char *key, double value)
+{
+    put_key(json, key);
+    if (isfinite(value)) {
+        fprintf(json->out, "%.3f", value);
+    } else {
+        fputs("null", json->out);
+    }
+}
+
+void perf_json_bool(perf_json_t *json, const char *key, int value)
+{
+    put_key(json, key);
+    fputs(value ? "true" : "false", json->out);
+}
+
+void perf_json_end(perf_json_t *json)
+{
+    fputs("}\n", json->out);
+}

@@ -1,0 +1,23 @@
+/* weft-perf: one flat JSON object, written field by field (--json). */
+#ifndef WEFT_PERF_JSON_H
+#define WEFT_PERF_JSON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct perf_json {
+    FILE *out;
+    int   fields; /* written so far: decides the comma */
+} perf_json_t;
+
+void perf_json_begin(perf_json_t *json, FILE *out);
+void perf_json_str(perf_json_t *json, const char *key, const char *value);
+void perf_json_uint(perf_json_t *json, const char *key, uint64_t value);
+void perf_json_int(perf_json_t *json, const char *key, int64_t value);
+/* NaN and infinities, which JSON lacks, are written as null. */
+void perf_json_double(perf_json_t *json, const char *key, double value);
+void perf_json_bool(perf_json_t *json, const char *key, int value);
+/* Closes the object and ends the line. */
+void perf_json_end(perf_json_t *json);
+
+#endif

@@ -1,0 +1,39 @@
+/* Percentiles by nearest rank: every figure reported is a sample that was
+ * seen, never an interpolation between two. */
+#include "stats.h"
+
+#include <stdlib.h>
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+uint64_t perf_percentile(const uint64_t *sorted, size_t n, unsigned permille)
+{
+    size_t rank;
+
+    if (n == 0) {
+        return 0;
+    }
+    rank = (permille * n + 999) / 1000; /* ceil(permille / 1000 × n) */
+    if (rank < 1) {
+        rank = 1;
+    }
+    if (rank > n) {
+        rank = n;
+    }
+    return sorted[rank - 1];
+}
+
+void perf_latency_summarize(uint64_t *samples, size_t n, perf_latency_t *out)
+{
+    qsort(samples, n, sizeof(samples[0]), compare_u64);
+    out->samples = n;
+    out->p50_us = (double)perf_percentile(samples, n, 500) / 1e3;
+    out->p99_us = (double)perf_percentile(samples, n, 990) / 1e3;
+    out->p999_us = (double)perf_percentile(samples, n, 999) / 1e3;
+    out->max_us = n > 0 ? (double)samples[n - 1] / 1e3 : 0.0;
+}

@@ -1,0 +1,24 @@
+/* weft-perf: latency samples, in nanoseconds, and their percentiles. */
+#ifndef WEFT_PERF_STATS_H
+#define WEFT_PERF_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct perf_latency {
+    size_t samples;
+    double p50_us;
+    double p99_us;
+    double p999_us;
+    double max_us;
+} perf_latency_t;
+
+/* Sorts samples[0..n) in place and summarizes them (nearest-rank
+ * percentiles). With n == 0 every figure is 0. */
+void perf_latency_summarize(uint64_t *samples, size_t n, perf_latency_t *out);
+
+/* Nearest-rank percentile of sorted samples, in ns; permille 500 is the
+ * median, 999 the 99.9th percentile. */
+uint64_t perf_percentile(const uint64_t *sorted, size_t n, unsigned permille);
+
+#endif
