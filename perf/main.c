@@ -14,6 +14,7 @@ static const perf_command_t commands[] = {
     {"publish-lat", "publish -> waiting reader woken, vs a Unix-socket notify", perf_cmd_publish_lat},
     {"stress", "producer and reader processes, every read verified", perf_cmd_stress},
     {"update", "the main job: expert versions published, received, verified", perf_cmd_update},
+    {"quant", "FP8 writer on the GPU vs a D2D copy and torch.compile", perf_cmd_quant},
 };
 
 static void usage(FILE *out)

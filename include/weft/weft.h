@@ -185,5 +185,6 @@ WEFT_API weft_status_t weft_backend_query(weft_backend_t backend,
 /* The module headers: <weft/weft.h> gives the whole API. */
 #include <weft/registry.h>
 #include <weft/transport.h>
+#include <weft/quant.h>
 
 #endif /* WEFT_WEFT_H */

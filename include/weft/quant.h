@@ -1,0 +1,104 @@
+/*
+ * The FP8 writer: an FP32 or BF16 expert matrix X [rows, cols] becomes
+ *   W         e4m3 [rows, cols]
+ *   WT        e4m3 [cols, rows]  (the same bytes transposed)
+ *   scale_inv f32  [⌈rows/b⌉, ⌈cols/b⌉], row-major
+ * in one pass, blockwise (b × b blocks, b a power of two, default 128), as
+ * DeepSeek-V3 checkpoints and SGLang's weight_scale_inv have them:
+ *
+ *   amax = max |x| over the block's real elements (NaN ignored), at least 1e-4
+ *   s    = amax / 448 (FP32 division); with UE8M0 scales, s = 2^⌈log2 s⌉
+ *   q    = e4m3fn(x / s), round to nearest even, saturated to ±448, NaN → 0x7F
+ *   scale_inv = s (the dequantization multiplier)
+ *
+ * An all-zero (or all-NaN) block gets s = 1e-4 / 448. An infinite element
+ * makes s +Inf: that block's finite elements become ±0 and its infinities
+ * NaN (0x7F), so it dequantizes to NaN and a diverged master is seen, not
+ * hidden behind saturated values; other blocks are unaffected.
+ *
+ * The host functions are the reference; the CUDA functions produce the same
+ * bytes for every input. Outputs go wherever the caller points, typically
+ * into the tensors of a registry version being written.
+ *
+ * Threads: every call is reentrant; calls on one stream are ordered.
+ */
+#include <weft/weft.h>
+
+#ifndef WEFT_QUANT_H
+#define WEFT_QUANT_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum weft_quant_params_field {
+    WEFT_QUANT_PARAM_BLOCK    = 1u << 0,
+    WEFT_QUANT_PARAM_UE8M0    = 1u << 1,
+    WEFT_QUANT_PARAM_WRITE_WT = 1u << 2
+};
+
+typedef struct weft_quant_params {
+    uint64_t field_mask; /* fields set below; others take defaults */
+    uint32_t block;      /* block edge, power of two, 1..1024; default 128 */
+    int      ue8m0;      /* 1: power-of-two scales; default 0 */
+    int      write_wt;   /* 1: write WT too; default 1 */
+} weft_quant_params_t;
+
+/* One matrix to quantize: where its input is and where its outputs go. */
+typedef struct weft_quant_matrix {
+    const void *x;            /* input [rows, cols], FP32 or BF16 */
+    uint64_t    x_row_stride; /* elements between rows; 0: cols */
+    uint8_t    *w;            /* e4m3 [rows, cols], contiguous */
+    uint8_t    *wt;           /* e4m3 [cols, rows], contiguous; unused without write_wt */
+    float      *scale_inv;    /* [⌈rows/b⌉, ⌈cols/b⌉], contiguous */
+} weft_quant_matrix_t;
+
+/*
+ * Quantizes `count` matrices of one shape and input dtype (WEFT_DTYPE_FP32
+ * or WEFT_DTYPE_BF16) on the host. params may be NULL for the defaults.
+ * Errors: WEFT_ERR_INVALID_PARAM (dtype, shape 0, stride < cols, block not
+ * a power of two, ue8m0 or write_wt not 0 or 1, a NULL pointer, unknown
+ * field_mask bits), logged; every matrix is checked before any is written.
+ */
+WEFT_API weft_status_t weft_quant_host(const weft_quant_params_t *params, weft_dtype_t x_dtype,
+                                       uint64_t rows, uint64_t cols, const weft_quant_matrix_t *matrices,
+                                       size_t count);
+
+/*
+ * The same on the GPU, all matrices in a single launch on `stream` (a
+ * cudaStream_t; NULL: the legacy default stream). Every pointer is device
+ * memory of the current device; `matrices` itself is host memory and may be
+ * reused when the call returns. Asynchronous: the outputs are ready when
+ * the stream gets there. WEFT_ERR_UNSUPPORTED in a build without CUDA;
+ * WEFT_ERR_CUDA when the launch fails (logged).
+ */
+WEFT_API weft_status_t weft_quant_cuda(const weft_quant_params_t *params, weft_dtype_t x_dtype,
+                                       uint64_t rows, uint64_t cols, const weft_quant_matrix_t *matrices,
+                                       size_t count, void *stream);
+
+/*
+ * Dequantizes W with its scales into FP32 [rows, cols] (contiguous), on
+ * the host: out = decode(w) × scale_inv of its block. For checks.
+ */
+WEFT_API weft_status_t weft_dequant_host(uint32_t block, uint64_t rows, uint64_t cols, const uint8_t *w,
+                                         const float *scale_inv, float *out);
+
+/* The same on the GPU, on `stream`; device pointers. */
+WEFT_API weft_status_t weft_dequant_cuda(uint32_t block, uint64_t rows, uint64_t cols, const uint8_t *w,
+                                         const float *scale_inv, float *out, void *stream);
+
+/* e4m3fn encoding of one float: round to nearest even, saturated to ±448
+ * (±Inf too), every NaN → 0x7F whatever its sign (CUDA makes NaN canonical
+ * first: -NaN gives 0x7F, never 0xFF). Matches CUDA's
+ * __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) bit for bit, for all
+ * 2^32 inputs. */
+WEFT_API uint8_t weft_fp8_e4m3_encode(float x);
+
+/* The float an e4m3fn byte stands for (NaN for 0x7F and 0xFF). */
+WEFT_API float weft_fp8_e4m3_decode(uint8_t byte);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_QUANT_H */

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""The peer of `weft-perf quant`: the same 128x128 block FP8 quantizer in
+PyTorch, compiled with torch.compile: amax per block, s = max(amax, 1e-4) /
+448, q = float8_e4m3fn(x / s) (saturated), W and WT contiguous, scale_inv.
+
+Prints one JSON object per shape: {"shape", "experts", "rows", "cols",
+"median_ms", "p99_ms", "torch"}, or one {"error": ...} line (exit 3) when
+PyTorch or a GPU is missing. Timed with CUDA events after warm-up, on
+rotating input buffers larger than the L2 cache, filled with random data.
+"""
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="128x1536x2048,128x2048x768,1x8192x8192",
+                    help="comma-separated EXPERTSxROWSxCOLS")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--block", type=int, default=128)
+    args = ap.parse_args()
+
+    try:
+        import torch
+    except ImportError as e:
+        print(json.dumps({"error": "torch not available: %s" % e}))
+        return 3
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "torch finds no CUDA device"}))
+        return 3
+    b = args.block
+
+    def quant(x):
+        e, n, k = x.shape
+        xb = x.view(e, n // b, b, k // b, b)
+        amax = xb.abs().amax(dim=(2, 4)).clamp(min=1e-4)
+        s = amax / 448.0
+        q = (xb / s[:, :, None, :, None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+        w = q.view(e, n, k)
+        wt = w.transpose(1, 2).contiguous()
+        return w, wt, s
+
+    qc = torch.compile(quant, dynamic=False)
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
+    for spec in args.shapes.split(","):
+        e, n, k = (int(v) for v in spec.split("x"))
+        if n % b or k % b:
+            print(json.dumps({"shape": spec, "error": "rows and cols must be multiples of the block"}))
+            continue
+        nbytes = e * n * k * 4
+        sets = max(2, min(16, -(-4 * l2 // nbytes)))
+        xs = [torch.randn(e, n, k, device="cuda") * (2.0 ** (i % 7 - 3)) for i in range(sets)]
+        for i in range(args.warmup):
+            qc(xs[i % sets])
+        torch.cuda.synchronize()
+        times = []
+        for i in range(args.iters):
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record()
+            qc(xs[i % sets])
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        times.sort()
+        print(json.dumps({"shape": spec, "experts": e, "rows": n, "cols": k,
+                          "median_ms": times[len(times) // 2],
+                          "p99_ms": times[min(len(times) - 1, (len(times) * 99 + 99) // 100 - 1)],
+                          "torch": torch.__version__}), flush=True)
+        del xs
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
