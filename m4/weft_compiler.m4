@@ -17,9 +17,8 @@ AC_DEFUN([WEFT_COMPILER_FLAGS], [
     WEFT_CFLAGS="$WEFT_CFLAGS $weft_san"
     WEFT_LDFLAGS="$weft_san"
   ])
-  dnl C++ (tests): the warnings of WEFT_CFLAGS that C++ knows. No -Wshadow:
-  dnl g++ flags the public headers' struct/function pairs (weft_registry_stats).
-  WEFT_CXXFLAGS="-Wall -Wextra -Wpointer-arith -Wno-unused-parameter"
+  dnl C++ (tests): the warnings of WEFT_CFLAGS that C++ knows.
+  WEFT_CXXFLAGS="-Wall -Wextra -Wshadow -Wpointer-arith -Wno-unused-parameter"
   AS_IF([test "x$enable_werror" = xyes], [WEFT_CXXFLAGS="$WEFT_CXXFLAGS -Werror"])
   AS_IF([test "x$enable_sanitizers" = xyes], [WEFT_CXXFLAGS="$WEFT_CXXFLAGS $weft_san"])
   WEFT_LIB_CFLAGS="-fvisibility=hidden"

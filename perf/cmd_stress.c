@@ -452,7 +452,7 @@ static int create_registry(stress_run_t *run)
         status = weft_registry_tensor_count(run->reg, &run->tensors);
     }
     if (status == WEFT_OK) {
-        status = weft_registry_stats(run->reg, &stats);
+        status = weft_registry_get_stats(run->reg, &stats);
     }
     if (status != WEFT_OK || run->tensors != STRESS_TENSORS) {
         fprintf(stderr, "weft-perf stress: cannot seal registry '%s': %s (%u tensors)\n", run->name,
@@ -798,7 +798,7 @@ int perf_cmd_stress(int argc, char **argv)
     if (stop_readers(&run) != 0) {
         run.errors++;
     }
-    status = weft_registry_stats(run.reg, &run.stats);
+    status = weft_registry_get_stats(run.reg, &run.stats);
     if (status != WEFT_OK) {
         fprintf(stderr, "weft-perf stress: stats failed: %s\n", weft_status_string(status));
         run.errors++;

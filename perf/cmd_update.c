@@ -488,7 +488,7 @@ int perf_cmd_update(int argc, char **argv)
         t2 = perf_now_ns();
         if (status == WEFT_OK) {
             /* Consumers register as they start: wait for all of them once. */
-            while (v == 1 && weft_registry_stats(reg, &stats) == WEFT_OK && stats.consumers < o.consumers &&
+            while (v == 1 && weft_registry_get_stats(reg, &stats) == WEFT_OK && stats.consumers < o.consumers &&
                    perf_now_ns() - t2 < 60000000000ull) {
                 perf_sleep_us(1000);
             }
@@ -522,7 +522,7 @@ int perf_cmd_update(int argc, char **argv)
         }
     }
     perf_latency_summarize(wake, nwake, &lat);
-    weft_registry_stats(reg, &stats);
+    weft_registry_get_stats(reg, &stats);
     {
         double bytes = (double)stats.slot_bytes, seconds = (double)(perf_now_ns() - start) / 1e9;
         double delivered_gbps = bytes * (double)o.consumers * (double)o.versions / ((double)ack_ns / 1e9) / 1e9;

@@ -635,7 +635,7 @@ WEFT_API weft_status_t weft_registry_lookup(weft_registry_h reg, const char *nam
     return WEFT_OK;
 }
 
-WEFT_API weft_status_t weft_registry_stats(weft_registry_h reg, weft_registry_stats_t *stats)
+WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registry_stats_t *stats)
 {
     weft_registry_stats_t s = {0};
 

@@ -14,7 +14,7 @@ for h in $headers; do
         echo "FAIL: $h does not compile on its own as C99"; fail=1
     fi
     cp "$tmp/unit.c" "$tmp/unit.cpp"
-    if ! $CXX -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$top_srcdir/include" "$tmp/unit.cpp"; then
+    if ! $CXX -std=c++11 -pedantic -Wall -Wextra -Wshadow -Werror -fsyntax-only -I"$top_srcdir/include" "$tmp/unit.cpp"; then
         echo "FAIL: $h does not compile on its own as C++"; fail=1
     fi
     [ $fail -eq 0 ] && echo "ok: $h"

@@ -147,7 +147,7 @@ START_TEST(create_declare_seal_open)
     ck_assert_uint_eq(info.block[0], 128);
     ck_assert_int_eq(weft_registry_tensor_info(reader, 4, &info), WEFT_ERR_INVALID_PARAM);
 
-    ck_assert_int_eq(weft_registry_stats(reader, &stats), WEFT_OK);
+    ck_assert_int_eq(weft_registry_get_stats(reader, &stats), WEFT_OK);
     ck_assert_uint_eq(stats.slot_count, 3);
     ck_assert_uint_eq(stats.slot_bytes, 3 * 1024 + 1000);
     ck_assert_uint_eq(stats.latest_version, 0);
@@ -365,10 +365,10 @@ START_TEST(leased_slot_is_never_written_and_busy_changes_nothing)
     write_version(reg, 2); /* the other slot */
 
     /* Slot of v1 is leased, slot of v2 is the latest: nothing is free. */
-    ck_assert_int_eq(weft_registry_stats(reg, &before), WEFT_OK);
+    ck_assert_int_eq(weft_registry_get_stats(reg, &before), WEFT_OK);
     ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_ERR_BUSY);
     ck_assert_int_eq(weft_registry_write_begin(reg, 30000, NULL), WEFT_ERR_BUSY);
-    ck_assert_int_eq(weft_registry_stats(reg, &after), WEFT_OK);
+    ck_assert_int_eq(weft_registry_get_stats(reg, &after), WEFT_OK);
     ck_assert_uint_eq(after.busy, before.busy + 2);
     ck_assert_uint_eq(after.latest_version, 2);
     ck_assert_uint_eq(after.versions_published, before.versions_published);
@@ -449,7 +449,7 @@ START_TEST(leases_of_a_killed_reader_are_reclaimed)
     ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
     write_version(reg, 3); /* slots of v1 and v2 leased, v3 latest */
     ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_ERR_BUSY);
-    ck_assert_int_eq(weft_registry_stats(reg, &stats), WEFT_OK);
+    ck_assert_int_eq(weft_registry_get_stats(reg, &stats), WEFT_OK);
     ck_assert_uint_eq(stats.leases_held, 2);
 
     kill(pid, SIGKILL);
@@ -457,7 +457,7 @@ START_TEST(leases_of_a_killed_reader_are_reclaimed)
     ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_publish(reg, 4, NULL), WEFT_OK);
     write_version(reg, 5);
-    ck_assert_int_eq(weft_registry_stats(reg, &stats), WEFT_OK);
+    ck_assert_int_eq(weft_registry_get_stats(reg, &stats), WEFT_OK);
     ck_assert_uint_eq(stats.leases_reclaimed, 2);
     ck_assert_uint_eq(stats.leases_held, 0);
     weft_registry_close(reg);

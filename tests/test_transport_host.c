@@ -443,7 +443,7 @@ START_TEST(interleaved_views_are_not_an_overlap)
     view_strides(&views[0], 64, 1, 0);
     view_strides(&views[1], 64, 1, 0);
     ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, views, 2, &plan), WEFT_OK);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     /* Row r of b follows row r of a in the destination, but not in the
      * arena (b starts 256 bytes after a): nothing merges. */
     ck_assert_uint_eq(st.range_count, 16);
@@ -488,7 +488,7 @@ START_TEST(adjacent_tensors_into_one_buffer_make_one_range)
         views[MANY - 1 - i] = view_of(&many[i], buf + (size_t)i * per);
     }
     ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, views, MANY, &plan), WEFT_OK);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_int_eq(st.transport, WEFT_TRANSPORT_HOST);
     ck_assert_uint_eq(st.tensor_count, MANY);
     ck_assert_uint_eq(st.bytes, MANY * per);
@@ -504,7 +504,7 @@ START_TEST(adjacent_tensors_into_one_buffer_make_one_range)
             check_view(&views[i], v);
         }
     }
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_uint_eq(st.versions_copied, 3);
     ck_assert_uint_eq(st.copy_failures, 0);
     ck_assert_uint_eq(st.last_version, 3);
@@ -529,7 +529,7 @@ START_TEST(gaps_in_the_arena_keep_ranges_apart)
         views[i] = view_of(&many[i], buf + (size_t)i * per);
     }
     ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, views, MANY, &plan), WEFT_OK);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_uint_eq(st.range_count, MANY);
     ck_assert_uint_eq(st.bytes, MANY * per);
     publish(7);
@@ -574,7 +574,7 @@ START_TEST(strided_destinations_give_expected_ranges)
     views[3] = view_of(&three[3], buf + d_off);
     view_strides(&views[3], 200, 16, 1);
     ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, views, 4, &plan), WEFT_OK);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     /* 8 rows + 32 inner rows + 24 single floats + 4 planes. */
     ck_assert_uint_eq(st.ranges_uncoalesced, 8 + 32 + 24 + 4);
     ck_assert_uint_eq(st.range_count, 8 + 32 + 24 + 4);
@@ -608,7 +608,7 @@ START_TEST(strided_registry_tensor_is_copied_by_rows)
     registry_setup(padded, 1);
     view = view_of(&padded[0], buf);
     ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, &view, 1, &plan), WEFT_OK);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_uint_eq(st.range_count, 6);
     ck_assert_uint_eq(st.bytes, 6 * 20);
     publish(5);
@@ -661,7 +661,7 @@ START_TEST(strided_views_into_fused_buffers)
     }
     ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, views, 2 * FUSED_E, &plan),
                      WEFT_OK);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     /* w13 goes row by row (padded rows); each w2 expert is one run, and
      * 256-byte experts interleaved with w13 in the arena do not merge. */
     ck_assert_uint_eq(st.range_count, FUSED_E * 2 * FUSED_I + FUSED_E);
@@ -777,12 +777,12 @@ START_TEST(failed_copy_records_the_error_and_no_version)
     ck_assert_int_eq(info.last_error, WEFT_ERR_IO);
     /* The views still hold version 1: the fault hit before any byte. */
     check_view(&views[0], 1);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_uint_eq(st.versions_copied, 1);
     ck_assert_uint_eq(st.copy_failures, 1);
     ck_assert_uint_eq(st.last_version, 1);
     /* The failed receive released its lease too. */
-    ck_assert_int_eq(weft_registry_stats(consumer, &rst), WEFT_OK);
+    ck_assert_int_eq(weft_registry_get_stats(consumer, &rst), WEFT_OK);
     ck_assert_uint_eq(rst.leases_held, 0);
 
     /* The next attempt gets version 2 after all, then 3. */
@@ -796,7 +796,7 @@ START_TEST(failed_copy_records_the_error_and_no_version)
     check_view(&views[0], 3);
     ck_assert_int_eq(weft_registry_consumer_info(consumer, id, &info), WEFT_OK);
     ck_assert_uint_eq(info.received_version, 3);
-    ck_assert_int_eq(weft_plan_stats(plan, &st), WEFT_OK);
+    ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_uint_eq(st.versions_copied, 3);
     ck_assert_uint_eq(st.copy_failures, 1);
     ck_assert_uint_eq(st.last_version, 3);
@@ -833,8 +833,8 @@ START_TEST(copy_and_receive_reject_null_arguments)
     ck_assert_int_eq(weft_plan_receive(NULL, 0, 0, 0, &version), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_plan_receive(plan, 0, 0, 0, NULL), WEFT_ERR_INVALID_PARAM);
     ck_assert_uint_eq(version, 42);
-    ck_assert_int_eq(weft_plan_stats(NULL, &st), WEFT_ERR_INVALID_PARAM);
-    ck_assert_int_eq(weft_plan_stats(plan, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_plan_get_stats(NULL, &st), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_plan_get_stats(plan, NULL), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_plan_destroy(plan), WEFT_OK);
     ck_assert_int_eq(weft_plan_destroy(NULL), WEFT_OK);
 }

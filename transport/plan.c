@@ -313,7 +313,7 @@ WEFT_API weft_status_t weft_plan_create(weft_registry_h reg, weft_transport_t tr
         weft_log_error("plan: transport %d is unknown or not built in", (int)transport);
         return WEFT_ERR_UNSUPPORTED;
     }
-    status = weft_registry_stats(reg, &rstats);
+    status = weft_registry_get_stats(reg, &rstats);
     if (status != WEFT_OK) {
         weft_log_error("plan: cannot read the registry's stats: %s", weft_status_string(status));
         return status;
@@ -384,7 +384,7 @@ err_free_plan:
     return status;
 }
 
-WEFT_API weft_status_t weft_plan_stats(weft_plan_h plan, weft_plan_stats_t *stats)
+WEFT_API weft_status_t weft_plan_get_stats(weft_plan_h plan, weft_plan_stats_t *stats)
 {
     if (plan == NULL || stats == NULL) {
         return WEFT_ERR_INVALID_PARAM;

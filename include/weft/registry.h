@@ -315,7 +315,7 @@ typedef struct weft_registry_stats {
     uint32_t consumers;        /* registered */
 } weft_registry_stats_t;
 
-WEFT_API weft_status_t weft_registry_stats(weft_registry_h reg, weft_registry_stats_t *stats);
+WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registry_stats_t *stats);
 
 #ifdef __cplusplus
 }

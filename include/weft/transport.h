@@ -131,7 +131,7 @@ typedef struct weft_plan_stats {
 } weft_plan_stats_t;
 
 /* Describes a plan. Thread-safe. WEFT_ERR_INVALID_PARAM for NULL. */
-WEFT_API weft_status_t weft_plan_stats(weft_plan_h plan, weft_plan_stats_t *stats);
+WEFT_API weft_status_t weft_plan_get_stats(weft_plan_h plan, weft_plan_stats_t *stats);
 
 /*
  * Frees a plan and what its transport set up for it. Not while a copy on
