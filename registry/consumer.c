@@ -197,7 +197,7 @@ WEFT_API weft_status_t weft_registry_wait_consumers(weft_registry_h reg, uint64_
     if (!reg->sealed) {
         return WEFT_ERR_STATE;
     }
-    deadline = weft_time_ns() + timeout_us * 1000u;
+    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     for (;;) {
         uint32_t seq = REG_LOAD(&reg->hdr->ack_seq);
         uint64_t now;

@@ -161,8 +161,8 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
         return weft_registry_acquire(reg, lease);
     }
     start = weft_time_ns();
-    deadline = start + timeout_us * 1000u;
-    spin_end = start + (uint64_t)reg->spin_us * 1000u;
+    deadline = weft_deadline_ns(start, timeout_us);
+    spin_end = weft_deadline_ns(start, (uint64_t)reg->spin_us);
     if (spin_end > deadline) {
         spin_end = deadline;
     }
@@ -190,7 +190,9 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
         if (now >= deadline) {
             return WEFT_ERR_TIMEOUT;
         }
-        weft_registry_sleep(&reg->hdr->publish_seq, &reg->hdr->publish_waiters, seq, deadline - now);
+        /* At most a second at a time: a for-ever timeout stays a plain loop. */
+        weft_registry_sleep(&reg->hdr->publish_seq, &reg->hdr->publish_waiters, seq,
+                            deadline - now < 1000000000u ? deadline - now : 1000000000u);
     }
 }
 

@@ -124,7 +124,8 @@ weft_status_t weft_registry_index_names(struct weft_registry *reg)
 {
     uint32_t buckets = 16;
 
-    while (buckets < 2 * reg->geo.tensor_count) {
+    /* 4 × the count: room to declare as many again before a rebuild. */
+    while (buckets < 4 * reg->geo.tensor_count) {
         buckets *= 2;
     }
     free(reg->name_index);
@@ -144,16 +145,11 @@ weft_status_t weft_registry_index_names(struct weft_registry *reg)
     return WEFT_OK;
 }
 
-/* Index of name among the declared tensors, or -1. Works before seal too. */
+/* Index of name among the declared tensors, or -1. */
 static int64_t registry_find(const struct weft_registry *reg, const char *name)
 {
     if (reg->name_index == NULL) {
-        for (uint32_t i = 0; i < reg->geo.tensor_count; i++) {
-            if (strcmp(reg->tensors[i].name, name) == 0) {
-                return i;
-            }
-        }
-        return -1;
+        return -1; /* nothing declared yet */
     }
     for (uint32_t b = (uint32_t)hash_name(name) & (reg->name_buckets - 1); reg->name_index[b] != 0;
          b = (b + 1) & (reg->name_buckets - 1)) {
@@ -364,9 +360,19 @@ WEFT_API weft_status_t weft_registry_declare(weft_registry_h reg, const weft_ten
     }
     reg->tensors[n] = t;
     reg->geo.tensor_count = n + 1;
-    /* The lookup index is built at seal; until then lookups scan. */
-    free(reg->name_index);
-    reg->name_index = NULL;
+    /* Keep the name index at most half full, so that duplicate checks stay
+     * constant-time however many tensors are declared. */
+    if (reg->name_index != NULL && 2 * reg->geo.tensor_count <= reg->name_buckets) {
+        uint32_t b = (uint32_t)hash_name(t.name) & (reg->name_buckets - 1);
+
+        while (reg->name_index[b] != 0) {
+            b = (b + 1) & (reg->name_buckets - 1);
+        }
+        reg->name_index[b] = n + 1;
+    } else if (weft_registry_index_names(reg) != WEFT_OK) {
+        reg->geo.tensor_count = n;
+        return WEFT_ERR_NO_MEMORY;
+    }
     if (index != NULL) {
         *index = n;
     }

@@ -82,7 +82,7 @@ WEFT_API weft_status_t weft_registry_write_begin(weft_registry_h reg, uint64_t t
                                       : "while a write is in progress");
         return WEFT_ERR_STATE;
     }
-    deadline = weft_time_ns() + timeout_us * 1000u;
+    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     for (;;) {
         uint32_t seq = REG_LOAD(&reg->hdr->release_seq);
         uint64_t now;

@@ -330,6 +330,41 @@ START_TEST(readers_see_published_bytes)
 }
 END_TEST
 
+START_TEST(many_tensors_declare_and_look_up)
+{
+    enum { COUNT = 100000 };
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MAX_TENSORS, .max_tensors = COUNT};
+    weft_registry_h        reg, reader;
+    uint32_t               index;
+    char                   name[64];
+
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_OK);
+    for (uint32_t t = 0; t < COUNT; t++) {
+        weft_tensor_desc_t d = {.name = name, .layer = (int32_t)(t / 256), .expert = (int32_t)(t % 256),
+                                .role = WEFT_ROLE_SCALE, .dtype = WEFT_DTYPE_FP32, .ndim = 1, .shape = {1}};
+        snprintf(name, sizeof(name), "model.layers.%u.mlp.experts.%u.w", t / 256, t % 256);
+        ck_assert_int_eq(weft_registry_declare(reg, &d, &index), WEFT_OK);
+        ck_assert_uint_eq(index, t);
+    }
+    {
+        weft_tensor_desc_t d = {.name = "model.layers.7.mlp.experts.9.w", .role = WEFT_ROLE_SCALE,
+                                .dtype = WEFT_DTYPE_FP32, .ndim = 1, .shape = {1}};
+        ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_EXISTS);
+        d.name = "one-too-many";
+        ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_ERR_NO_SPACE);
+    }
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    for (uint32_t t = 0; t < COUNT; t += 997) {
+        snprintf(name, sizeof(name), "model.layers.%u.mlp.experts.%u.w", t / 256, t % 256);
+        ck_assert_int_eq(weft_registry_lookup(reader, name, &index), WEFT_OK);
+        ck_assert_uint_eq(index, t);
+    }
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+}
+END_TEST
+
 /* ----------------------------------------------------------- invariants */
 
 START_TEST(wait_wakes_on_publish_from_another_process)
@@ -342,7 +377,8 @@ START_TEST(wait_wakes_on_publish_from_another_process)
         weft_registry_h reader;
         weft_lease_t    lease;
         int             ok = weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) == WEFT_OK &&
-                 weft_registry_wait(reader, 0, 10000000, &lease) == WEFT_OK && lease.version == 1 &&
+                 /* UINT64_MAX: wait for ever (must not wrap into the past) */
+                 weft_registry_wait(reader, 0, UINT64_MAX, &lease) == WEFT_OK && lease.version == 1 &&
                  verify_lease(reader, &lease) == 0;
         _exit(ok ? 0 : 1);
     }
@@ -758,6 +794,7 @@ int main(void)
     tcase_add_checked_fixture(api, NULL, unlink_registry);
     tcase_add_checked_fixture(inv, NULL, unlink_registry);
     tcase_add_checked_fixture(val, NULL, unlink_registry);
+    tcase_set_timeout(api, 30);
     tcase_set_timeout(inv, 60);
     tcase_add_test(api, create_declare_seal_open);
     tcase_add_test(api, create_with_group_mode);
@@ -765,6 +802,7 @@ int main(void)
     tcase_add_test(api, declare_rejects_bad_tensors);
     tcase_add_test(api, calls_in_the_wrong_state);
     tcase_add_test(api, readers_see_published_bytes);
+    tcase_add_test(api, many_tensors_declare_and_look_up);
     tcase_add_test(inv, wait_wakes_on_publish_from_another_process);
     tcase_add_test(inv, leased_slot_is_never_written_and_busy_changes_nothing);
     tcase_add_test(inv, write_begin_waits_for_a_release);
