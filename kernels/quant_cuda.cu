@@ -24,8 +24,10 @@
  *    columns 4l..4l+3 (conflict-free: a warp reads one whole row).
  *  - amax: fmaxf (NaN ignored) over the thread's 32 values, a warp
  *    shuffle reduction, then 16 warp maxima through shared memory.
- *  - q = e4m3(x / s): IEEE division (__fdiv_rn; a multiplication by the
- *    exact reciprocal when s is a power of two, UE8M0), then the
+ *  - q = e4m3(x / s): a multiplication by RN(1/s), with the IEEE
+ *    division (__fdiv_rn) only for the rare elements whose product lies
+ *    within a few ulps of an e4m3 rounding boundary (near_boundary has the
+ *    argument; exact reciprocal, no check, when s is a power of two), then the
  *    hardware's cvt.rn.satfinite.e4m3x2 (two values per instruction),
  *    which matches fp8.h's encoder bit for bit (tested exhaustively over
  *    the sign, exponent and top mantissa bits); NaN forced to 0x7F.
@@ -46,7 +48,9 @@
  *
  * Descriptors: up to kParamMatrices matrices travel in the kernel's
  * parameters (Hopper and CUDA 12.1+ take up to 32 KB), which keeps the
- * call asynchronous; more are copied to a stream-ordered device buffer.
+ * call asynchronous; the parameter block is sized to the count (1, 128 or
+ * kParamMatrices descriptors); more are copied to a stream-ordered device
+ * buffer.
  */
 #include "config.h"
 
@@ -56,6 +60,7 @@
 #include "quant_internal.h"
 
 #include <cuda_fp8.h>
+#include <atomic>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +81,8 @@ struct QuantDesc {
     uint64_t    stride;
 };
 
-/* Kernel parameters: ~30 KB, under the 32 KB limit of CUDA 12.1+. */
-struct QuantArgs {
+/* Everything but the descriptors. */
+struct QuantHead {
     const QuantDesc *descs; /* device copy when count > kParamMatrices */
     uint64_t         rows, cols;
     uint64_t         blocks_n, blocks_k; /* scale grid */
@@ -85,11 +90,19 @@ struct QuantArgs {
     uint32_t         block;
     uint32_t         count;
     int              ue8m0, write_wt;
-    QuantDesc        local[kParamMatrices];
 };
-static_assert(sizeof(QuantArgs) <= 32764, "kernel parameters over the limit");
 
-__device__ __forceinline__ QuantDesc desc_of(const QuantArgs &a, uint64_t m)
+/* Kernel parameters, sized by the call's count (N = 1, 128 or
+ * kParamMatrices): the driver copies the whole block at every launch, and
+ * ~30 KB of it for one matrix was measurable on small problems. */
+template <uint32_t N>
+struct QuantArgs : QuantHead {
+    QuantDesc local[N];
+};
+static_assert(sizeof(QuantArgs<kParamMatrices>) <= 32764, "kernel parameters over the limit");
+
+template <uint32_t N>
+__device__ __forceinline__ QuantDesc desc_of(const QuantArgs<N> &a, uint64_t m)
 {
     return a.descs != nullptr ? a.descs[m] : a.local[m];
 }
@@ -97,12 +110,47 @@ __device__ __forceinline__ QuantDesc desc_of(const QuantArgs &a, uint64_t m)
 __device__ __forceinline__ float load1(const float *p) { return *p; }
 __device__ __forceinline__ float load1(const uint16_t *p) { return weft_fp8_bf16_float(*p); }
 
-/* y / s, correctly rounded; with a power-of-two s (pow2), y × (1/s) is
- * the same number and cheaper. */
-__device__ __forceinline__ float divide(float y, float s, float inv, bool pow2)
+/*
+ * e4m3(y / s) without a division per element. With rcp = RN(1/s) and
+ * r = RN(y × rcp), r = q (1 + d1)(1 + d2) with q = y / s exact and
+ * |d1|, |d2| ≤ u = 2^-24 (s is normal, 2^-22 ≤ s < 2^120, so rcp is a
+ * normal float; r may underflow only far below 2^-10, where both results
+ * encode to a signed zero). So |r - q| ≤ |q| (2u + u²) < 2 ulp(q), and
+ * the reference f = RN(q) has |f - q| ≤ ulp(q) / 2: r and f are less than
+ * 2.5 ulp(q) apart, at most 6 representable floats of one sign (5 when a
+ * binade boundary halves the ulp, rounded up), and never of opposite
+ * signs. weft_fp8_e4m3_encode_bits is monotone (non-decreasing) in the
+ * magnitude bits a = |y| bits, for finite a: so if no point where it
+ * changes lies in [a_r - K, a_r + K] (K = kWindow = 8 > 6), then
+ * e4m3(f) = e4m3(r). Where it changes (the only places, by fp8.h):
+ *  - |v| ≥ 2^-6, e4m3 normal: at the halfway points of the 20 dropped
+ *    mantissa bits, (a & 0xFFFFF) == 0x80000, binade edges included
+ *    (1.1111b × 2^e is such a point), 464 (0x43E80000) too; beyond 464 it
+ *    is constant (saturation), and extra points there only cost speed;
+ *  - 2^-10 ≤ |v| < 2^-6, e4m3 subnormal: 2^-10 itself and the halfway
+ *    points of 21..23 dropped bits; this whole range plus K floats either
+ *    side, [2^-10 - K, 2^-6 + K) in bits, is taken as unsafe (under 0.1% of
+ *    a block's elements whose quotient spans 0..448);
+ *  - below 2^-10 nothing changes (signed zero).
+ * Unsafe elements are recomputed with the IEEE division: the result is
+ * fl(y / s) bit for bit, so the bytes are fp8.h's. A NaN y gives NaN
+ * either way (0x7F after encode2). A power-of-two s (UE8M0) needs no
+ * check: y × (1/s), 1/s exact, is the correctly rounded quotient itself.
+ * A non-finite s (a block holding an Inf) keeps the division throughout.
+ */
+constexpr uint32_t kWindow = 8;
+
+__device__ __forceinline__ bool near_boundary(float r)
 {
-    return pow2 ? y * inv : __fdiv_rn(y, s);
+    const uint32_t u = __float_as_uint(r), a = u & 0x7FFFFFFFu;
+    const bool     sub = a - (0x3A800000u - kWindow) < (0x3C800000u - 0x3A800000u) + 2 * kWindow;
+    const bool     half = ((u + kWindow - 0x80000u) & 0xFFFFFu) <= 2 * kWindow;
+
+    return sub || half;
 }
+
+/* Division modes, uniform over a block. */
+enum DivMode { kDivExact, kDivPow2, kDivChecked };
 
 /* e4m3 of two floats in one instruction (a → low byte); NaN → 0x7F as in
  * fp8.h. */
@@ -147,8 +195,8 @@ constexpr int tile_smem_bytes()
     return kTile * kTile * static_cast<int>(sizeof(T));
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_constant__ QuantArgs a)
+template <typename T, uint32_t N>
+__global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_constant__ QuantArgs<N> a)
 {
     extern __shared__ __align__(16) unsigned char smem[]; /* the input tile, then WT's bytes */
     __shared__ float warp_amax[kThreads / 32];
@@ -203,10 +251,12 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
     }
 
     /* amax has no NaN and no sign: its bits are weft_fp8_abs_bits' max. */
-    const float s = weft_fp8_block_scale(__float_as_uint(amax), a.ue8m0);
-    const bool  pow2 = a.ue8m0 != 0 && (__float_as_uint(s) & 0x7FFFFFu) == 0;
-    const float inv = pow2 ? __fdiv_rn(1.0f, s) : 0.0f;
-    uint32_t    q[kRowsPerWarp];
+    const float    s = weft_fp8_block_scale(__float_as_uint(amax), a.ue8m0);
+    const uint32_t sb = __float_as_uint(s);
+    const DivMode  mode = sb >= 0x7F800000u ? kDivExact : (sb & 0x7FFFFFu) == 0 ? kDivPow2 : kDivChecked;
+    /* Exact for a power of two; RN(1/s) otherwise (see near_boundary). */
+    const float    rcp = mode == kDivExact ? 0.0f : __frcp_rn(s);
+    uint32_t       q[kRowsPerWarp];
 
     if (threadIdx.x == 0) {
         d.scale_inv[t] = s;
@@ -214,9 +264,18 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; i++) {
         const float4 v = lds4(mine + i * kTile);
+        float4       r;
 
-        q[i] = encode4(make_float4(divide(v.x, s, inv, pow2), divide(v.y, s, inv, pow2),
-                                   divide(v.z, s, inv, pow2), divide(v.w, s, inv, pow2)));
+        if (mode == kDivExact) {
+            r = make_float4(__fdiv_rn(v.x, s), __fdiv_rn(v.y, s), __fdiv_rn(v.z, s), __fdiv_rn(v.w, s));
+        } else {
+            r = make_float4(__fmul_rn(v.x, rcp), __fmul_rn(v.y, rcp), __fmul_rn(v.z, rcp), __fmul_rn(v.w, rcp));
+            if (mode == kDivChecked && (near_boundary(r.x) || near_boundary(r.y) || near_boundary(r.z) ||
+                                        near_boundary(r.w))) {
+                r = make_float4(__fdiv_rn(v.x, s), __fdiv_rn(v.y, s), __fdiv_rn(v.z, s), __fdiv_rn(v.w, s));
+            }
+        }
+        q[i] = encode4(r);
     }
     if (col_ok) {
         uint8_t *w = d.w + row0 * a.cols + col;
@@ -292,8 +351,8 @@ __device__ float block_max(float v, float *scratch)
     return v;
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kGenericThreads) quant_generic_kernel(const __grid_constant__ QuantArgs a)
+template <typename T, uint32_t N>
+__global__ void __launch_bounds__(kGenericThreads) quant_generic_kernel(const __grid_constant__ QuantArgs<N> a)
 {
     __shared__ float scratch[kGenericThreads / 32];
     const uint64_t   per_matrix = a.blocks_n * a.blocks_k;
@@ -399,6 +458,96 @@ int device_sms(void)
     return sms;
 }
 
+/* Raises the FP32 tile kernel's dynamic shared memory limit once per
+ * device (a per-function, per-device attribute), not at every call. */
+template <uint32_t N>
+weft_status_t tile_attribute_ready(void)
+{
+    static std::atomic<uint64_t> done{0}; /* bit d: device d is set up */
+    int                          device = 0;
+    weft_status_t                status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (device < 64 && (done.load(std::memory_order_acquire) >> device & 1u) != 0) {
+        return WEFT_OK;
+    }
+    status = WEFT_CUDA_CHECK(cudaFuncSetAttribute(quant_tile_kernel<float, N>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  tile_smem_bytes<float>()));
+    if (status == WEFT_OK && device < 64) {
+        done.fetch_or(uint64_t{1} << device, std::memory_order_release);
+    }
+    return status;
+}
+
+/* The parameters on the stack up to 128 descriptors (~5 KB), on the heap
+ * beyond (~30 KB, kept off the caller's stack). */
+template <uint32_t N, bool Heap = (N > 128)>
+struct ArgsStore {
+    QuantArgs<N>  v;
+    QuantArgs<N> *get() { return &v; }
+};
+
+template <uint32_t N>
+struct ArgsStore<N, true> {
+    QuantArgs<N> *p = static_cast<QuantArgs<N> *>(malloc(sizeof(QuantArgs<N>)));
+
+    ArgsStore() = default;
+    ArgsStore(const ArgsStore &) = delete;
+    ArgsStore &operator=(const ArgsStore &) = delete;
+    ~ArgsStore() { free(p); }
+    QuantArgs<N> *get() { return p; }
+};
+
+/* Fills the parameters for capacity N and launches; descs holds count
+ * descriptors when head.descs is null. */
+template <uint32_t N>
+weft_status_t launch_quant(const QuantHead &head, const QuantDesc *descs, weft_dtype_t x_dtype, bool tile,
+                           cudaStream_t s)
+{
+    ArgsStore<N>  store;
+    QuantArgs<N> *args = store.get();
+    weft_status_t status = WEFT_OK;
+
+    if (args == nullptr) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    static_cast<QuantHead &>(*args) = head;
+    if (head.descs == nullptr) {
+        memcpy(args->local, descs, head.count * sizeof(*descs));
+    }
+    if (tile) {
+        if (x_dtype == WEFT_DTYPE_FP32) {
+            status = tile_attribute_ready<N>();
+            if (status == WEFT_OK) {
+                quant_tile_kernel<float, N>
+                    <<<static_cast<unsigned>(head.total), kThreads, tile_smem_bytes<float>(), s>>>(*args);
+            }
+        } else {
+            quant_tile_kernel<uint16_t, N>
+                <<<static_cast<unsigned>(head.total), kThreads, tile_smem_bytes<uint16_t>(), s>>>(*args);
+        }
+    } else {
+        const uint64_t cap = static_cast<uint64_t>(device_sms()) * 16;
+        const unsigned grid = static_cast<unsigned>(head.total < cap ? head.total : cap);
+        const unsigned threads = head.block * head.block >= kGenericThreads
+                                     ? kGenericThreads
+                                     : (head.block * head.block + 31) / 32 * 32;
+
+        if (x_dtype == WEFT_DTYPE_FP32) {
+            quant_generic_kernel<float, N><<<grid, threads, 0, s>>>(*args);
+        } else {
+            quant_generic_kernel<uint16_t, N><<<grid, threads, 0, s>>>(*args);
+        }
+    }
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    return status;
+}
+
 } // namespace
 
 extern "C" weft_status_t weft_quant_cuda(const weft_quant_params_t *params, weft_dtype_t x_dtype, uint64_t rows,
@@ -407,22 +556,20 @@ extern "C" weft_status_t weft_quant_cuda(const weft_quant_params_t *params, weft
 {
     cudaStream_t        s = static_cast<cudaStream_t>(stream);
     weft_quant_config_t cfg;
-    QuantArgs          *args;
+    QuantHead           head = {};
+    QuantDesc           one;
     QuantDesc          *descs;
     QuantDesc          *d_descs = nullptr;
     weft_status_t       status;
     bool                tile;
-    uint64_t            total;
 
     status = weft_quant_check("weft_quant_cuda", params, x_dtype, rows, cols, matrices, count, &cfg);
     if (status != WEFT_OK || count == 0) {
         return status;
     }
-    args = static_cast<QuantArgs *>(calloc(1, sizeof(*args)));
-    descs = count > kParamMatrices ? static_cast<QuantDesc *>(calloc(count, sizeof(*descs))) : args->local;
-    if (args == nullptr || descs == nullptr) {
-        status = WEFT_ERR_NO_MEMORY;
-        goto out;
+    descs = count == 1 ? &one : static_cast<QuantDesc *>(malloc(count * sizeof(*descs)));
+    if (descs == nullptr) {
+        return WEFT_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < count; i++) {
         descs[i].x = matrices[i].x;
@@ -431,17 +578,16 @@ extern "C" weft_status_t weft_quant_cuda(const weft_quant_params_t *params, weft
         descs[i].scale_inv = matrices[i].scale_inv;
         descs[i].stride = matrices[i].x_row_stride != 0 ? matrices[i].x_row_stride : cols;
     }
-    args->rows = rows;
-    args->cols = cols;
-    args->block = cfg.block;
-    args->ue8m0 = cfg.ue8m0;
-    args->write_wt = cfg.write_wt;
-    args->count = static_cast<uint32_t>(count);
-    args->blocks_n = (rows + cfg.block - 1) / cfg.block;
-    args->blocks_k = (cols + cfg.block - 1) / cfg.block;
-    total = args->blocks_n * args->blocks_k * count;
-    args->total = total;
-    tile = tile_path_fits(cfg, x_dtype, rows, cols, matrices, count) && total <= 0x7FFFFFFFu;
+    head.rows = rows;
+    head.cols = cols;
+    head.block = cfg.block;
+    head.ue8m0 = cfg.ue8m0;
+    head.write_wt = cfg.write_wt;
+    head.count = static_cast<uint32_t>(count);
+    head.blocks_n = (rows + cfg.block - 1) / cfg.block;
+    head.blocks_k = (cols + cfg.block - 1) / cfg.block;
+    head.total = head.blocks_n * head.blocks_k * count;
+    tile = tile_path_fits(cfg, x_dtype, rows, cols, matrices, count) && head.total <= 0x7FFFFFFFu;
 
     if (count > kParamMatrices) {
         /* Pageable source: the copy is staged before the call returns, so
@@ -454,35 +600,15 @@ extern "C" weft_status_t weft_quant_cuda(const weft_quant_params_t *params, weft
         if (status != WEFT_OK) {
             goto out_free;
         }
-        args->descs = d_descs;
-    }
-
-    if (tile) {
-        if (x_dtype == WEFT_DTYPE_FP32) {
-            status = WEFT_CUDA_CHECK(cudaFuncSetAttribute(quant_tile_kernel<float>,
-                                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          tile_smem_bytes<float>()));
-            if (status != WEFT_OK) {
-                goto out_free;
-            }
-            quant_tile_kernel<float><<<static_cast<unsigned>(total), kThreads, tile_smem_bytes<float>(), s>>>(*args);
-        } else {
-            quant_tile_kernel<uint16_t>
-                <<<static_cast<unsigned>(total), kThreads, tile_smem_bytes<uint16_t>(), s>>>(*args);
-        }
+        head.descs = d_descs;
+        status = launch_quant<1>(head, descs, x_dtype, tile, s);
+    } else if (count == 1) {
+        status = launch_quant<1>(head, descs, x_dtype, tile, s);
+    } else if (count <= 128) {
+        status = launch_quant<128>(head, descs, x_dtype, tile, s);
     } else {
-        const uint64_t cap = static_cast<uint64_t>(device_sms()) * 16;
-        const unsigned grid = static_cast<unsigned>(total < cap ? total : cap);
-        const unsigned threads =
-            cfg.block * cfg.block >= kGenericThreads ? kGenericThreads : (cfg.block * cfg.block + 31) / 32 * 32;
-
-        if (x_dtype == WEFT_DTYPE_FP32) {
-            quant_generic_kernel<float><<<grid, threads, 0, s>>>(*args);
-        } else {
-            quant_generic_kernel<uint16_t><<<grid, threads, 0, s>>>(*args);
-        }
+        status = launch_quant<kParamMatrices>(head, descs, x_dtype, tile, s);
     }
-    status = WEFT_CUDA_CHECK(cudaGetLastError());
 
 out_free:
     if (d_descs != nullptr) {
@@ -493,10 +619,9 @@ out_free:
         }
     }
 out:
-    if (descs != nullptr && args != nullptr && descs != args->local) {
+    if (descs != &one) {
         free(descs);
     }
-    free(args);
     return status;
 }
 

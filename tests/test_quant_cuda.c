@@ -390,6 +390,140 @@ START_TEST(gpu_encode_matches_reference)
 }
 END_TEST
 
+/*
+ * The tile kernel divides by multiplying with RN(1/s) and falls back on
+ * the IEEE division near e4m3 rounding boundaries. Probe those windows:
+ * each 128 × 128 block gets its own scale (random, a power of two, one
+ * whose reciprocal is inexact, clamped), set by its first element, and
+ * holds x = RN(t × s) ± up to 12 ulps for every e4m3 halfway point t
+ * (ties of the 128 positive codes), every code itself, 464, 2^-6 and
+ * 2^-10, of both signs; the rest is random under the block's amax. GPU
+ * and host must agree byte for byte, with and without UE8M0.
+ */
+static uint32_t f2u(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static float u2f(uint32_t u)
+{
+    float f;
+
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* The block amax for scale kind k of block number i. */
+static float window_amax(uint64_t i)
+{
+    const uint64_t r = rng_next();
+
+    switch (i % 5) {
+    case 0: /* random magnitude, 2^-20 .. 2^20 */
+        return ldexpf(1.0f + (float)(r >> 41) / (float)(1u << 23), (int)((r >> 8) % 41) - 20);
+    case 1: /* s a power of two: amax = 448 × 2^k */
+        return ldexpf(448.0f, (int)((r >> 8) % 41) - 20);
+    case 2: /* s = 3 × 2^k or 5 × 2^k: reciprocal inexact */
+        return ldexpf((r & 1) ? 3.0f * 448.0f : 5.0f * 448.0f, (int)((r >> 8) % 31) - 15);
+    case 3: /* random mantissa near 1 and 2: reciprocals just off powers of two */
+        return ldexpf(u2f(0x3F800000u + (uint32_t)(r >> 60) + ((r >> 8) & 1 ? 0x7FFFF0u : 0)), (int)((r >> 16) % 21) - 10);
+    default: /* clamped: amax under 1e-4 */
+        return 1e-4f * (float)((r >> 40) & 0xFFFF) / 65536.0f;
+    }
+}
+
+START_TEST(gpu_quant_division_windows)
+{
+    const uint64_t      rows = 1024, cols = 2048, n = rows * cols;
+    const uint64_t      bk = cols / 128, nb = (rows / 128) * bk;
+    float              *x = malloc(n * 4), *hs = malloc(nb * 4), *gs = malloc(nb * 4);
+    uint8_t            *hw = malloc(n), *hwt = malloc(n), *gw = malloc(n), *gwt = malloc(n);
+    float              *targets = malloc(512 * sizeof(float));
+    float              *dx = NULL, *ds = NULL;
+    uint8_t            *dw = NULL, *dwt = NULL;
+    size_t              nt = 0;
+    weft_quant_params_t params = {.field_mask = WEFT_QUANT_PARAM_UE8M0 | WEFT_QUANT_PARAM_WRITE_WT, .write_wt = 1};
+
+    ck_assert(x && hs && gs && hw && hwt && gw && gwt && targets);
+    /* Boundaries: the halfway points between consecutive codes 0..0x7E,
+     * 464 (past 448), the codes themselves, 2^-6 and 2^-10. */
+    for (uint32_t c = 0; c < 0x7F; c++) {
+        const float v = weft_fp8_e4m3_decode_byte((uint8_t)c);
+
+        targets[nt++] = v;
+        targets[nt++] = c < 0x7E ? (v + weft_fp8_e4m3_decode_byte((uint8_t)(c + 1))) * 0.5f : 464.0f;
+    }
+    targets[nt++] = ldexpf(1.0f, -6);
+    targets[nt++] = ldexpf(1.0f, -10);
+    ck_assert_int_eq(cudaMalloc((void **)&dx, n * 4), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&dw, n), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&dwt, n), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&ds, nb * 4), cudaSuccess);
+    for (int ue8m0 = 0; ue8m0 < 2; ue8m0++) {
+        weft_quant_matrix_t hm = {x, 0, hw, hwt, hs}, dm = {dx, 0, dw, dwt, ds};
+        size_t              probes = 0;
+
+        rng_state = 0xD1B54A32D192ED03ull + (uint64_t)ue8m0;
+        params.ue8m0 = ue8m0;
+        for (uint64_t b = 0; b < nb; b++) {
+            const uint64_t r0 = b / bk * 128, c0 = b % bk * 128;
+            const float    amax = window_amax(b);
+            const float    s = weft_fp8_block_scale(weft_fp8_abs_bits(f2u(amax)), ue8m0);
+            uint64_t       e = 1;
+
+            for (uint64_t i = 0; i < 128 * 128; i++) {
+                x[(r0 + i / 128) * cols + c0 + i % 128] = rng_float(amax);
+            }
+            x[r0 * cols + c0] = (b & 1) ? -amax : amax; /* sets the scale */
+            for (size_t t = 0; t < nt && e < 128 * 128; t++) {
+                const uint32_t base = f2u(targets[t] * s) & 0x7FFFFFFFu;
+
+                for (int k = -12; k <= 12 && e < 128 * 128; k++) {
+                    const float v = u2f((uint32_t)((int64_t)base + k));
+
+                    if (base + k > 0x7F7FFFFFu || !(v <= amax)) {
+                        continue;
+                    }
+                    x[(r0 + e / 128) * cols + c0 + e % 128] = (e & 1) ? -v : v;
+                    e++;
+                    probes++;
+                }
+            }
+        }
+        ck_assert_uint_gt(probes, nb * 2000);
+        ck_assert_int_eq(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ck_assert_int_eq(cudaMemset(dw, POISON, n), cudaSuccess);
+        ck_assert_int_eq(cudaMemset(dwt, POISON, n), cudaSuccess);
+        ck_assert_int_eq(weft_quant_cuda(&params, WEFT_DTYPE_FP32, rows, cols, &dm, 1, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_quant_host(&params, WEFT_DTYPE_FP32, rows, cols, &hm, 1), WEFT_OK);
+        ck_assert_int_eq(cudaMemcpy(gw, dw, n, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(gwt, dwt, n, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(gs, ds, nb * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert(memcmp(gs, hs, nb * 4) == 0);
+        for (uint64_t i = 0; i < n; i++) {
+            ck_assert_msg(gw[i] == hw[i], "ue8m0 %d: x %a (%08x) scale %a: gpu %02x host %02x", ue8m0, x[i],
+                          f2u(x[i]), hs[(i / cols) / 128 * bk + (i % cols) / 128], gw[i], hw[i]);
+        }
+        ck_assert(memcmp(gwt, hwt, n) == 0);
+    }
+    ck_assert_int_eq(cudaFree(dx), cudaSuccess);
+    ck_assert_int_eq(cudaFree(dw), cudaSuccess);
+    ck_assert_int_eq(cudaFree(dwt), cudaSuccess);
+    ck_assert_int_eq(cudaFree(ds), cudaSuccess);
+    free(x);
+    free(hs);
+    free(gs);
+    free(hw);
+    free(hwt);
+    free(gw);
+    free(gwt);
+    free(targets);
+}
+END_TEST
+
 START_TEST(gpu_quant_rejects_bad_arguments)
 {
     weft_quant_matrix_t m = {(void *)16, 0, (uint8_t *)16, (uint8_t *)16, (float *)16};
@@ -431,6 +565,7 @@ int main(void)
     tcase_add_test(tc, gpu_quant_on_a_stream);
     tcase_add_test(tc, gpu_dequant_within_bound);
     tcase_add_test(tc, gpu_encode_matches_reference);
+    tcase_add_test(tc, gpu_quant_division_windows);
     tcase_add_test(tc, gpu_quant_rejects_bad_arguments);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
