@@ -400,22 +400,6 @@ END_TEST
  * 2^-10, of both signs; the rest is random under the block's amax. GPU
  * and host must agree byte for byte, with and without UE8M0.
  */
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
 /* The block amax for scale kind k of block number i. */
 static float window_amax(uint64_t i)
 {
@@ -429,7 +413,7 @@ static float window_amax(uint64_t i)
     case 2: /* s = 3 × 2^k or 5 × 2^k: reciprocal inexact */
         return ldexpf((r & 1) ? 3.0f * 448.0f : 5.0f * 448.0f, (int)((r >> 8) % 31) - 15);
     case 3: /* random mantissa near 1 and 2: reciprocals just off powers of two */
-        return ldexpf(u2f(0x3F800000u + (uint32_t)(r >> 60) + ((r >> 8) & 1 ? 0x7FFFF0u : 0)), (int)((r >> 16) % 21) - 10);
+        return ldexpf(weft_fp8_bits_float(0x3F800000u + (uint32_t)(r >> 60) + ((r >> 8) & 1 ? 0x7FFFF0u : 0)), (int)((r >> 16) % 21) - 10);
     default: /* clamped: amax under 1e-4 */
         return 1e-4f * (float)((r >> 40) & 0xFFFF) / 65536.0f;
     }
@@ -471,7 +455,7 @@ START_TEST(gpu_quant_division_windows)
         for (uint64_t b = 0; b < nb; b++) {
             const uint64_t r0 = b / bk * 128, c0 = b % bk * 128;
             const float    amax = window_amax(b);
-            const float    s = weft_fp8_block_scale(weft_fp8_abs_bits(f2u(amax)), ue8m0);
+            const float    s = weft_fp8_block_scale(weft_fp8_abs_bits(weft_fp8_float_bits(amax)), ue8m0);
             uint64_t       e = 1;
 
             for (uint64_t i = 0; i < 128 * 128; i++) {
@@ -479,10 +463,10 @@ START_TEST(gpu_quant_division_windows)
             }
             x[r0 * cols + c0] = (b & 1) ? -amax : amax; /* sets the scale */
             for (size_t t = 0; t < nt && e < 128 * 128; t++) {
-                const uint32_t base = f2u(targets[t] * s) & 0x7FFFFFFFu;
+                const uint32_t base = weft_fp8_float_bits(targets[t] * s) & 0x7FFFFFFFu;
 
                 for (int k = -12; k <= 12 && e < 128 * 128; k++) {
-                    const float v = u2f((uint32_t)((int64_t)base + k));
+                    const float v = weft_fp8_bits_float((uint32_t)((int64_t)base + k));
 
                     if (base + k > 0x7F7FFFFFu || !(v <= amax)) {
                         continue;
@@ -505,7 +489,7 @@ START_TEST(gpu_quant_division_windows)
         ck_assert(memcmp(gs, hs, nb * 4) == 0);
         for (uint64_t i = 0; i < n; i++) {
             ck_assert_msg(gw[i] == hw[i], "ue8m0 %d: x %a (%08x) scale %a: gpu %02x host %02x", ue8m0, x[i],
-                          f2u(x[i]), hs[(i / cols) / 128 * bk + (i % cols) / 128], gw[i], hw[i]);
+                          weft_fp8_float_bits(x[i]), hs[(i / cols) / 128 * bk + (i % cols) / 128], gw[i], hw[i]);
         }
         ck_assert(memcmp(gwt, hwt, n) == 0);
     }
