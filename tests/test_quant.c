@@ -16,20 +16,6 @@
 #include <string.h>
 #include <weft/weft.h>
 
-static float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-static uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
 /* xorshift64*: reproducible inputs. */
 static uint64_t rng_next(uint64_t *s)
 {
@@ -50,7 +36,7 @@ static float rng_value(uint64_t *s)
         return 0.0f;
     }
     if ((r & 0xFF) == 1) {
-        return bits_float((uint32_t)(r >> 16) & 0x807FFFFFu); /* a float subnormal */
+        return weft_fp8_bits_float((uint32_t)(r >> 16) & 0x807FFFFFu); /* a float subnormal */
     }
     return ldexpf(mag, exp) * ((r >> 7) & 1 ? -1.0f : 1.0f);
 }
@@ -153,8 +139,8 @@ START_TEST(encode_named_values)
     ck_assert_uint_eq(weft_fp8_e4m3_encode(-0.0f), 0x80);
     ck_assert_uint_eq(weft_fp8_e4m3_encode(FLT_MIN), 0x00);
     ck_assert_uint_eq(weft_fp8_e4m3_encode(-FLT_MIN), 0x80);
-    ck_assert_uint_eq(weft_fp8_e4m3_encode(bits_float(0x00000001u)), 0x00);
-    ck_assert_uint_eq(weft_fp8_e4m3_encode(bits_float(0x807FFFFFu)), 0x80);
+    ck_assert_uint_eq(weft_fp8_e4m3_encode(weft_fp8_bits_float(0x00000001u)), 0x00);
+    ck_assert_uint_eq(weft_fp8_e4m3_encode(weft_fp8_bits_float(0x807FFFFFu)), 0x80);
     ck_assert_uint_eq(weft_fp8_e4m3_encode(1e-20f), 0x00);
     /* Ordinary values. */
     ck_assert_uint_eq(weft_fp8_e4m3_encode(1.0f), 0x38);
@@ -165,9 +151,9 @@ START_TEST(encode_named_values)
     /* NaN, any sign or payload: 0x7F, as CUDA gives. */
     ck_assert_uint_eq(weft_fp8_e4m3_encode(NAN), 0x7F);
     ck_assert_uint_eq(weft_fp8_e4m3_encode(-NAN), 0x7F);
-    ck_assert_uint_eq(weft_fp8_e4m3_encode(bits_float(0x7F800001u)), 0x7F);
-    ck_assert_uint_eq(weft_fp8_e4m3_encode(bits_float(0xFFFFFFFFu)), 0x7F);
-    ck_assert_uint_eq(weft_fp8_e4m3_encode(bits_float(0xFFC00000u)), 0x7F);
+    ck_assert_uint_eq(weft_fp8_e4m3_encode(weft_fp8_bits_float(0x7F800001u)), 0x7F);
+    ck_assert_uint_eq(weft_fp8_e4m3_encode(weft_fp8_bits_float(0xFFFFFFFFu)), 0x7F);
+    ck_assert_uint_eq(weft_fp8_e4m3_encode(weft_fp8_bits_float(0xFFC00000u)), 0x7F);
 }
 END_TEST
 
@@ -366,7 +352,7 @@ START_TEST(scale_ue8m0_rounding)
         ck_assert_int_eq(quant(x, 0, 1, 2, 128, 1, &o), WEFT_OK);
         ck_assert_msg(o.scale[0] == cases[i].s, "amax %g: scale %a, expected %a", (double)cases[i].amax,
                       (double)o.scale[0], (double)cases[i].s);
-        ck_assert(weft_fp8_block_scale(float_bits(cases[i].amax), 1) == cases[i].s);
+        ck_assert(weft_fp8_block_scale(weft_fp8_float_bits(cases[i].amax), 1) == cases[i].s);
         /* Without UE8M0, the plain division. */
         ck_assert_int_eq(quant(x, 0, 1, 2, 128, 0, &o), WEFT_OK);
         ck_assert(o.scale[0] == (cases[i].amax < 1e-4f ? 1e-4f : cases[i].amax) / 448.0f);
@@ -378,7 +364,7 @@ END_TEST
 /* NaN is ignored by amax and encodes to 0x7F, whatever its sign. */
 START_TEST(scale_with_nan)
 {
-    float     x[2 * 2] = {1.0f, NAN, -bits_float(0x7FC00001u), -2.0f};
+    float     x[2 * 2] = {1.0f, NAN, -weft_fp8_bits_float(0x7FC00001u), -2.0f};
     outputs_t o = outputs_alloc(2, 2, 128);
 
     ck_assert_int_eq(quant(x, 0, 2, 2, 128, 0, &o), WEFT_OK);
@@ -514,11 +500,11 @@ START_TEST(bf16_equals_fp32)
 
     ck_assert(xb != NULL && xf != NULL);
     for (uint64_t i = 0; i < rows * cols; i++) {
-        xb[i] = (uint16_t)(float_bits(rng_value(&seed)) >> 16);
+        xb[i] = (uint16_t)(weft_fp8_float_bits(rng_value(&seed)) >> 16);
         if (i % 997 == 0) {
             xb[i] = i % 2 ? 0x7FC0 : 0xFF81; /* NaNs */
         }
-        xf[i] = bits_float((uint32_t)xb[i] << 16);
+        xf[i] = weft_fp8_bits_float((uint32_t)xb[i] << 16);
     }
     for (int ue8m0 = 0; ue8m0 <= 1; ue8m0++) {
         outputs_t           of = outputs_alloc(rows, cols, 128), ob = outputs_alloc(rows, cols, 128);
@@ -556,10 +542,10 @@ START_TEST(row_stride_and_batches)
         for (uint64_t col = 0; col < stride; col++) {
             float v = col < cols ? rng_value(&seed) : (col % 2 ? INFINITY : 1e38f);
             strided[r * stride + col] = v;
-            bstrided[r * stride + col] = (uint16_t)(float_bits(v) >> 16);
+            bstrided[r * stride + col] = (uint16_t)(weft_fp8_float_bits(v) >> 16);
             if (col < cols) {
                 packed[r * cols + col] = v;
-                bpacked[r * cols + col] = (uint16_t)(float_bits(v) >> 16);
+                bpacked[r * cols + col] = (uint16_t)(weft_fp8_float_bits(v) >> 16);
             }
         }
     }
