@@ -32,11 +32,17 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
     AS_IF([test -z "$NVCC"], [
       _WEFT_DEP_FAIL([$with_cuda], [nvcc not found], [weft_cuda_summary])
     ], [
-      dnl The toolkit root is where nvcc really lives, links resolved.
+      dnl The toolkit root: nvcc names it itself (TOP in its dry run), which
+      dnl also sees through wrapper scripts that exec the real nvcc; when it
+      dnl does not hold the headers (distribution packages split them out),
+      dnl fall back to the folder above where nvcc really lives.
       AS_CASE([$with_cuda],
-        [yes|guess], [weft_cuda_root=`readlink -f "$NVCC" 2>/dev/null || echo "$NVCC"`
-                      weft_cuda_root=`dirname "$weft_cuda_root"`
-                      weft_cuda_root=`cd "$weft_cuda_root/.." && pwd -P`],
+        [yes|guess], [weft_cuda_root=`$NVCC --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^@%:@\$ TOP=//p' | head -n 1`
+                      AS_IF([test -n "$weft_cuda_root" && test -f "$weft_cuda_root/include/cuda_runtime.h"],
+                        [weft_cuda_root=`cd "$weft_cuda_root" && pwd -P`],
+                        [weft_cuda_root=`readlink -f "$NVCC" 2>/dev/null || echo "$NVCC"`
+                         weft_cuda_root=`dirname "$weft_cuda_root"`
+                         weft_cuda_root=`cd "$weft_cuda_root/.." && pwd -P`])],
         [weft_cuda_root=$with_cuda])
       AS_IF([test "x$weft_cuda_root" = x/usr],
             [CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""],
