@@ -12,6 +12,10 @@ weft_status_t weft_cuda_status(cudaError_t err, const char *what, const char *fi
     if (WEFT_LIKELY(err == cudaSuccess)) {
         return WEFT_OK;
     }
+    /* The error is reported here: clear the runtime's record of it, or the
+     * next cudaGetLastError() (after an unrelated kernel launch) would
+     * report it again. Sticky errors (a faulted context) stay. */
+    (void)cudaGetLastError();
     if (WEFT_LOG_ERROR <= weft_log_level()) {
         weft_log_write(WEFT_LOG_ERROR, file, line, "%s failed: %s (%s)", what, cudaGetErrorString(err),
                        cudaGetErrorName(err));
