@@ -1,5 +1,5 @@
 /*
- * The registry's shared-memory segment, byte for byte (ABI 1.0). This is
+ * The registry's shared-memory segment, byte for byte (ABI 1.1). This is
  * the format other implementations must follow; registry/PROTOCOL.md
  * describes it in prose with the protocol that goes with it. Internal.
  *
@@ -8,9 +8,13 @@
  *   slot_table         slot_count × reg_slot_t (64 B each)
  *   lease_table        lease_capacity × reg_lease_t (64 B each)
  *   consumer_table     consumer_capacity × reg_consumer_t (128 B each)
- *   data_offset        slot 0's arena, then slot 1's at data_offset +
- *                      slot_stride, … (page aligned); every tensor sits at
- *                      the same offset in every arena
+ *   arena_table        arena_count × reg_arena_t (1 KiB each; GPU
+ *                      registries only: one record per slot)
+ *   data_offset        host registries: slot 0's arena, then slot 1's at
+ *                      data_offset + slot_stride, … (page aligned); every
+ *                      tensor sits at the same offset in every arena.
+ *                      GPU registries: nothing (slot_stride 0); each slot's
+ *                      arena is one device allocation named by its record.
  *
  * All integers are little-endian (x86-64 and AArch64 only). Words that
  * change after seal are accessed atomically; everything else is written
@@ -25,7 +29,7 @@
 #define REG_MAGIC         "WEFTREG1"
 #define REG_MAGIC_LEN     8
 #define REG_ABI_MAJOR     1
-#define REG_ABI_MINOR     0
+#define REG_ABI_MINOR     1 /* 1.1 added GPU arenas; 1.0 segments still open */
 
 #define REG_TENSOR_ALIGN  256u  /* every tensor's offset in a slot arena */
 #define REG_PAGE          4096u /* arenas and the segment size */
@@ -47,7 +51,11 @@ enum { REG_SLOT_FREE = 0, REG_SLOT_WRITING = 1, REG_SLOT_PUBLISHED = 2 };
 #define REG_SLOT_VERSION(word) ((word) >> 2)
 #define REG_SLOT_WORD(version, state) (((uint64_t)(version) << 2) | (uint64_t)(state))
 
-/* Latest word and lease words: version << 8 | slot; 0 means none. */
+/* Latest word and lease words: version << 8 | slot; 0 means none. In the
+ * latest word, slot REG_SLOT_NONE means the latest version's bytes are
+ * gone (its GPU arena was offloaded): versions stay where they were, but
+ * there is nothing to lease until the next publish. */
+#define REG_SLOT_NONE 0xffu
 #define REG_VS_WORD(version, slot) (((uint64_t)(version) << 8) | (uint64_t)(slot))
 #define REG_VS_VERSION(word)       ((word) >> 8)
 #define REG_VS_SLOT(word)          ((uint32_t)((word) & 0xffu))
@@ -57,6 +65,28 @@ enum { REG_SLOT_FREE = 0, REG_SLOT_WRITING = 1, REG_SLOT_PUBLISHED = 2 };
  * REG_OWNER_BUSY for a moment. */
 #define REG_OWNER_NONE 0
 #define REG_OWNER_BUSY UINT64_MAX
+
+/* header.memory and reg_tensor.memory: weft_memory_kind_t (0 in 1.0
+ * segments means host). */
+#define REG_MEMORY_HOST 1u
+#define REG_MEMORY_CUDA 2u
+
+/* header.arena_word: epoch << 2 | state. The epoch grows on every change,
+ * so a consumer compares one word to know whether to look at its
+ * mappings. */
+enum { REG_ARENAS_PRESENT = 0, REG_ARENAS_OFFLOADING = 1, REG_ARENAS_OFFLOADED = 2 };
+#define REG_ARENAS_STATE(word)        ((uint32_t)((word) & 3u))
+#define REG_ARENAS_EPOCH(word)        ((word) >> 2)
+#define REG_ARENAS_WORD(epoch, state) (((uint64_t)(epoch) << 2) | (uint64_t)(state))
+
+/* reg_arena.word: generation << 2 | state. A generation names one device
+ * allocation; a consumer's mapping is good for one generation. */
+enum { REG_ARENA_ABSENT = 0, REG_ARENA_PRESENT = 1, REG_ARENA_RETIRING = 2 };
+#define REG_ARENA_STATE(word)      ((uint32_t)((word) & 3u))
+#define REG_ARENA_GEN(word)        ((word) >> 2)
+#define REG_ARENA_WORD(gen, state) (((uint64_t)(gen) << 2) | (uint64_t)(state))
+#define REG_ARENA_MAPPERS          64u /* processes mapping one arena at once */
+#define REG_IPC_HANDLE_BYTES       64u /* cudaIpcMemHandle_t */
 
 typedef struct reg_header {
     /* Identity and geometry: written once (at create, then at seal). */
@@ -79,7 +109,14 @@ typedef struct reg_header {
     uint64_t slot_stride;
     uint64_t slot_bytes;
     uint64_t create_time_ns; /* CLOCK_REALTIME */
-    uint8_t  reserved0[136];
+    /* 1.1: where the slots' arenas live. Host: arena_count 0. CUDA: one
+     * device allocation per slot on the GPU named by device_uuid. */
+    uint32_t memory;             /* REG_MEMORY_*; 0 in 1.0 segments: host */
+    uint32_t arena_count;        /* 0, or slot_count */
+    uint64_t arena_table_offset; /* 0 when arena_count is 0 */
+    uint8_t  device_uuid[16];    /* cudaDeviceProp.uuid of the arenas' GPU */
+    int32_t  device;             /* its ordinal in the producer, for messages */
+    uint8_t  reserved0[108];
 
     /* Control words, atomic, one cache line each. */
     _Alignas(64) uint64_t producer; /* owner word of the producer */
@@ -93,7 +130,10 @@ typedef struct reg_header {
     _Alignas(64) uint64_t versions_published;
     uint64_t busy;
     uint64_t leases_reclaimed;
-    uint8_t  reserved1[1024 - 512 - 24];
+    _Alignas(64) uint64_t arena_word; /* 1.1, atomic: REG_ARENAS_WORD */
+    uint32_t arena_seq;               /* futex: +1 when arena_word changes */
+    uint32_t arena_waiters;
+    uint8_t  reserved1[1024 - 576 - 16];
 } reg_header_t;
 
 typedef struct reg_tensor {
@@ -138,6 +178,27 @@ typedef struct reg_consumer {
     uint8_t  reserved[24];
 } reg_consumer_t;
 
+/*
+ * One slot's GPU arena. word, exporter and mappers change after seal;
+ * the rest changes only while no process maps the arena (state ABSENT or
+ * RETIRING with every mapper word NONE), and is read by a consumer only
+ * between two loads of word that give the same PRESENT value.
+ */
+typedef struct reg_arena {
+    uint64_t word;      /* atomic: REG_ARENA_WORD(generation, state) */
+    uint64_t exporter;  /* atomic: owner word of the allocating process */
+    uint64_t bytes;     /* of the allocation, ≥ slot_bytes */
+    uint32_t slot;      /* = the record's index */
+    int32_t  device;    /* producer's ordinal, for messages */
+    uint8_t  reserved0[32];
+    uint8_t  ipc_handle[REG_IPC_HANDLE_BYTES]; /* cudaIpcMemHandle_t of generation */
+    /* Owner words of the processes that hold a mapping of this
+     * generation; the producer frees the allocation only when all are
+     * NONE (or dead). */
+    uint64_t mappers[REG_ARENA_MAPPERS];
+    uint8_t  reserved1[384];
+} reg_arena_t;
+
 _Static_assert(sizeof(reg_header_t) == 1024, "header layout");
 _Static_assert(offsetof(reg_header_t, create_time_ns) == 104, "header layout");
 _Static_assert(offsetof(reg_header_t, producer) == 256, "header layout");
@@ -146,9 +207,14 @@ _Static_assert(offsetof(reg_header_t, publish_seq) == 328, "header layout");
 _Static_assert(offsetof(reg_header_t, release_seq) == 384, "header layout");
 _Static_assert(offsetof(reg_header_t, ack_seq) == 448, "header layout");
 _Static_assert(offsetof(reg_header_t, versions_published) == 512, "header layout");
+_Static_assert(offsetof(reg_header_t, memory) == 112, "header layout");
+_Static_assert(offsetof(reg_header_t, arena_word) == 576, "header layout");
 _Static_assert(sizeof(reg_tensor_t) == 256, "tensor record layout");
 _Static_assert(sizeof(reg_slot_t) == 64, "slot record layout");
 _Static_assert(sizeof(reg_lease_t) == 64, "lease record layout");
 _Static_assert(sizeof(reg_consumer_t) == 128, "consumer record layout");
+_Static_assert(sizeof(reg_arena_t) == 1024, "arena record layout");
+_Static_assert(offsetof(reg_arena_t, ipc_handle) == 64, "arena record layout");
+_Static_assert(offsetof(reg_arena_t, mappers) == 128, "arena record layout");
 
 #endif

@@ -8,6 +8,18 @@
 
 #include <sched.h>
 
+/* 1 when the latest word names a version whose bytes can be leased. */
+static int latest_readable(uint64_t latest)
+{
+    return latest != 0 && REG_VS_SLOT(latest) != REG_SLOT_NONE;
+}
+
+/* A version newer than after_version that can be leased is there. */
+static int newer_readable(uint64_t latest, uint64_t after_version)
+{
+    return latest_readable(latest) && REG_VS_VERSION(latest) > after_version;
+}
+
 /* Tries to lease the latest version this many times before giving up;
  * each failure means the producer published twice meanwhile. */
 #define ACQUIRE_ATTEMPTS 10000
@@ -96,7 +108,8 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
     if (!reg->sealed) {
         return WEFT_ERR_STATE;
     }
-    if (REG_LOAD(&reg->hdr->latest) == 0) {
+    weft_registry_arenas_sweep(reg);
+    if (!latest_readable(REG_LOAD(&reg->hdr->latest))) {
         return WEFT_ERR_NOT_FOUND;
     }
     record = lease_claim(reg);
@@ -110,6 +123,11 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
         uint32_t s = REG_VS_SLOT(latest);
         uint64_t word;
 
+        if (s == REG_SLOT_NONE) {
+            /* Offloaded while we tried: nothing to lease now. */
+            lease_unclaim(reg, lease);
+            return WEFT_ERR_NOT_FOUND;
+        }
         if (s >= reg->geo.slot_count) {
             weft_log_error("registry \"%s\": latest version names slot %u of %u", reg->name, s,
                            reg->geo.slot_count);
@@ -149,7 +167,8 @@ static inline void cpu_relax(void)
 WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_version, uint64_t timeout_us,
                                           weft_lease_t *lease)
 {
-    uint64_t start, deadline, spin_end;
+    uint64_t      start, deadline, spin_end;
+    weft_status_t status;
 
     if (reg == NULL || lease == NULL) {
         return WEFT_ERR_INVALID_PARAM;
@@ -157,8 +176,11 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
     if (!reg->sealed) {
         return WEFT_ERR_STATE;
     }
-    if (REG_VS_VERSION(REG_LOAD(&reg->hdr->latest)) > after_version) {
-        return weft_registry_acquire(reg, lease);
+    if (newer_readable(REG_LOAD(&reg->hdr->latest), after_version)) {
+        status = weft_registry_acquire(reg, lease);
+        if (status != WEFT_ERR_NOT_FOUND) {
+            return status;
+        }
     }
     start = weft_time_ns();
     deadline = weft_deadline_ns(start, timeout_us);
@@ -169,8 +191,11 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
     /* Bounded spinning catches a publish that comes soon after the call
      * without a system call on either side. */
     for (unsigned n = 0;; n++) {
-        if (REG_VS_VERSION(__atomic_load_n(&reg->hdr->latest, __ATOMIC_ACQUIRE)) > after_version) {
-            return weft_registry_acquire(reg, lease);
+        if (newer_readable(__atomic_load_n(&reg->hdr->latest, __ATOMIC_ACQUIRE), after_version)) {
+            status = weft_registry_acquire(reg, lease);
+            if (status != WEFT_ERR_NOT_FOUND) {
+                return status;
+            }
         }
         if ((n & 63) == 0 && weft_time_ns() >= spin_end) {
             break;
@@ -183,9 +208,15 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
         uint32_t seq = REG_LOAD(&reg->hdr->publish_seq);
         uint64_t now;
 
-        if (REG_VS_VERSION(REG_LOAD(&reg->hdr->latest)) > after_version) {
-            return weft_registry_acquire(reg, lease);
+        if (newer_readable(REG_LOAD(&reg->hdr->latest), after_version)) {
+            /* NOT_FOUND: offloaded between the two loads; wait on. */
+            status = weft_registry_acquire(reg, lease);
+            if (status != WEFT_ERR_NOT_FOUND) {
+                return status;
+            }
         }
+        /* An offload wakes us too: give up stale GPU mappings. */
+        weft_registry_arenas_sweep(reg);
         now = weft_time_ns();
         if (now >= deadline) {
             return WEFT_ERR_TIMEOUT;
@@ -222,6 +253,16 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
         weft_log_error("registry \"%s\": lease of version %llu is not held", reg->name,
                        (unsigned long long)lease->version);
         return WEFT_ERR_STATE;
+    }
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        uint8_t      *base;
+        weft_status_t status = weft_registry_arena_base(reg, lease->slot, &base);
+
+        if (status != WEFT_OK) {
+            return status;
+        }
+        *data = base + reg->tensors[index].offset;
+        return WEFT_OK;
     }
     *data = weft_registry_tensor_addr(reg, lease->slot, index);
     return WEFT_OK;

@@ -6,6 +6,7 @@
 #include "common/env_config.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "device_memory.h"
 #include "futex.h"
 #include "process.h"
 #include "registry_impl.h"
@@ -28,7 +29,8 @@
 
 #define PARAMS_KNOWN                                                                             \
     (WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS | WEFT_REGISTRY_PARAM_MAX_LEASES | \
-     WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP)
+     WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP |   \
+     WEFT_REGISTRY_PARAM_MEMORY)
 
 static int registry_name_valid(const char *name)
 {
@@ -76,9 +78,11 @@ static weft_status_t registry_alloc(const char *name, struct weft_registry **out
     reg->fd = -1;
     reg->spin_us = spin_us;
     reg->self = weft_process_self();
+    reg->device = -1;
     /* Unique among the handles of this process and of every process. */
     reg->tag = (reg->self ^ (uint64_t)(uintptr_t)reg ^ weft_time_ns()) | 1;
     pthread_mutex_init(&reg->lock, NULL);
+    pthread_mutex_init(&reg->map_lock, NULL);
     if (reg->self == 0) {
         weft_log_error("registry \"%s\": cannot read this process's start time from /proc", name);
         free(reg);
@@ -97,6 +101,9 @@ static void registry_free(struct weft_registry *reg)
         close(reg->fd);
     }
     pthread_mutex_destroy(&reg->lock);
+    pthread_mutex_destroy(&reg->map_lock);
+    free(reg->maps);
+    free(reg->arena_ptr);
     free(reg->tensors);
     free(reg->name_index);
     free(reg);
@@ -193,6 +200,11 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MAX_LEASES)) p.max_leases = DEFAULT_MAX_LEASES;
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MAX_CONSUMERS)) p.max_consumers = DEFAULT_MAX_CONSUMERS;
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MODE)) p.mode = DEFAULT_MODE;
+    if (!(p.field_mask & WEFT_REGISTRY_PARAM_MEMORY)) p.memory = WEFT_MEMORY_HOST;
+    if (p.memory != WEFT_MEMORY_HOST && p.memory != WEFT_MEMORY_CUDA) {
+        weft_log_error("registry \"%s\": unknown memory kind %d", name ? name : "", (int)p.memory);
+        return WEFT_ERR_INVALID_PARAM;
+    }
     if (p.slot_count < REG_MIN_SLOTS || p.slot_count > REG_MAX_SLOTS || p.max_tensors < 1 ||
         p.max_tensors > REG_MAX_TENSORS || p.max_leases < 1 || p.max_leases > REG_MAX_LEASES ||
         p.max_consumers < 1 || p.max_consumers > REG_MAX_CONSUMERS || (p.mode & ~0777u) ||
@@ -207,6 +219,19 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     if (status != WEFT_OK) {
         return status;
     }
+    reg->geo.memory = p.memory == WEFT_MEMORY_CUDA ? REG_MEMORY_CUDA : REG_MEMORY_HOST;
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        /* The GPU is named by UUID in the segment: ordinals differ between
+         * processes (CUDA_VISIBLE_DEVICES). */
+        status = weft_devmem_uuid(p.device, reg->geo.device_uuid);
+        if (status != WEFT_OK) {
+            weft_log_error("registry \"%s\": GPU %d is not usable: %s", name, p.device,
+                           weft_status_string(status));
+            registry_free(reg);
+            return status == WEFT_ERR_CUDA ? WEFT_ERR_NO_DEVICE : status;
+        }
+        reg->device = p.device;
+    }
 
     reg->geo.slot_count = p.slot_count;
     reg->geo.tensor_capacity = p.max_tensors;
@@ -217,6 +242,11 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     reg->geo.lease_table_offset = reg->geo.slot_table_offset + (uint64_t)p.slot_count * sizeof(reg_slot_t);
     reg->geo.consumer_table_offset = reg->geo.lease_table_offset + (uint64_t)p.max_leases * sizeof(reg_lease_t);
     tables_end = reg->geo.consumer_table_offset + (uint64_t)p.max_consumers * sizeof(reg_consumer_t);
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        reg->geo.arena_count = p.slot_count;
+        reg->geo.arena_table_offset = WEFT_ALIGN_UP(tables_end, (uint64_t)REG_TABLE_ALIGN);
+        tables_end = reg->geo.arena_table_offset + (uint64_t)p.slot_count * sizeof(reg_arena_t);
+    }
     reg->geo.data_offset = WEFT_ALIGN_UP(tables_end, (uint64_t)REG_PAGE);
     reg->mapped = reg->geo.data_offset;
 
@@ -265,11 +295,28 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     reg->hdr->slot_table_offset = reg->geo.slot_table_offset;
     reg->hdr->lease_table_offset = reg->geo.lease_table_offset;
     reg->hdr->consumer_table_offset = reg->geo.consumer_table_offset;
+    reg->hdr->memory = reg->geo.memory;
+    reg->hdr->arena_count = reg->geo.arena_count;
+    reg->hdr->arena_table_offset = reg->geo.arena_table_offset;
+    memcpy(reg->hdr->device_uuid, reg->geo.device_uuid, sizeof(reg->hdr->device_uuid));
+    reg->hdr->device = reg->device;
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        reg_arena_t *arenas = (reg_arena_t *)(reg->base + reg->geo.arena_table_offset);
+        for (uint32_t s = 0; s < p.slot_count; s++) {
+            arenas[s].slot = s;
+            arenas[s].device = reg->device;
+        }
+    }
     reg->hdr->create_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     reg->hdr->producer = reg->self;
     __atomic_store_n(&reg->hdr->state, REG_STATE_DECLARING, __ATOMIC_RELEASE);
     reg->producer = 1;
-    weft_log_info("registry \"%s\": created (%u slots, mode 0%o)", name, p.slot_count, p.mode);
+    status = weft_registry_arenas_init(reg);
+    if (status != WEFT_OK) {
+        goto err_unlink;
+    }
+    weft_log_info("registry \"%s\": created (%u slots, mode 0%o, %s)", name, p.slot_count, p.mode,
+                  reg->geo.memory == REG_MEMORY_CUDA ? "GPU arenas" : "host arenas");
     *out = reg;
     return WEFT_OK;
 
@@ -310,7 +357,7 @@ WEFT_API weft_status_t weft_registry_declare(weft_registry_h reg, const weft_ten
     t.expert = desc->expert;
     t.role = (uint8_t)desc->role;
     t.dtype = (uint8_t)desc->dtype;
-    t.memory = WEFT_MEMORY_HOST;
+    t.memory = (uint8_t)reg->geo.memory;
     t.block[0] = (desc->field_mask & WEFT_TENSOR_FIELD_BLOCK) ? desc->block[0] : 128;
     t.block[1] = (desc->field_mask & WEFT_TENSOR_FIELD_BLOCK) ? desc->block[1] : 128;
     if ((unsigned)desc->role > 255 || (unsigned)desc->dtype > 255 || desc->ndim < 1 ||
@@ -401,7 +448,8 @@ WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg)
             return WEFT_ERR_INVALID_PARAM;
         }
     }
-    stride = WEFT_ALIGN_UP(offset, (uint64_t)REG_PAGE);
+    /* GPU registries keep no slot in the segment: each is a device allocation. */
+    stride = reg->geo.memory == REG_MEMORY_CUDA ? 0 : WEFT_ALIGN_UP(offset, (uint64_t)REG_PAGE);
     if (__builtin_mul_overflow(stride, (uint64_t)reg->geo.slot_count, &size) ||
         __builtin_add_overflow(size, reg->geo.data_offset, &size) || size > (uint64_t)INT64_MAX) {
         weft_log_error("registry \"%s\": %llu bytes per version do not fit a segment", reg->name,
@@ -422,9 +470,18 @@ WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg)
     reg->geo.slot_bytes = offset;
     reg->geo.segment_size = size;
     weft_registry_bind_tables(reg);
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        reg->arenas = (reg_arena_t *)(reg->base + reg->geo.arena_table_offset);
+    }
     status = weft_registry_index_names(reg);
     if (status != WEFT_OK) {
         return status;
+    }
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        status = weft_registry_arenas_allocate(reg);
+        if (status != WEFT_OK) {
+            return status;
+        }
     }
 
     memcpy((uint8_t *)reg->base + reg->geo.tensor_table_offset, reg->tensors,
@@ -467,6 +524,22 @@ static weft_status_t registry_take_over(struct weft_registry *reg)
         }
     }
     reg->producer = 1;
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        weft_status_t status;
+
+        /* The dead producer's device memory died with it. */
+        weft_registry_arenas_orphan(reg);
+        status = weft_registry_arenas_init(reg);
+        if (status == WEFT_OK) {
+            status = weft_registry_reload(reg);
+        }
+        if (status != WEFT_OK) {
+            uint64_t self = reg->self;
+            reg->producer = 0;
+            (void)REG_CAS(&reg->hdr->producer, &self, REG_OWNER_NONE);
+            return status;
+        }
+    }
     weft_log_info("registry \"%s\": took over as producer", reg->name);
     return WEFT_OK;
 }
@@ -549,6 +622,12 @@ WEFT_API weft_status_t weft_registry_open(const char *name, weft_registry_open_m
         if (status != WEFT_OK) {
             goto err_free;
         }
+    } else {
+        status = weft_registry_arenas_init(reg);
+        if (status != WEFT_OK) {
+            goto err_free;
+        }
+        reg->arena_word_seen = REG_LOAD(&reg->hdr->arena_word);
     }
     *out = reg;
     return WEFT_OK;
@@ -570,6 +649,7 @@ WEFT_API weft_status_t weft_registry_close(weft_registry_h reg)
         weft_registry_drop_leases(reg);
         weft_registry_drop_consumers(reg);
     }
+    weft_registry_arenas_close(reg);
     if (reg->producer) {
         uint64_t self = reg->self;
         (void)REG_CAS(&reg->hdr->producer, &self, REG_OWNER_NONE);
@@ -623,6 +703,7 @@ WEFT_API weft_status_t weft_registry_tensor_info(weft_registry_h reg, uint32_t i
     info->bytes = t->bytes;
     info->offset = reg->sealed ? t->offset : 0;
     info->memory = (weft_memory_kind_t)t->memory;
+    info->device = t->memory == REG_MEMORY_CUDA ? reg->device : -1;
     return WEFT_OK;
 }
 

@@ -16,6 +16,15 @@
 #include <stdint.h>
 #include <weft/registry.h>
 
+/* A consumer's mapping of one slot's GPU arena, good for one generation. */
+typedef struct reg_mapping {
+    void    *ptr;    /* NULL: not mapped */
+    uint64_t gen;
+    int32_t  mapper; /* index of this process's word in the arena's mappers; -1 none */
+    int      own;    /* this process allocated it: nothing to unmap */
+    int      device; /* whose context it is mapped in */
+} reg_mapping_t;
+
 struct weft_registry {
     char            name[WEFT_REGISTRY_NAME_MAX];
     char            shm_name[WEFT_REGISTRY_NAME_MAX + 8];
@@ -41,6 +50,14 @@ struct weft_registry {
     int             writing;
     uint32_t        write_slot;
     pthread_mutex_t lock; /* producer state of this handle */
+
+    /* GPU registries (geo.memory == REG_MEMORY_CUDA). */
+    reg_arena_t    *arenas;      /* in the segment, one per slot */
+    int             device;      /* ordinal of the arenas' GPU here; -1 not visible */
+    void          **arena_ptr;   /* producer: its allocation per slot, NULL when none */
+    reg_mapping_t  *maps;        /* everyone else: mappings per slot */
+    uint64_t        arena_word_seen; /* header arena_word at the last sweep */
+    pthread_mutex_t map_lock;    /* maps and arena_word_seen */
 };
 
 /* Creates the name index of reg->tensors. */
@@ -49,7 +66,8 @@ weft_status_t weft_registry_index_names(struct weft_registry *reg);
 /* Points hdr/slots/leases/consumers into the mapping by reg->geo. */
 void weft_registry_bind_tables(struct weft_registry *reg);
 
-/* Address of tensor `index` in slot `slot`; both already checked. */
+/* Address of tensor `index` in slot `slot` of a host registry; both
+ * already checked. */
 static inline uint8_t *weft_registry_tensor_addr(const struct weft_registry *reg, uint32_t slot,
                                                  uint32_t index)
 {
@@ -75,6 +93,32 @@ void weft_registry_wake(uint32_t *seq, uint32_t *waiters);
 
 /* Sleeps on seq (value seen: expected) up to timeout_ns, counted in waiters. */
 void weft_registry_sleep(uint32_t *seq, uint32_t *waiters, uint32_t expected, uint64_t timeout_ns);
+
+/* --- GPU arenas (arena.c) --- */
+
+/* Producer: sets up the handle's arena state after create or open. */
+weft_status_t weft_registry_arenas_init(struct weft_registry *reg);
+
+/* Producer: allocates and exports every slot's arena as a new generation,
+ * and marks the arenas present. Nothing stays allocated on failure. */
+weft_status_t weft_registry_arenas_allocate(struct weft_registry *reg);
+
+/* Producer, taking over: the dead producer's arenas are gone; marks them
+ * absent and the latest version unreadable. */
+void weft_registry_arenas_orphan(struct weft_registry *reg);
+
+/* Device pointer to the start of slot `slot`'s arena in this process,
+ * mapping it first if needed. Call it under a lease on (or a write of) the
+ * slot. */
+weft_status_t weft_registry_arena_base(struct weft_registry *reg, uint32_t slot, uint8_t **base);
+
+/* Unmaps mappings whose generation is no longer current; cheap when the
+ * header's arena word has not changed since the last sweep. */
+void weft_registry_arenas_sweep(struct weft_registry *reg);
+
+/* At close: unmaps everything; the producer frees its arenas when no one
+ * maps them any more (else they are left allocated, with a warning). */
+void weft_registry_arenas_close(struct weft_registry *reg);
 
 #define REG_LOAD(p)       __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define REG_STORE(p, v)   __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)

@@ -142,7 +142,7 @@ weft_status_t weft_registry_check_tensor(const reg_tensor_t *t, char *reason, si
         t->block[1] > 65536) {
         return INVALID("block %u x %u is not a power of two up to 65536", t->block[0], t->block[1]);
     }
-    if (t->memory != WEFT_MEMORY_HOST) {
+    if (t->memory != REG_MEMORY_HOST && t->memory != REG_MEMORY_CUDA) {
         return INVALID("memory kind %u is not supported", t->memory);
     }
 #undef INVALID
@@ -179,10 +179,32 @@ static uint64_t name_hash(const char *name)
     return h;
 }
 
+/* Checks the arena records of a GPU registry: one per slot, each big
+ * enough for a slot, in a known state. The handle bytes are opaque. */
+static weft_status_t validate_arenas(const reg_arena_t *arenas, uint32_t count, uint64_t slot_bytes,
+                                     char *reason, size_t reason_size)
+{
+    for (uint32_t a = 0; a < count; a++) {
+        uint64_t word = __atomic_load_n(&arenas[a].word, __ATOMIC_RELAXED);
+
+        if (arenas[a].slot != a) {
+            return CORRUPT("arena %u names slot %u", a, arenas[a].slot);
+        }
+        if (REG_ARENA_STATE(word) > REG_ARENA_RETIRING) {
+            return CORRUPT("arena %u has unknown state %u", a, REG_ARENA_STATE(word));
+        }
+        if (REG_ARENA_STATE(word) != REG_ARENA_ABSENT && arenas[a].bytes < slot_bytes) {
+            return CORRUPT("arena %u holds %llu bytes, a slot needs %llu", a,
+                           (unsigned long long)arenas[a].bytes, (unsigned long long)slot_bytes);
+        }
+    }
+    return WEFT_OK;
+}
+
 /* Checks every tensor record and that tensors neither overlap in a slot
  * nor share a name. */
 static weft_status_t validate_tensors(const reg_tensor_t *tensors, uint32_t count, uint64_t slot_bytes,
-                                      char *reason, size_t reason_size)
+                                      uint32_t memory, char *reason, size_t reason_size)
 {
     span_t        *spans = malloc(count * sizeof(*spans));
     uint32_t       buckets = 1;
@@ -203,6 +225,11 @@ static weft_status_t validate_tensors(const reg_tensor_t *tensors, uint32_t coun
 
         if (weft_registry_check_tensor(t, why, sizeof(why)) != WEFT_OK) {
             status = CORRUPT("tensor %u: %s", i, why);
+            goto out;
+        }
+        if (t->memory != memory) {
+            status = CORRUPT("tensor %u (%s): memory kind %u in a registry of kind %u", i, t->name,
+                             t->memory, memory);
             goto out;
         }
         if (t->offset % REG_TENSOR_ALIGN != 0 || t->offset > slot_bytes || t->bytes > slot_bytes - t->offset) {
@@ -243,8 +270,9 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
                                      size_t reason_size)
 {
     const reg_header_t *h = segment;
-    uint64_t            end_tensors, end_slots, end_leases, end_consumers, arenas, data_end;
+    uint64_t            end_tensors, end_slots, end_leases, end_consumers, end_tables, arenas, data_end;
     const reg_slot_t   *slots;
+    uint32_t            memory;
 
     if (size < sizeof(reg_header_t)) {
         return CORRUPT("segment of %zu bytes is shorter than its header (%zu): truncated", size,
@@ -294,8 +322,33 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
                     &end_consumers)) {
         return CORRUPT("a table lies outside the segment, overlaps another or is misaligned");
     }
-    if (h->data_offset % REG_PAGE != 0 || h->data_offset < end_consumers || h->slot_stride % REG_PAGE != 0 ||
-        h->slot_bytes == 0 || h->slot_stride < h->slot_bytes ||
+    /* 1.0 segments leave the memory fields zero: host arenas. */
+    memory = h->memory == 0 ? REG_MEMORY_HOST : h->memory;
+    end_tables = end_consumers;
+    if (memory == REG_MEMORY_HOST) {
+        if (h->arena_count != 0 || h->arena_table_offset != 0) {
+            return CORRUPT("a host registry with %u GPU arena records", h->arena_count);
+        }
+    } else if (memory == REG_MEMORY_CUDA) {
+        if (h->arena_count != h->slot_count ||
+            !table_fits(h->arena_table_offset, h->arena_count, sizeof(reg_arena_t), end_consumers,
+                        size, &end_tables)) {
+            return CORRUPT("GPU arena table (%u records at %llu) does not fit after the consumers",
+                           h->arena_count, (unsigned long long)h->arena_table_offset);
+        }
+        if (h->slot_stride != 0 || h->slot_bytes == 0) {
+            return CORRUPT("a GPU registry with slot stride %llu in shared memory",
+                           (unsigned long long)h->slot_stride);
+        }
+    } else {
+        return CORRUPT("unknown memory kind %u", h->memory);
+    }
+    if (REG_ARENAS_STATE(__atomic_load_n(&h->arena_word, __ATOMIC_RELAXED)) > REG_ARENAS_OFFLOADED) {
+        return CORRUPT("unknown arena state %u",
+                       REG_ARENAS_STATE(__atomic_load_n(&h->arena_word, __ATOMIC_RELAXED)));
+    }
+    if (h->data_offset % REG_PAGE != 0 || h->data_offset < end_tables || h->slot_stride % REG_PAGE != 0 ||
+        h->slot_bytes == 0 || (memory == REG_MEMORY_HOST && h->slot_stride < h->slot_bytes) ||
         __builtin_mul_overflow(h->slot_stride, (uint64_t)h->slot_count, &arenas) ||
         __builtin_add_overflow(h->data_offset, arenas, &data_end) || data_end > size) {
         return CORRUPT("slot arenas (offset %llu, stride %llu, %llu bytes used) do not fit the segment",
@@ -310,15 +363,22 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
         }
     }
     uint64_t latest = __atomic_load_n(&h->latest, __ATOMIC_RELAXED);
-    if (latest != 0 && REG_VS_SLOT(latest) >= h->slot_count) {
+    if (latest != 0 && REG_VS_SLOT(latest) >= h->slot_count && REG_VS_SLOT(latest) != REG_SLOT_NONE) {
         return CORRUPT("latest version names slot %u of %u", REG_VS_SLOT(latest), h->slot_count);
     }
 
     weft_status_t status = validate_tensors(
         (const reg_tensor_t *)((const char *)segment + h->tensor_table_offset), h->tensor_count,
-        h->slot_bytes, reason, reason_size);
+        h->slot_bytes, memory, reason, reason_size);
     if (status != WEFT_OK) {
         return status;
+    }
+    if (memory == REG_MEMORY_CUDA) {
+        status = validate_arenas((const reg_arena_t *)((const char *)segment + h->arena_table_offset),
+                                 h->arena_count, h->slot_bytes, reason, reason_size);
+        if (status != WEFT_OK) {
+            return status;
+        }
     }
 
     g->slot_count = h->slot_count;
@@ -334,5 +394,9 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
     g->slot_stride = h->slot_stride;
     g->slot_bytes = h->slot_bytes;
     g->segment_size = h->segment_size;
+    g->memory = memory;
+    g->arena_count = h->arena_count;
+    g->arena_table_offset = h->arena_table_offset;
+    memcpy(g->device_uuid, h->device_uuid, sizeof(g->device_uuid));
     return WEFT_OK;
 }

@@ -26,6 +26,10 @@ typedef struct reg_geometry {
     uint64_t slot_stride;
     uint64_t slot_bytes;
     uint64_t segment_size;
+    uint32_t memory;             /* REG_MEMORY_HOST or REG_MEMORY_CUDA */
+    uint32_t arena_count;        /* GPU registries: slot_count */
+    uint64_t arena_table_offset;
+    uint8_t  device_uuid[16];
 } reg_geometry_t;
 
 /*

@@ -82,6 +82,11 @@ WEFT_API weft_status_t weft_registry_write_begin(weft_registry_h reg, uint64_t t
                                       : "while a write is in progress");
         return WEFT_ERR_STATE;
     }
+    if (REG_ARENAS_STATE(REG_LOAD(&reg->hdr->arena_word)) != REG_ARENAS_PRESENT) {
+        weft_log_error("registry \"%s\": write_begin while the GPU arenas are offloaded (reload first)",
+                       reg->name);
+        return WEFT_ERR_STATE;
+    }
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     for (;;) {
         uint32_t seq = REG_LOAD(&reg->hdr->release_seq);
@@ -121,6 +126,16 @@ WEFT_API weft_status_t weft_registry_write_tensor(weft_registry_h reg, uint32_t 
     if (index >= reg->geo.tensor_count) {
         weft_log_error("registry \"%s\": tensor index %u of %u", reg->name, index, reg->geo.tensor_count);
         return WEFT_ERR_INVALID_PARAM;
+    }
+    if (reg->geo.memory == REG_MEMORY_CUDA) {
+        uint8_t      *base;
+        weft_status_t status = weft_registry_arena_base(reg, reg->write_slot, &base);
+
+        if (status != WEFT_OK) {
+            return status;
+        }
+        *data = base + reg->tensors[index].offset;
+        return WEFT_OK;
     }
     *data = weft_registry_tensor_addr(reg, reg->write_slot, index);
     return WEFT_OK;

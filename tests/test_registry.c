@@ -6,6 +6,7 @@
 #include "registry/validate.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -763,9 +764,93 @@ START_TEST(validator_refuses_corrupt_segments)
     MUTATE(WEFT_ERR_CORRUPT, t[0].bytes += 1);
     MUTATE(WEFT_ERR_CORRUPT, t[0].shape[0] = UINT64_MAX);
     MUTATE(WEFT_ERR_CORRUPT, t[0].memory = 9);
+    /* ABI 1.1: where the arenas live. */
+    MUTATE(WEFT_OK, h->memory = 0);                               /* a 1.0 segment: host */
+    MUTATE(WEFT_OK, h->latest = REG_VS_WORD(1, REG_SLOT_NONE));   /* offloaded latest */
+    MUTATE(WEFT_ERR_CORRUPT, h->memory = 9);
+    MUTATE(WEFT_ERR_CORRUPT, h->memory = REG_MEMORY_CUDA);        /* no arena table */
+    MUTATE(WEFT_ERR_CORRUPT, h->arena_count = 3);                 /* arenas in a host registry */
+    MUTATE(WEFT_ERR_CORRUPT, h->arena_word = REG_ARENAS_WORD(1, 3));
+    MUTATE(WEFT_ERR_CORRUPT, t[0].memory = REG_MEMORY_CUDA);      /* kind differs from the header's */
 #undef MUTATE
     free(bad);
     free(seg);
+}
+END_TEST
+
+/* ------------------------------------------------- GPU arenas, no GPU */
+
+START_TEST(gpu_registry_needs_its_device)
+{
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY,
+                                     .memory = WEFT_MEMORY_CUDA, .device = 9999};
+    weft_registry_h        reg = NULL;
+    weft_status_t          status;
+    char                   path[128];
+    struct stat            st;
+
+    /* No GPU 9999 anywhere: NO_DEVICE, or UNSUPPORTED without CUDA. */
+    status = weft_registry_create(test_name(), &params, &reg);
+    ck_assert_msg(status == WEFT_ERR_NO_DEVICE || status == WEFT_ERR_UNSUPPORTED, "status %d",
+                  status);
+    ck_assert_ptr_null(reg);
+    snprintf(path, sizeof(path), "/dev/shm/weft.%s", reg_name);
+    ck_assert_int_ne(stat(path, &st), 0); /* nothing left behind */
+    params.memory = (weft_memory_kind_t)7;
+    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
+START_TEST(host_registry_has_no_arenas_to_offload)
+{
+    weft_registry_h   reg = make_registry(2, 1, 64);
+    weft_arena_info_t info;
+
+    ck_assert_int_eq(weft_registry_arena_info(reg, &info), WEFT_OK);
+    ck_assert_int_eq(info.memory, WEFT_MEMORY_HOST);
+    ck_assert_int_eq(info.device, -1);
+    ck_assert_uint_eq(info.generation, 0);
+    ck_assert_int_eq(info.offloaded, 0);
+    ck_assert_int_eq(weft_registry_offload(reg, 0), WEFT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(weft_registry_reload(reg), WEFT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(weft_registry_unmap_arenas(reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_arena_info(NULL, &info), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_offload(NULL, 0), WEFT_ERR_INVALID_PARAM);
+    weft_registry_close(reg);
+}
+END_TEST
+
+/* What readers see after an offload dropped the latest version's bytes
+ * (the latest word names no slot): nothing to lease, waits go on, and the
+ * next version is readable again. Made by hand here: no GPU needed. */
+START_TEST(latest_without_slot_is_not_readable)
+{
+    weft_registry_h reg = make_registry(3, 2, 64), reader;
+    weft_lease_t    lease;
+    char            path[128];
+    int             fd;
+    reg_header_t   *hdr;
+
+    write_version(reg, 1);
+    snprintf(path, sizeof(path), "/weft.%s", reg_name);
+    fd = shm_open(path, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    hdr = mmap(NULL, sizeof(*hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(hdr, MAP_FAILED);
+    __atomic_store_n(&hdr->latest, REG_VS_WORD(1, REG_SLOT_NONE), __ATOMIC_SEQ_CST);
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_acquire(reader, &lease), WEFT_ERR_NOT_FOUND);
+    ck_assert_int_eq(weft_registry_wait(reader, 0, 50000, &lease), WEFT_ERR_TIMEOUT);
+    write_version(reg, 2);
+    ck_assert_int_eq(weft_registry_wait(reader, 0, 1000000, &lease), WEFT_OK);
+    ck_assert_uint_eq(lease.version, 2);
+    ck_assert_uint_eq(verify_lease(reader, &lease), 0);
+    ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
+    munmap(hdr, sizeof(*hdr));
+    close(fd);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
 }
 END_TEST
 
@@ -813,6 +898,9 @@ int main(void)
     tcase_add_test(val, validator_accepts_a_real_segment);
     tcase_add_test(val, validator_refuses_corrupt_segments);
     tcase_add_test(val, open_refuses_a_truncated_segment);
+    tcase_add_test(api, gpu_registry_needs_its_device);
+    tcase_add_test(api, host_registry_has_no_arenas_to_offload);
+    tcase_add_test(inv, latest_without_slot_is_not_readable);
     suite_add_tcase(s, api);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, val);

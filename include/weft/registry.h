@@ -18,7 +18,10 @@
  *   weft_registry_wait_consumers(v)
  *
  * The segment holds K ≥ 2 slots (default 3); each slot holds every tensor at
- * the same offset. Publishing makes a slot the latest version in one atomic
+ * the same offset. A slot's tensors live in one arena: in the shared-memory
+ * segment (host registries), or in one device allocation per slot on one
+ * GPU (GPU registries, WEFT_MEMORY_CUDA), exported once through CUDA IPC so
+ * that any process of the node can map it; see "GPU registries" below. Publishing makes a slot the latest version in one atomic
  * store. Readers take a lease on the slot they read; the producer never
  * writes into a leased slot. Leases of processes that died are reclaimed.
  * The segment layout and the protocol are described in registry/PROTOCOL.md.
@@ -54,9 +57,10 @@ typedef enum weft_tensor_role {
     WEFT_ROLE_SCALE = 3  /* the block scales of W, [⌈N/b⌉, ⌈K/b⌉] */
 } weft_tensor_role_t;
 
-/* Where a tensor's bytes live. Only host memory exists for now. */
+/* Where a tensor's bytes live. */
 typedef enum weft_memory_kind {
-    WEFT_MEMORY_HOST = 1
+    WEFT_MEMORY_HOST = 1, /* host memory (the registry's shared memory, or a host view) */
+    WEFT_MEMORY_CUDA = 2  /* device memory of one GPU */
 } weft_memory_kind_t;
 
 /* ---------------------------------------------------------------- create */
@@ -67,7 +71,8 @@ enum weft_registry_params_field {
     WEFT_REGISTRY_PARAM_MAX_LEASES    = 1u << 2,
     WEFT_REGISTRY_PARAM_MAX_CONSUMERS = 1u << 3,
     WEFT_REGISTRY_PARAM_MODE          = 1u << 4,
-    WEFT_REGISTRY_PARAM_GROUP         = 1u << 5
+    WEFT_REGISTRY_PARAM_GROUP         = 1u << 5,
+    WEFT_REGISTRY_PARAM_MEMORY        = 1u << 6  /* memory and device */
 };
 
 typedef struct weft_registry_params {
@@ -78,6 +83,11 @@ typedef struct weft_registry_params {
     uint32_t max_consumers;  /* 1..4096; default 256 */
     uint32_t mode;           /* permission bits of the segment; default 0600 */
     uint32_t group;          /* group id to give the segment (with mode 0660, say) */
+    /* Where the slots' arenas live: WEFT_MEMORY_HOST (default) or
+     * WEFT_MEMORY_CUDA on GPU `device` (an ordinal of the calling
+     * process). Every tensor of the registry lives there. */
+    weft_memory_kind_t memory;
+    int32_t            device;
 } weft_registry_params_t;
 
 /*
@@ -87,7 +97,9 @@ typedef struct weft_registry_params {
  * seal. params may be NULL for all defaults.
  * Errors: WEFT_ERR_INVALID_PARAM (name, an unknown field_mask bit, a value
  * out of range), WEFT_ERR_EXISTS (the name is taken: unlink it first, or
- * open it as producer to take it over), WEFT_ERR_PERMISSION, WEFT_ERR_IO.
+ * open it as producer to take it over), WEFT_ERR_PERMISSION, WEFT_ERR_IO,
+ * WEFT_ERR_UNSUPPORTED (WEFT_MEMORY_CUDA in a library built without
+ * CUDA), WEFT_ERR_NO_DEVICE (no such GPU), WEFT_ERR_CUDA.
  * On success *reg is a handle to close with weft_registry_close().
  */
 WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registry_params_t *params,
@@ -128,8 +140,12 @@ WEFT_API weft_status_t weft_registry_declare(weft_registry_h reg, const weft_ten
 /*
  * Lays the tensors out in every slot (256-byte aligned, in declaration
  * order), sizes the segment and makes the registry visible to readers.
+ * GPU registries allocate one arena per slot on their GPU here (the
+ * calling thread's current device is left as it was) and export it.
  * Producer only, once. Errors: WEFT_ERR_STATE (sealed already, or no
- * tensor), WEFT_ERR_NO_MEMORY / WEFT_ERR_IO (the segment cannot grow).
+ * tensor), WEFT_ERR_NO_MEMORY / WEFT_ERR_IO (the segment cannot grow),
+ * WEFT_ERR_CUDA (a device allocation or export failed; nothing is left
+ * allocated).
  */
 WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg);
 
@@ -145,7 +161,9 @@ typedef enum weft_registry_open_mode {
 
 /*
  * Opens a sealed registry. Every offset and size in the segment is
- * validated first. Errors: WEFT_ERR_NOT_FOUND (no such registry),
+ * validated first. Taking over a GPU registry (PRODUCER) allocates new
+ * arenas: the old ones died with their process, so the last version is
+ * no longer readable and consumers wait for the next one. Errors: WEFT_ERR_NOT_FOUND (no such registry),
  * WEFT_ERR_STATE (not sealed yet), WEFT_ERR_CORRUPT (the segment fails
  * validation), WEFT_ERR_VERSION (another ABI major version),
  * WEFT_ERR_BUSY (PRODUCER: the producer is alive), WEFT_ERR_PERMISSION.
@@ -178,6 +196,10 @@ typedef struct weft_tensor_info {
     uint64_t           bytes;  /* span of the tensor's elements */
     uint64_t           offset; /* from the start of a slot's arena */
     weft_memory_kind_t memory;
+    /* WEFT_MEMORY_CUDA: the ordinal, in the calling process, of the GPU
+     * that holds the tensor; -1 when that GPU is not visible here (it can
+     * still be mapped through CUDA IPC). -1 for host memory. */
+    int32_t            device;
 } weft_tensor_info_t;
 
 /* Number of tensors declared. */
@@ -203,7 +225,8 @@ WEFT_API weft_status_t weft_registry_write_begin(weft_registry_h reg, uint64_t t
                                                  uint32_t *slot);
 
 /* Where tensor `index` is written in the slot being written. The pointer
- * is valid until publish or abort. WEFT_ERR_STATE outside a write. */
+ * is valid until publish or abort. GPU registries give a device pointer
+ * on the registry's GPU. WEFT_ERR_STATE outside a write. */
 WEFT_API weft_status_t weft_registry_write_tensor(weft_registry_h reg, uint32_t index, void **data);
 
 /*
@@ -213,6 +236,9 @@ WEFT_API weft_status_t weft_registry_write_tensor(weft_registry_h reg, uint32_t 
  * waiting for a newer version are woken. Producer only; WEFT_ERR_STATE
  * without a write in progress (publishing twice, say).
  * *published (may be NULL) gets the version number.
+ * GPU registries: publish synchronizes nothing; the caller's kernels and
+ * copies into the slot must be complete (cudaStreamSynchronize, or an
+ * event waited on) before it publishes.
  */
 WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t version,
                                              uint64_t *published);
@@ -246,8 +272,16 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
 WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_version,
                                           uint64_t timeout_us, weft_lease_t *lease);
 
-/* Where tensor `index` of the leased version is, for reading. Valid until
- * the lease is released. */
+/*
+ * Where tensor `index` of the leased version is, for reading. Valid until
+ * the lease is released. GPU registries give a device pointer usable in
+ * this process: the slot's arena is mapped through CUDA IPC the first time,
+ * into the context of the calling thread's current device (the GPU that
+ * will read it; peer access to the arena's GPU is enabled lazily), and the
+ * mapping is kept for that arena's generation. Make every call on one
+ * handle with the same current device. Errors: WEFT_ERR_STATE (the lease
+ * is not held), WEFT_ERR_CUDA (the mapping failed; the log says why).
+ */
 WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const weft_lease_t *lease,
                                                   uint32_t index, const void **data);
 
@@ -316,6 +350,52 @@ typedef struct weft_registry_stats {
 } weft_registry_stats_t;
 
 WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registry_stats_t *stats);
+
+/* ------------------------------------------------------- GPU registries */
+
+/*
+ * Offload and reload: what a colocated trainer does to give its GPU memory
+ * to the rollout engine between steps.
+ *
+ * weft_registry_offload() frees every slot's device memory. It first makes
+ * the slots unleasable, waits for the readers' leases to be released, then
+ * waits until every process that mapped an arena has unmapped it (a
+ * consumer unmaps when it next calls weft_registry_wait, acquire or
+ * weft_plan_receive, or weft_registry_unmap_arenas); only then does it
+ * free. The bytes of the published versions are gone: versions never go
+ * backwards, but nothing is readable (acquire gives WEFT_ERR_NOT_FOUND and
+ * wait keeps waiting) until a version is published after the reload.
+ * When leases or mappings remain after timeout_us, everything is put back
+ * as it was and WEFT_ERR_BUSY is returned (the log names the processes).
+ * Producer only, no write in progress (WEFT_ERR_STATE); a host registry
+ * gives WEFT_ERR_UNSUPPORTED.
+ *
+ * weft_registry_reload() allocates and exports new arenas: a new
+ * generation, which consumers map before their next copy. Producer only,
+ * after offload (WEFT_ERR_STATE otherwise). WEFT_ERR_CUDA when the
+ * allocation fails: the registry stays offloaded; call reload again.
+ */
+WEFT_API weft_status_t weft_registry_offload(weft_registry_h reg, uint64_t timeout_us);
+WEFT_API weft_status_t weft_registry_reload(weft_registry_h reg);
+
+/*
+ * Unmaps every GPU arena this handle mapped whose generation is no longer
+ * current (offloaded or replaced). Consumers do it on their own in wait,
+ * acquire and weft_plan_receive; an engine that is busy elsewhere while a
+ * producer offloads calls this so that the offload need not wait for it.
+ * No-op for host registries and for arenas still current.
+ */
+WEFT_API weft_status_t weft_registry_unmap_arenas(weft_registry_h reg);
+
+typedef struct weft_arena_info {
+    weft_memory_kind_t memory;     /* of every slot's arena */
+    int32_t            device;     /* local ordinal of its GPU; -1 if not visible or host */
+    uint64_t           generation; /* grows on every reload; 0 for host */
+    int                offloaded;  /* 1 between offload and reload */
+} weft_arena_info_t;
+
+/* Describes where the registry's arenas are. */
+WEFT_API weft_status_t weft_registry_arena_info(weft_registry_h reg, weft_arena_info_t *info);
 
 #ifdef __cplusplus
 }
