@@ -25,7 +25,10 @@ extern "C" {
       "append log lines to this file instead of stderr (%p: pid, %h: host name)")         \
     X(REGISTRY_SPIN_US, "registry", "200",                                                \
       "microseconds a reader spins on the latest version before sleeping on a futex "     \
-      "(0: futex only)")
+      "(0: futex only)")                                                                  \
+    X(CUDA_IPC_KERNEL_MAX, "transport", "65536",                                          \
+      "cuda_ipc: copy ranges up to this many bytes go through one batched kernel, "       \
+      "larger ones through the copy engines (0: copy engines only; at most 1048576)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

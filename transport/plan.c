@@ -384,6 +384,40 @@ err_free_plan:
     return status;
 }
 
+WEFT_API weft_status_t weft_plan_rebind(weft_plan_h plan, const weft_recv_view_t *views,
+                                        size_t count)
+{
+    struct weft_plan *fresh, old;
+    weft_status_t     status;
+
+    if (plan == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    /* Build the new plan completely first: a failure leaves the old one. */
+    status = weft_plan_create(plan->reg, plan->transport, views, count, &fresh);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    old = *plan;
+    plan->backend            = fresh->backend;
+    plan->views              = fresh->views;
+    plan->view_count         = fresh->view_count;
+    plan->bytes              = fresh->bytes;
+    plan->ranges_uncoalesced = fresh->ranges_uncoalesced;
+    plan->ranges             = fresh->ranges;
+    plan->checked_slots      = 0;
+    free(fresh);
+
+    if (old.ops->close != NULL) {
+        old.ops->close(&old);
+    }
+    weft_ranges_free(&old.ranges);
+    free(old.views);
+    weft_log_debug("plan: rebound to %u views, %" PRIu64 " ranges", plan->view_count,
+                   plan->ranges.count);
+    return WEFT_OK;
+}
+
 WEFT_API weft_status_t weft_plan_get_stats(weft_plan_h plan, weft_plan_stats_t *stats)
 {
     if (plan == NULL || stats == NULL) {

@@ -9,6 +9,9 @@
 
 static const weft_transport_ops_t *const transports[] = {
     [WEFT_TRANSPORT_HOST] = &weft_transport_host_ops,
+#if HAVE_CUDA
+    [WEFT_TRANSPORT_CUDA_IPC] = &weft_transport_cuda_ipc_ops,
+#endif
 };
 
 const weft_transport_ops_t *weft_transport_ops_find(weft_transport_t transport)

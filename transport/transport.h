@@ -53,6 +53,7 @@ const weft_transport_ops_t *weft_transport_ops_find(weft_transport_t transport);
 
 /* The backends. Each is defined in its own directory (host/, …). */
 extern const weft_transport_ops_t weft_transport_host_ops;
+extern const weft_transport_ops_t weft_transport_cuda_ipc_ops; /* HAVE_CUDA */
 
 #ifdef __cplusplus
 }

@@ -45,10 +45,16 @@ typedef struct weft_plan *weft_plan_h;
 
 /*
  * How the bytes move. 0 is never valid. Values never change once released;
- * cuda_ipc, ucx and nccl will take the next numbers.
+ * ucx and nccl will take the next numbers.
  */
 typedef enum weft_transport {
-    WEFT_TRANSPORT_HOST = 1 /* memcpy from the registry's shared memory */
+    WEFT_TRANSPORT_HOST     = 1, /* memcpy from the registry's shared memory */
+    /* Same node, GPU registry to GPU views: the slot's arena is mapped
+     * through CUDA IPC (once per arena generation) and copied on a stream
+     * of the views' GPU, same GPU or another one over NVLink/PCIe; the
+     * copy is complete when an event recorded after it has completed.
+     * Built with CUDA only (WEFT_ERR_UNSUPPORTED otherwise). */
+    WEFT_TRANSPORT_CUDA_IPC = 2
 } weft_transport_t;
 
 enum weft_recv_view_field {
@@ -68,7 +74,10 @@ typedef struct weft_recv_view {
      * do not overlap: padding, a slice of a fused tensor. */
     uint64_t           strides[WEFT_TENSOR_MAX_DIMS];
     void              *data;       /* element [0, …, 0] */
-    weft_memory_kind_t memory;     /* where data lives; default host */
+    /* Where data lives; default host. WEFT_MEMORY_CUDA: device memory of
+     * the calling process (cudaMalloc, a torch tensor's data_ptr()); every
+     * view of one plan on the same GPU. */
+    weft_memory_kind_t memory;
 } weft_recv_view_t;
 
 /*
@@ -118,6 +127,17 @@ WEFT_API weft_status_t weft_plan_copy(weft_plan_h plan, const weft_lease_t *leas
 WEFT_API weft_status_t weft_plan_receive(weft_plan_h plan, uint32_t consumer,
                                          uint64_t after_version, uint64_t timeout_us,
                                          uint64_t *version);
+
+/*
+ * Points the plan at new receive memory: the engine re-allocated its
+ * weights (after its own offload, say). The views are checked and the
+ * ranges rebuilt exactly as weft_plan_create does, for the plan's registry
+ * and transport; on any error the plan is left as it was and still
+ * usable. Statistics carry on. Not while a copy on the plan runs.
+ * Errors: those of weft_plan_create().
+ */
+WEFT_API weft_status_t weft_plan_rebind(weft_plan_h plan, const weft_recv_view_t *views,
+                                        size_t count);
 
 typedef struct weft_plan_stats {
     weft_transport_t transport;
