@@ -13,5 +13,6 @@ int perf_cmd_publish_lat(int argc, char **argv);
 int perf_cmd_stress(int argc, char **argv);
 int perf_cmd_update(int argc, char **argv);
 int perf_cmd_quant(int argc, char **argv);
+int perf_cmd_ipc(int argc, char **argv);
 
 #endif
