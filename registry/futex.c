@@ -1,4 +1,4 @@
-/* Futex wrappers and the monotonic clock. */
+/* Futex wrappers. */
 #include "futex.h"
 
 #include <limits.h>
@@ -20,12 +20,4 @@ void weft_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns)
 void weft_futex_wake_all(uint32_t *word)
 {
     (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-uint64_t weft_time_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

@@ -707,6 +707,23 @@ WEFT_API weft_status_t weft_registry_tensor_info(weft_registry_h reg, uint32_t i
     return WEFT_OK;
 }
 
+WEFT_API weft_status_t weft_registry_slot_memory(weft_registry_h reg, uint32_t slot, void **base,
+                                                 uint64_t *bytes)
+{
+    if (reg == NULL || base == NULL || bytes == NULL || slot >= reg->geo.slot_count) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (!reg->sealed) {
+        return WEFT_ERR_STATE;
+    }
+    if (reg->geo.memory != REG_MEMORY_HOST) {
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    *base = reg->base + reg->geo.data_offset + (uint64_t)slot * reg->geo.slot_stride;
+    *bytes = reg->geo.slot_stride;
+    return WEFT_OK;
+}
+
 WEFT_API weft_status_t weft_registry_lookup(weft_registry_h reg, const char *name, uint32_t *index)
 {
     int64_t found;

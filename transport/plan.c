@@ -295,23 +295,36 @@ WEFT_API weft_status_t weft_plan_create(weft_registry_h reg, weft_transport_t tr
                                         weft_plan_h *plan_out)
 {
     const weft_transport_ops_t *ops;
-    weft_registry_stats_t       rstats;
-    struct weft_plan           *plan;
-    weft_status_t               status;
 
-    if (reg == NULL || views == NULL || count == 0 || count >= NO_VIEW || plan_out == NULL) {
-        weft_log_error("plan: invalid argument (registry %p, views %p, count %zu, plan %p)",
-                       (void *)reg, (const void *)views, count, (void *)plan_out);
-        return WEFT_ERR_INVALID_PARAM;
-    }
     if ((int)transport <= 0) {
         weft_log_error("plan: invalid transport %d", (int)transport);
         return WEFT_ERR_INVALID_PARAM;
+    }
+    if (transport == WEFT_TRANSPORT_UCX) {
+        weft_log_error("plan: the ucx transport is used through weft_server_create and "
+                       "weft_remote_connect, not weft_plan_create");
+        return WEFT_ERR_UNSUPPORTED;
     }
     ops = weft_transport_ops_find(transport);
     if (ops == NULL) {
         weft_log_error("plan: transport %d is unknown or not built in", (int)transport);
         return WEFT_ERR_UNSUPPORTED;
+    }
+    return weft_plan_create_with(reg, transport, ops, views, count, plan_out);
+}
+
+weft_status_t weft_plan_create_with(weft_registry_h reg, weft_transport_t transport,
+                                    const weft_transport_ops_t *ops, const weft_recv_view_t *views,
+                                    size_t count, weft_plan_h *plan_out)
+{
+    weft_registry_stats_t rstats;
+    struct weft_plan     *plan;
+    weft_status_t         status;
+
+    if (reg == NULL || views == NULL || count == 0 || count >= NO_VIEW || plan_out == NULL) {
+        weft_log_error("plan: invalid argument (registry %p, views %p, count %zu, plan %p)",
+                       (void *)reg, (const void *)views, count, (void *)plan_out);
+        return WEFT_ERR_INVALID_PARAM;
     }
     status = weft_registry_get_stats(reg, &rstats);
     if (status != WEFT_OK) {
@@ -394,7 +407,7 @@ WEFT_API weft_status_t weft_plan_rebind(weft_plan_h plan, const weft_recv_view_t
         return WEFT_ERR_INVALID_PARAM;
     }
     /* Build the new plan completely first: a failure leaves the old one. */
-    status = weft_plan_create(plan->reg, plan->transport, views, count, &fresh);
+    status = weft_plan_create_with(plan->reg, plan->transport, plan->ops, views, count, &fresh);
     if (status != WEFT_OK) {
         return status;
     }

@@ -59,6 +59,16 @@ weft_status_t weft_plan_slot_base(struct weft_plan *plan, const weft_lease_t *le
                                   const uint8_t **base);
 
 /*
+ * weft_plan_create() with the backend given: for the servers of remote
+ * transports, whose plans map registry tensors to another node's
+ * addresses (view data pointers are the remote addresses, never
+ * dereferenced here).
+ */
+weft_status_t weft_plan_create_with(weft_registry_h reg, weft_transport_t transport,
+                                    const weft_transport_ops_t *ops, const weft_recv_view_t *views,
+                                    size_t count, weft_plan_h *plan);
+
+/*
  * Test hook: the next weft_plan_copy() or weft_plan_receive() on this plan
  * fails with `status` before any byte moves; WEFT_OK disarms it. Not for
  * use outside tests.

@@ -351,6 +351,17 @@ typedef struct weft_registry_stats {
 
 WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registry_stats_t *stats);
 
+/*
+ * The memory that holds slot `slot`'s arena in this process, for a
+ * transport that registers it with a NIC (RDMA) once. Host registries: the
+ * slot's part of the shared-memory mapping (*bytes: the slot stride), valid
+ * while the handle is open; its contents are read under a lease only.
+ * GPU registries: WEFT_ERR_UNSUPPORTED. WEFT_ERR_INVALID_PARAM for a slot
+ * out of range, WEFT_ERR_STATE before seal.
+ */
+WEFT_API weft_status_t weft_registry_slot_memory(weft_registry_h reg, uint32_t slot, void **base,
+                                                 uint64_t *bytes);
+
 /* ------------------------------------------------------- GPU registries */
 
 /*

@@ -44,8 +44,7 @@ extern "C" {
 typedef struct weft_plan *weft_plan_h;
 
 /*
- * How the bytes move. 0 is never valid. Values never change once released;
- * ucx and nccl will take the next numbers.
+ * How the bytes move. 0 is never valid. Values never change once released.
  */
 typedef enum weft_transport {
     WEFT_TRANSPORT_HOST     = 1, /* memcpy from the registry's shared memory */
@@ -54,7 +53,11 @@ typedef enum weft_transport {
      * of the views' GPU, same GPU or another one over NVLink/PCIe; the
      * copy is complete when an event recorded after it has completed.
      * Built with CUDA only (WEFT_ERR_UNSUPPORTED otherwise). */
-    WEFT_TRANSPORT_CUDA_IPC = 2
+    WEFT_TRANSPORT_CUDA_IPC = 2,
+    /* Across nodes: RMA puts into the remote consumer's registered memory,
+     * a flush, then a notification. Used through weft_server_* and
+     * weft_remote_* below (weft_plan_create refuses it). Built with UCX. */
+    WEFT_TRANSPORT_UCX      = 3
 } weft_transport_t;
 
 enum weft_recv_view_field {
@@ -159,6 +162,131 @@ WEFT_API weft_status_t weft_plan_get_stats(weft_plan_h plan, weft_plan_stats_t *
  * NULL is a no-op.
  */
 WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
+
+/* ----------------------------------------------------- across nodes */
+
+/*
+ * A server sends a registry's versions to consumers on other nodes; each
+ * consumer connects with weft_remote_connect() and receives with
+ * weft_remote_receive().
+ *
+ *   trainer node                          rollout node
+ *   ------------                          ------------
+ *   weft_server_create(reg, addr, token)  weft_remote_connect(addr, token, views)
+ *     accepts, checks the token,   ◄──TCP──   (registers the views' memory,
+ *     builds the plan, registers              sends keys and views)
+ *     the consumer in reg
+ *   every published version:             loop:
+ *     lease, put every range,  ──RMA──►     weft_remote_receive(after v)
+ *     flush, notify v         ──TCP──►        returns v only after the notice
+ *     ack → consumer_received ◄──TCP──        (acks v)
+ *
+ * A consumer that dies, or whose link fails or does not answer within the
+ * timeout, is dropped and its failure recorded in the registry
+ * (weft_registry_consumer_failed); the others go on. A consumer whose
+ * server dies or whose link fails gets WEFT_ERR_CONNECTION or
+ * WEFT_ERR_TIMEOUT and records nothing; it may connect again and receives
+ * the next version.
+ */
+typedef struct weft_server *weft_server_h;
+typedef struct weft_remote *weft_remote_h;
+
+#define WEFT_TOKEN_MAX 255 /* bytes of a token, without the NUL */
+
+enum weft_server_params_field {
+    WEFT_SERVER_PARAM_TIMEOUT = 1u << 0,
+    WEFT_SERVER_PARAM_WINDOW  = 1u << 1
+};
+
+typedef struct weft_server_params {
+    uint64_t         field_mask; /* optional fields set below */
+    weft_transport_t transport;  /* WEFT_TRANSPORT_UCX */
+    const char      *listen;     /* "host:port"; port 0 picks one (weft_server_port) */
+    const char      *token;      /* shared secret, 1..WEFT_TOKEN_MAX bytes */
+    /* A handshake, one consumer's transfer of a version, an ack: each must
+     * finish within this; default 30 s. */
+    uint64_t         timeout_us;
+    /* Bytes in flight per consumer at most (bounds the transport's
+     * buffers); default 64 MiB. */
+    uint64_t         window_bytes;
+} weft_server_params_t;
+
+/*
+ * Starts serving `reg` (borrowed: close it only after weft_server_destroy)
+ * on a thread of its own. Only versions published after a consumer is
+ * ready are sent to it. The registry's memory must be host memory for now
+ * (WEFT_ERR_UNSUPPORTED for a GPU registry).
+ * Errors: WEFT_ERR_INVALID_PARAM (a field), WEFT_ERR_UNSUPPORTED (the
+ * transport is not built in), WEFT_ERR_BUSY (the port is taken),
+ * WEFT_ERR_UCX, WEFT_ERR_NO_MEMORY.
+ */
+WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server_params_t *params,
+                                          weft_server_h *server);
+
+/* The TCP port the server listens on. */
+WEFT_API weft_status_t weft_server_port(weft_server_h server, uint16_t *port);
+
+typedef struct weft_server_stats {
+    uint32_t consumers;         /* connected and ready now */
+    uint64_t accepted;          /* handshakes that succeeded */
+    uint64_t refused;           /* bad token, bad views, protocol errors */
+    uint64_t dropped;           /* consumers lost: died, link down, timeout */
+    uint64_t versions_sent;     /* version × consumer transfers acknowledged */
+    uint64_t bytes_sent;
+    uint64_t last_version;      /* the newest version sent; 0: none */
+} weft_server_stats_t;
+
+/* Thread-safe. */
+WEFT_API weft_status_t weft_server_get_stats(weft_server_h server, weft_server_stats_t *stats);
+
+/* Stops the thread, disconnects every consumer (their records go), frees
+ * everything. A transfer in flight is abandoned: nobody records it. */
+WEFT_API weft_status_t weft_server_destroy(weft_server_h server);
+
+enum weft_remote_params_field {
+    WEFT_REMOTE_PARAM_TIMEOUT = 1u << 0
+};
+
+typedef struct weft_remote_params {
+    uint64_t         field_mask;
+    weft_transport_t transport; /* WEFT_TRANSPORT_UCX */
+    const char      *server;    /* "host:port" of the server */
+    const char      *token;     /* the server's token */
+    const char      *name;      /* this consumer, for the registry (1..63 bytes) */
+    uint64_t         timeout_us; /* connecting and the handshake; default 30 s */
+} weft_remote_params_t;
+
+/*
+ * Connects to a server and sets up the receive side: registers the memory
+ * of `views` with the transport, sends the views with its keys; the server
+ * checks them against its registry as weft_plan_create() does and
+ * registers this consumer there under `name`. The views (host memory for
+ * now) must stay valid until weft_remote_close().
+ * Errors: WEFT_ERR_INVALID_PARAM, WEFT_ERR_AUTH (the server refused the
+ * token), WEFT_ERR_NOT_FOUND / WEFT_ERR_INVALID_PARAM (the server refused
+ * the views; the log has its reason), WEFT_ERR_CONNECTION,
+ * WEFT_ERR_TIMEOUT, WEFT_ERR_UCX, WEFT_ERR_UNSUPPORTED.
+ */
+WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
+                                           const weft_recv_view_t *views, size_t count,
+                                           weft_remote_h *remote);
+
+/*
+ * Waits up to timeout_us for a version newer than after_version to land
+ * completely in the views (its notice comes after every byte and a flush),
+ * acknowledges it to the server and returns it in *version. While it
+ * waits it also drives the transport's progress, which puts need on some
+ * transports (TCP): call it in a loop, from one thread.
+ * Errors: WEFT_ERR_TIMEOUT (nothing came; the connection stays),
+ * WEFT_ERR_CONNECTION (the server or the link went away: nothing was
+ * received; connect again), WEFT_ERR_CANCELED (the server dropped this
+ * consumer for a failed transfer).
+ */
+WEFT_API weft_status_t weft_remote_receive(weft_remote_h remote, uint64_t after_version,
+                                           uint64_t timeout_us, uint64_t *version);
+
+/* Disconnects and frees. NULL is a no-op. */
+WEFT_API weft_status_t weft_remote_close(weft_remote_h remote);
 
 #ifdef __cplusplus
 }

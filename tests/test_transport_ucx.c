@@ -1,0 +1,523 @@
+/*
+ * The ucx transport across processes on this host: a server over a host
+ * registry and remote consumers connected through 127.0.0.1, over UCX's
+ * TCP transport and over its shared-memory transports. Exact bytes over
+ * many versions (strided views, a version larger than the server's
+ * window), the token (a wrong one is refused and nothing is registered),
+ * views that do not match, a consumer killed mid-stream (the others go
+ * on; a restarted one rejoins and gets the next version), a server killed
+ * (the consumer gets an error in time and records nothing).
+ * tests/ucx_netns.sh runs the same across network namespaces.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+#define TENSORS   24
+#define ROWS      96
+#define COLS      1000     /* bytes per row of a tensor */
+#define PAD       24       /* the consumer's row padding */
+#define TOKEN     "s3cret-token"
+#define WAIT_US   30000000u
+
+static uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
+{
+    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
+
+    x ^= x >> 31;
+    return (uint8_t)(x >> 23);
+}
+
+static void tensor_name(char *buf, size_t size, uint32_t t)
+{
+    snprintf(buf, size, "model.layers.%u.mlp.experts.%u.down_proj.weight", t / 8, t % 8);
+}
+
+static int wait_child(pid_t pid)
+{
+    int status;
+
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#define CHILD_CHECK(cond, code)                                                                    \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: child %d: check failed (code %d)\n", __FILE__, __LINE__,       \
+                    (int)getpid(), (code));                                                        \
+            _exit(code);                                                                           \
+        }                                                                                          \
+    } while (0)
+
+/* ------------------------------------------------------------- server */
+
+typedef struct server_side {
+    char            name[64];
+    weft_registry_h reg;
+    weft_server_h   server;
+    uint16_t        port;
+} server_side_t;
+
+static void server_start(server_side_t *s, uint64_t window)
+{
+    weft_server_params_t params = {
+        .field_mask   = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW,
+        .transport    = WEFT_TRANSPORT_UCX,
+        .listen       = "127.0.0.1:0",
+        .token        = TOKEN,
+        .timeout_us   = 5000000,
+        .window_bytes = window,
+    };
+
+    snprintf(s->name, sizeof(s->name), "t-ucx-%d", (int)getpid());
+    weft_registry_unlink(s->name);
+    CHILD_CHECK(weft_registry_create(s->name, NULL, &s->reg) == WEFT_OK, 10);
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        char               tname[WEFT_TENSOR_NAME_MAX];
+        weft_tensor_desc_t d = {.name = tname, .layer = (int32_t)(t / 8), .expert = (int32_t)(t % 8),
+                                .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                .shape = {ROWS, COLS}};
+
+        tensor_name(tname, sizeof(tname), t);
+        CHILD_CHECK(weft_registry_declare(s->reg, &d, NULL) == WEFT_OK, 11);
+    }
+    CHILD_CHECK(weft_registry_seal(s->reg) == WEFT_OK, 12);
+    CHILD_CHECK(weft_server_create(s->reg, &params, &s->server) == WEFT_OK, 13);
+    CHILD_CHECK(weft_server_port(s->server, &s->port) == WEFT_OK && s->port != 0, 14);
+}
+
+static void server_publish(server_side_t *s, uint64_t v)
+{
+    CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL) == WEFT_OK, 20);
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        uint8_t *data;
+
+        CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&data) == WEFT_OK, 21);
+        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+            data[i] = pattern(v, t, i);
+        }
+    }
+    CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK, 22);
+}
+
+static void server_wait_ready(server_side_t *s, uint32_t consumers)
+{
+    weft_server_stats_t st;
+
+    for (int i = 0; i < 30000; i++) {
+        CHILD_CHECK(weft_server_get_stats(s->server, &st) == WEFT_OK, 30);
+        if (st.consumers >= consumers) {
+            return;
+        }
+        usleep(1000);
+    }
+    CHILD_CHECK(0, 31);
+}
+
+static void server_stop(server_side_t *s)
+{
+    CHILD_CHECK(weft_server_destroy(s->server) == WEFT_OK, 40);
+    CHILD_CHECK(weft_registry_close(s->reg) == WEFT_OK, 41);
+    weft_registry_unlink(s->name);
+}
+
+/* ----------------------------------------------------------- consumer */
+
+typedef struct consumer_side {
+    uint8_t         *fused; /* [TENSORS, ROWS, COLS + PAD] */
+    weft_remote_h    remote;
+    weft_recv_view_t views[TENSORS];
+    char             names[TENSORS][WEFT_TENSOR_NAME_MAX];
+} consumer_side_t;
+
+#define FUSED_BYTES ((uint64_t)TENSORS * ROWS * (COLS + PAD))
+
+static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const char *token,
+                                      const char *name, uint64_t rows)
+{
+    char                 addr[64];
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+                                   .transport  = WEFT_TRANSPORT_UCX,
+                                   .server     = addr,
+                                   .token      = token,
+                                   .name       = name,
+                                   .timeout_us = 5000000};
+
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    c->fused = malloc(FUSED_BYTES);
+    CHILD_CHECK(c->fused != NULL, 50);
+    memset(c->fused, 0xA5, FUSED_BYTES);
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        tensor_name(c->names[t], sizeof(c->names[t]), t);
+        c->views[t] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES,
+                                         .name = c->names[t], .role = WEFT_ROLE_W,
+                                         .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                         .shape = {rows, COLS}, .strides = {COLS + PAD, 1},
+                                         .data = c->fused + (uint64_t)t * ROWS * (COLS + PAD)};
+    }
+    return weft_remote_connect(&params, c->views, TENSORS, &c->remote);
+}
+
+static uint64_t consumer_wrong(const consumer_side_t *c, uint64_t v)
+{
+    uint64_t wrong = 0;
+
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        const uint8_t *base = c->fused + (uint64_t)t * ROWS * (COLS + PAD);
+
+        for (uint64_t r = 0; r < ROWS; r++) {
+            for (uint64_t col = 0; col < COLS + PAD; col++) {
+                uint8_t want = col < COLS ? pattern(v, t, r * COLS + col) : 0xA5;
+                wrong += base[r * (COLS + PAD) + col] != want;
+            }
+        }
+    }
+    return wrong;
+}
+
+/* Receives up to version `last`, checking every byte each time. */
+static void consumer_run(uint16_t port, const char *name, uint64_t last)
+{
+    consumer_side_t c;
+    uint64_t        v = 0;
+
+    CHILD_CHECK(consumer_connect(&c, port, TOKEN, name, ROWS) == WEFT_OK, 60);
+    while (v < last) {
+        uint64_t got;
+
+        CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK, 61);
+        CHILD_CHECK(got > v, 62);
+        CHILD_CHECK(consumer_wrong(&c, got) == 0, 63);
+        v = got;
+    }
+    CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 64);
+    free(c.fused);
+}
+
+/* --------------------------------------------------------------- tests */
+
+static int port_pipe[2];
+
+static pid_t fork_server(uint32_t consumers, uint64_t versions, uint64_t window)
+{
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(port_pipe), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        server_side_t         s;
+        weft_server_stats_t   st;
+
+        server_start(&s, window);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 70);
+        server_wait_ready(&s, consumers);
+        for (uint64_t v = 1; v <= versions; v++) {
+            server_publish(&s, v);
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK, 71);
+        }
+        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 72);
+        if (st.versions_sent != versions * consumers || st.dropped != 0) {
+            fprintf(stderr, "server: %llu versions sent to %u consumers, %llu dropped\n",
+                    (unsigned long long)st.versions_sent, consumers, (unsigned long long)st.dropped);
+        }
+        CHILD_CHECK(st.versions_sent == versions * consumers && st.dropped == 0, 73);
+        server_stop(&s);
+        _exit(0);
+    }
+    return pid;
+}
+
+static uint16_t read_port(void)
+{
+    uint16_t port = 0;
+
+    ck_assert_int_eq(read(port_pipe[0], &port, sizeof(port)), (ssize_t)sizeof(port));
+    return port;
+}
+
+static void run_versions(const char *tls, uint32_t consumers, uint64_t versions, uint64_t window)
+{
+    pid_t    server, pids[4];
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", tls, 1), 0);
+    server = fork_server(consumers, versions, window);
+    port = read_port();
+    for (uint32_t i = 0; i < consumers; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            char name[32];
+            snprintf(name, sizeof(name), "rollout-%u", i);
+            consumer_run(port, name, versions);
+            _exit(0);
+        }
+    }
+    for (uint32_t i = 0; i < consumers; i++) {
+        ck_assert_int_eq(wait_child(pids[i]), 0);
+    }
+    ck_assert_int_eq(wait_child(server), 0);
+}
+
+START_TEST(ucx_versions_exact_over_tcp)
+{
+    run_versions("tcp,self", 2, 12, 64u << 20);
+}
+END_TEST
+
+START_TEST(ucx_versions_exact_over_shared_memory)
+{
+    run_versions("sm,self", 2, 12, 64u << 20);
+}
+END_TEST
+
+START_TEST(ucx_version_larger_than_the_window)
+{
+    /* 2.3 MB per version through a 4 MiB window of 4 MiB puts: at most
+     * one put in flight at a time per consumer. */
+    run_versions("tcp,self", 3, 6, 1);
+}
+END_TEST
+
+START_TEST(ucx_wrong_token_and_bad_views_are_refused)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        server_side_t         s;
+        consumer_side_t       c;
+        weft_server_stats_t   st;
+        weft_registry_stats_t rs;
+
+        setenv("UCX_TLS", "tcp,self", 1);
+        server_start(&s, 64u << 20);
+        CHILD_CHECK(consumer_connect(&c, s.port, "not-the-token", "intruder", ROWS) == WEFT_ERR_AUTH,
+                    80);
+        free(c.fused);
+        /* A view whose shape differs from the registry's tensor. */
+        CHILD_CHECK(consumer_connect(&c, s.port, TOKEN, "bad-shape", ROWS - 1) ==
+                        WEFT_ERR_INVALID_PARAM,
+                    81);
+        free(c.fused);
+        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 82);
+        CHILD_CHECK(st.refused == 2 && st.accepted == 0, 83);
+        /* Nothing was registered for either. */
+        CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK && rs.consumers == 0, 84);
+        server_stop(&s);
+        _exit(0);
+    }
+    ck_assert_int_eq(wait_child(pid), 0);
+}
+END_TEST
+
+START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
+{
+    pid_t    server, victim, survivor, rejoined;
+    uint16_t port;
+    int      go[2];
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(port_pipe), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    server = fork();
+    ck_assert_int_ge(server, 0);
+    if (server == 0) {
+        server_side_t       s;
+        weft_server_stats_t st;
+        char                byte;
+        uint64_t            v;
+
+        server_start(&s, 1);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 90);
+        server_wait_ready(&s, 2);
+        for (v = 1; v <= 20; v++) {
+            server_publish(&s, v);
+            /* The victim dies meanwhile: its record goes, the wait ends. */
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK, 91);
+        }
+        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK && st.dropped >= 1, 92);
+        /* A consumer restarted after the crash joins and gets the next one. */
+        CHILD_CHECK(read(go[0], &byte, 1) == 1, 93);
+        server_wait_ready(&s, 2);
+        server_publish(&s, 21);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 21, WAIT_US, NULL) == WEFT_OK, 94);
+        server_stop(&s);
+        _exit(0);
+    }
+    port = read_port();
+    victim = fork();
+    ck_assert_int_ge(victim, 0);
+    if (victim == 0) {
+        consumer_run(port, "victim", 1000); /* never ends by itself */
+        _exit(0);
+    }
+    survivor = fork();
+    ck_assert_int_ge(survivor, 0);
+    if (survivor == 0) {
+        consumer_run(port, "survivor", 21);
+        _exit(0);
+    }
+    usleep(300000);
+    ck_assert_int_eq(kill(victim, SIGKILL), 0);
+    ck_assert_int_eq(wait_child(victim), 128 + SIGKILL);
+    rejoined = fork();
+    ck_assert_int_ge(rejoined, 0);
+    if (rejoined == 0) {
+        consumer_side_t c;
+        uint64_t        got;
+
+        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "victim-restarted", ROWS) == WEFT_OK, 100);
+        CHILD_CHECK(write(go[1], "g", 1) == 1, 101);
+        CHILD_CHECK(weft_remote_receive(c.remote, 20, WAIT_US, &got) == WEFT_OK, 102);
+        CHILD_CHECK(got == 21 && consumer_wrong(&c, 21) == 0, 103);
+        weft_remote_close(c.remote);
+        free(c.fused);
+        _exit(0);
+    }
+    ck_assert_int_eq(wait_child(rejoined), 0);
+    ck_assert_int_eq(wait_child(survivor), 0);
+    ck_assert_int_eq(wait_child(server), 0);
+}
+END_TEST
+
+START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
+{
+    pid_t    server, consumer;
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(port_pipe), 0);
+    server = fork();
+    ck_assert_int_ge(server, 0);
+    if (server == 0) {
+        server_side_t s;
+
+        server_start(&s, 64u << 20);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 110);
+        server_wait_ready(&s, 1);
+        server_publish(&s, 1);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 111);
+        pause(); /* killed here */
+        _exit(0);
+    }
+    port = read_port();
+    consumer = fork();
+    ck_assert_int_ge(consumer, 0);
+    if (consumer == 0) {
+        consumer_side_t c;
+        uint64_t        got, t0;
+        struct timespec ts;
+
+        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "orphan", ROWS) == WEFT_OK, 120);
+        CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 121);
+        CHILD_CHECK(consumer_wrong(&c, 1) == 0, 122);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t0 = (uint64_t)ts.tv_sec;
+        /* The server dies while we wait: an error, well before the 30 s. */
+        CHILD_CHECK(weft_remote_receive(c.remote, 1, WAIT_US, &got) == WEFT_ERR_CONNECTION, 123);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        CHILD_CHECK((uint64_t)ts.tv_sec - t0 < 10, 124);
+        /* Nothing new in the views. */
+        CHILD_CHECK(consumer_wrong(&c, 1) == 0, 125);
+        CHILD_CHECK(weft_remote_receive(c.remote, 1, 1000, &got) == WEFT_ERR_CONNECTION, 126);
+        weft_remote_close(c.remote);
+        free(c.fused);
+        _exit(0);
+    }
+    usleep(1000000);
+    ck_assert_int_eq(kill(server, SIGKILL), 0);
+    ck_assert_int_eq(wait_child(server), 128 + SIGKILL);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    {
+        char name[64];
+        snprintf(name, sizeof(name), "t-ucx-%d", (int)server);
+        weft_registry_unlink(name);
+    }
+}
+END_TEST
+
+START_TEST(ucx_bad_arguments)
+{
+    weft_server_params_t sp = {.transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
+                               .token = ""};
+    weft_remote_params_t rp = {.transport = WEFT_TRANSPORT_UCX, .server = "127.0.0.1",
+                               .token = TOKEN, .name = "x"};
+    weft_recv_view_t     view = {.name = "x", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8,
+                                 .ndim = 1, .shape = {1}, .data = &view};
+    weft_server_h        server;
+    weft_remote_h        remote;
+    weft_registry_h      reg;
+    weft_tensor_desc_t   d = {.name = "x", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
+                              .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {1}};
+    char                 name[64];
+
+    snprintf(name, sizeof(name), "t-ucx-args-%d", (int)getpid());
+    weft_registry_unlink(name);
+    ck_assert_int_eq(weft_registry_create(name, NULL, &reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM); /* empty token */
+    sp.token = TOKEN;
+    sp.listen = "127.0.0.1";
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM); /* no port */
+    sp.listen = "127.0.0.1:0";
+    sp.transport = WEFT_TRANSPORT_HOST;
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* no port */
+    rp.server = "127.0.0.1:1"; /* nobody listens there */
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_CONNECTION);
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 0, &remote), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_plan_create(reg, WEFT_TRANSPORT_UCX, &view, 1, (weft_plan_h *)&remote),
+                     WEFT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(weft_registry_close(reg), WEFT_OK);
+    weft_registry_unlink(name);
+}
+END_TEST
+
+int main(void)
+{
+    Suite   *s;
+    TCase   *tc;
+    SRunner *sr;
+    int      failed;
+    weft_backend_info_t info;
+
+    if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled) {
+        printf("test_transport_ucx: libweft was built without UCX\n");
+        return 77;
+    }
+    s = suite_create("transport_ucx");
+    /* One case per test: CK_RUN_CASE=<name> runs one alone. */
+#define ADD(test)                                  \
+    do {                                           \
+        tc = tcase_create(#test);                  \
+        tcase_set_timeout(tc, 120);                \
+        tcase_add_test(tc, test);                  \
+        suite_add_tcase(s, tc);                    \
+    } while (0)
+    ADD(ucx_versions_exact_over_tcp);
+    ADD(ucx_versions_exact_over_shared_memory);
+    ADD(ucx_version_larger_than_the_window);
+    ADD(ucx_wrong_token_and_bad_views_are_refused);
+    ADD(ucx_consumer_killed_others_go_on_restarted_rejoins);
+    ADD(ucx_server_killed_consumer_gets_an_error_in_time);
+    ADD(ucx_bad_arguments);
+#undef ADD
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,140 @@
+#!/bin/sh
+# The ucx transport across three "hosts": network namespaces joined by veth
+# pairs to a bridge in the trainer's (a trainer T, rollout hosts A and B on
+# one subnet, like hosts on one switch, each with its own address),
+# made and removed by this script. Traffic goes only to those addresses.
+#   1. every byte of 20 versions reaches both rollout hosts;
+#   2. B's link goes down in the middle of a version: B gets an error within
+#      its timeout, the server drops B and goes on with A; the link comes
+#      back, B restarts, rejoins and receives the last version whole;
+#   3. A is killed: B goes on; the server is killed: B gets an error at once.
+# Needs root and ip-netns; exits 77 (skipped) otherwise.
+set -u
+node=${top_builddir:-..}/tests/ucx_node
+[ -x "$node" ] || node=./ucx_node
+"$node" probe || { echo "ucx_netns: libweft has no UCX"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "ucx_netns: needs root"; exit 77; }
+command -v ip >/dev/null 2>&1 || { echo "ucx_netns: no ip command"; exit 77; }
+
+T=weftT$$ A=weftA$$ B=weftB$$
+work=$(mktemp -d)
+pids=""
+cleanup() {
+    for p in $pids; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    ip netns del "$T" 2>/dev/null; ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null
+    for f in /dev/shm/weft.ucx-node-*; do
+        [ -e "$f" ] || continue
+        kill -0 "${f##*-}" 2>/dev/null || rm -f "$f"
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+fail() { echo "ucx_netns: FAIL: $*"; for f in "$work"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
+
+ip netns add "$T" 2>/dev/null || { echo "ucx_netns: cannot create network namespaces"; exit 77; }
+ip netns add "$A" && ip netns add "$B" || fail "netns"
+ip link add wt1 netns "$T" type veth peer name wa netns "$A" || fail "veth A"
+ip link add wt2 netns "$T" type veth peer name wb netns "$B" || fail "veth B"
+ip -n "$T" link add wbr type bridge && ip -n "$T" link set wt1 master wbr &&
+ip -n "$T" link set wt2 master wbr || fail "bridge"
+ip -n "$T" addr add 10.201.0.1/24 dev wbr && ip -n "$A" addr add 10.201.0.2/24 dev wa &&
+ip -n "$B" addr add 10.201.0.3/24 dev wb || fail "addresses"
+for ns in "$T" "$A" "$B"; do ip -n "$ns" link set lo up || fail "lo"; done
+ip -n "$T" link set wbr up && ip -n "$T" link set wt1 up && ip -n "$T" link set wt2 up &&
+ip -n "$A" link set wa up && ip -n "$B" link set wb up || fail "links"
+# UCX takes only interfaces that are running: wait for the carriers.
+carrier() { # ns dev
+    i=0; while ! ip -n "$1" link show "$2" | grep -q LOWER_UP && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    ip -n "$1" link show "$2" | grep -q LOWER_UP
+}
+carrier "$T" wt1 && carrier "$T" wt2 && carrier "$A" wa && carrier "$B" wb &&
+carrier "$T" wbr || fail "no carrier"
+
+export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
+TOKEN="netns-$$-token"
+# The server drops a consumer that makes no progress for TIMEOUT ms; the
+# trainer (serve) waits that long at most for its consumers before the next
+# version, so a consumer waits up to WAIT ms for a version.
+TIMEOUT=3000
+WAIT=12000
+
+serve() { # versions consumers log [holdfile]
+    rm -f "$work/port"
+    ip netns exec "$T" env UCX_NET_DEVICES=wbr "$node" serve "$work/port" "$TOKEN" "$1" "$2" "$TIMEOUT" ${4:+"$4"} > "$work/$3" 2>&1 &
+    server=$!; pids="$pids $server"
+    i=0; while [ ! -s "$work/port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    [ -s "$work/port" ] || fail "the server did not start"
+    port=$(cat "$work/port")
+}
+consume() { # ns dev addr name versions log
+    ip netns exec "$1" env UCX_NET_DEVICES="$2" "$node" consume "$3:$port" "$TOKEN" "$4" "$5" "$WAIT" > "$work/$6" 2>&1 &
+    last=$!; pids="$pids $last"
+}
+wait_for() { # pid seconds → its exit status, or 124
+    i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt $(($2 * 20)) ]; do sleep 0.05; i=$((i + 1)); done
+    if kill -0 "$1" 2>/dev/null; then kill -9 "$1"; wait "$1" 2>/dev/null; return 124; fi
+    wait "$1"
+}
+
+echo "phase 1: 20 versions of 48 MiB to two hosts"
+serve 20 2 serve1.log
+consume "$A" wa 10.201.0.1 host-a 20 a1.log; a=$last
+consume "$B" wb 10.201.0.1 host-b 20 b1.log; b=$last
+wait_for "$a" 120 || fail "host A (phase 1)"
+wait_for "$b" 120 || fail "host B (phase 1)"
+wait_for "$server" 30 || fail "server (phase 1)"
+grep -q "received 20" "$work/a1.log" && grep -q "received 20" "$work/b1.log" || fail "phase 1 versions"
+grep -q "served 20 dropped 0" "$work/serve1.log" || fail "phase 1 server"
+
+echo "phase 2: B's link goes down mid-version, comes back, B rejoins"
+serve 120 2 serve2.log "$work/hold"
+consume "$A" wa 10.201.0.1 host-a 120 a2.log; a=$last
+consume "$B" wb 10.201.0.1 host-b 120 b2.log; b=$last
+sleep 1.5
+ip -n "$T" link set wt2 down || fail "link down"
+wait_for "$b" 30; rc=$?
+[ $rc = 3 ] || fail "host B should have failed (exit $rc)"
+ms=$(sed -n 's/^error .* after \([0-9]*\) ms.*/\1/p' "$work/b2.log")
+[ -n "$ms" ] && [ "$ms" -le $((WAIT + 2000)) ] || fail "host B's error came late or not at all (${ms:-none} ms)"
+ip -n "$T" link set wt2 up || fail "link up"
+carrier "$T" wt2 || fail "no carrier after the link came back"
+# The restarted consumer retries while the path comes back (neighbour
+# entries, bridge port), as a supervisor would restart it.
+n=0
+while :; do
+    consume "$B" wb 10.201.0.1 host-b-again 120 b3.log; b=$last
+    i=0; while ! grep -q "connected\|^error" "$work/b3.log" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    grep -q "^connected" "$work/b3.log" && break
+    wait "$b" 2>/dev/null; n=$((n + 1))
+    [ $n -lt 40 ] || fail "host B could not connect again"
+    sleep 0.25
+done
+touch "$work/hold" # the last version waits for the rejoined host
+wait_for "$a" 300 || fail "host A (phase 2)"
+wait_for "$b" 300 || fail "host B restarted (phase 2)"
+wait_for "$server" 30 || fail "server (phase 2)"
+grep -q "received 120" "$work/a2.log" && grep -q "received 120" "$work/b3.log" || fail "phase 2 versions"
+grep -q "served 120 dropped [1-9]" "$work/serve2.log" || fail "phase 2: the server did not count the drop"
+
+echo "phase 3: A is killed, then the server"
+# Between versions: with UCX 1.13's software RMA over TCP, a server killed
+# in the middle of a put can make UCX abort the consumer (its internal
+# reply path treats the failed endpoint as fatal); see the README.
+rm -f "$work/hold"
+serve 30 2 serve3.log "$work/hold"
+consume "$A" wa 10.201.0.1 host-a 30 a3.log; a=$last
+consume "$B" wb 10.201.0.1 host-b 30 b3b.log; b=$last
+sleep 4
+kill -9 "$a"
+sleep 1
+kill -0 "$b" 2>/dev/null || fail "host B stopped when A was killed"
+kill -0 "$server" 2>/dev/null || fail "the server stopped when A was killed"
+kill -9 "$server"
+wait_for "$b" 20; rc=$?
+[ $rc = 3 ] || fail "host B should report the server's death (exit $rc)"
+ms=$(sed -n 's/^error .* after \([0-9]*\) ms.*/\1/p' "$work/b3b.log")
+[ -n "$ms" ] && [ "$ms" -le 2000 ] || fail "host B's error came late (${ms:-none} ms)"
+echo "ucx_netns: all phases passed"
+for f in a1 b1 serve1 a2 b2 b3 serve2 b3b; do printf '%s: %s\n' "$f" "$(tail -n 1 "$work/$f.log")"; done
+exit 0

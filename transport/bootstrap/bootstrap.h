@@ -1,0 +1,106 @@
+/*
+ * The bootstrap connection between a server (the trainer's node) and a
+ * remote consumer: one TCP connection per consumer that carries the
+ * handshake (a shared token, the transport's addresses and keys, the
+ * consumer's views), then the per-version notifications and acks. Bytes
+ * themselves never go through it. Shared by the ucx and nccl transports;
+ * knows nothing of either. Internal.
+ *
+ * Messages are framed: a 16-byte header (magic "WEFB", type, payload
+ * length, reserved), then the payload. Integers are little-endian.
+ * Every call takes a deadline (weft_time_ns() clock) and fails with
+ * WEFT_ERR_TIMEOUT past it, WEFT_ERR_CONNECTION when the peer closed or
+ * the network failed.
+ */
+#ifndef WEFT_TRANSPORT_BOOTSTRAP_H
+#define WEFT_TRANSPORT_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <weft/weft.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_BOOT_MAX_PAYLOAD (UINT32_C(64) << 20) /* a handshake with many views fits */
+#define WEFT_BOOT_TOKEN_MAX   255u
+
+typedef enum weft_boot_type {
+    WEFT_BOOT_HELLO    = 1, /* consumer → server: protocol, token, name */
+    WEFT_BOOT_WELCOME  = 2, /* server → consumer: token accepted; server's transport address */
+    WEFT_BOOT_VIEWS    = 3, /* consumer → server: its views, memory keys, transport address */
+    WEFT_BOOT_READY    = 4, /* server → consumer: plan built, consumer registered */
+    WEFT_BOOT_REFUSED  = 5, /* either way: a status and a reason; the connection ends */
+    WEFT_BOOT_VERSION  = 6, /* server → consumer: every byte of version v has landed */
+    WEFT_BOOT_ACK      = 7, /* consumer → server: version v received */
+    WEFT_BOOT_FAILED   = 8, /* server → consumer: version v failed for you (status) */
+    WEFT_BOOT_BYE      = 9  /* consumer → server: leaving on purpose */
+} weft_boot_type_t;
+
+typedef struct weft_boot_msg {
+    uint32_t type;
+    uint32_t length;
+    uint8_t *payload; /* malloc'd by recv; the caller frees it */
+} weft_boot_msg_t;
+
+/* Parses "host:port" (an IPv4 address or a name; "[v6]:port" too).
+ * WEFT_ERR_INVALID_PARAM with a log line when malformed. */
+weft_status_t weft_boot_parse_addr(const char *text, char *host, size_t host_size, uint16_t *port);
+
+/* Listens on host:port (port 0: any; the port is written back). */
+weft_status_t weft_boot_listen(const char *addr, int *fd, uint16_t *port);
+
+/* Accepts one connection if one is waiting (the listening socket is
+ * non-blocking): *fd = -1 when none. */
+weft_status_t weft_boot_accept(int listen_fd, int *fd, char *peer, size_t peer_size);
+
+/* Connects to host:port before the deadline. */
+weft_status_t weft_boot_connect(const char *addr, uint64_t deadline_ns, int *fd);
+
+/* Sends one message, whole. */
+weft_status_t weft_boot_send(int fd, uint32_t type, const void *payload, uint32_t length,
+                             uint64_t deadline_ns);
+
+/* Receives one message, whole. The payload is NUL-terminated one byte past
+ * its length, for text. */
+weft_status_t weft_boot_recv(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns);
+
+/* 1 when a message (or the peer's close) is waiting on fd. */
+int weft_boot_readable(int fd);
+
+/* Compares two tokens in time that does not depend on where they differ. */
+int weft_boot_token_equal(const char *a, const char *b);
+
+/* A growing buffer for building payloads, and a cursor for reading them. */
+typedef struct weft_boot_buf {
+    uint8_t *data;
+    size_t   length, capacity;
+    int      failed; /* an allocation failed: the buffer is unusable */
+} weft_boot_buf_t;
+
+void weft_boot_put(weft_boot_buf_t *buf, const void *bytes, size_t length);
+void weft_boot_put_u32(weft_boot_buf_t *buf, uint32_t value);
+void weft_boot_put_u64(weft_boot_buf_t *buf, uint64_t value);
+void weft_boot_put_str(weft_boot_buf_t *buf, const char *text); /* u32 length + bytes */
+void weft_boot_put_blob(weft_boot_buf_t *buf, const void *bytes, uint32_t length);
+void weft_boot_buf_free(weft_boot_buf_t *buf);
+
+typedef struct weft_boot_cursor {
+    const uint8_t *data;
+    size_t         length, at;
+    int            failed; /* read past the end, or a bad string */
+} weft_boot_cursor_t;
+
+uint32_t    weft_boot_get_u32(weft_boot_cursor_t *cur);
+uint64_t    weft_boot_get_u64(weft_boot_cursor_t *cur);
+/* A string of at most max-1 bytes, copied NUL-terminated into out. */
+void        weft_boot_get_str(weft_boot_cursor_t *cur, char *out, size_t max);
+/* A blob: points into the payload; *length its size. */
+const void *weft_boot_get_blob(weft_boot_cursor_t *cur, uint32_t *length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

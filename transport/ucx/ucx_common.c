@@ -1,0 +1,139 @@
+/* The UCX context and worker, status translation, shared messages. */
+#include "config.h"
+
+#include "ucx_common.h"
+
+#include "common/log.h"
+#include "common/time_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+weft_status_t weft_ucx_status(ucs_status_t status, const char *what)
+{
+    if (status == UCS_OK) {
+        return WEFT_OK;
+    }
+    weft_log_error("ucx: %s failed: %s", what, ucs_status_string(status));
+    switch (status) {
+    case UCS_ERR_TIMED_OUT:
+        return WEFT_ERR_TIMEOUT;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+        return WEFT_ERR_CONNECTION;
+    case UCS_ERR_CANCELED:
+        return WEFT_ERR_CANCELED;
+    case UCS_ERR_NO_MEMORY:
+        return WEFT_ERR_NO_MEMORY;
+    default:
+        return WEFT_ERR_UCX;
+    }
+}
+
+weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
+{
+    ucp_params_t        params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                                  .features = UCP_FEATURE_RMA};
+    ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_config_t       *config;
+    weft_status_t       status;
+
+    memset(ucx, 0, sizeof(*ucx));
+    status = weft_ucx_status(ucp_config_read(NULL, NULL, &config), "reading the UCX configuration");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft_ucx_status(ucp_init(&params, config, &ucx->context), "ucp_init");
+    ucp_config_release(config);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft_ucx_status(ucp_worker_create(ucx->context, &wparams, &ucx->worker),
+                             "ucp_worker_create");
+    if (status != WEFT_OK) {
+        ucp_cleanup(ucx->context);
+        ucx->context = NULL;
+        return status;
+    }
+    weft_log_debug("ucx: %s: context and worker ready (UCX %s)", who, ucp_get_version_string());
+    return WEFT_OK;
+}
+
+void weft_ucx_close(weft_ucx_t *ucx)
+{
+    if (ucx->worker != NULL) {
+        ucp_worker_destroy(ucx->worker);
+    }
+    if (ucx->context != NULL) {
+        ucp_cleanup(ucx->context);
+    }
+    memset(ucx, 0, sizeof(*ucx));
+}
+
+void weft_ucx_progress(weft_ucx_t *ucx)
+{
+    while (ucp_worker_progress(ucx->worker) != 0) {
+    }
+}
+
+weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,
+                            const char *what)
+{
+    ucs_status_t status;
+
+    if (request == NULL) {
+        return WEFT_OK;
+    }
+    if (UCS_PTR_IS_ERR(request)) {
+        return weft_ucx_status(UCS_PTR_STATUS(request), what);
+    }
+    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+        if (weft_time_ns() >= deadline_ns) {
+            ucp_request_cancel(ucx->worker, request);
+            weft_ucx_progress(ucx);
+            status = ucp_request_check_status(request);
+            ucp_request_free(request);
+            weft_log_error("ucx: %s did not complete in time", what);
+            return WEFT_ERR_TIMEOUT;
+        }
+        ucp_worker_progress(ucx->worker);
+    }
+    ucp_request_free(request);
+    return weft_ucx_status(status, what);
+}
+
+weft_status_t weft_ucx_send_refused(int fd, weft_status_t status, const char *reason,
+                                    uint64_t deadline_ns)
+{
+    weft_boot_buf_t buf = {0};
+    weft_status_t   sent;
+
+    weft_boot_put_u32(&buf, (uint32_t)(int32_t)status);
+    weft_boot_put_str(&buf, reason);
+    sent = buf.failed ? WEFT_ERR_NO_MEMORY
+                      : weft_boot_send(fd, WEFT_BOOT_REFUSED, buf.data, (uint32_t)buf.length,
+                                       deadline_ns);
+    weft_boot_buf_free(&buf);
+    return sent;
+}
+
+weft_status_t weft_ucx_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    int32_t            status = (int32_t)weft_boot_get_u32(&cur);
+
+    weft_boot_get_str(&cur, reason, size);
+    if (cur.failed || status >= 0 || status <= WEFT_ERR_LAST) {
+        snprintf(reason, size, "(a malformed refusal)");
+        return WEFT_ERR_CORRUPT;
+    }
+    return (weft_status_t)status;
+}
+
+weft_status_t weft_ucx_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns)
+{
+    return weft_boot_send(fd, type, &value, sizeof(value), deadline_ns);
+}

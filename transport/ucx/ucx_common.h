@@ -1,0 +1,58 @@
+/*
+ * What the ucx server and the remote consumer share: the UCX context and
+ * worker they each make, status translation, and the payloads of the
+ * bootstrap messages (bootstrap/bootstrap.h carries them). Internal.
+ */
+#ifndef WEFT_TRANSPORT_UCX_COMMON_H
+#define WEFT_TRANSPORT_UCX_COMMON_H
+
+#include "transport/bootstrap/bootstrap.h"
+
+#include <stdint.h>
+#include <weft/transport.h>
+
+/* UCX 1.13's headers declare functions without prototypes. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <ucp/api/ucp.h>
+#pragma GCC diagnostic pop
+
+#define WEFT_UCX_PROTOCOL 1u
+
+/* A UCX context with RMA, and one worker (single-threaded use). */
+typedef struct weft_ucx {
+    ucp_context_h context;
+    ucp_worker_h  worker;
+} weft_ucx_t;
+
+weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who);
+void          weft_ucx_close(weft_ucx_t *ucx);
+
+/* Logs a UCX failure and translates it. */
+weft_status_t weft_ucx_status(ucs_status_t status, const char *what);
+
+/* Drives the worker until it has nothing more to do right now. */
+void weft_ucx_progress(weft_ucx_t *ucx);
+
+/* Waits for a request from a *_nbx call (NULL: done already). */
+weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,
+                            const char *what);
+
+/*
+ * HELLO: u32 protocol, str token, str name.
+ * VIEWS: blob worker address; u32 regions, each u64 base, u64 bytes, blob
+ *        packed rkey; u32 views, each str name, u32 role, u32 dtype,
+ *        u32 ndim, 4 × u64 shape, 4 × u64 strides (elements), u64 address.
+ * READY: u32 consumer id, u64 bytes per version, u64 ranges.
+ * REFUSED: u32 status (negative, as int32), str reason.
+ * VERSION, ACK: u64 version. FAILED: u64 version, u32 status.
+ */
+weft_status_t weft_ucx_send_refused(int fd, weft_status_t status, const char *reason,
+                                    uint64_t deadline_ns);
+
+/* Reads a REFUSED payload: its status, and the reason into reason[size]. */
+weft_status_t weft_ucx_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size);
+
+weft_status_t weft_ucx_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns);
+
+#endif

@@ -1,0 +1,469 @@
+/*
+ * The remote consumer of the ucx transport: connects to a server over the
+ * bootstrap connection, registers the memory of its views with UCX and
+ * sends their keys, then receives versions. The bytes arrive by RMA puts
+ * the server makes; the notice of version v comes on the bootstrap
+ * connection only after the server's flush completed, so when it is read
+ * every byte of v is in place.
+ */
+#include "config.h"
+
+#include "common/log.h"
+#include "common/time_util.h"
+#include "ucx_common.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_US 30000000u
+#define RECEIVE_POLL_MS    1
+
+/* One contiguous stretch of receive memory, registered once. */
+typedef struct remote_region {
+    uint64_t  base, bytes;
+    ucp_mem_h memh;
+} remote_region_t;
+
+struct weft_remote {
+    int              fd;
+    char             server[256];
+    weft_ucx_t       ucx;
+    void            *server_address; /* the server's worker, from WELCOME */
+    uint32_t         server_address_length;
+    ucp_ep_h         ep;             /* ours to the server: see connect_back */
+    int              ep_failed;
+    remote_region_t *regions;
+    uint32_t         region_count;
+    uint32_t         consumer; /* the server's registry consumer id */
+    uint64_t         bytes;    /* per version */
+};
+
+static int compare_regions(const void *a, const void *b)
+{
+    const remote_region_t *x = a, *y = b;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+static void contiguous_strides(uint32_t ndim, const uint64_t *shape, uint64_t *strides)
+{
+    uint64_t stride = 1;
+
+    for (uint32_t d = ndim; d-- > 0;) {
+        strides[d] = stride;
+        stride *= shape[d];
+    }
+}
+
+/* The byte span of a view, [data, data + span). 0 when empty or on
+ * overflow (the server checks the layout again and refuses it). */
+static uint64_t view_span(const weft_recv_view_t *v, const uint64_t *strides)
+{
+    uint64_t last = 0, size = weft_dtype_size(v->dtype), span;
+
+    for (uint32_t d = 0; d < v->ndim && d < WEFT_TENSOR_MAX_DIMS; d++) {
+        uint64_t step;
+
+        if (v->shape[d] == 0) {
+            return 0;
+        }
+        if (__builtin_mul_overflow(v->shape[d] - 1, strides[d], &step) ||
+            __builtin_add_overflow(last, step, &last)) {
+            return 0;
+        }
+    }
+    if (__builtin_add_overflow(last, 1, &span) || __builtin_mul_overflow(span, size, &span)) {
+        return 0;
+    }
+    return span;
+}
+
+/* The views' spans, sorted and merged where they touch: what to register. */
+static weft_status_t build_regions(struct weft_remote *r, const weft_recv_view_t *views,
+                                   size_t count)
+{
+    remote_region_t *spans = calloc(count, sizeof(*spans));
+    uint32_t         n = 0;
+
+    if (spans == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint64_t strides[WEFT_TENSOR_MAX_DIMS] = {0}, span;
+
+        if (views[i].field_mask & WEFT_RECV_VIEW_FIELD_STRIDES) {
+            memcpy(strides, views[i].strides, sizeof(strides));
+        } else {
+            contiguous_strides(views[i].ndim, views[i].shape, strides);
+        }
+        span = view_span(&views[i], strides);
+        if (span > 0) {
+            spans[n++] = (remote_region_t){.base = (uint64_t)(uintptr_t)views[i].data, .bytes = span};
+        }
+    }
+    qsort(spans, n, sizeof(*spans), compare_regions);
+    r->region_count = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        remote_region_t *last = r->region_count ? &spans[r->region_count - 1] : NULL;
+
+        if (last != NULL && spans[i].base <= last->base + last->bytes) {
+            uint64_t end = spans[i].base + spans[i].bytes;
+            if (end > last->base + last->bytes) {
+                last->bytes = end - last->base;
+            }
+        } else {
+            spans[r->region_count++] = spans[i];
+        }
+    }
+    r->regions = spans;
+    return WEFT_OK;
+}
+
+static weft_status_t register_regions(struct weft_remote *r)
+{
+    for (uint32_t i = 0; i < r->region_count; i++) {
+        ucp_mem_map_params_t mp = {
+            .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+            .address    = (void *)(uintptr_t)r->regions[i].base,
+            .length     = r->regions[i].bytes,
+        };
+        weft_status_t status =
+            weft_ucx_status(ucp_mem_map(r->ucx.context, &mp, &r->regions[i].memh),
+                            "registering receive memory");
+        if (status != WEFT_OK) {
+            return status;
+        }
+    }
+    return WEFT_OK;
+}
+
+/* HELLO → WELCOME, or the server's refusal. */
+static weft_status_t say_hello(struct weft_remote *r, const weft_remote_params_t *p, uint64_t deadline)
+{
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    weft_status_t   status;
+    char            reason[256];
+
+    weft_boot_put_u32(&buf, WEFT_UCX_PROTOCOL);
+    weft_boot_put_str(&buf, p->token);
+    weft_boot_put_str(&buf, p->name);
+    status = buf.failed ? WEFT_ERR_NO_MEMORY
+                        : weft_boot_send(r->fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
+                                         deadline);
+    weft_boot_buf_free(&buf);
+    if (status == WEFT_OK) {
+        status = weft_boot_recv(r->fd, &msg, deadline);
+    }
+    if (status != WEFT_OK) {
+        weft_log_error("remote: no answer from %s to the handshake: %s", r->server,
+                       weft_status_string(status));
+        return status;
+    }
+    if (msg.type == WEFT_BOOT_REFUSED) {
+        status = weft_ucx_parse_refused(&msg, reason, sizeof(reason));
+        weft_log_error("remote: %s refused this consumer: %s", r->server, reason);
+    } else if (msg.type != WEFT_BOOT_WELCOME || msg.length == 0) {
+        weft_log_error("remote: %s answered with message %u", r->server, msg.type);
+        status = WEFT_ERR_CORRUPT;
+    } else {
+        r->server_address = msg.payload; /* kept: the worker address */
+        r->server_address_length = msg.length;
+        return WEFT_OK;
+    }
+    free(msg.payload);
+    return status;
+}
+
+static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct weft_remote *r = arg;
+
+    (void)ep;
+    r->ep_failed = 1;
+    weft_log_info("remote: the endpoint to %s failed: %s", r->server, ucs_status_string(status));
+}
+
+/*
+ * An endpoint of our own to the server's worker, with peer failure
+ * handling. UCX pairs it with the one the server makes to us; without it
+ * the endpoint UCX makes for the server's puts has no error handling, and
+ * a server that dies in the middle of a put would abort this process.
+ */
+static weft_status_t connect_back(struct weft_remote *r)
+{
+    ucp_ep_params_t params = {
+        .field_mask  = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address     = r->server_address,
+        .err_mode    = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = server_ep_error, .arg = r},
+    };
+    ucs_status_t created = ucp_ep_create(r->ucx.worker, &params, &r->ep);
+
+    if (created == UCS_ERR_UNREACHABLE) {
+        /* Shared-memory transports cannot report a peer's failure. */
+        params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                         UCP_EP_PARAM_FIELD_ERR_HANDLER);
+        created = ucp_ep_create(r->ucx.worker, &params, &r->ep);
+    }
+    return weft_ucx_status(created, "connecting to the server's worker");
+}
+
+/* VIEWS → READY, or the server's refusal. */
+static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *views, size_t count,
+                                uint64_t deadline)
+{
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    ucp_address_t  *address = NULL;
+    size_t          address_length = 0;
+    weft_status_t   status;
+    char            reason[256];
+
+    status = weft_ucx_status(ucp_worker_get_address(r->ucx.worker, &address, &address_length),
+                             "ucp_worker_get_address");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    weft_boot_put_blob(&buf, address, (uint32_t)address_length);
+    ucp_worker_release_address(r->ucx.worker, address);
+    weft_boot_put_u32(&buf, r->region_count);
+    for (uint32_t i = 0; i < r->region_count && status == WEFT_OK; i++) {
+        void  *rkey;
+        size_t rkey_length;
+
+        status = weft_ucx_status(ucp_rkey_pack(r->ucx.context, r->regions[i].memh, &rkey, &rkey_length),
+                                 "ucp_rkey_pack");
+        if (status == WEFT_OK) {
+            weft_boot_put_u64(&buf, r->regions[i].base);
+            weft_boot_put_u64(&buf, r->regions[i].bytes);
+            weft_boot_put_blob(&buf, rkey, (uint32_t)rkey_length);
+            ucp_rkey_buffer_release(rkey);
+        }
+    }
+    weft_boot_put_u32(&buf, (uint32_t)count);
+    for (size_t i = 0; i < count; i++) {
+        const weft_recv_view_t *v = &views[i];
+        uint64_t                strides[WEFT_TENSOR_MAX_DIMS] = {0};
+
+        if (v->field_mask & WEFT_RECV_VIEW_FIELD_STRIDES) {
+            memcpy(strides, v->strides, sizeof(strides));
+        } else if (v->ndim <= WEFT_TENSOR_MAX_DIMS) {
+            contiguous_strides(v->ndim, v->shape, strides);
+        }
+        weft_boot_put_str(&buf, v->name != NULL ? v->name : "");
+        weft_boot_put_u32(&buf, (uint32_t)v->role);
+        weft_boot_put_u32(&buf, (uint32_t)v->dtype);
+        weft_boot_put_u32(&buf, v->ndim);
+        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
+            weft_boot_put_u64(&buf, v->shape[d]);
+        }
+        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
+            weft_boot_put_u64(&buf, strides[d]);
+        }
+        weft_boot_put_u64(&buf, (uint64_t)(uintptr_t)v->data);
+    }
+    if (status == WEFT_OK) {
+        status = buf.failed ? WEFT_ERR_NO_MEMORY
+                            : weft_boot_send(r->fd, WEFT_BOOT_VIEWS, buf.data, (uint32_t)buf.length,
+                                             deadline);
+    }
+    weft_boot_buf_free(&buf);
+    if (status == WEFT_OK) {
+        status = weft_boot_recv(r->fd, &msg, deadline);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (msg.type == WEFT_BOOT_READY) {
+        weft_boot_cursor_t cur = {.data = msg.payload, .length = msg.length};
+
+        r->consumer = weft_boot_get_u32(&cur);
+        r->bytes = weft_boot_get_u64(&cur);
+        if (cur.failed) {
+            status = WEFT_ERR_CORRUPT;
+        }
+    } else if (msg.type == WEFT_BOOT_REFUSED) {
+        status = weft_ucx_parse_refused(&msg, reason, sizeof(reason));
+        weft_log_error("remote: %s refused the views: %s", r->server, reason);
+    } else {
+        status = WEFT_ERR_CORRUPT;
+    }
+    free(msg.payload);
+    return status;
+}
+
+static void remote_free(struct weft_remote *r)
+{
+    if (r->fd >= 0) {
+        close(r->fd);
+    }
+    if (r->ep != NULL) {
+        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        (void)weft_ucx_wait(&r->ucx, ucp_ep_close_nbx(r->ep, &param),
+                            weft_deadline_ns(weft_time_ns(), 1000000), "closing the endpoint");
+    }
+    free(r->server_address);
+    for (uint32_t i = 0; i < r->region_count; i++) {
+        if (r->regions[i].memh != NULL) {
+            (void)ucp_mem_unmap(r->ucx.context, r->regions[i].memh);
+        }
+    }
+    free(r->regions);
+    weft_ucx_close(&r->ucx);
+    free(r);
+}
+
+WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
+                                           const weft_recv_view_t *views, size_t count,
+                                           weft_remote_h *out)
+{
+    struct weft_remote *r;
+    uint64_t            timeout_us, deadline;
+    weft_status_t       status;
+
+    if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
+        p->token == NULL || p->name == NULL || p->transport != WEFT_TRANSPORT_UCX ||
+        (p->field_mask & ~(uint64_t)WEFT_REMOTE_PARAM_TIMEOUT)) {
+        weft_log_error("remote: invalid argument (params, views, count, transport ucx, server, "
+                       "token and name are required)");
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (strlen(p->token) == 0 || strlen(p->token) > WEFT_TOKEN_MAX || strlen(p->name) == 0 ||
+        strlen(p->name) >= WEFT_CONSUMER_NAME_MAX) {
+        weft_log_error("remote: the token must be 1..%d bytes and the name 1..%d", WEFT_TOKEN_MAX,
+                       WEFT_CONSUMER_NAME_MAX - 1);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if ((views[i].field_mask & WEFT_RECV_VIEW_FIELD_MEMORY) && views[i].memory != WEFT_MEMORY_HOST) {
+            weft_log_error("remote: view %zu: the ucx transport receives into host memory for now", i);
+            return WEFT_ERR_UNSUPPORTED;
+        }
+    }
+    timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
+
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    r->fd = -1;
+    snprintf(r->server, sizeof(r->server), "%s", p->server);
+    status = weft_boot_connect(p->server, deadline, &r->fd);
+    if (status == WEFT_OK) {
+        status = say_hello(r, p, deadline);
+    }
+    if (status == WEFT_OK) {
+        status = weft_ucx_open(&r->ucx, "remote consumer");
+    }
+    if (status == WEFT_OK) {
+        status = connect_back(r);
+    }
+    if (status == WEFT_OK) {
+        status = build_regions(r, views, count);
+    }
+    if (status == WEFT_OK) {
+        status = register_regions(r);
+    }
+    if (status == WEFT_OK) {
+        status = send_views(r, views, count, deadline);
+    }
+    if (status != WEFT_OK) {
+        remote_free(r);
+        return status;
+    }
+    weft_log_info("remote: connected to %s as consumer %u, %" PRIu64 " bytes per version in %u "
+                  "registered regions",
+                  p->server, r->consumer, r->bytes, r->region_count);
+    *out = r;
+    return WEFT_OK;
+}
+
+WEFT_API weft_status_t weft_remote_receive(weft_remote_h r, uint64_t after_version,
+                                           uint64_t timeout_us, uint64_t *version)
+{
+    uint64_t deadline;
+
+    if (r == NULL || version == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (r->fd < 0) {
+        return WEFT_ERR_CONNECTION;
+    }
+    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
+    for (;;) {
+        weft_boot_msg_t    msg;
+        weft_boot_cursor_t cur;
+        weft_status_t      status;
+        uint64_t           v;
+
+        /* Puts over some transports (TCP) need the target to progress. */
+        weft_ucx_progress(&r->ucx);
+        if (!weft_boot_readable(r->fd)) {
+            struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+
+            if (weft_time_ns() >= deadline) {
+                return WEFT_ERR_TIMEOUT;
+            }
+            /* Sleep briefly on the socket, then progress again. */
+            (void)poll(&pfd, 1, RECEIVE_POLL_MS);
+            continue;
+        }
+        status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+        if (status != WEFT_OK) {
+            weft_log_error("remote: lost the connection to %s: %s", r->server,
+                           weft_status_string(status));
+            close(r->fd);
+            r->fd = -1;
+            return WEFT_ERR_CONNECTION;
+        }
+        cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
+        v = weft_boot_get_u64(&cur);
+        if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
+            free(msg.payload);
+            /* Every byte of v is here: acknowledge, then report it. */
+            status = weft_ucx_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
+            if (status != WEFT_OK) {
+                close(r->fd);
+                r->fd = -1;
+                return WEFT_ERR_CONNECTION;
+            }
+            if (v > after_version) {
+                *version = v;
+                return WEFT_OK;
+            }
+            continue;
+        }
+        if (msg.type == WEFT_BOOT_FAILED) {
+            weft_log_error("remote: %s dropped this consumer during version %" PRIu64, r->server, v);
+            free(msg.payload);
+            close(r->fd);
+            r->fd = -1;
+            return WEFT_ERR_CANCELED;
+        }
+        weft_log_error("remote: unexpected message %u from %s", msg.type, r->server);
+        free(msg.payload);
+        close(r->fd);
+        r->fd = -1;
+        return WEFT_ERR_CORRUPT;
+    }
+}
+
+WEFT_API weft_status_t weft_remote_close(weft_remote_h r)
+{
+    if (r != NULL) {
+        /* Leaving on purpose, not lost: the server counts the difference. */
+        if (r->fd >= 0) {
+            (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0,
+                                 weft_deadline_ns(weft_time_ns(), 100000));
+        }
+        remote_free(r);
+    }
+    return WEFT_OK;
+}
