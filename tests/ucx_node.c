@@ -163,6 +163,7 @@ static int consume(const char *addr, const char *token, const char *name, uint64
     status = weft_remote_connect(&params, views, TENSORS, &remote);
     if (status != WEFT_OK) {
         printf("error %s connecting, last 0\n", weft_status_string(status));
+        free(buf);
         return 3;
     }
     printf("connected\n");
@@ -177,6 +178,7 @@ static int consume(const char *addr, const char *token, const char *name, uint64
                    now_ms() - start, v);
             fflush(stdout);
             weft_remote_close(remote);
+            free(buf);
             return 3;
         }
         for (uint32_t t = 0; t < TENSORS; t++) {
@@ -185,6 +187,8 @@ static int consume(const char *addr, const char *token, const char *name, uint64
             for (uint64_t i = 0; i < (uint64_t)ROWS * COLS / 8; i++) {
                 if (data[i] != word(got, t, i)) {
                     printf("wrong bytes in version %" PRIu64 " tensor %u\n", got, t);
+                    weft_remote_close(remote);
+                    free(buf);
                     return 4;
                 }
             }
