@@ -1,6 +1,13 @@
 /* The libibverbs probe: RDMA devices, their transport and PCI device. */
+#include "config.h"
+
 #include "common/text.h"
+#include "nic_affinity.h"
 #include "transport/probe.h"
+
+#if HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -33,6 +40,32 @@ void weft_verbs_probe(weft_backend_info_t *info)
     if (count == 0) {
         weft_text_append(info->detail, sizeof(info->detail), "no RDMA device\n");
     }
+#if HAVE_CUDA
+    /* Which NICs each GPU should use: nearest on the PCI tree first. */
+    {
+        int gpus = 0;
+
+        if (count > 0 && cudaGetDeviceCount(&gpus) == cudaSuccess) {
+            for (int g = 0; g < gpus; g++) {
+                char       bus[32];
+                weft_nic_t nics[4];
+                size_t     n = 0;
+
+                if (cudaDeviceGetPCIBusId(bus, sizeof(bus), g) != cudaSuccess ||
+                    weft_topo_nearest_nics("/sys", bus, nics, 4, &n) != WEFT_OK) {
+                    continue;
+                }
+                weft_text_append(info->detail, sizeof(info->detail), "GPU %d (%s) nearest:", g, bus);
+                for (size_t k = 0; k < n && k < 4; k++) {
+                    weft_text_append(info->detail, sizeof(info->detail), " %s(%d hops)", nics[k].name,
+                                     nics[k].hops);
+                }
+                weft_text_append(info->detail, sizeof(info->detail), "\n");
+            }
+        }
+        (void)cudaGetLastError();
+    }
+#endif
     ibv_free_device_list(list);
     info->available = count > 0;
 }
