@@ -17,6 +17,8 @@
 #include "gpu_skip.h"
 #include "registry/layout.h"
 
+#include "child.h"
+
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
@@ -77,29 +79,6 @@ static void unique_name(char *buf, size_t size, const char *what)
 }
 
 /* ----------------------------------------------------------- processes */
-
-/* Exit codes of the children: 0 good, anything else names the step. */
-#define CHILD_FAIL(code)                                                                         \
-    do {                                                                                         \
-        fprintf(stderr, "%s:%d: child %d failed (code %d)\n", __FILE__, __LINE__, (int)getpid(), \
-                (code));                                                                         \
-        _exit(code);                                                                             \
-    } while (0)
-
-#define CHILD_CHECK(cond, code)                                                                  \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            CHILD_FAIL(code);                                                                    \
-        }                                                                                        \
-    } while (0)
-
-static int wait_child(pid_t pid)
-{
-    int status;
-
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 /* ------------------------------------------------------------ producer */
 

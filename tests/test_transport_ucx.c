@@ -11,6 +11,8 @@
  */
 #include "config.h"
 
+#include "child.h"
+
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,23 +42,6 @@ static void tensor_name(char *buf, size_t size, uint32_t t)
 {
     snprintf(buf, size, "model.layers.%u.mlp.experts.%u.down_proj.weight", t / 8, t % 8);
 }
-
-static int wait_child(pid_t pid)
-{
-    int status;
-
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-#define CHILD_CHECK(cond, code)                                                                    \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: child %d: check failed (code %d)\n", __FILE__, __LINE__,       \
-                    (int)getpid(), (code));                                                        \
-            _exit(code);                                                                           \
-        }                                                                                          \
-    } while (0)
 
 /* ------------------------------------------------------------- server */
 

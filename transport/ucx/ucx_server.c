@@ -698,6 +698,18 @@ static void start_versions(struct weft_server *s)
     }
 }
 
+/* Frees the dropped consumers whose requests are over. */
+static void reap_peers(struct weft_server *s)
+{
+    for (uint32_t i = 0; i < s->peer_count;) {
+        if (peer_reap(s->peers[i])) {
+            s->peers[i] = s->peers[--s->peer_count];
+        } else {
+            i++;
+        }
+    }
+}
+
 static void accept_peers(struct weft_server *s)
 {
     for (;;) {
@@ -761,14 +773,7 @@ static void *server_main(void *arg)
             peer_advance(s->peers[i]);
         }
         weft_ucx_progress(&s->ucx);
-        /* Free dropped consumers whose requests are over. */
-        for (uint32_t i = 0; i < s->peer_count;) {
-            if (peer_reap(s->peers[i])) {
-                s->peers[i] = s->peers[--s->peer_count];
-            } else {
-                i++;
-            }
-        }
+        reap_peers(s);
         {
             uint32_t ready = 0;
             for (uint32_t i = 0; i < s->peer_count; i++) {
@@ -786,13 +791,7 @@ static void *server_main(void *arg)
     }
     for (int spins = 0; spins < 100000 && s->peer_count > 0; spins++) {
         weft_ucx_progress(&s->ucx);
-        for (uint32_t i = 0; i < s->peer_count;) {
-            if (peer_reap(s->peers[i])) {
-                s->peers[i] = s->peers[--s->peer_count];
-            } else {
-                i++;
-            }
-        }
+        reap_peers(s);
     }
     free(fds);
     return NULL;
