@@ -125,7 +125,9 @@ rm -f "$work/hold"
 serve 30 2 serve3.log "$work/hold"
 consume "$A" wa 10.201.0.1 host-a 30 a3.log; a=$last
 consume "$B" wb 10.201.0.1 host-b 30 b3b.log; b=$last
-sleep 4
+# Both hold version 29 and the server holds back 30: nothing in flight.
+i=0; while ! { grep -q "^got 29" "$work/a3.log" && grep -q "^got 29" "$work/b3b.log"; } && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "^got 29" "$work/b3b.log" || fail "phase 3: host B did not get version 29"
 kill -9 "$a"
 sleep 1
 kill -0 "$b" 2>/dev/null || fail "host B stopped when A was killed"

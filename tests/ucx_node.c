@@ -13,7 +13,7 @@
  *
  *   ucx_node consume ADDR TOKEN NAME VERSIONS TIMEOUT_MS
  *     connects, receives until version VERSIONS, checks every byte of each.
- *     Prints "received V" and exits 0; on an error prints
+ *     Prints "got V" for each version and "received V" at the end, exits 0; on an error prints
  *     "error STATUS after MS ms, last V" and exits 3; wrong bytes exit 4.
  *
  * Versions are 48 tensors of 1 MiB (48 MiB), so that a link taken down is
@@ -194,6 +194,8 @@ static int consume(const char *addr, const char *token, const char *name, uint64
             }
         }
         v = got;
+        printf("got %" PRIu64 "\n", v);
+        fflush(stdout);
     }
     printf("received %" PRIu64 "\n", v);
     weft_remote_close(remote);
