@@ -14,5 +14,6 @@ int perf_cmd_stress(int argc, char **argv);
 int perf_cmd_update(int argc, char **argv);
 int perf_cmd_quant(int argc, char **argv);
 int perf_cmd_ipc(int argc, char **argv);
+int perf_cmd_ucx(int argc, char **argv);
 
 #endif

@@ -1,0 +1,1615 @@
+/*
+ * weft-perf ucx: how fast the ucx transport moves a published version to a
+ * remote consumer, beside ucx_perftest -t ucp_put_bw moving the same bytes
+ * over the same UCX transport in the same run.
+ *
+ * Why: the ucx transport is a registry lease, RMA puts of the plan's
+ * ranges, a flush, a notice and an ack per version. ucx_perftest's put
+ * bandwidth is what UCX itself gets out of the link; the target is 0.9 of
+ * it (issue: "Speed, weft-perf ucx").
+ *
+ * What is timed: a server process (a host registry and weft_server) and a
+ * consumer process (weft_remote_receive in a loop into host memory). For
+ * each version the server fills every tensor (not timed), then times from
+ * weft_registry_publish(v) to weft_registry_wait_consumers(v) returning:
+ * the bytes are in the consumer's memory and it acknowledged them. The
+ * figure is the median over --iterations versions after --warmup ones
+ * (one per registry slot, whose first put registers it); GB/s is 1e9
+ * bytes per second. The last version's bytes are checked at the consumer.
+ *
+ * Cases: one tensor of each --sizes size, and a whole FP8 expert version
+ * of one Qwen3-30B-A3B MoE layer (128 experts × W, WT and block scales of
+ * gate_up_proj and down_proj: 768 tensors, 1,208,107,008 bytes), viewed by
+ * the consumer in fused per-kind buffers as an engine holds them.
+ *
+ * Transports: tcp-netns, the server in one network namespace and the
+ * consumer in another, joined by a veth pair that this command creates and
+ * removes (UCX_TLS=tcp, UCX_NET_DEVICES the veth end; needs root and ip);
+ * shm, both on this host (UCX_TLS=sm,self). The processes are this program
+ * run again with the hidden --role option, under `ip netns exec` for
+ * tcp-netns. ucx_perftest runs the same way: its server on the receiving
+ * side, its client (which puts) on the server's side.
+ */
+#include "config.h"
+
+#include "args.h"
+#include "json.h"
+#include "perf.h"
+#include "proc.h"
+#include "stats.h"
+#include "sysinfo.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <weft/registry.h>
+#include <weft/transport.h>
+#include <weft/weft.h>
+
+#define EXIT_SKIP     77 /* the automake "skipped" status */
+#define MAX_ITERS     10000
+#define MAX_SIZES     16
+#define MAX_SIZE      (UINT64_C(16) << 30)
+#define TARGET        0.9
+#define EXPERTS       128
+#define STEP_US       UINT64_C(120000000) /* the server's timeout for one transfer or ack */
+#define WAIT_US       UINT64_C(240000000) /* a version's wait, on either side */
+#define READY_MS      60000u              /* a server's port, a consumer's handshake */
+#define OUT_MAX       16384               /* the tail of a child's output that is kept */
+#define SLOW_BYTES_S  20e6                /* a transfer slower than this is stuck */
+#define PERFTEST_TRYS 5                   /* message sizes tried for the expert version */
+#define PERFTEST_MAX_BYTES (UINT64_C(4) << 30) /* moved by one ucx_perftest run at most */
+
+enum { TR_TCP_NETNS = 1, TR_SHM = 2 };
+
+typedef struct ucx_options {
+    int      transports; /* TR_* bits */
+    uint64_t sizes[MAX_SIZES];
+    size_t   nsizes;
+    int      expert, json;
+    uint64_t iters, warmup;
+    /* Hidden: the processes this command runs itself as. */
+    const char *role, *listen, *connect, *token, *registry;
+    uint64_t    case_bytes; /* 0: the expert version */
+} ucx_options_t;
+
+static int ucx_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: weft-perf ucx [options]\n"
+            "  Put bandwidth of the ucx transport (publish -> every byte at a remote\n"
+            "  consumer -> ack), beside ucx_perftest -t ucp_put_bw at the same size over\n"
+            "  the same UCX transport.\n"
+            "  --transport T        tcp-netns (two network namespaces, a veth pair;\n"
+            "                       needs root), shm (this host) or all (default all)\n"
+            "  --sizes LIST         one-tensor sizes, comma-separated, K/M/G suffixes\n"
+            "                       (default 65536,1048576,16777216,67108864)\n"
+            "  --expert-version     also a whole FP8 expert version of one Qwen3-30B-A3B\n"
+            "                       layer, 1.2 GB (default on; ~5 GB of host memory)\n"
+            "  --no-expert-version  skip it\n"
+            "  --iterations N       timed versions (default 20)\n"
+            "  --warmup N           untimed versions first (default 3)\n"
+            "  --json               one JSON object per row instead of the table\n"
+            "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
+            "succeeded, %d when libweft has no UCX.\n",
+            TARGET, EXIT_SKIP);
+    return out == stdout ? 0 : 2;
+}
+
+static int parse_transport(const char *text, int *transports)
+{
+    if (strcmp(text, "tcp-netns") == 0) {
+        *transports = TR_TCP_NETNS;
+    } else if (strcmp(text, "shm") == 0) {
+        *transports = TR_SHM;
+    } else if (strcmp(text, "all") == 0) {
+        *transports = TR_TCP_NETNS | TR_SHM;
+    } else {
+        fprintf(stderr, "weft-perf: --transport '%s': expected tcp-netns, shm or all\n", text);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_sizes(const char *text, ucx_options_t *o)
+{
+    char *copy = strdup(text), *save = NULL;
+    int   bad = copy == NULL;
+
+    o->nsizes = 0;
+    for (char *tok = bad ? NULL : strtok_r(copy, ",", &save); tok != NULL && !bad;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->nsizes == MAX_SIZES) {
+            fprintf(stderr, "weft-perf: --sizes: at most %d sizes\n", MAX_SIZES);
+            bad = 1;
+        } else {
+            bad = perf_arg_size("--sizes", tok, 1, MAX_SIZE, &o->sizes[o->nsizes++]) != 0;
+        }
+    }
+    free(copy);
+    return bad ? -1 : 0;
+}
+
+/* --case: a size, or "expert". */
+static int parse_case(const char *text, uint64_t *bytes)
+{
+    if (strcmp(text, "expert") == 0) {
+        *bytes = 0;
+        return 0;
+    }
+    return perf_arg_size("--case", text, 1, MAX_SIZE, bytes);
+}
+
+/* 0: run; 1: --help was printed; 2: a usage error. */
+static int parse_options(int argc, char **argv, ucx_options_t *o)
+{
+    static const struct option longopts[] = {
+        {"transport", required_argument, NULL, 't'}, {"sizes", required_argument, NULL, 's'},
+        {"expert-version", no_argument, NULL, 'e'},  {"no-expert-version", no_argument, NULL, 'E'},
+        {"iterations", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
+        {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
+        {"role", required_argument, NULL, 'R'},      {"case", required_argument, NULL, 'C'},
+        {"listen", required_argument, NULL, 'L'},    {"connect", required_argument, NULL, 'c'},
+        {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+
+    *o = (ucx_options_t){.transports = TR_TCP_NETNS | TR_SHM, .nsizes = 4,
+                         .sizes = {65536, 1048576, 16777216, 67108864}, .expert = 1, .iters = 20,
+                         .warmup = 3};
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        int bad = 0;
+
+        switch (opt) {
+        case 't': bad = parse_transport(optarg, &o->transports); break;
+        case 's': bad = parse_sizes(optarg, o); break;
+        case 'e': o->expert = 1; break;
+        case 'E': o->expert = 0; break;
+        case 'i': bad = perf_arg_u64("--iterations", optarg, 1, MAX_ITERS, &o->iters); break;
+        case 'w': bad = perf_arg_u64("--warmup", optarg, 0, MAX_ITERS, &o->warmup); break;
+        case 'j': o->json = 1; break;
+        case 'h': return ucx_usage(stdout) + 1;
+        case 'R': o->role = optarg; break;
+        case 'C': bad = parse_case(optarg, &o->case_bytes); break;
+        case 'L': o->listen = optarg; break;
+        case 'c': o->connect = optarg; break;
+        case 'T': o->token = optarg; break;
+        case 'r': o->registry = optarg; break;
+        default: return ucx_usage(stderr);
+        }
+        if (bad) {
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "weft-perf ucx: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- workloads */
+
+/* One kind of expert tensor. Must match cmd_ipc.c's Qwen3 layer. */
+typedef struct ucx_kind {
+    const char        *proj, *suffix;
+    weft_tensor_role_t role;
+    weft_dtype_t       dtype;
+    uint64_t           rows, cols;
+} ucx_kind_t;
+
+static const ucx_kind_t expert_kinds[] = {
+    {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 1536, 2048},
+    {"gate_up_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, 2048, 1536},
+    {"gate_up_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, 12, 16},
+    {"down_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 2048, 768},
+    {"down_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, 768, 2048},
+    {"down_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, 16, 6},
+};
+
+#define KINDS (sizeof(expert_kinds) / sizeof(expert_kinds[0]))
+
+typedef struct ucx_tensor {
+    char               name[WEFT_TENSOR_NAME_MAX];
+    int32_t            expert;
+    weft_tensor_role_t role;
+    weft_dtype_t       dtype;
+    uint32_t           ndim;
+    uint64_t           shape[2];
+    uint64_t           bytes, offset; /* offset: in the consumer's buffer */
+} ucx_tensor_t;
+
+typedef struct ucx_workload {
+    ucx_tensor_t *t;
+    uint32_t      count;
+    uint64_t      bytes;
+} ucx_workload_t;
+
+static void add_tensor(ucx_workload_t *w, int32_t expert, weft_tensor_role_t role, weft_dtype_t dtype,
+                       uint32_t ndim, uint64_t rows, uint64_t cols)
+{
+    ucx_tensor_t *t = &w->t[w->count++];
+
+    t->expert = expert;
+    t->role = role;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->bytes = rows * (ndim == 2 ? cols : 1) * weft_dtype_size(dtype);
+    t->offset = w->bytes;
+    w->bytes += t->bytes;
+}
+
+/*
+ * case_bytes > 0: one FP8 tensor of that many bytes. 0: the expert
+ * version, declared kind by kind, each kind's experts side by side, so
+ * that the consumer's buffer holds one fused tensor per kind.
+ */
+static int workload_make(uint64_t case_bytes, ucx_workload_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->t = calloc(case_bytes > 0 ? 1 : KINDS * EXPERTS, sizeof(*w->t));
+    if (w->t == NULL) {
+        fprintf(stderr, "weft-perf ucx: out of memory\n");
+        return -1;
+    }
+    if (case_bytes > 0) {
+        add_tensor(w, -1, WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 1, case_bytes, 0);
+        snprintf(w->t[0].name, sizeof(w->t[0].name), "weft_perf.ucx.tensor_%llu", (unsigned long long)case_bytes);
+        return 0;
+    }
+    for (uint32_t k = 0; k < KINDS; k++) {
+        const ucx_kind_t *kd = &expert_kinds[k];
+
+        for (int32_t e = 0; e < EXPERTS; e++) {
+            add_tensor(w, e, kd->role, kd->dtype, 2, kd->rows, kd->cols);
+            snprintf(w->t[w->count - 1].name, sizeof(w->t[0].name), "model.layers.0.mlp.experts.%d.%s.%s", (int)e,
+                     kd->proj, kd->suffix);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- pattern */
+
+/* Word i of tensor t in version v: another version, tensor or position
+ * gives another word. */
+static uint64_t pattern_word(uint64_t v, uint32_t t, uint64_t i)
+{
+    return (v * UINT64_C(0x9e3779b97f4a7c15)) ^ ((uint64_t)t << 40) ^ i;
+}
+
+static void pattern_fill(uint8_t *dst, uint64_t bytes, uint64_t v, uint32_t t)
+{
+    uint64_t i = 0, word;
+
+    for (; (i + 1) * 8 <= bytes; i++) {
+        word = pattern_word(v, t, i);
+        memcpy(dst + i * 8, &word, 8);
+    }
+    if (bytes > i * 8) { /* the tail of a size that is not a multiple of 8 */
+        word = pattern_word(v, t, i);
+        memcpy(dst + i * 8, &word, bytes - i * 8);
+    }
+}
+
+/* Bytes of src that differ from the pattern. */
+static uint64_t pattern_check(const uint8_t *src, uint64_t bytes, uint64_t v, uint32_t t)
+{
+    uint64_t wrong = 0;
+
+    for (uint64_t i = 0; i * 8 < bytes; i++) {
+        uint64_t word = pattern_word(v, t, i), n = bytes - i * 8 < 8 ? bytes - i * 8 : 8;
+
+        if (memcmp(src + i * 8, &word, n) != 0) {
+            for (uint64_t b = 0; b < n; b++) {
+                wrong += src[i * 8 + b] != ((const uint8_t *)&word)[b];
+            }
+        }
+    }
+    return wrong;
+}
+
+static int weft_ok(weft_status_t status, const char *what)
+{
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft-perf ucx: %s: %s\n", what, weft_status_string(status));
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------ the server role */
+
+static int create_registry(const char *name, const ucx_workload_t *w, weft_registry_h *out)
+{
+    weft_registry_h reg = NULL;
+    weft_status_t   status;
+
+    (void)weft_registry_unlink(name);
+    status = weft_registry_create(name, NULL, &reg);
+    for (uint32_t i = 0; i < w->count && status == WEFT_OK; i++) {
+        const ucx_tensor_t *t = &w->t[i];
+        weft_tensor_desc_t  d = {.name = t->name, .layer = t->expert >= 0 ? 0 : -1, .expert = t->expert,
+                                 .role = t->role, .dtype = t->dtype, .ndim = t->ndim,
+                                 .shape = {t->shape[0], t->ndim == 2 ? t->shape[1] : 0}};
+
+        status = weft_registry_declare(reg, &d, NULL);
+    }
+    if (status == WEFT_OK) {
+        status = weft_registry_seal(reg);
+    }
+    if (!weft_ok(status, "creating the registry")) {
+        (void)weft_registry_close(reg);
+        (void)weft_registry_unlink(name);
+        return -1;
+    }
+    *out = reg;
+    return 0;
+}
+
+/* Waits for the consumer's handshake: versions published before it are
+ * not sent to it. */
+static int wait_for_consumer(weft_server_h server)
+{
+    uint64_t deadline = perf_now_ns() + (uint64_t)READY_MS * 1000000u;
+
+    for (;;) {
+        weft_server_stats_t st;
+
+        if (!weft_ok(weft_server_get_stats(server, &st), "weft_server_get_stats")) {
+            return -1;
+        }
+        if (st.consumers >= 1) {
+            return 0;
+        }
+        if (perf_now_ns() > deadline) {
+            fprintf(stderr, "weft-perf ucx: no consumer connected within %u ms\n", READY_MS);
+            return -1;
+        }
+        perf_sleep_us(1000);
+    }
+}
+
+/* Writes version v (not timed). */
+static int fill_version(weft_registry_h reg, const ucx_workload_t *w, uint64_t v)
+{
+    if (!weft_ok(weft_registry_write_begin(reg, WAIT_US, NULL), "weft_registry_write_begin")) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < w->count; i++) {
+        void *data = NULL;
+
+        if (!weft_ok(weft_registry_write_tensor(reg, i, &data), "weft_registry_write_tensor")) {
+            return -1;
+        }
+        pattern_fill(data, w->t[i].bytes, v, i);
+    }
+    return 0;
+}
+
+/* Publishes version v; *ns gets the time until the consumer acked it. */
+static int send_version(weft_registry_h reg, weft_server_h server, uint64_t v, uint64_t *ns)
+{
+    weft_server_stats_t st;
+    uint32_t            lagging = 0;
+    uint64_t            t0 = perf_now_ns(), t1;
+
+    if (!weft_ok(weft_registry_publish(reg, v, NULL), "weft_registry_publish") ||
+        !weft_ok(weft_registry_wait_consumers(reg, v, WAIT_US, &lagging), "weft_registry_wait_consumers")) {
+        return -1;
+    }
+    t1 = perf_now_ns();
+    /* A dropped consumer leaves the table and wait_consumers returns:
+     * the server's stats tell. (One that got the last version may have
+     * left already, on purpose: that is not a drop.) */
+    if (!weft_ok(weft_server_get_stats(server, &st), "weft_server_get_stats")) {
+        return -1;
+    }
+    if (lagging != 0 || st.dropped != 0) {
+        fprintf(stderr, "weft-perf ucx: version %llu: the consumer was dropped\n", (unsigned long long)v);
+        return -1;
+    }
+    *ns = t1 - t0;
+    return 0;
+}
+
+static int serve_versions(const ucx_options_t *o, const ucx_workload_t *w, weft_registry_h reg,
+                          weft_server_h server)
+{
+    const uint64_t versions = o->warmup + o->iters;
+    uint64_t      *ns = calloc(o->iters, sizeof(*ns)), n = 0;
+    perf_latency_t lat;
+    int            rc = -1;
+
+    if (ns == NULL) {
+        return -1;
+    }
+    for (uint64_t v = 1; v <= versions; v++) {
+        uint64_t t;
+
+        if (fill_version(reg, w, v) != 0 || send_version(reg, server, v, &t) != 0) {
+            goto out;
+        }
+        if (v > o->warmup) {
+            ns[n++] = t;
+        }
+    }
+    perf_latency_summarize(ns, n, &lat);
+    printf("result iterations %llu median_ns %llu min_ns %llu max_ns %llu bytes %llu\n", (unsigned long long)n,
+           (unsigned long long)perf_percentile(ns, n, 500), (unsigned long long)ns[0],
+           (unsigned long long)ns[n - 1], (unsigned long long)w->bytes);
+    fflush(stdout);
+    rc = 0;
+out:
+    free(ns);
+    return rc;
+}
+
+static int server_role(const ucx_options_t *o, const ucx_workload_t *w)
+{
+    char                 listen[128];
+    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+                                   .listen = listen, .token = o->token, .timeout_us = STEP_US};
+    weft_registry_h      reg = NULL;
+    weft_server_h        server = NULL;
+    uint16_t             port = 0;
+    int                  rc = 1;
+
+    if (o->listen == NULL || o->token == NULL || o->registry == NULL) {
+        fprintf(stderr, "weft-perf ucx: --role server needs --listen, --token and --registry\n");
+        return 2;
+    }
+    snprintf(listen, sizeof(listen), "%s:0", o->listen);
+    if (create_registry(o->registry, w, &reg) != 0) {
+        return 1;
+    }
+    if (weft_ok(weft_server_create(reg, &params, &server), "weft_server_create") &&
+        weft_ok(weft_server_port(server, &port), "weft_server_port")) {
+        printf("port %u\n", (unsigned)port);
+        fflush(stdout);
+        if (wait_for_consumer(server) == 0 && serve_versions(o, w, reg, server) == 0) {
+            rc = 0;
+        }
+    }
+    if (server != NULL) {
+        (void)weft_ok(weft_server_destroy(server), "weft_server_destroy");
+    }
+    (void)weft_registry_close(reg);
+    (void)weft_registry_unlink(o->registry);
+    return rc;
+}
+
+/* ---------------------------------------------------- the consumer role */
+
+static void build_views(const ucx_workload_t *w, uint8_t *buf, weft_recv_view_t *views)
+{
+    for (uint32_t i = 0; i < w->count; i++) {
+        const ucx_tensor_t *t = &w->t[i];
+
+        views[i] = (weft_recv_view_t){.name = t->name, .role = t->role, .dtype = t->dtype, .ndim = t->ndim,
+                                      .shape = {t->shape[0], t->ndim == 2 ? t->shape[1] : 0},
+                                      .data = buf + t->offset};
+    }
+}
+
+/* Receives every version; returns the last one, 0 on failure. */
+static uint64_t receive_versions(weft_remote_h remote, uint64_t versions)
+{
+    uint64_t last = 0;
+
+    while (last < versions) {
+        uint64_t      got = 0;
+        weft_status_t status = weft_remote_receive(remote, last, WAIT_US, &got);
+
+        if (!weft_ok(status, "weft_remote_receive")) {
+            return 0;
+        }
+        last = got;
+    }
+    return last;
+}
+
+static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
+{
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+                                   .server = o->connect, .token = o->token, .name = "weft-perf-ucx",
+                                   .timeout_us = (uint64_t)READY_MS * 1000};
+    uint8_t             *buf = malloc(w->bytes);
+    weft_recv_view_t    *views = calloc(w->count, sizeof(*views));
+    weft_remote_h        remote = NULL;
+    uint64_t             last = 0, wrong = 0;
+    int                  rc = 1;
+
+    if (o->connect == NULL || o->token == NULL) {
+        fprintf(stderr, "weft-perf ucx: --role consumer needs --connect and --token\n");
+        rc = 2;
+        goto out;
+    }
+    if (buf == NULL || views == NULL) {
+        fprintf(stderr, "weft-perf ucx: out of memory (%llu bytes)\n", (unsigned long long)w->bytes);
+        goto out;
+    }
+    memset(buf, 0, w->bytes); /* every page faulted in before the first put */
+    build_views(w, buf, views);
+    if (!weft_ok(weft_remote_connect(&params, views, w->count, &remote), "weft_remote_connect")) {
+        goto out;
+    }
+    last = receive_versions(remote, o->warmup + o->iters);
+    if (last != 0) {
+        /* Nothing is sent after the last version: its bytes stay put. */
+        for (uint32_t i = 0; i < w->count; i++) {
+            wrong += pattern_check(buf + w->t[i].offset, w->t[i].bytes, last, i);
+        }
+        printf("received %llu wrong %llu\n", (unsigned long long)last, (unsigned long long)wrong);
+        fflush(stdout);
+        rc = wrong == 0 ? 0 : 4;
+    }
+out:
+    (void)weft_remote_close(remote);
+    free(views);
+    free(buf);
+    return rc;
+}
+
+static int run_role(const ucx_options_t *o)
+{
+    ucx_workload_t w;
+    int            rc;
+
+    if (workload_make(o->case_bytes, &w) != 0) {
+        return 1;
+    }
+    if (strcmp(o->role, "server") == 0) {
+        rc = server_role(o, &w);
+    } else if (strcmp(o->role, "consumer") == 0) {
+        rc = consumer_role(o, &w);
+    } else {
+        fprintf(stderr, "weft-perf ucx: --role '%s': expected server or consumer\n", o->role);
+        rc = 2;
+    }
+    free(w.t);
+    return rc;
+}
+
+/* ------------------------------------------------------------ children */
+
+/* Where a process runs: a namespace (NULL: this one), UCX's settings. */
+typedef struct ucx_side {
+    const char *ns, *dev, *ip;
+} ucx_side_t;
+
+typedef struct ucx_transport {
+    const char *name, *tls;
+    /* [0]: the side that puts (weft server, ucx_perftest client);
+     * [1]: the side that receives. */
+    ucx_side_t side[2];
+} ucx_transport_t;
+
+/* A child: its stdout (and stderr, when merged) is read into out. */
+typedef struct ucx_proc {
+    const char *what;
+    pid_t       pid;
+    int         fd; /* -1 at EOF */
+    int         exited, killed, status;
+    int         merged; /* out has its stderr too */
+    char        out[OUT_MAX];
+    size_t      len;
+} ucx_proc_t;
+
+typedef struct ucx_ctx {
+    const ucx_options_t *o;
+    perf_children_t      children;
+    char                 self[4096], perftest[4096], token[64], date[32];
+    char                 ns[2][32]; /* the namespaces made; "" when none */
+    int                  cleaning;  /* interrupts no longer cut waits short */
+    int                  number;    /* of the next registry */
+} ucx_ctx_t;
+
+static void child_env(const ucx_transport_t *tr, const ucx_side_t *side)
+{
+    if (tr == NULL) {
+        return;
+    }
+    setenv("UCX_TLS", tr->tls, 1);
+    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+    if (side->dev != NULL) {
+        setenv("UCX_NET_DEVICES", side->dev, 1);
+    } else {
+        unsetenv("UCX_NET_DEVICES");
+    }
+}
+
+/* In the child: runs argv, under `ip netns exec` when ns is set. */
+static void child_exec(const char *ns, char *const argv[])
+{
+    char *wrapped[64] = {"ip", "netns", "exec", (char *)ns};
+    int   n = 4;
+
+    if (ns == NULL) {
+        execvp(argv[0], argv);
+    } else {
+        for (int i = 0; argv[i] != NULL && n < 63; i++) {
+            wrapped[n++] = argv[i];
+        }
+        wrapped[n] = NULL;
+        execvp("ip", wrapped);
+    }
+    fprintf(stderr, "weft-perf ucx: cannot run %s: %s\n", ns == NULL ? argv[0] : "ip", strerror(errno));
+}
+
+/* Starts argv on side `side` of tr (tr NULL: here, environment as is). */
+static int proc_start(ucx_ctx_t *ctx, ucx_proc_t *p, const char *what, const ucx_transport_t *tr, int side,
+                      char *const argv[], int merge_stderr)
+{
+    int   fds[2];
+    pid_t pid;
+
+    memset(p, 0, sizeof(*p));
+    p->what = what;
+    p->fd = -1;
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        fprintf(stderr, "weft-perf ucx: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    pid = perf_fork(&ctx->children);
+    if (pid == 0) {
+        if (dup2(fds[1], STDOUT_FILENO) < 0 || (merge_stderr && dup2(fds[1], STDERR_FILENO) < 0)) {
+            _exit(127);
+        }
+        signal(SIGPIPE, SIG_DFL);
+        child_env(tr, tr != NULL ? &tr->side[side] : NULL);
+        child_exec(tr != NULL ? tr->side[side].ns : NULL, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        return -1;
+    }
+    p->pid = pid;
+    p->fd = fds[0];
+    p->merged = merge_stderr;
+    return 0;
+}
+
+/* Appends what fd has to p->out, keeping the last OUT_MAX - 1 bytes. */
+static void proc_read(ucx_proc_t *p)
+{
+    char    buf[4096];
+    ssize_t n = read(p->fd, buf, sizeof(buf));
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return;
+    }
+    if (n <= 0) {
+        close(p->fd);
+        p->fd = -1;
+        return;
+    }
+    if (p->len + (size_t)n >= OUT_MAX) {
+        size_t drop = p->len + (size_t)n - (OUT_MAX - 1);
+
+        drop = drop > p->len ? p->len : drop;
+        memmove(p->out, p->out + drop, p->len - drop);
+        p->len -= drop;
+    }
+    n = (ssize_t)((size_t)n > OUT_MAX - 1 - p->len ? OUT_MAX - 1 - p->len : (size_t)n);
+    memcpy(p->out + p->len, buf, (size_t)n);
+    p->len += (size_t)n;
+    p->out[p->len] = '\0';
+}
+
+/* Reads what the procs wrote within wait_ms and reaps those that exited. */
+static void proc_pump(ucx_ctx_t *ctx, ucx_proc_t *procs, int n, int wait_ms)
+{
+    struct pollfd fds[8];
+    int           map[8], nfds = 0, status = 0;
+    pid_t         pid;
+
+    for (int i = 0; i < n && nfds < 8; i++) {
+        if (procs[i].fd >= 0) {
+            fds[nfds] = (struct pollfd){.fd = procs[i].fd, .events = POLLIN};
+            map[nfds++] = i;
+        }
+    }
+    if (poll(fds, (nfds_t)nfds, wait_ms) > 0) {
+        for (int k = 0; k < nfds; k++) {
+            if (fds[k].revents != 0) {
+                proc_read(&procs[map[k]]);
+            }
+        }
+    }
+    while ((pid = perf_reap_exited(&ctx->children, &status)) > 0) {
+        for (int i = 0; i < n; i++) {
+            if (procs[i].pid == pid) {
+                procs[i].exited = 1;
+                procs[i].status = status;
+            }
+        }
+    }
+}
+
+static int proc_failed(const ucx_proc_t *p)
+{
+    return p->killed || (p->exited && !(WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0));
+}
+
+static int proc_done(const ucx_proc_t *p)
+{
+    return p->pid == 0 || (p->exited && p->fd < 0) || p->killed;
+}
+
+/* Kills every child still running (all are this measurement's). */
+static void proc_kill_all(ucx_ctx_t *ctx, ucx_proc_t *procs, int n)
+{
+    perf_kill_children(&ctx->children);
+    for (int i = 0; i < n; i++) {
+        if (procs[i].pid != 0 && !procs[i].exited) {
+            procs[i].killed = 1;
+        }
+        if (procs[i].fd >= 0) {
+            close(procs[i].fd);
+            procs[i].fd = -1;
+        }
+    }
+}
+
+/* The rest of the line after `prefix` at a line start, or NULL. */
+static const char *proc_line(const ucx_proc_t *p, const char *prefix)
+{
+    for (const char *s = p->out; s != NULL && *s != '\0';) {
+        const char *nl = strchr(s, '\n');
+
+        if (nl != NULL && strncmp(s, prefix, strlen(prefix)) == 0) {
+            return s + strlen(prefix);
+        }
+        s = nl != NULL ? nl + 1 : NULL;
+    }
+    return NULL;
+}
+
+static int interrupted(const ucx_ctx_t *ctx)
+{
+    return perf_interrupted && !ctx->cleaning;
+}
+
+/*
+ * Pumps until every proc is done or, with `line`, until procs[0] printed
+ * it. The deadline or an interrupt kills them all; so does a proc that
+ * fails, with kill_on_failure (otherwise the others finish on their own).
+ * Returns 0 when what was waited for came and nothing failed.
+ */
+static int proc_wait(ucx_ctx_t *ctx, ucx_proc_t *procs, int n, const char *line, uint64_t deadline_ns,
+                     int kill_on_failure)
+{
+    for (;;) {
+        int done = 1, failed = 0;
+
+        for (int i = 0; i < n; i++) {
+            done &= proc_done(&procs[i]);
+            failed |= proc_failed(&procs[i]);
+        }
+        if (line != NULL && proc_line(&procs[0], line) != NULL) {
+            return 0;
+        }
+        if ((done && line == NULL) || (failed && kill_on_failure) || (line != NULL && proc_done(&procs[0]))) {
+            if (!done) {
+                proc_kill_all(ctx, procs, n);
+            }
+            return done && !failed && line == NULL ? 0 : -1;
+        }
+        if (interrupted(ctx) || perf_now_ns() > deadline_ns) {
+            proc_kill_all(ctx, procs, n);
+            return -1;
+        }
+        proc_pump(ctx, procs, n, 20);
+    }
+}
+
+static uint64_t deadline_in_s(double seconds)
+{
+    return perf_now_ns() + (uint64_t)(seconds * 1e9);
+}
+
+/* "server: exited with status 1", "killed (time limit or interrupt)". */
+static void proc_describe(const ucx_proc_t *p, char *buf, size_t size)
+{
+    char how[96];
+
+    if (p->killed) {
+        snprintf(how, sizeof(how), "killed (time limit, a failed peer or an interrupt)");
+    } else if (p->exited) {
+        perf_describe_status(p->status, how, sizeof(how));
+    } else {
+        snprintf(how, sizeof(how), "not started");
+    }
+    snprintf(buf, size, "%s %s", p->what, how);
+}
+
+/* The last non-empty line of p's output, for a note. */
+static void proc_last_line(const ucx_proc_t *p, char *buf, size_t size)
+{
+    size_t end = p->len, start;
+
+    while (end > 0 && (p->out[end - 1] == '\n' || p->out[end - 1] == ' ')) {
+        end--;
+    }
+    start = end;
+    while (start > 0 && p->out[start - 1] != '\n') {
+        start--;
+    }
+    snprintf(buf, size, "%.*s", (int)(end - start), p->out + start);
+}
+
+static void add_note(char *note, size_t size, const char *fmt, ...)
+{
+    size_t  used = strlen(note);
+    va_list ap;
+
+    if (used + 2 >= size) {
+        return;
+    }
+    if (used > 0) {
+        snprintf(note + used, size - used, "; ");
+        used += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(note + used, size - used, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------ ip and netns */
+
+/* Runs `ip ARGS` (ARGS split at spaces) with a 10 s limit; out (may be
+ * NULL) gets its output. 0 when it exited with 0. */
+static int run_ip(ucx_ctx_t *ctx, char *out, size_t size, const char *fmt, ...)
+{
+    char       cmd[512], *argv[24] = {"ip"}, *save = NULL;
+    int        argc = 1, rc;
+    va_list    ap;
+    ucx_proc_t p;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    for (char *tok = strtok_r(cmd, " ", &save); tok != NULL && argc < 23; tok = strtok_r(NULL, " ", &save)) {
+        argv[argc++] = tok;
+    }
+    argv[argc] = NULL;
+    if (proc_start(ctx, &p, "ip", NULL, 0, argv, 1) != 0) {
+        return -1;
+    }
+    rc = proc_wait(ctx, &p, 1, NULL, deadline_in_s(10), 1);
+    if (out != NULL && size > 0) {
+        size_t n = p.len < size - 1 ? p.len : size - 1;
+
+        memcpy(out, p.out, n);
+        out[n] = '\0';
+    }
+    return rc;
+}
+
+/* UCX takes only interfaces that are running: waits for the carrier. */
+static int wait_carrier(ucx_ctx_t *ctx, const char *ns, const char *dev)
+{
+    char out[2048];
+
+    for (int i = 0; i < 100 && !interrupted(ctx); i++) {
+        if (run_ip(ctx, out, sizeof(out), "-n %s link show %s", ns, dev) == 0 && strstr(out, "LOWER_UP") != NULL) {
+            return 0;
+        }
+        perf_sleep_us(50000);
+    }
+    return -1;
+}
+
+static void netns_teardown(ucx_ctx_t *ctx)
+{
+    ctx->cleaning = 1;
+    for (int i = 0; i < 2; i++) {
+        if (ctx->ns[i][0] != '\0' && run_ip(ctx, NULL, 0, "netns del %s", ctx->ns[i]) != 0) {
+            fprintf(stderr, "weft-perf ucx: could not delete network namespace %s\n", ctx->ns[i]);
+        }
+        ctx->ns[i][0] = '\0';
+    }
+    ctx->cleaning = 0;
+}
+
+/* One command of the set-up; on failure, why gets its output. */
+#define NETNS_STEP(...)                                                                                              \
+    do {                                                                                                           \
+        if (run_ip(ctx, out, sizeof(out), __VA_ARGS__) != 0) {                                                     \
+            snprintf(why, size, "ip failed: %.200s", out);                                                         \
+            return -1;                                                                                             \
+        }                                                                                                          \
+    } while (0)
+
+/*
+ * Two namespaces joined by a veth pair: A (the side that puts) 10.202.0.1
+ * on weftpa0, B 10.202.0.2 on weftpb0. Fills tr; on failure why says why
+ * and the caller tears down what was made.
+ */
+static int netns_setup(ucx_ctx_t *ctx, ucx_transport_t *tr, char *why, size_t size)
+{
+    const char *a = ctx->ns[0], *b = ctx->ns[1];
+    char        out[1024];
+
+    if (geteuid() != 0) {
+        snprintf(why, size, "needs root (network namespaces)");
+        return -1;
+    }
+    snprintf(ctx->ns[0], sizeof(ctx->ns[0]), "weftPA%d", (int)getpid());
+    if (run_ip(ctx, out, sizeof(out), "netns add %s", a) != 0) {
+        ctx->ns[0][0] = '\0';
+        snprintf(why, size, "cannot create network namespaces (is ip installed?): %.200s", out);
+        return -1;
+    }
+    snprintf(ctx->ns[1], sizeof(ctx->ns[1]), "weftPB%d", (int)getpid());
+    if (run_ip(ctx, out, sizeof(out), "netns add %s", b) != 0) {
+        ctx->ns[1][0] = '\0';
+        snprintf(why, size, "cannot create network namespaces: %.200s", out);
+        return -1;
+    }
+    NETNS_STEP("link add weftpa0 netns %s type veth peer name weftpb0 netns %s", a, b);
+    NETNS_STEP("-n %s addr add 10.202.0.1/24 dev weftpa0", a);
+    NETNS_STEP("-n %s addr add 10.202.0.2/24 dev weftpb0", b);
+    NETNS_STEP("-n %s link set lo up", a);
+    NETNS_STEP("-n %s link set lo up", b);
+    NETNS_STEP("-n %s link set weftpa0 up", a);
+    NETNS_STEP("-n %s link set weftpb0 up", b);
+    if (wait_carrier(ctx, a, "weftpa0") != 0 || wait_carrier(ctx, b, "weftpb0") != 0) {
+        snprintf(why, size, "the veth pair has no carrier");
+        return -1;
+    }
+    *tr = (ucx_transport_t){.name = "tcp-netns", .tls = "tcp",
+                            .side = {{.ns = a, .dev = "weftpa0", .ip = "10.202.0.1"},
+                                     {.ns = b, .dev = "weftpb0", .ip = "10.202.0.2"}}};
+    return 0;
+}
+
+/* ----------------------------------------------------------- the cases */
+
+typedef struct ucx_case {
+    char     name[32];
+    uint64_t bytes; /* 0: the expert version */
+} ucx_case_t;
+
+typedef struct ucx_row {
+    const char *transport;
+    ucx_case_t  c;
+    uint64_t    bytes, tensors, iterations;
+    double      weft_s, weft_min_s, weft_max_s; /* NaN: not measured */
+    double      perftest_gbps;
+    uint64_t    perftest_bytes, perftest_iters, perftest_warmup;
+    int         ok;    /* every version acked, the last one's bytes right */
+    int         clean; /* and both weft processes exited with 0 */
+    char        note[1024];
+} ucx_row_t;
+
+static void case_text(const ucx_case_t *c, char *buf, size_t size)
+{
+    if (c->bytes == 0) {
+        snprintf(buf, size, "expert");
+    } else {
+        snprintf(buf, size, "%llu", (unsigned long long)c->bytes);
+    }
+}
+
+/* A generous bound on a run moving `bytes` `versions` times. */
+static double time_limit_s(uint64_t bytes, uint64_t versions)
+{
+    return 120.0 + (double)versions * (2.0 + (double)bytes / SLOW_BYTES_S);
+}
+
+static void parse_server(const ucx_proc_t *p, uint64_t iters, ucx_row_t *r)
+{
+    const char        *s = proc_line(p, "result ");
+    unsigned long long n, med, lo, hi, bytes;
+
+    if (s != NULL && sscanf(s, "iterations %llu median_ns %llu min_ns %llu max_ns %llu bytes %llu", &n, &med, &lo,
+                            &hi, &bytes) == 5) {
+        r->iterations = n;
+        r->weft_s = (double)med / 1e9;
+        r->weft_min_s = (double)lo / 1e9;
+        r->weft_max_s = (double)hi / 1e9;
+        if (n != iters) {
+            add_note(r->note, sizeof(r->note), "the server timed %llu versions, not %llu", n,
+                     (unsigned long long)iters);
+            r->ok = 0;
+        }
+        if (bytes != r->bytes) {
+            add_note(r->note, sizeof(r->note), "the server sent %llu bytes a version, not %llu", bytes,
+                     (unsigned long long)r->bytes);
+            r->ok = 0;
+        }
+    } else {
+        r->ok = 0;
+    }
+}
+
+static void parse_consumer(const ucx_proc_t *p, uint64_t versions, ucx_row_t *r)
+{
+    const char        *s = proc_line(p, "received ");
+    unsigned long long last, wrong;
+
+    if (s == NULL || sscanf(s, "%llu wrong %llu", &last, &wrong) != 2) {
+        r->ok = 0;
+        return;
+    }
+    if (last != versions || wrong != 0) {
+        add_note(r->note, sizeof(r->note), "the consumer got version %llu of %llu with %llu wrong bytes", last,
+                 (unsigned long long)versions, wrong);
+        r->ok = 0;
+    }
+}
+
+/* Notes why each failed proc failed, with its last line. */
+static void note_failures(const ucx_proc_t *procs, int n, char *note, size_t size)
+{
+    for (int i = 0; i < n; i++) {
+        char how[160], last[200];
+
+        if (!proc_failed(&procs[i]) && (procs[i].exited || procs[i].pid == 0)) {
+            continue;
+        }
+        proc_describe(&procs[i], how, sizeof(how));
+        last[0] = '\0';
+        if (procs[i].merged) {
+            proc_last_line(&procs[i], last, sizeof(last));
+        }
+        add_note(note, size, "%s%s%s", how, last[0] ? ": " : "", last);
+    }
+}
+
+/* weft: a server role on side 0, a consumer role on side 1. */
+static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
+{
+    const ucx_options_t *o = ctx->o;
+    const uint64_t       versions = o->warmup + o->iters;
+    char                 reg[WEFT_REGISTRY_NAME_MAX], cs[32], it[32], wu[32], addr[128];
+    ucx_proc_t           p[2];
+    const char          *port;
+
+    memset(p, 0, sizeof(p));
+    snprintf(reg, sizeof(reg), "weft-perf-ucx-%d-%d", (int)getpid(), ctx->number++);
+    case_text(&r->c, cs, sizeof(cs));
+    snprintf(it, sizeof(it), "%llu", (unsigned long long)o->iters);
+    snprintf(wu, sizeof(wu), "%llu", (unsigned long long)o->warmup);
+    {
+        char *const argv[] = {ctx->self, "ucx", "--role", "server", "--case", cs, "--iterations", it, "--warmup", wu,
+                              "--listen", (char *)tr->side[0].ip, "--token", ctx->token, "--registry", reg, NULL};
+
+        if (proc_start(ctx, &p[0], "weft server", tr, 0, argv, 0) != 0 ||
+            proc_wait(ctx, p, 1, "port ", deadline_in_s(READY_MS / 1000.0), 1) != 0) {
+            goto out;
+        }
+    }
+    port = proc_line(&p[0], "port ");
+    snprintf(addr, sizeof(addr), "%s:%u", tr->side[0].ip, (unsigned)strtoul(port, NULL, 10));
+    {
+        char *const argv[] = {ctx->self, "ucx", "--role", "consumer", "--case", cs, "--iterations", it, "--warmup", wu,
+                              "--connect", addr, "--token", ctx->token, NULL};
+
+        if (proc_start(ctx, &p[1], "weft consumer", tr, 1, argv, 0) != 0) {
+            proc_kill_all(ctx, p, 2);
+            goto out;
+        }
+    }
+    /* A process that fails is left to end the other: the consumer of a
+     * dead server gets a connection error; the server of a dead consumer
+     * sees it dropped. The deadline is the backstop. */
+    (void)proc_wait(ctx, p, 2, NULL, deadline_in_s(time_limit_s(r->bytes, versions)), 0);
+    r->ok = !proc_failed(&p[1]);
+    parse_server(&p[0], o->iters, r);
+    parse_consumer(&p[1], versions, r);
+out:
+    /* Every version acked and the last one right, but a process that
+     * then failed (in weft_server_destroy, say) is not a clean exit. */
+    r->clean = !proc_failed(&p[0]) && !proc_failed(&p[1]) && p[1].pid != 0;
+    if (!r->clean) {
+        note_failures(p, 2, r->note, sizeof(r->note));
+    }
+    if (!r->ok) {
+        add_note(r->note, sizeof(r->note), "the weft transfer failed");
+    }
+    (void)weft_registry_unlink(reg); /* the server's, if it died */
+}
+
+/* ---------------------------------------------------------- ucx_perftest */
+
+/* A TCP port free on this host now, for ucx_perftest's exchange. */
+static unsigned free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t          len = sizeof(sa);
+    int                fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unsigned           port = 13337; /* ucx_perftest's own default */
+
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return port;
+}
+
+/* Whether process pid (in its own network namespace) listens on port. */
+static int listening(pid_t pid, unsigned port)
+{
+    static const char *const tables[] = {"tcp", "tcp6"};
+
+    for (size_t i = 0; i < 2; i++) {
+        char  path[64], line[512];
+        FILE *f;
+        int   found = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/net/%s", (int)pid, tables[i]);
+        f = fopen(path, "r");
+        while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+            unsigned lport, state;
+
+            found = sscanf(line, " %*u: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", &lport, &state) == 2 &&
+                    lport == port && state == 0x0A; /* TCP_LISTEN */
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+        if (found) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Until the perftest server listens (or exits); 10 s at most. */
+static void wait_listening(ucx_ctx_t *ctx, ucx_proc_t *p, unsigned port)
+{
+    uint64_t deadline = deadline_in_s(10);
+
+    while (!listening(p->pid, port) && !proc_done(p) && !interrupted(ctx) && perf_now_ns() < deadline) {
+        proc_pump(ctx, p, 1, 10);
+    }
+}
+
+/*
+ * The client's put bandwidth from its "Final:" line: iterations, latency
+ * (50th percentile, average, overall, usec), bandwidth (average, overall,
+ * MB/s), message rate (average, overall). The overall bandwidth, over the
+ * whole timed run, is taken. ucx_perftest's MB is 2^20 bytes (1 MiB of a
+ * 1 MiB message in 42.976 us reads 23268.72 MB/s: 2^20 / 42.976e-6 /
+ * 2^20), so GB/s (1e9) = MB/s × 1048576 / 1e9. NaN when absent.
+ */
+static double perftest_gbps(const ucx_proc_t *client)
+{
+    const char *s = proc_line(client, "Final:");
+    double      f[6];
+
+    if (s == NULL || sscanf(s, "%lf %lf %lf %lf %lf %lf", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5]) != 6 ||
+        !(f[5] > 0)) {
+        return NAN;
+    }
+    return f[5] * 1048576.0 / 1e9;
+}
+
+/* One ucx_perftest run: its size and counts, what it gave. */
+typedef struct perftest_run {
+    uint64_t bytes, iters, warmup;
+    double   gbps;     /* NaN: none */
+    int      own_fail; /* the client failed by itself (not killed) */
+} perftest_run_t;
+
+/*
+ * ucx_perftest moves n × bytes where weft moves one version per timed
+ * iteration, and its ucp_put_bw over UCX 1.13's tcp can run at tens of
+ * MB/s: past PERFTEST_MAX_BYTES in all, its counts are cut (noted).
+ */
+static void perftest_counts(const ucx_options_t *o, uint64_t bytes, perftest_run_t *run)
+{
+    run->bytes = bytes;
+    run->iters = o->iters;
+    run->warmup = o->warmup;
+    if (bytes * (o->iters + o->warmup) > PERFTEST_MAX_BYTES) {
+        uint64_t n = PERFTEST_MAX_BYTES / bytes;
+
+        run->iters = n < 2 ? 2 : n < o->iters ? n : o->iters;
+        run->warmup = o->warmup < 1 ? o->warmup : 1;
+    }
+}
+
+/* Runs ucx_perftest's server on side 1, then its client on side 0. */
+static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *run, ucx_proc_t p[2])
+{
+    const unsigned port = free_port();
+    char           ps[16], sz[32], it[32], wu[32];
+    char *const    server[] = {ctx->perftest, "-p", ps, NULL};
+    char *const    client[] = {ctx->perftest, (char *)tr->side[1].ip, "-p", ps, "-t", "ucp_put_bw", "-s", sz,
+                               "-n", it, "-w", wu, NULL};
+
+    snprintf(ps, sizeof(ps), "%u", port);
+    snprintf(sz, sizeof(sz), "%llu", (unsigned long long)run->bytes);
+    snprintf(it, sizeof(it), "%llu", (unsigned long long)run->iters);
+    snprintf(wu, sizeof(wu), "%llu", (unsigned long long)run->warmup);
+    if (proc_start(ctx, &p[1], "ucx_perftest server", tr, 1, server, 1) != 0) {
+        return -1;
+    }
+    wait_listening(ctx, &p[1], port);
+    if (proc_start(ctx, &p[0], "ucx_perftest client", tr, 0, client, 1) != 0) {
+        proc_kill_all(ctx, p, 2);
+        return -1;
+    }
+    return 0;
+}
+
+/* One ucx_perftest run; run->gbps NaN (and a note) on failure. */
+static void perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_run_t *run, char *note, size_t size)
+{
+    ucx_proc_t p[2]; /* the client, which puts, first */
+
+    memset(p, 0, sizeof(p));
+    run->gbps = NAN;
+    run->own_fail = 0;
+    if (perftest_start(ctx, tr, run, p) != 0) {
+        return;
+    }
+    if (proc_wait(ctx, p, 2, NULL, deadline_in_s(time_limit_s(run->bytes, run->warmup + run->iters)), 1) == 0) {
+        run->gbps = perftest_gbps(&p[0]);
+    }
+    if (isnan(run->gbps)) {
+        note_failures(p, 2, note, size);
+        if (!proc_failed(&p[0])) {
+            add_note(note, size, "ucx_perftest at %llu bytes printed no Final line", (unsigned long long)run->bytes);
+        }
+        run->own_fail = p[0].exited && !p[0].killed;
+    }
+}
+
+/*
+ * ucx_perftest at the row's size. For the expert version, one message of
+ * the whole version's bytes; should ucx_perftest refuse it (fail on its
+ * own, not run out of time), smaller ones, halving, noted. A failure is a
+ * note, not a failed row.
+ */
+static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
+{
+    perftest_run_t run = {.gbps = NAN, .own_fail = 1};
+    uint64_t       bytes = r->bytes;
+
+    if (ctx->perftest[0] == '\0') {
+        add_note(r->note, sizeof(r->note), "ucx_perftest: not found on PATH (Debian: ucx-utils)");
+        return;
+    }
+    for (int i = 0; i < (r->c.bytes == 0 ? PERFTEST_TRYS : 1) && isnan(run.gbps) && run.own_fail &&
+                    !interrupted(ctx);
+         i++, bytes /= 2) {
+        perftest_counts(ctx->o, bytes, &run);
+        perftest_once(ctx, tr, &run, r->note, sizeof(r->note));
+    }
+    r->perftest_gbps = run.gbps;
+    r->perftest_bytes = run.bytes;
+    r->perftest_iters = run.iters;
+    r->perftest_warmup = run.warmup;
+    if (isnan(run.gbps)) {
+        return;
+    }
+    if (run.bytes != r->bytes) {
+        add_note(r->note, sizeof(r->note), "ucx_perftest measured at %llu-byte messages",
+                 (unsigned long long)run.bytes);
+    }
+    if (run.iters != ctx->o->iters || run.warmup != ctx->o->warmup) {
+        add_note(r->note, sizeof(r->note), "ucx_perftest ran -n %llu -w %llu (%llu GiB at most in all)",
+                 (unsigned long long)run.iters, (unsigned long long)run.warmup,
+                 (unsigned long long)(PERFTEST_MAX_BYTES >> 30));
+    }
+}
+
+static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_case_t *c, ucx_row_t *r)
+{
+    ucx_workload_t w;
+
+    memset(r, 0, sizeof(*r));
+    r->transport = tr->name;
+    r->c = *c;
+    r->weft_s = r->weft_min_s = r->weft_max_s = r->perftest_gbps = NAN;
+    if (workload_make(c->bytes, &w) != 0) {
+        add_note(r->note, sizeof(r->note), "out of memory");
+        return;
+    }
+    r->bytes = w.bytes;
+    r->tensors = w.count;
+    free(w.t);
+    run_weft(ctx, tr, r);
+    if (!interrupted(ctx)) {
+        run_perftest(ctx, tr, r);
+    }
+}
+
+/* -------------------------------------------------------------- output */
+
+static double gbps(uint64_t bytes, double seconds)
+{
+    return (double)bytes / seconds / 1e9; /* NaN stays NaN */
+}
+
+/* "-" for NaN: a figure that was not measured. */
+static const char *num(char *buf, size_t size, double value, int decimals)
+{
+    if (isfinite(value)) {
+        snprintf(buf, size, "%.*f", decimals, value);
+    } else {
+        snprintf(buf, size, "-");
+    }
+    return buf;
+}
+
+/* A number with %.6g (seconds need more than json.c's 3 decimals), or
+ * null; keeps perf_json_t's field count and separator. */
+static void json_number_g(perf_json_t *json, const char *key, double value)
+{
+    fprintf(json->out, "%s\"%s\": ", json->fields++ > 0 ? ", " : "", key);
+    if (isfinite(value)) {
+        fprintf(json->out, "%.6g", value);
+    } else {
+        fputs("null", json->out);
+    }
+}
+
+static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cpus)
+{
+    const ucx_options_t *o = ctx->o;
+
+    perf_print_host(stdout, cpus);
+    printf("# UCX %s; ucx_perftest: %s\n", ucx_version, ctx->perftest[0] ? ctx->perftest : "not found (no peer)");
+    printf("# weft: a server process (host registry + weft_server) and a consumer process (weft_remote_receive into "
+           "host memory);\n# median time from weft_registry_publish to weft_registry_wait_consumers over %llu versions "
+           "after %llu warm-up\n# (fill not timed; the last version checked byte for byte); GB/s = 1e9 bytes/s\n",
+           (unsigned long long)o->iters, (unsigned long long)o->warmup);
+    printf("# ucx_perftest -t ucp_put_bw -s BYTES -n %llu -w %llu, its Final overall bandwidth (MB = 2^20 bytes) in "
+           "GB/s;\n# its client puts from the weft server's side to its server on the consumer's side; past %llu GiB "
+           "in all, fewer iterations (noted)\n",
+           (unsigned long long)o->iters, (unsigned long long)o->warmup,
+           (unsigned long long)(PERFTEST_MAX_BYTES >> 30));
+    printf("# tcp-netns: namespaces weftPA%d (10.202.0.1) and weftPB%d (10.202.0.2), a veth pair, UCX_TLS=tcp; "
+           "shm: this host, UCX_TLS=sm,self\n",
+           (int)getpid(), (int)getpid());
+    printf("# expert: one Qwen3-30B-A3B layer's FP8 experts, 128 x (W, WT, scale) of gate_up_proj and down_proj\n");
+    printf("# target: ratio (weft / ucx_perftest) >= %.1f\n", TARGET);
+    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s\n", "transport", "case", "bytes", "tensors", "weft_med_ms",
+           "weft_GB/s", "perftest_GB/s", "ratio");
+}
+
+static void print_row(const ucx_row_t *r)
+{
+    const double weft = gbps(r->bytes, r->weft_s);
+    char         b[4][32];
+
+    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s%s\n", r->transport, r->c.name, (unsigned long long)r->bytes,
+           (unsigned long long)r->tensors, num(b[0], 32, r->weft_s * 1e3, 3), num(b[1], 32, weft, 3),
+           num(b[2], 32, r->perftest_gbps, 3), num(b[3], 32, weft / r->perftest_gbps, 3), !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
+    if (r->note[0] != '\0') {
+        printf("#   %s %s: %s\n", r->transport, r->c.name, r->note);
+    }
+}
+
+static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_row_t *r)
+{
+    const double weft = gbps(r->bytes, r->weft_s);
+    char         host[256];
+    perf_json_t  j;
+
+    perf_host_name(host, sizeof(host));
+    perf_json_begin(&j, stdout);
+    perf_json_str(&j, "command", "ucx");
+    perf_json_str(&j, "date", ctx->date);
+    perf_json_str(&j, "host", host);
+    perf_json_str(&j, "libweft", weft_version());
+    perf_json_str(&j, "ucx_version", ucx_version);
+    perf_json_str(&j, "transport", r->transport);
+    perf_json_str(&j, "case", r->c.name);
+    perf_json_uint(&j, "bytes", r->bytes);
+    perf_json_uint(&j, "tensors", r->tensors);
+    perf_json_uint(&j, "iterations", ctx->o->iters);
+    perf_json_uint(&j, "warmup", ctx->o->warmup);
+    json_number_g(&j, "weft_seconds_median", r->weft_s);
+    json_number_g(&j, "weft_seconds_min", r->weft_min_s);
+    json_number_g(&j, "weft_seconds_max", r->weft_max_s);
+    perf_json_double(&j, "weft_gbps", weft);
+    perf_json_double(&j, "ucx_perftest_gbps", r->perftest_gbps);
+    if (isnan(r->perftest_gbps)) {
+        json_number_g(&j, "ucx_perftest_bytes", NAN);
+        json_number_g(&j, "ucx_perftest_iterations", NAN);
+        json_number_g(&j, "ucx_perftest_warmup", NAN);
+    } else {
+        perf_json_uint(&j, "ucx_perftest_bytes", r->perftest_bytes);
+        perf_json_uint(&j, "ucx_perftest_iterations", r->perftest_iters);
+        perf_json_uint(&j, "ucx_perftest_warmup", r->perftest_warmup);
+    }
+    perf_json_double(&j, "ratio_ucx_perftest", weft / r->perftest_gbps);
+    perf_json_double(&j, "target", TARGET);
+    perf_json_bool(&j, "ok", r->ok);
+    perf_json_bool(&j, "clean_exit", r->clean);
+    perf_json_str(&j, "notes", r->note);
+    perf_json_end(&j);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void utc_date(char *buf, size_t size)
+{
+    time_t    now = time(NULL);
+    struct tm tm;
+
+    if (gmtime_r(&now, &tm) == NULL || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        snprintf(buf, size, "unknown");
+    }
+}
+
+/* ucx_perftest's full name from PATH into buf; "" when absent. */
+static void find_on_path(const char *prog, char *buf, size_t size)
+{
+    const char *path = getenv("PATH");
+    char       *copy = strdup(path != NULL ? path : ""), *save = NULL;
+
+    buf[0] = '\0';
+    for (char *dir = copy != NULL ? strtok_r(copy, ":", &save) : NULL; dir != NULL && buf[0] == '\0';
+         dir = strtok_r(NULL, ":", &save)) {
+        snprintf(buf, size, "%s/%s", dir, prog);
+        if (dir[0] != '/' || access(buf, X_OK) != 0) {
+            buf[0] = '\0';
+        }
+    }
+    free(copy);
+}
+
+/* This program, to run its roles: the running executable itself. */
+static int find_self(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+
+    if (n <= 0) {
+        fprintf(stderr, "weft-perf ucx: cannot find this program: %s\n", strerror(errno));
+        return -1;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+static void size_name(uint64_t bytes, char *buf, size_t size)
+{
+    if (bytes % (UINT64_C(1) << 30) == 0) {
+        snprintf(buf, size, "%lluG", (unsigned long long)(bytes >> 30));
+    } else if (bytes % (UINT64_C(1) << 20) == 0) {
+        snprintf(buf, size, "%lluM", (unsigned long long)(bytes >> 20));
+    } else if (bytes % 1024 == 0) {
+        snprintf(buf, size, "%lluK", (unsigned long long)(bytes >> 10));
+    } else {
+        snprintf(buf, size, "%llu", (unsigned long long)bytes);
+    }
+}
+
+/* Every case on one transport; returns 1 when a weft transfer failed.
+ * *rows counts the rows printed. */
+static int run_transport(ucx_ctx_t *ctx, const ucx_transport_t *tr, const char *ucx_version, int *rows)
+{
+    const ucx_options_t *o = ctx->o;
+    int                  failed = 0;
+
+    for (size_t i = 0; i < o->nsizes + (o->expert ? 1 : 0) && !interrupted(ctx); i++) {
+        ucx_case_t c = {.bytes = i < o->nsizes ? o->sizes[i] : 0};
+        ucx_row_t  r;
+
+        if (c.bytes == 0) {
+            snprintf(c.name, sizeof(c.name), "expert");
+        } else {
+            size_name(c.bytes, c.name, sizeof(c.name));
+        }
+        measure_row(ctx, tr, &c, &r);
+        if (interrupted(ctx)) {
+            break;
+        }
+        if (o->json) {
+            print_json(ctx, ucx_version, &r);
+        } else {
+            print_row(&r);
+        }
+        fflush(stdout);
+        failed |= !r.ok;
+        (*rows)++;
+    }
+    return failed;
+}
+
+static void skipped(const ucx_ctx_t *ctx, const char *transport, const char *why)
+{
+    if (ctx->o->json) {
+        fprintf(stderr, "weft-perf ucx: %s skipped: %s\n", transport, why);
+    } else {
+        printf("# %s skipped: %s\n", transport, why);
+    }
+}
+
+/* 0: every weft transfer succeeded; 1: one failed; EXIT_SKIP: no row. */
+static int run_all(ucx_ctx_t *ctx, const char *ucx_version)
+{
+    const ucx_transport_t shm = {.name = "shm", .tls = "sm,self",
+                                 .side = {{.ip = "127.0.0.1"}, {.ip = "127.0.0.1"}}};
+    int                   failed = 0, rows = 0;
+
+    if (ctx->o->transports & TR_TCP_NETNS) {
+        ucx_transport_t tcp;
+        char            why[300] = "";
+
+        if (netns_setup(ctx, &tcp, why, sizeof(why)) == 0) {
+            failed |= run_transport(ctx, &tcp, ucx_version, &rows);
+        } else if (!interrupted(ctx)) {
+            skipped(ctx, "tcp-netns", why);
+        }
+        netns_teardown(ctx);
+    }
+    if ((ctx->o->transports & TR_SHM) && !interrupted(ctx)) {
+        failed |= run_transport(ctx, &shm, ucx_version, &rows);
+    }
+    if (rows == 0 && !failed && !interrupted(ctx)) {
+        fprintf(stderr, "weft-perf ucx: nothing measured: skipped\n");
+        return EXIT_SKIP;
+    }
+    return failed;
+}
+
+int perf_cmd_ucx(int argc, char **argv)
+{
+    ucx_options_t       o;
+    ucx_ctx_t           ctx;
+    weft_backend_info_t info = {0};
+    int                 cpu[2], cpus, rc = parse_options(argc, argv, &o);
+
+    if (rc != 0) {
+        return rc == 1 ? 0 : rc;
+    }
+    if (o.role != NULL) {
+        return run_role(&o);
+    }
+    if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled || !info.available) {
+        fprintf(stderr, "weft-perf ucx: libweft has no usable UCX (%s): skipped\n",
+                info.compiled ? "not found at run time" : "not in this build");
+        return EXIT_SKIP;
+    }
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.o = &o;
+    if (find_self(ctx.self, sizeof(ctx.self)) != 0 || perf_catch_interrupts() != 0) {
+        return 1;
+    }
+    find_on_path("ucx_perftest", ctx.perftest, sizeof(ctx.perftest));
+    snprintf(ctx.token, sizeof(ctx.token), "weft-perf-ucx-%d-%llx", (int)getpid(),
+             (unsigned long long)perf_now_ns());
+    utc_date(ctx.date, sizeof(ctx.date));
+    cpus = perf_cpus_allowed(cpu);
+    if (!o.json) {
+        print_preamble(&ctx, info.version[0] ? info.version : "unknown", cpus);
+        fflush(stdout);
+    }
+    rc = run_all(&ctx, info.version[0] ? info.version : "unknown");
+    if (perf_interrupted) {
+        fprintf(stderr, "weft-perf ucx: interrupted\n");
+        return 1;
+    }
+    return rc;
+}
