@@ -35,9 +35,13 @@ weft_status_t weft_ucx_status(ucs_status_t status, const char *what)
 weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
 {
     ucp_params_t        params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                                  .features = UCP_FEATURE_RMA};
-    ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+                                  .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
+    ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE |
+                                                 UCP_WORKER_PARAM_FIELD_EVENTS,
+                                   .thread_mode = UCS_THREAD_MODE_SINGLE,
+                                   /* Puts emulated over TCP or shared memory
+                                    * need the target to progress: wake it. */
+                                   .events = UCP_WAKEUP_RMA | UCP_WAKEUP_TX | UCP_WAKEUP_RX};
     ucp_config_t       *config;
     weft_status_t       status;
 
@@ -56,6 +60,13 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
     if (status != WEFT_OK) {
         ucp_cleanup(ucx->context);
         ucx->context = NULL;
+        return status;
+    }
+    status = weft_ucx_status(ucp_worker_get_efd(ucx->worker, &ucx->efd), "ucp_worker_get_efd");
+    if (status != WEFT_OK) {
+        ucp_worker_destroy(ucx->worker);
+        ucp_cleanup(ucx->context);
+        memset(ucx, 0, sizeof(*ucx));
         return status;
     }
     weft_log_debug("ucx: %s: context and worker ready (UCX %s)", who, ucp_get_version_string());
@@ -77,6 +88,12 @@ void weft_ucx_progress(weft_ucx_t *ucx)
 {
     while (ucp_worker_progress(ucx->worker) != 0) {
     }
+}
+
+int weft_ucx_arm(weft_ucx_t *ucx)
+{
+    weft_ucx_progress(ucx);
+    return ucp_worker_arm(ucx->worker) == UCS_OK;
 }
 
 weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,

@@ -23,6 +23,7 @@
 typedef struct weft_ucx {
     ucp_context_h context;
     ucp_worker_h  worker;
+    int           efd; /* becomes readable when the worker has work (after arm) */
 } weft_ucx_t;
 
 weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who);
@@ -33,6 +34,11 @@ weft_status_t weft_ucx_status(ucs_status_t status, const char *what);
 
 /* Drives the worker until it has nothing more to do right now. */
 void weft_ucx_progress(weft_ucx_t *ucx);
+
+/* Progresses, then arms the worker's wake-up: 1 when the caller may sleep
+ * in poll() on ucx->efd (it becomes readable on new work), 0 when more
+ * work is already there. */
+int weft_ucx_arm(weft_ucx_t *ucx);
 
 /* Waits for a request from a *_nbx call (NULL: done already). */
 weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,

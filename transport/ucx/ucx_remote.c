@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT_US 30000000u
-#define RECEIVE_POLL_MS    1
+#define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
 
 /* One contiguous stretch of receive memory, registered once. */
 typedef struct remote_region {
@@ -36,6 +36,7 @@ struct weft_remote {
     uint32_t         server_address_length;
     ucp_ep_h         ep;             /* ours to the server: see connect_back */
     int              ep_failed;
+    int              ep_err_mode;    /* the endpoint reports peer failures */
     remote_region_t *regions;
     uint32_t         region_count;
     uint32_t         consumer; /* the server's registry consumer id */
@@ -204,6 +205,7 @@ static weft_status_t connect_back(struct weft_remote *r)
     };
     ucs_status_t created = ucp_ep_create(r->ucx.worker, &params, &r->ep);
 
+    r->ep_err_mode = created == UCS_OK;
     if (created == UCS_ERR_UNREACHABLE) {
         /* Shared-memory transports cannot report a peer's failure. */
         params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -303,8 +305,9 @@ static void remote_free(struct weft_remote *r)
         close(r->fd);
     }
     if (r->ep != NULL) {
+        /* Forcing needs peer failure handling; without it, flush. */
         ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                     .flags = UCP_EP_CLOSE_FLAG_FORCE};
+                                     .flags = r->ep_err_mode ? UCP_EP_CLOSE_FLAG_FORCE : 0};
         (void)weft_ucx_wait(&r->ucx, ucp_ep_close_nbx(r->ep, &param),
                             weft_deadline_ns(weft_time_ns(), 1000000), "closing the endpoint");
     }
@@ -406,13 +409,17 @@ WEFT_API weft_status_t weft_remote_receive(weft_remote_h r, uint64_t after_versi
         /* Puts over some transports (TCP) need the target to progress. */
         weft_ucx_progress(&r->ucx);
         if (!weft_boot_readable(r->fd)) {
-            struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+            struct pollfd pfd[2] = {{.fd = r->fd, .events = POLLIN},
+                                    {.fd = r->ucx.efd, .events = POLLIN}};
 
             if (weft_time_ns() >= deadline) {
                 return WEFT_ERR_TIMEOUT;
             }
-            /* Sleep briefly on the socket, then progress again. */
-            (void)poll(&pfd, 1, RECEIVE_POLL_MS);
+            /* Sleep until the server writes or UCX has work (incoming
+             * puts need our progress); unarmed means work is there now. */
+            if (weft_ucx_arm(&r->ucx)) {
+                (void)poll(pfd, 2, RECEIVE_POLL_MS);
+            }
             continue;
         }
         status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));

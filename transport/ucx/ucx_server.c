@@ -38,7 +38,8 @@
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
 #define MAX_PEERS            1024u
-#define POLL_MS              1
+#define POLL_MS              1       /* idle, no consumer */
+#define POLL_IDLE_NS         50000L  /* idle, consumers connected */
 
 typedef enum peer_state {
     PEER_HELLO,    /* waiting for HELLO */
@@ -64,6 +65,7 @@ typedef struct peer {
     uint64_t            deadline;
     ucp_ep_h            ep;
     int                 ep_failed;
+    int                 ep_err_mode; /* the endpoint reports peer failures */
     peer_region_t      *regions;
     uint32_t            region_count;
     weft_plan_h         plan;
@@ -96,6 +98,7 @@ struct weft_server {
 
     pthread_t       thread;
     atomic_int      stop;
+    int             stopping; /* the thread is shutting down: close at once */
     peer_t         *peers[MAX_PEERS];
     uint32_t        peer_count;
 
@@ -186,8 +189,9 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
         /* A failed endpoint is closed at once. A live one (a timeout, a
          * refusal) closes gracefully, letting its puts end: force-closing
          * a TCP endpoint with puts in flight has crashed UCX 1.13 here. */
+        int                 force = p->ep_err_mode && (p->ep_failed || s->stopping);
         ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                     .flags = p->ep_failed ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+                                     .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
         p->close = ucp_ep_close_nbx(p->ep, &param);
         p->ep = NULL;
     }
@@ -408,6 +412,8 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
                 .err_handler = {.cb = ep_error, .arg = p},
             };
             ucs_status_t created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
+
+            p->ep_err_mode = created == UCS_OK;
 
             /* Shared-memory transports cannot report a peer's failure;
              * without that mode the bootstrap connection and the timeout
@@ -737,7 +743,7 @@ static void accept_peers(struct weft_server *s)
 static void *server_main(void *arg)
 {
     struct weft_server *s = arg;
-    struct pollfd      *fds = calloc(MAX_PEERS + 1, sizeof(*fds));
+    struct pollfd      *fds = calloc(MAX_PEERS + 2, sizeof(*fds)); /* UCX, listener, peers */
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -750,21 +756,33 @@ static void *server_main(void *arg)
         for (uint32_t i = 0; i < s->peer_count; i++) {
             busy |= s->peers[i]->state == PEER_SENDING || s->peers[i]->state == PEER_FLUSHING;
         }
+        /* Sleep only when UCX has nothing to do either: its fd wakes us. */
+        if (!busy) {
+            busy = !weft_ucx_arm(&s->ucx);
+        }
+        fds[n++] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
 
         fds[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         for (uint32_t i = 0; i < s->peer_count; i++) {
             fds[n++] = (struct pollfd){.fd = s->peers[i]->fd, .events = POLLIN};
         }
-        /* Puts in flight need progress, not sleep. */
-        (void)poll(fds, n, busy ? 0 : POLL_MS);
+        /* Puts in flight need progress, not sleep. Idle, it looks for a new
+         * version every POLL_IDLE_NS while consumers are connected (a
+         * publish wakes a futex, which poll cannot wait on). */
+        {
+            struct timespec ts = {.tv_sec = 0,
+                                  .tv_nsec = busy ? 0 : s->peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
+            (void)ppoll(fds, n, &ts, NULL);
+        }
         weft_ucx_progress(&s->ucx);
-        if (fds[0].revents & POLLIN) {
+        if (fds[1].revents & POLLIN) {
             accept_peers(s);
         }
-        for (uint32_t i = 0; i + 1 < n && i < s->peer_count; i++) {
+        for (uint32_t i = 0; i + 2 < n && i < s->peer_count; i++) {
             peer_t *p = s->peers[i];
 
-            if (p->fd >= 0 && p->fd == fds[i + 1].fd && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            if (p->fd >= 0 && p->fd == fds[i + 2].fd &&
+                (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) {
                 peer_read(p);
             }
         }
@@ -785,7 +803,8 @@ static void *server_main(void *arg)
             pthread_mutex_unlock(&s->stats_lock);
         }
     }
-    /* Shutting down: drop everyone, let UCX finish, release the lease. */
+    /* Shutting down: drop everyone, let UCX finish, release the leases. */
+    s->stopping = 1;
     for (uint32_t i = 0; i < s->peer_count; i++) {
         peer_drop(s->peers[i], WEFT_ERR_CANCELED, "the server stops");
     }
