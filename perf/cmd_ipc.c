@@ -1179,33 +1179,6 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
 
 /* -------------------------------------------------------------- output */
 
-static double gbps(uint64_t bytes, double seconds)
-{
-    return (double)bytes / seconds / 1e9; /* NaN stays NaN */
-}
-
-/* "-" for NaN: a figure that was not measured. */
-static const char *num(char *buf, size_t size, double value, int decimals)
-{
-    if (isfinite(value)) {
-        snprintf(buf, size, "%.*f", decimals, value);
-    } else {
-        snprintf(buf, size, "-");
-    }
-    return buf;
-}
-
-/* A number with %.6g (seconds need more than json.c's 3 decimals), or
- * null; keeps perf_json_t's field count and separator. */
-static void json_number_g(perf_json_t *json, const char *key, double value)
-{
-    fprintf(json->out, "%s\"%s\": ", json->fields++ > 0 ? ", " : "", key);
-    if (isfinite(value)) {
-        fprintf(json->out, "%.6g", value);
-    } else {
-        fputs("null", json->out);
-    }
-}
 
 static void json_targets(perf_json_t *json)
 {
@@ -1249,8 +1222,8 @@ static void print_preamble(const ipc_options_t *o, const ipc_probe_t *p, int cpu
 
 static void print_row(const ipc_case_t *c, const ipc_result_t *r)
 {
-    const double weft = gbps(r->bytes, r->weft_s), ceiling = gbps(r->bytes, r->ceiling_s);
-    const double nccl = gbps(r->bytes, r->nccl_s), torch = gbps(r->bytes, r->torch_s);
+    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
+    const double nccl = perf_gbps(r->bytes, r->nccl_s), torch = perf_gbps(r->bytes, r->torch_s);
     char         b[8][32], wrong[32];
 
     if (r->verified) {
@@ -1260,9 +1233,9 @@ static void print_row(const ipc_case_t *c, const ipc_result_t *r)
     }
     printf("%-13s %-9s %7llu %7llu %13llu %10s %12s %10s %11s %10s %7s %8s %11s%s\n", c->w->name,
            c->cross ? "cross_gpu" : "same_gpu", (unsigned long long)r->tensors, (unsigned long long)r->ranges,
-           (unsigned long long)r->bytes, num(b[0], 32, weft, 1), num(b[1], 32, ceiling, 1), num(b[2], 32, nccl, 1),
-           num(b[3], 32, torch, 1), num(b[4], 32, weft / ceiling, 3), num(b[5], 32, weft / nccl, 3),
-           num(b[6], 32, weft / torch, 3), wrong, r->ok ? "" : "  FAILED");
+           (unsigned long long)r->bytes, perf_num(b[0], 32, weft, 1), perf_num(b[1], 32, ceiling, 1), perf_num(b[2], 32, nccl, 1),
+           perf_num(b[3], 32, torch, 1), perf_num(b[4], 32, weft / ceiling, 3), perf_num(b[5], 32, weft / nccl, 3),
+           perf_num(b[6], 32, weft / torch, 3), wrong, r->ok ? "" : "  FAILED");
     printf("#   %s %s: %llu ranges before merging; torch: %s%s%s\n", c->w->name, c->cross ? "cross_gpu" : "same_gpu",
            (unsigned long long)r->ranges_uncoalesced, r->torch_note, r->note[0] ? "; " : "", r->note);
 }
@@ -1270,8 +1243,8 @@ static void print_row(const ipc_case_t *c, const ipc_result_t *r)
 static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char *date, const ipc_case_t *c,
                        const ipc_result_t *r)
 {
-    const double weft = gbps(r->bytes, r->weft_s), ceiling = gbps(r->bytes, r->ceiling_s);
-    const double nccl = gbps(r->bytes, r->nccl_s), torch = gbps(r->bytes, r->torch_s);
+    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
+    const double nccl = perf_gbps(r->bytes, r->nccl_s), torch = perf_gbps(r->bytes, r->torch_s);
     char         host[256];
     perf_json_t  j;
 
@@ -1298,7 +1271,7 @@ static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char 
     perf_json_uint(&j, "bytes", r->bytes);
     perf_json_uint(&j, "iterations", o->iters);
     perf_json_uint(&j, "warmup", o->warmup);
-    json_number_g(&j, "weft_seconds_median", r->weft_s);
+    perf_json_number_g(&j, "weft_seconds_median", r->weft_s);
     perf_json_double(&j, "weft_gbps", weft);
     perf_json_double(&j, "peer_copy_gbps", c->cross ? ceiling : NAN);
     perf_json_double(&j, "d2d_gbps", c->cross ? NAN : ceiling);
@@ -1313,7 +1286,7 @@ static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char 
     if (r->verified) {
         perf_json_uint(&j, "wrong_bytes", r->wrong_bytes);
     } else {
-        json_number_g(&j, "wrong_bytes", NAN);
+        perf_json_number_g(&j, "wrong_bytes", NAN);
     }
     perf_json_bool(&j, "ok", r->ok);
     perf_json_str(&j, "notes", r->note);

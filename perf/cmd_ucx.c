@@ -1344,33 +1344,6 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
 
 /* -------------------------------------------------------------- output */
 
-static double gbps(uint64_t bytes, double seconds)
-{
-    return (double)bytes / seconds / 1e9; /* NaN stays NaN */
-}
-
-/* "-" for NaN: a figure that was not measured. */
-static const char *num(char *buf, size_t size, double value, int decimals)
-{
-    if (isfinite(value)) {
-        snprintf(buf, size, "%.*f", decimals, value);
-    } else {
-        snprintf(buf, size, "-");
-    }
-    return buf;
-}
-
-/* A number with %.6g (seconds need more than json.c's 3 decimals), or
- * null; keeps perf_json_t's field count and separator. */
-static void json_number_g(perf_json_t *json, const char *key, double value)
-{
-    fprintf(json->out, "%s\"%s\": ", json->fields++ > 0 ? ", " : "", key);
-    if (isfinite(value)) {
-        fprintf(json->out, "%.6g", value);
-    } else {
-        fputs("null", json->out);
-    }
-}
 
 static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cpus)
 {
@@ -1398,12 +1371,12 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
 
 static void print_row(const ucx_row_t *r)
 {
-    const double weft = gbps(r->bytes, r->weft_s);
+    const double weft = perf_gbps(r->bytes, r->weft_s);
     char         b[4][32];
 
     printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s%s\n", r->transport, r->c.name, (unsigned long long)r->bytes,
-           (unsigned long long)r->tensors, num(b[0], 32, r->weft_s * 1e3, 3), num(b[1], 32, weft, 3),
-           num(b[2], 32, r->perftest_gbps, 3), num(b[3], 32, weft / r->perftest_gbps, 3), !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
+           (unsigned long long)r->tensors, perf_num(b[0], 32, r->weft_s * 1e3, 3), perf_num(b[1], 32, weft, 3),
+           perf_num(b[2], 32, r->perftest_gbps, 3), perf_num(b[3], 32, weft / r->perftest_gbps, 3), !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
     if (r->note[0] != '\0') {
         printf("#   %s %s: %s\n", r->transport, r->c.name, r->note);
     }
@@ -1411,7 +1384,7 @@ static void print_row(const ucx_row_t *r)
 
 static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_row_t *r)
 {
-    const double weft = gbps(r->bytes, r->weft_s);
+    const double weft = perf_gbps(r->bytes, r->weft_s);
     char         host[256];
     perf_json_t  j;
 
@@ -1428,15 +1401,15 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_uint(&j, "tensors", r->tensors);
     perf_json_uint(&j, "iterations", ctx->o->iters);
     perf_json_uint(&j, "warmup", ctx->o->warmup);
-    json_number_g(&j, "weft_seconds_median", r->weft_s);
-    json_number_g(&j, "weft_seconds_min", r->weft_min_s);
-    json_number_g(&j, "weft_seconds_max", r->weft_max_s);
+    perf_json_number_g(&j, "weft_seconds_median", r->weft_s);
+    perf_json_number_g(&j, "weft_seconds_min", r->weft_min_s);
+    perf_json_number_g(&j, "weft_seconds_max", r->weft_max_s);
     perf_json_double(&j, "weft_gbps", weft);
     perf_json_double(&j, "ucx_perftest_gbps", r->perftest_gbps);
     if (isnan(r->perftest_gbps)) {
-        json_number_g(&j, "ucx_perftest_bytes", NAN);
-        json_number_g(&j, "ucx_perftest_iterations", NAN);
-        json_number_g(&j, "ucx_perftest_warmup", NAN);
+        perf_json_number_g(&j, "ucx_perftest_bytes", NAN);
+        perf_json_number_g(&j, "ucx_perftest_iterations", NAN);
+        perf_json_number_g(&j, "ucx_perftest_warmup", NAN);
     } else {
         perf_json_uint(&j, "ucx_perftest_bytes", r->perftest_bytes);
         perf_json_uint(&j, "ucx_perftest_iterations", r->perftest_iters);

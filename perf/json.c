@@ -71,3 +71,13 @@ void perf_json_end(perf_json_t *json)
 {
     fputs("}\n", json->out);
 }
+
+void perf_json_number_g(perf_json_t *json, const char *key, double value)
+{
+    fprintf(json->out, "%s\"%s\": ", json->fields++ > 0 ? ", " : "", key);
+    if (isfinite(value)) {
+        fprintf(json->out, "%.6g", value);
+    } else {
+        fputs("null", json->out);
+    }
+}

@@ -17,6 +17,9 @@ void perf_json_int(perf_json_t *json, const char *key, int64_t value);
 /* NaN and infinities, which JSON lacks, are written as null. */
 void perf_json_double(perf_json_t *json, const char *key, double value);
 void perf_json_bool(perf_json_t *json, const char *key, int value);
+/* A number with %.6g (seconds need more than perf_json_double's 3
+ * decimals); NaN and infinities as null. */
+void perf_json_number_g(perf_json_t *json, const char *key, double value);
 /* Closes the object and ends the line. */
 void perf_json_end(perf_json_t *json);
 

@@ -1,7 +1,11 @@
 /* Percentiles by nearest rank: every figure reported is a sample that was
- * seen, never an interpolation between two. */
+ * seen, never an interpolation between two.
+ * Also the GB/s and "-" helpers every bandwidth table uses. */
+
 #include "stats.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static int compare_u64(const void *a, const void *b)
@@ -36,4 +40,19 @@ void perf_latency_summarize(uint64_t *samples, size_t n, perf_latency_t *out)
     out->p99_us = (double)perf_percentile(samples, n, 990) / 1e3;
     out->p999_us = (double)perf_percentile(samples, n, 999) / 1e3;
     out->max_us = n > 0 ? (double)samples[n - 1] / 1e3 : 0.0;
+}
+
+double perf_gbps(uint64_t bytes, double seconds)
+{
+    return (double)bytes / seconds / 1e9;
+}
+
+const char *perf_num(char *buf, size_t size, double value, int decimals)
+{
+    if (isfinite(value)) {
+        snprintf(buf, size, "%.*f", decimals, value);
+    } else {
+        snprintf(buf, size, "-");
+    }
+    return buf;
 }

@@ -21,4 +21,10 @@ void perf_latency_summarize(uint64_t *samples, size_t n, perf_latency_t *out);
  * median, 999 the 99.9th percentile. */
 uint64_t perf_percentile(const uint64_t *sorted, size_t n, unsigned permille);
 
+/* Bytes per second in GB/s (1e9 bytes); NaN stays NaN (not measured). */
+double perf_gbps(uint64_t bytes, double seconds);
+
+/* value with `decimals` decimals into buf, or "-" for NaN (not measured). */
+const char *perf_num(char *buf, size_t size, double value, int decimals);
+
 #endif
