@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "plan.h"
+#include "view_layout.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,48 +39,6 @@ static void format_shape(char *buf, size_t size, uint32_t ndim, const uint64_t *
         weft_text_append(buf, size, "%s%" PRIu64, d ? ", " : "", shape[d]);
     }
     weft_text_append(buf, size, "]");
-}
-
-static void contiguous_strides(uint32_t ndim, const uint64_t *shape, uint64_t *strides)
-{
-    uint64_t stride = 1;
-
-    for (uint32_t d = ndim; d-- > 0;) {
-        strides[d] = stride;
-        stride *= shape[d];
-    }
-}
-
-/*
- * Elements and the span in bytes (element [0…0] to one past the last) of
- * a strided layout; -1 when either overflows 64 bits. Both are 0 for an
- * empty tensor.
- */
-static int layout_size(uint32_t ndim, const uint64_t *shape, const uint64_t *strides,
-                       size_t elem_size, uint64_t *elements, uint64_t *span)
-{
-    uint64_t count = 1, last = 0, step;
-
-    for (uint32_t d = 0; d < ndim; d++) {
-        if (shape[d] == 0) {
-            *elements = 0;
-            *span     = 0;
-            return 0;
-        }
-    }
-    for (uint32_t d = 0; d < ndim; d++) {
-        if (__builtin_mul_overflow(count, shape[d], &count) ||
-            __builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
-            __builtin_add_overflow(last, step, &last)) {
-            return -1;
-        }
-    }
-    if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, elem_size, span) ||
-        __builtin_mul_overflow(count, elem_size, &step)) {
-        return -1;
-    }
-    *elements = count;
-    return 0;
 }
 
 /* Field checks that need no registry. */
@@ -191,12 +150,8 @@ static weft_status_t plan_add_view(struct weft_plan *plan, const weft_recv_view_
     }
 
     elem_size = weft_dtype_size(view->dtype);
-    if (view->field_mask & WEFT_RECV_VIEW_FIELD_STRIDES) {
-        memcpy(dst_strides, view->strides, sizeof(dst_strides));
-    } else {
-        contiguous_strides(view->ndim, view->shape, dst_strides);
-    }
-    if (layout_size(view->ndim, view->shape, dst_strides, elem_size, &elements, &pv->span) != 0 ||
+    weft_view_strides(view, dst_strides);
+    if (weft_layout_size(view->ndim, view->shape, dst_strides, elem_size, &elements, &pv->span) != 0 ||
         (uintptr_t)view->data + pv->span < (uintptr_t)view->data) {
         weft_log_error("plan: view %zu, tensor \"%s\": its strides reach past the address space",
                        i, view->name);
@@ -204,7 +159,7 @@ static weft_status_t plan_add_view(struct weft_plan *plan, const weft_recv_view_
     }
     /* The registry validated its layout; checking it again keeps a bad
      * segment from turning into copies outside the arena. */
-    if (layout_size(info.ndim, info.shape, info.strides, elem_size, &elements, &src_span) != 0 ||
+    if (weft_layout_size(info.ndim, info.shape, info.strides, elem_size, &elements, &src_span) != 0 ||
         src_span > info.bytes || __builtin_add_overflow(info.offset, info.bytes, &src_end) ||
         src_end > plan->slot_bytes) {
         weft_log_error("plan: tensor \"%s\": the registry's layout (offset %" PRIu64 ", %" PRIu64

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
+#include "transport/view_layout.h"
 #include "ucx_common.h"
 
 #include <inttypes.h>
@@ -49,39 +50,6 @@ static int compare_regions(const void *a, const void *b)
     return x->base < y->base ? -1 : x->base > y->base;
 }
 
-static void contiguous_strides(uint32_t ndim, const uint64_t *shape, uint64_t *strides)
-{
-    uint64_t stride = 1;
-
-    for (uint32_t d = ndim; d-- > 0;) {
-        strides[d] = stride;
-        stride *= shape[d];
-    }
-}
-
-/* The byte span of a view, [data, data + span). 0 when empty or on
- * overflow (the server checks the layout again and refuses it). */
-static uint64_t view_span(const weft_recv_view_t *v, const uint64_t *strides)
-{
-    uint64_t last = 0, size = weft_dtype_size(v->dtype), span;
-
-    for (uint32_t d = 0; d < v->ndim && d < WEFT_TENSOR_MAX_DIMS; d++) {
-        uint64_t step;
-
-        if (v->shape[d] == 0) {
-            return 0;
-        }
-        if (__builtin_mul_overflow(v->shape[d] - 1, strides[d], &step) ||
-            __builtin_add_overflow(last, step, &last)) {
-            return 0;
-        }
-    }
-    if (__builtin_add_overflow(last, 1, &span) || __builtin_mul_overflow(span, size, &span)) {
-        return 0;
-    }
-    return span;
-}
-
 /* The views' spans, sorted and merged where they touch: what to register. */
 static weft_status_t build_regions(struct weft_remote *r, const weft_recv_view_t *views,
                                    size_t count)
@@ -93,15 +61,14 @@ static weft_status_t build_regions(struct weft_remote *r, const weft_recv_view_t
         return WEFT_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < count; i++) {
-        uint64_t strides[WEFT_TENSOR_MAX_DIMS] = {0}, span;
+        uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements, span;
 
-        if (views[i].field_mask & WEFT_RECV_VIEW_FIELD_STRIDES) {
-            memcpy(strides, views[i].strides, sizeof(strides));
-        } else {
-            contiguous_strides(views[i].ndim, views[i].shape, strides);
-        }
-        span = view_span(&views[i], strides);
-        if (span > 0) {
+        /* A layout that overflows is left out: the server refuses it. */
+        weft_view_strides(&views[i], strides);
+        if (views[i].ndim <= WEFT_TENSOR_MAX_DIMS &&
+            weft_layout_size(views[i].ndim, views[i].shape, strides, weft_dtype_size(views[i].dtype),
+                             &elements, &span) == 0 &&
+            span > 0) {
             spans[n++] = (remote_region_t){.base = (uint64_t)(uintptr_t)views[i].data, .bytes = span};
         }
     }
@@ -250,13 +217,9 @@ static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *v
     weft_boot_put_u32(&buf, (uint32_t)count);
     for (size_t i = 0; i < count; i++) {
         const weft_recv_view_t *v = &views[i];
-        uint64_t                strides[WEFT_TENSOR_MAX_DIMS] = {0};
+        uint64_t                strides[WEFT_TENSOR_MAX_DIMS];
 
-        if (v->field_mask & WEFT_RECV_VIEW_FIELD_STRIDES) {
-            memcpy(strides, v->strides, sizeof(strides));
-        } else if (v->ndim <= WEFT_TENSOR_MAX_DIMS) {
-            contiguous_strides(v->ndim, v->shape, strides);
-        }
+        weft_view_strides(v, strides);
         weft_boot_put_str(&buf, v->name != NULL ? v->name : "");
         weft_boot_put_u32(&buf, (uint32_t)v->role);
         weft_boot_put_u32(&buf, (uint32_t)v->dtype);
