@@ -26,9 +26,12 @@ extern "C" {
     X(REGISTRY_SPIN_US, "registry", "200",                                                \
       "microseconds a reader spins on the latest version before sleeping on a futex "     \
       "(0: futex only)")                                                                  \
-    X(CUDA_IPC_KERNEL_MAX, "transport", "65536",                                          \
-      "cuda_ipc: copy ranges up to this many bytes go through one batched kernel, "       \
-      "larger ones through the copy engines (0: copy engines only; at most 1048576)")
+    X(CUDA_IPC_KERNEL_MAX, "transport", "auto",                                           \
+      "cuda_ipc: copy ranges up to this many bytes (K, M, G suffixes) go through one "   \
+      "batched kernel, larger ones through the copy engines (0: copy engines only); "     \
+      "auto: every range when the arena and the views share a GPU, 16M otherwise")        \
+    X(CUDA_IPC_STREAMS, "transport", "1",                                                 \
+      "cuda_ipc: streams the copy-engine ranges are spread over (1..16)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

@@ -1180,6 +1180,13 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
 /* -------------------------------------------------------------- output */
 
 
+static const char *env_or_empty(const char *name)
+{
+    const char *value = getenv(name);
+
+    return value != NULL ? value : "";
+}
+
 static void json_targets(perf_json_t *json)
 {
     fprintf(json->out,
@@ -1265,6 +1272,10 @@ static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char 
     perf_json_int(&j, "dst_device", c->dst);
     perf_json_bool(&j, "peer_access", c->cross ? p->peer[0] && p->peer[1] : 1);
     perf_json_str(&j, "order", o->by_expert ? "expert" : "role");
+    /* The transport's settings as the environment gives them ("" where
+     * unset: the library's defaults, which `weft-perf info` lists). */
+    perf_json_str(&j, "WEFT_CUDA_IPC_KERNEL_MAX", env_or_empty("WEFT_CUDA_IPC_KERNEL_MAX"));
+    perf_json_str(&j, "WEFT_CUDA_IPC_STREAMS", env_or_empty("WEFT_CUDA_IPC_STREAMS"));
     perf_json_uint(&j, "tensors", r->tensors);
     perf_json_uint(&j, "ranges", r->ranges);
     perf_json_uint(&j, "ranges_uncoalesced", r->ranges_uncoalesced);

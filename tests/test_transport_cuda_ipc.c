@@ -302,6 +302,7 @@ typedef struct transfer_case {
     int      src, dst, strided, consumers;
     uint64_t versions;
     const char *kernel_max; /* WEFT_CUDA_IPC_KERNEL_MAX, NULL: default */
+    const char *streams;    /* WEFT_CUDA_IPC_STREAMS, NULL: default */
 } transfer_case_t;
 
 static void run_transfer(const transfer_case_t *tc)
@@ -313,6 +314,9 @@ static void run_transfer(const transfer_case_t *tc)
     unique_name(name, sizeof(name), "xfer");
     if (tc->kernel_max != NULL) {
         ck_assert_int_eq(setenv("WEFT_CUDA_IPC_KERNEL_MAX", tc->kernel_max, 1), 0);
+    }
+    if (tc->streams != NULL) {
+        ck_assert_int_eq(setenv("WEFT_CUDA_IPC_STREAMS", tc->streams, 1), 0);
     }
     producer = fork();
     ck_assert_int_ge(producer, 0);
@@ -352,11 +356,13 @@ static void run_transfer(const transfer_case_t *tc)
 
 START_TEST(ipc_same_gpu_versions_exact)
 {
-    /* _i: 0 default split (kernel for small ranges), 1 copy engines only,
-     * 2 everything that fits through the kernel. */
-    static const char *kernel_max[] = {NULL, "0", "1048576"};
+    /* _i: 0 default (every range through the kernel on one GPU), 1 copy
+     * engines only, 2 kernel for ranges up to 64 KiB, copy engines beyond,
+     * 3 the split over four copy-engine streams. */
+    static const char *kernel_max[] = {NULL, "0", "64K", "64K"};
+    static const char *streams[]    = {NULL, NULL, NULL, "4"};
     transfer_case_t    tc = {.src = 0, .dst = 0, .strided = 0, .consumers = 1, .versions = 25,
-                             .kernel_max = kernel_max[_i]};
+                             .kernel_max = kernel_max[_i], .streams = streams[_i]};
 
     run_transfer(&tc);
 }
@@ -374,9 +380,13 @@ END_TEST
 
 START_TEST(ipc_cross_gpu_versions_exact)
 {
-    static const char *kernel_max[] = {NULL, "0"};
-    transfer_case_t    tc = {.src = 0, .dst = 1, .strided = _i, .consumers = 1, .versions = 25,
-                             .kernel_max = kernel_max[_i]};
+    /* _i: 0 default split, 1 copy engines only (strided views), 2 every
+     * range through the kernel over NVLink, 3 four copy-engine streams
+     * (strided views). */
+    static const char *kernel_max[] = {NULL, "0", "1T", NULL};
+    static const char *streams[]    = {NULL, NULL, NULL, "4"};
+    transfer_case_t    tc = {.src = 0, .dst = 1, .strided = _i & 1, .consumers = 1, .versions = 25,
+                             .kernel_max = kernel_max[_i], .streams = streams[_i]};
 
     run_transfer(&tc);
 }
@@ -819,10 +829,10 @@ int main(void)
     s  = suite_create("transport_cuda_ipc");
     tc = tcase_create("cuda_ipc");
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, ipc_same_gpu_versions_exact, 0, 3);
+    tcase_add_loop_test(tc, ipc_same_gpu_versions_exact, 0, 4);
     tcase_add_loop_test(tc, ipc_same_gpu_strided_views, 0, 2);
     if (gpu_count > 1) {
-        tcase_add_loop_test(tc, ipc_cross_gpu_versions_exact, 0, 2);
+        tcase_add_loop_test(tc, ipc_cross_gpu_versions_exact, 0, 4);
     }
     tcase_add_test(tc, ipc_many_consumers);
     tcase_add_test(tc, ipc_failed_mapping_records_error_keeps_previous);
