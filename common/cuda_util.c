@@ -32,6 +32,38 @@ weft_status_t weft_cuda_status(cudaError_t err, const char *what, const char *fi
     }
 }
 
+weft_status_t weft_cuda_enter(int device, int *saved)
+{
+    weft_status_t status = WEFT_CUDA_CHECK(cudaGetDevice(saved));
+
+    if (status == WEFT_OK && *saved != device) {
+        status = WEFT_CUDA_CHECK(cudaSetDevice(device));
+    }
+    return status;
+}
+
+void weft_cuda_leave(int device, int saved)
+{
+    if (saved != device) {
+        (void)WEFT_CUDA_CHECK(cudaSetDevice(saved));
+    }
+}
+
+weft_status_t weft_cuda_pointer_device(const void *ptr, int *device)
+{
+    struct cudaPointerAttributes attr;
+    weft_status_t                status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (attr.type != cudaMemoryTypeDevice) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    *device = attr.device;
+    return WEFT_OK;
+}
+
 void weft_cuda_probe(weft_backend_info_t *info)
 {
     int         runtime = 0, driver = 0, count = 0;

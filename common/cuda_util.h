@@ -20,6 +20,16 @@ weft_status_t weft_cuda_status(cudaError_t err, const char *what, const char *fi
 
 #define WEFT_CUDA_CHECK(_call) weft_cuda_status((_call), #_call, __FILE__, __LINE__)
 
+/* Makes `device` the calling thread's current device; *saved gets the one
+ * that was current, for weft_cuda_leave(). */
+weft_status_t weft_cuda_enter(int device, int *saved);
+void          weft_cuda_leave(int device, int saved);
+
+/* The GPU that holds the device memory at ptr; WEFT_ERR_INVALID_PARAM
+ * (not logged: the caller names the object) when ptr is not device memory
+ * of this process. */
+weft_status_t weft_cuda_pointer_device(const void *ptr, int *device);
+
 /* Fills info for the CUDA backend: runtime and driver versions, devices. */
 void weft_cuda_probe(weft_backend_info_t *info);
 

@@ -255,9 +255,10 @@ WEFT_API weft_status_t weft_plan_create(weft_registry_h reg, weft_transport_t tr
         weft_log_error("plan: invalid transport %d", (int)transport);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if (transport == WEFT_TRANSPORT_UCX) {
-        weft_log_error("plan: the ucx transport is used through weft_server_create and "
-                       "weft_remote_connect, not weft_plan_create");
+    if (transport == WEFT_TRANSPORT_UCX || transport == WEFT_TRANSPORT_NCCL) {
+        weft_log_error("plan: the %s transport is used through weft_server_create and "
+                       "weft_remote_connect, not weft_plan_create",
+                       transport == WEFT_TRANSPORT_UCX ? "ucx" : "nccl");
         return WEFT_ERR_UNSUPPORTED;
     }
     ops = weft_transport_ops_find(transport);

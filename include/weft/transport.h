@@ -57,7 +57,13 @@ typedef enum weft_transport {
     /* Across nodes: RMA puts into the remote consumer's registered memory,
      * a flush, then a notification. Used through weft_server_* and
      * weft_remote_* below (weft_plan_create refuses it). Built with UCX. */
-    WEFT_TRANSPORT_UCX      = 3
+    WEFT_TRANSPORT_UCX      = 3,
+    /* Across nodes (or between two GPUs of one node) through NCCL: a
+     * 2-rank communicator per consumer, ncclSend from the registry's GPU
+     * arena into ncclRecv on the consumer's device views. GPU registries
+     * and device views only. Used through weft_server_* and weft_remote_*
+     * (weft_plan_create refuses it). Built with NCCL. */
+    WEFT_TRANSPORT_NCCL     = 4
 } weft_transport_t;
 
 enum weft_recv_view_field {
@@ -200,25 +206,38 @@ enum weft_server_params_field {
 
 typedef struct weft_server_params {
     uint64_t         field_mask; /* optional fields set below */
-    weft_transport_t transport;  /* WEFT_TRANSPORT_UCX */
+    weft_transport_t transport;  /* WEFT_TRANSPORT_UCX or WEFT_TRANSPORT_NCCL */
     const char      *listen;     /* "host:port"; port 0 picks one (weft_server_port) */
     const char      *token;      /* shared secret, 1..WEFT_TOKEN_MAX bytes */
     /* A handshake, one consumer's transfer of a version, an ack: each must
      * finish within this; default 30 s. */
     uint64_t         timeout_us;
     /* Bytes in flight per consumer at most (bounds the transport's
-     * buffers); default 64 MiB. */
+     * buffers); default 64 MiB. ucx: at least one 4 MiB put. nccl: the
+     * bytes of one ncclGroupStart/End batch of sends (each send at most
+     * this much, at least 64 KiB); a batch starts when the one before
+     * it completed. */
     uint64_t         window_bytes;
 } weft_server_params_t;
 
 /*
  * Starts serving `reg` (borrowed: close it only after weft_server_destroy)
  * on a thread of its own. Only versions published after a consumer is
- * ready are sent to it. The registry's memory must be host memory for now
+ * ready are sent to it.
+ * ucx: the registry's memory must be host memory for now
  * (WEFT_ERR_UNSUPPORTED for a GPU registry).
+ * nccl: the registry must be a GPU registry (WEFT_MEMORY_CUDA) whose GPU
+ * is visible in this process (WEFT_ERR_UNSUPPORTED for a host registry,
+ * WEFT_ERR_NO_DEVICE otherwise); the server thread makes that GPU its
+ * current device and sends from it. NCCL refuses two ranks of one
+ * communicator on one GPU, so consumers must receive on another GPU than
+ * the registry's (such a consumer is refused with WEFT_ERR_UNSUPPORTED;
+ * use cuda_ipc on one GPU). Each consumer gets a communicator of its own
+ * (the server is rank 0), made while it connects.
  * Errors: WEFT_ERR_INVALID_PARAM (a field), WEFT_ERR_UNSUPPORTED (the
- * transport is not built in), WEFT_ERR_BUSY (the port is taken),
- * WEFT_ERR_UCX, WEFT_ERR_NO_MEMORY.
+ * transport is not built in, or the registry's memory), WEFT_ERR_BUSY
+ * (the port is taken), WEFT_ERR_UCX, WEFT_ERR_CUDA, WEFT_ERR_NO_DEVICE,
+ * WEFT_ERR_NO_MEMORY.
  */
 WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                           weft_server_h *server);
@@ -249,23 +268,31 @@ enum weft_remote_params_field {
 
 typedef struct weft_remote_params {
     uint64_t         field_mask;
-    weft_transport_t transport; /* WEFT_TRANSPORT_UCX */
+    weft_transport_t transport; /* the server's: WEFT_TRANSPORT_UCX or WEFT_TRANSPORT_NCCL */
     const char      *server;    /* "host:port" of the server */
     const char      *token;     /* the server's token */
     const char      *name;      /* this consumer, for the registry (1..63 bytes) */
-    uint64_t         timeout_us; /* connecting and the handshake; default 30 s */
+    /* Connecting and the handshake; nccl: also the transfer of one
+     * version once its notice came. Default 30 s. */
+    uint64_t         timeout_us;
 } weft_remote_params_t;
 
 /*
  * Connects to a server and sets up the receive side: registers the memory
  * of `views` with the transport, sends the views with its keys; the server
  * checks them against its registry as weft_plan_create() does and
- * registers this consumer there under `name`. The views (host memory for
- * now) must stay valid until weft_remote_close().
+ * registers this consumer there under `name`. The views must stay valid
+ * until weft_remote_close(). ucx: views in host memory for now. nccl:
+ * views in device memory (WEFT_MEMORY_CUDA), all on one GPU that is not
+ * the server's; that GPU becomes the calling thread's current device, and
+ * the call returns once the consumer's NCCL communicator with the server
+ * is up.
  * Errors: WEFT_ERR_INVALID_PARAM, WEFT_ERR_AUTH (the server refused the
  * token), WEFT_ERR_NOT_FOUND / WEFT_ERR_INVALID_PARAM (the server refused
  * the views; the log has its reason), WEFT_ERR_CONNECTION,
- * WEFT_ERR_TIMEOUT, WEFT_ERR_UCX, WEFT_ERR_UNSUPPORTED.
+ * WEFT_ERR_TIMEOUT, WEFT_ERR_UCX, WEFT_ERR_NCCL, WEFT_ERR_CUDA,
+ * WEFT_ERR_UNSUPPORTED (the transport is not built in, a memory kind it
+ * cannot reach, an nccl consumer on the server's GPU).
  */
 WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
                                            const weft_recv_view_t *views, size_t count,
@@ -273,14 +300,20 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
 
 /*
  * Waits up to timeout_us for a version newer than after_version to land
- * completely in the views (its notice comes after every byte and a flush),
- * acknowledges it to the server and returns it in *version. While it
- * waits it also drives the transport's progress, which puts need on some
- * transports (TCP): call it in a loop, from one thread.
- * Errors: WEFT_ERR_TIMEOUT (nothing came; the connection stays),
- * WEFT_ERR_CONNECTION (the server or the link went away: nothing was
- * received; connect again), WEFT_ERR_CANCELED (the server dropped this
- * consumer for a failed transfer).
+ * completely in the views, acknowledges it to the server and returns it in
+ * *version. ucx: the notice comes after every byte and a flush. nccl: the
+ * notice comes first; the call then receives every range (ncclRecv on a
+ * stream of the views' GPU, within the connect timeout) and acknowledges
+ * only after that stream completed. While it waits it also drives the
+ * transport's progress, which puts need on some transports (TCP): call it
+ * in a loop, from one thread (nccl: with the views' GPU current).
+ * Errors: WEFT_ERR_TIMEOUT (nothing came; the connection stays; nccl: or
+ * a transfer in flight did not finish in time: the communicator is
+ * aborted, connect again), WEFT_ERR_CONNECTION (the server or the link
+ * went away: nothing was received; connect again), WEFT_ERR_CANCELED (the
+ * server dropped this consumer for a failed transfer), WEFT_ERR_NCCL /
+ * WEFT_ERR_CUDA (the transfer failed; connect again). After a failure the
+ * views hold an unspecified mix of versions.
  */
 WEFT_API weft_status_t weft_remote_receive(weft_remote_h remote, uint64_t after_version,
                                            uint64_t timeout_us, uint64_t *version);

@@ -48,24 +48,6 @@ typedef struct ipc_state {
     uint64_t          chunk_count; /* their sources count from the arena's base */
 } ipc_state_t;
 
-/* Runs on the views' device, restoring the caller's. */
-static weft_status_t enter_device(int device, int *saved)
-{
-    weft_status_t status = WEFT_CUDA_CHECK(cudaGetDevice(saved));
-
-    if (status == WEFT_OK && *saved != device) {
-        status = WEFT_CUDA_CHECK(cudaSetDevice(device));
-    }
-    return status;
-}
-
-static void leave_device(int device, int saved)
-{
-    if (saved != device) {
-        (void)WEFT_CUDA_CHECK(cudaSetDevice(saved));
-    }
-}
-
 static weft_status_t ipc_open(struct weft_plan *plan)
 {
     ipc_state_t *state = calloc(1, sizeof(*state));
@@ -83,29 +65,28 @@ static weft_status_t views_device(const struct weft_plan *plan, int *device)
 {
     *device = -1;
     for (uint32_t v = 0; v < plan->view_count; v++) {
-        struct cudaPointerAttributes attr;
+        int           view_device = -1;
         weft_status_t status;
 
         if (plan->views[v].bytes == 0) {
             continue;
         }
-        status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, plan->views[v].data));
-        if (status != WEFT_OK) {
-            return status;
-        }
-        if (attr.type != cudaMemoryTypeDevice) {
+        status = weft_cuda_pointer_device(plan->views[v].data, &view_device);
+        if (status == WEFT_ERR_INVALID_PARAM) {
             weft_log_error("plan: view \"%s\" at %p is not device memory (cuda_ipc writes into "
                            "GPU memory only)",
                            plan->views[v].name, (void *)plan->views[v].data);
-            return WEFT_ERR_INVALID_PARAM;
         }
-        if (*device >= 0 && attr.device != *device) {
+        if (status != WEFT_OK) {
+            return status;
+        }
+        if (*device >= 0 && view_device != *device) {
             weft_log_error("plan: view \"%s\" is on GPU %d, earlier views on GPU %d: one plan "
                            "writes into one GPU",
-                           plan->views[v].name, attr.device, *device);
+                           plan->views[v].name, view_device, *device);
             return WEFT_ERR_INVALID_PARAM;
         }
-        *device = attr.device;
+        *device = view_device;
     }
     if (*device < 0) {
         weft_log_error("plan: no view has a byte to receive");
@@ -195,7 +176,7 @@ static weft_status_t ipc_build(struct weft_plan *plan)
      * to spread over them. */
     state->streams = 1 + (int)(state->large_count < (uint64_t)streams ? state->large_count : (uint64_t)streams);
 
-    status = enter_device(state->device, &saved);
+    status = weft_cuda_enter(state->device, &saved);
     if (status != WEFT_OK) {
         free(host_chunks);
         return status;
@@ -215,7 +196,7 @@ static weft_status_t ipc_build(struct weft_plan *plan)
                 cudaMemcpy(state->chunks, host_chunks, bytes, cudaMemcpyHostToDevice));
         }
     }
-    leave_device(state->device, saved);
+    weft_cuda_leave(state->device, saved);
     free(host_chunks);
     if (status == WEFT_OK) {
         weft_log_debug("plan: cuda_ipc into GPU %d: %" PRIu64 " copy-engine ranges on %d streams, %" PRIu64
@@ -232,7 +213,7 @@ static weft_status_t ipc_post(struct weft_plan *plan, const weft_lease_t *lease)
     int            saved;
     weft_status_t  status;
 
-    status = enter_device(state->device, &saved);
+    status = weft_cuda_enter(state->device, &saved);
     if (status != WEFT_OK) {
         return status;
     }
@@ -240,7 +221,7 @@ static weft_status_t ipc_post(struct weft_plan *plan, const weft_lease_t *lease)
      * new generation) first. */
     status = weft_plan_slot_base(plan, lease, &arena);
     if (status != WEFT_OK) {
-        leave_device(state->device, saved);
+        weft_cuda_leave(state->device, saved);
         return status;
     }
     /* The copy engines and the kernel work at once, on their own streams. */
@@ -262,7 +243,7 @@ static weft_status_t ipc_post(struct weft_plan *plan, const weft_lease_t *lease)
             (void)WEFT_CUDA_CHECK(cudaStreamSynchronize(state->stream[k]));
         }
     }
-    leave_device(state->device, saved);
+    weft_cuda_leave(state->device, saved);
     return status == WEFT_OK ? WEFT_INPROGRESS : status;
 }
 
@@ -291,7 +272,7 @@ static void ipc_close(struct weft_plan *plan)
     if (state == NULL) {
         return;
     }
-    if (state->device >= 0 && enter_device(state->device, &saved) == WEFT_OK) {
+    if (state->device >= 0 && weft_cuda_enter(state->device, &saved) == WEFT_OK) {
         for (int k = 0; k < state->streams; k++) {
             if (state->stream[k] != NULL) {
                 (void)WEFT_CUDA_CHECK(cudaStreamSynchronize(state->stream[k]));
@@ -308,7 +289,7 @@ static void ipc_close(struct weft_plan *plan)
                 (void)WEFT_CUDA_CHECK(cudaStreamDestroy(state->stream[k]));
             }
         }
-        leave_device(state->device, saved);
+        weft_cuda_leave(state->device, saved);
     }
     free(state->large);
     free(state);

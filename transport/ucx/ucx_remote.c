@@ -10,7 +10,8 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
-#include "transport/view_layout.h"
+#include "transport/remote/dispatch.h"
+#include "transport/remote/wire.h"
 #include "ucx_common.h"
 
 #include <inttypes.h>
@@ -23,13 +24,7 @@
 #define DEFAULT_TIMEOUT_US 30000000u
 #define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
 
-/* One contiguous stretch of receive memory, registered once. */
-typedef struct remote_region {
-    uint64_t  base, bytes;
-    ucp_mem_h memh;
-} remote_region_t;
-
-struct weft_remote {
+struct ucx_remote {
     int              fd;
     char             server[256];
     weft_ucx_t       ucx;
@@ -38,60 +33,19 @@ struct weft_remote {
     ucp_ep_h         ep;             /* ours to the server: see connect_back */
     int              ep_failed;
     int              ep_err_mode;    /* the endpoint reports peer failures */
-    remote_region_t *regions;
+    weft_wire_span_t *regions; /* contiguous stretches of the views, registered once */
+    ucp_mem_h        *memh;    /* one per region */
     uint32_t         region_count;
     uint32_t         consumer; /* the server's registry consumer id */
     uint64_t         bytes;    /* per version */
 };
 
-static int compare_regions(const void *a, const void *b)
+static weft_status_t register_regions(struct ucx_remote *r)
 {
-    const remote_region_t *x = a, *y = b;
-    return x->base < y->base ? -1 : x->base > y->base;
-}
-
-/* The views' spans, sorted and merged where they touch: what to register. */
-static weft_status_t build_regions(struct weft_remote *r, const weft_recv_view_t *views,
-                                   size_t count)
-{
-    remote_region_t *spans = calloc(count, sizeof(*spans));
-    uint32_t         n = 0;
-
-    if (spans == NULL) {
+    r->memh = calloc(r->region_count + 1, sizeof(*r->memh));
+    if (r->memh == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    for (size_t i = 0; i < count; i++) {
-        uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements, span;
-
-        /* A layout that overflows is left out: the server refuses it. */
-        weft_view_strides(&views[i], strides);
-        if (views[i].ndim <= WEFT_TENSOR_MAX_DIMS &&
-            weft_layout_size(views[i].ndim, views[i].shape, strides, weft_dtype_size(views[i].dtype),
-                             &elements, &span) == 0 &&
-            span > 0) {
-            spans[n++] = (remote_region_t){.base = (uint64_t)(uintptr_t)views[i].data, .bytes = span};
-        }
-    }
-    qsort(spans, n, sizeof(*spans), compare_regions);
-    r->region_count = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        remote_region_t *last = r->region_count ? &spans[r->region_count - 1] : NULL;
-
-        if (last != NULL && spans[i].base <= last->base + last->bytes) {
-            uint64_t end = spans[i].base + spans[i].bytes;
-            if (end > last->base + last->bytes) {
-                last->bytes = end - last->base;
-            }
-        } else {
-            spans[r->region_count++] = spans[i];
-        }
-    }
-    r->regions = spans;
-    return WEFT_OK;
-}
-
-static weft_status_t register_regions(struct weft_remote *r)
-{
     for (uint32_t i = 0; i < r->region_count; i++) {
         ucp_mem_map_params_t mp = {
             .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
@@ -99,7 +53,7 @@ static weft_status_t register_regions(struct weft_remote *r)
             .length     = r->regions[i].bytes,
         };
         weft_status_t status =
-            weft_ucx_status(ucp_mem_map(r->ucx.context, &mp, &r->regions[i].memh),
+            weft_ucx_status(ucp_mem_map(r->ucx.context, &mp, &r->memh[i]),
                             "registering receive memory");
         if (status != WEFT_OK) {
             return status;
@@ -109,16 +63,14 @@ static weft_status_t register_regions(struct weft_remote *r)
 }
 
 /* HELLO → WELCOME, or the server's refusal. */
-static weft_status_t say_hello(struct weft_remote *r, const weft_remote_params_t *p, uint64_t deadline)
+static weft_status_t say_hello(struct ucx_remote *r, const weft_remote_params_t *p, uint64_t deadline)
 {
     weft_boot_buf_t buf = {0};
     weft_boot_msg_t msg;
     weft_status_t   status;
     char            reason[256];
 
-    weft_boot_put_u32(&buf, WEFT_UCX_PROTOCOL);
-    weft_boot_put_str(&buf, p->token);
-    weft_boot_put_str(&buf, p->name);
+    weft_wire_put_hello(&buf, WEFT_UCX_PROTOCOL, p->token, p->name);
     status = buf.failed ? WEFT_ERR_NO_MEMORY
                         : weft_boot_send(r->fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
                                          deadline);
@@ -132,7 +84,7 @@ static weft_status_t say_hello(struct weft_remote *r, const weft_remote_params_t
         return status;
     }
     if (msg.type == WEFT_BOOT_REFUSED) {
-        status = weft_ucx_parse_refused(&msg, reason, sizeof(reason));
+        status = weft_wire_parse_refused(&msg, reason, sizeof(reason));
         weft_log_error("remote: %s refused this consumer: %s", r->server, reason);
     } else if (msg.type != WEFT_BOOT_WELCOME || msg.length == 0) {
         weft_log_error("remote: %s answered with message %u", r->server, msg.type);
@@ -148,7 +100,7 @@ static weft_status_t say_hello(struct weft_remote *r, const weft_remote_params_t
 
 static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    struct weft_remote *r = arg;
+    struct ucx_remote *r = arg;
 
     (void)ep;
     r->ep_failed = 1;
@@ -161,7 +113,7 @@ static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
  * the endpoint UCX makes for the server's puts has no error handling, and
  * a server that dies in the middle of a put would abort this process.
  */
-static weft_status_t connect_back(struct weft_remote *r)
+static weft_status_t connect_back(struct ucx_remote *r)
 {
     ucp_ep_params_t params = {
         .field_mask  = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -183,7 +135,7 @@ static weft_status_t connect_back(struct weft_remote *r)
 }
 
 /* VIEWS → READY, or the server's refusal. */
-static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *views, size_t count,
+static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *views, size_t count,
                                 uint64_t deadline)
 {
     weft_boot_buf_t buf = {0};
@@ -205,7 +157,7 @@ static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *v
         void  *rkey;
         size_t rkey_length;
 
-        status = weft_ucx_status(ucp_rkey_pack(r->ucx.context, r->regions[i].memh, &rkey, &rkey_length),
+        status = weft_ucx_status(ucp_rkey_pack(r->ucx.context, r->memh[i], &rkey, &rkey_length),
                                  "ucp_rkey_pack");
         if (status == WEFT_OK) {
             weft_boot_put_u64(&buf, r->regions[i].base);
@@ -214,24 +166,7 @@ static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *v
             ucp_rkey_buffer_release(rkey);
         }
     }
-    weft_boot_put_u32(&buf, (uint32_t)count);
-    for (size_t i = 0; i < count; i++) {
-        const weft_recv_view_t *v = &views[i];
-        uint64_t                strides[WEFT_TENSOR_MAX_DIMS];
-
-        weft_view_strides(v, strides);
-        weft_boot_put_str(&buf, v->name != NULL ? v->name : "");
-        weft_boot_put_u32(&buf, (uint32_t)v->role);
-        weft_boot_put_u32(&buf, (uint32_t)v->dtype);
-        weft_boot_put_u32(&buf, v->ndim);
-        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            weft_boot_put_u64(&buf, v->shape[d]);
-        }
-        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            weft_boot_put_u64(&buf, strides[d]);
-        }
-        weft_boot_put_u64(&buf, (uint64_t)(uintptr_t)v->data);
-    }
+    weft_wire_put_views(&buf, views, count);
     if (status == WEFT_OK) {
         status = buf.failed ? WEFT_ERR_NO_MEMORY
                             : weft_boot_send(r->fd, WEFT_BOOT_VIEWS, buf.data, (uint32_t)buf.length,
@@ -253,7 +188,7 @@ static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *v
             status = WEFT_ERR_CORRUPT;
         }
     } else if (msg.type == WEFT_BOOT_REFUSED) {
-        status = weft_ucx_parse_refused(&msg, reason, sizeof(reason));
+        status = weft_wire_parse_refused(&msg, reason, sizeof(reason));
         weft_log_error("remote: %s refused the views: %s", r->server, reason);
     } else {
         status = WEFT_ERR_CORRUPT;
@@ -262,7 +197,7 @@ static weft_status_t send_views(struct weft_remote *r, const weft_recv_view_t *v
     return status;
 }
 
-static void remote_free(struct weft_remote *r)
+static void remote_free(struct ucx_remote *r)
 {
     if (r->fd >= 0) {
         close(r->fd);
@@ -275,37 +210,24 @@ static void remote_free(struct weft_remote *r)
                             weft_deadline_ns(weft_time_ns(), 1000000), "closing the endpoint");
     }
     free(r->server_address);
-    for (uint32_t i = 0; i < r->region_count; i++) {
-        if (r->regions[i].memh != NULL) {
-            (void)ucp_mem_unmap(r->ucx.context, r->regions[i].memh);
+    for (uint32_t i = 0; r->memh != NULL && i < r->region_count; i++) {
+        if (r->memh[i] != NULL) {
+            (void)ucp_mem_unmap(r->ucx.context, r->memh[i]);
         }
     }
+    free(r->memh);
     free(r->regions);
     weft_ucx_close(&r->ucx);
     free(r);
 }
 
-WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
-                                           const weft_recv_view_t *views, size_t count,
-                                           weft_remote_h *out)
+static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
+                                        const weft_recv_view_t *views, size_t count, void **out)
 {
-    struct weft_remote *r;
-    uint64_t            timeout_us, deadline;
-    weft_status_t       status;
+    struct ucx_remote *r;
+    uint64_t           timeout_us, deadline;
+    weft_status_t      status;
 
-    if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
-        p->token == NULL || p->name == NULL || p->transport != WEFT_TRANSPORT_UCX ||
-        (p->field_mask & ~(uint64_t)WEFT_REMOTE_PARAM_TIMEOUT)) {
-        weft_log_error("remote: invalid argument (params, views, count, transport ucx, server, "
-                       "token and name are required)");
-        return WEFT_ERR_INVALID_PARAM;
-    }
-    if (strlen(p->token) == 0 || strlen(p->token) > WEFT_TOKEN_MAX || strlen(p->name) == 0 ||
-        strlen(p->name) >= WEFT_CONSUMER_NAME_MAX) {
-        weft_log_error("remote: the token must be 1..%d bytes and the name 1..%d", WEFT_TOKEN_MAX,
-                       WEFT_CONSUMER_NAME_MAX - 1);
-        return WEFT_ERR_INVALID_PARAM;
-    }
     for (size_t i = 0; i < count; i++) {
         if ((views[i].field_mask & WEFT_RECV_VIEW_FIELD_MEMORY) && views[i].memory != WEFT_MEMORY_HOST) {
             weft_log_error("remote: view %zu: the ucx transport receives into host memory for now", i);
@@ -332,7 +254,7 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
         status = connect_back(r);
     }
     if (status == WEFT_OK) {
-        status = build_regions(r, views, count);
+        status = weft_wire_view_spans(views, count, &r->regions, &r->region_count);
     }
     if (status == WEFT_OK) {
         status = register_regions(r);
@@ -351,14 +273,12 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
     return WEFT_OK;
 }
 
-WEFT_API weft_status_t weft_remote_receive(weft_remote_h r, uint64_t after_version,
-                                           uint64_t timeout_us, uint64_t *version)
+static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
+                                        uint64_t timeout_us, uint64_t *version)
 {
-    uint64_t deadline;
+    struct ucx_remote *r = remote;
+    uint64_t           deadline;
 
-    if (r == NULL || version == NULL) {
-        return WEFT_ERR_INVALID_PARAM;
-    }
     if (r->fd < 0) {
         return WEFT_ERR_CONNECTION;
     }
@@ -398,7 +318,7 @@ WEFT_API weft_status_t weft_remote_receive(weft_remote_h r, uint64_t after_versi
         if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
             free(msg.payload);
             /* Every byte of v is here: acknowledge, then report it. */
-            status = weft_ucx_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
+            status = weft_wire_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
             if (status != WEFT_OK) {
                 close(r->fd);
                 r->fd = -1;
@@ -425,15 +345,20 @@ WEFT_API weft_status_t weft_remote_receive(weft_remote_h r, uint64_t after_versi
     }
 }
 
-WEFT_API weft_status_t weft_remote_close(weft_remote_h r)
+static void ucx_remote_close(void *remote)
 {
-    if (r != NULL) {
-        /* Leaving on purpose, not lost: the server counts the difference. */
-        if (r->fd >= 0) {
-            (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0,
-                                 weft_deadline_ns(weft_time_ns(), 100000));
-        }
-        remote_free(r);
+    struct ucx_remote *r = remote;
+
+    /* Leaving on purpose, not lost: the server counts the difference. */
+    if (r->fd >= 0) {
+        (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0, weft_deadline_ns(weft_time_ns(), 100000));
     }
-    return WEFT_OK;
+    remote_free(r);
 }
+
+const weft_remote_ops_t weft_ucx_remote_ops = {
+    .name    = "ucx",
+    .connect = ucx_remote_connect,
+    .receive = ucx_remote_receive,
+    .close   = ucx_remote_close,
+};

@@ -23,6 +23,8 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "transport/plan.h"
+#include "transport/remote/dispatch.h"
+#include "transport/remote/serve.h"
 #include "ucx_common.h"
 
 #include <inttypes.h>
@@ -34,7 +36,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_TIMEOUT_US   30000000u
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
 #define MAX_PEERS            1024u
@@ -51,31 +52,16 @@ typedef enum peer_state {
     PEER_CLOSING   /* dropped; waiting for its requests to end */
 } peer_state_t;
 
-typedef struct peer_region {
-    uint64_t   base, bytes;
-    ucp_rkey_h rkey;
-} peer_region_t;
-
 typedef struct peer {
-    struct weft_server *server;
+    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    struct ucx_server  *server;
     peer_state_t        state;
-    int                 fd;
-    char                addr[64];
-    char                name[WEFT_CONSUMER_NAME_MAX];
-    uint64_t            deadline;
     ucp_ep_h            ep;
     int                 ep_failed;
     int                 ep_err_mode; /* the endpoint reports peer failures */
-    peer_region_t      *regions;
+    weft_wire_span_t   *regions;     /* its registered memory */
+    ucp_rkey_h         *rkeys;       /* one per region */
     uint32_t            region_count;
-    weft_plan_h         plan;
-    uint32_t            consumer;
-    int                 registered;
-    uint64_t            acked;   /* the last version it acknowledged */
-    /* The version in flight, leased for this consumer alone. */
-    weft_lease_t        lease;
-    int                 leased;
-    uint64_t            version;
     uint64_t            range, range_offset; /* next put */
     uint64_t            in_flight;           /* puts not completed yet */
     int                 put_failed;
@@ -83,12 +69,8 @@ typedef struct peer {
     ucs_status_ptr_t    close;
 } peer_t;
 
-struct weft_server {
-    weft_registry_h reg;
-    int             listen_fd;
-    uint16_t        port;
-    char            token[WEFT_TOKEN_MAX + 1];
-    uint64_t        timeout_us, window;
+struct ucx_server {
+    weft_serve_t    base; /* socket, token, timeout, window, thread, stats */
     weft_ucx_t      ucx;
     ucp_address_t  *address; /* of the worker, sent to every consumer */
     size_t          address_length;
@@ -96,15 +78,9 @@ struct weft_server {
     uint8_t        *slot_base[16];
     uint32_t        slot_count;
 
-    pthread_t       thread;
-    atomic_int      stop;
     int             stopping; /* the thread is shutting down: close at once */
     peer_t         *peers[MAX_PEERS];
     uint32_t        peer_count;
-
-
-    pthread_mutex_t stats_lock;
-    weft_server_stats_t stats;
 };
 
 /* The plan's backend for remote addresses: nothing is copied locally. */
@@ -122,13 +98,6 @@ static const weft_transport_ops_t remote_plan_ops = {
     .post       = remote_post,
 };
 
-static void stats_add(struct weft_server *s, uint64_t *field, uint64_t n)
-{
-    pthread_mutex_lock(&s->stats_lock);
-    *field += n;
-    pthread_mutex_unlock(&s->stats_lock);
-}
-
 /* ------------------------------------------------------------ dropping */
 
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -137,7 +106,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
     (void)ep;
     p->ep_failed = 1;
-    weft_log_info("server: consumer \"%s\" (%s): endpoint failed: %s", p->name, p->addr,
+    weft_log_info("server: consumer \"%s\" (%s): endpoint failed: %s", p->base.name, p->base.addr,
                   ucs_status_string(status));
 }
 
@@ -145,46 +114,15 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
  * it from the registry, closes its endpoint and socket. */
 static void peer_drop(peer_t *p, weft_status_t why, const char *what)
 {
-    struct weft_server *s = p->server;
+    struct ucx_server *s = p->server;
 
     if (p->state == PEER_CLOSING) {
         return;
     }
-    if (why == WEFT_OK || why == WEFT_ERR_CANCELED) {
-        weft_log_info("server: consumer \"%s\" (%s): %s", p->name, p->addr, what);
-    } else {
-        weft_log_warn("server: dropping consumer \"%s\" (%s): %s (%s)", p->name[0] ? p->name : "?",
-                      p->addr, what, weft_status_string(why));
-    }
-    if (p->registered) {
-        int mid_version = p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
-                          p->state == PEER_ACKING;
-
-        if (mid_version) {
-            (void)weft_registry_consumer_failed(s->reg, p->consumer, p->version, why);
-            if (!p->ep_failed && p->fd >= 0) {
-                /* Tell it, if it can still hear: it must not wait for v. */
-                weft_boot_buf_t buf = {0};
-                weft_boot_put_u64(&buf, p->version);
-                weft_boot_put_u32(&buf, (uint32_t)(int32_t)why);
-                if (!buf.failed) {
-                    (void)weft_boot_send(p->fd, WEFT_BOOT_FAILED, buf.data, (uint32_t)buf.length,
-                                         weft_deadline_ns(weft_time_ns(), 100000));
-                }
-                weft_boot_buf_free(&buf);
-            }
-        }
-        (void)weft_registry_consumer_unregister(s->reg, p->consumer);
-        p->registered = 0;
-        /* Saying goodbye between versions is a departure, not a loss. */
-        if (why != WEFT_OK) {
-            stats_add(s, &s->stats.dropped, 1);
-        }
-    }
-    if (p->fd >= 0) {
-        close(p->fd);
-        p->fd = -1;
-    }
+    weft_serve_drop(&p->base, why, what,
+                    p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
+                        p->state == PEER_ACKING,
+                    !p->ep_failed);
     if (p->ep != NULL) {
         /* A failed endpoint is closed at once. A live one (a timeout, a
          * refusal) closes gracefully, letting its puts end: force-closing
@@ -200,13 +138,14 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
 
 static void peer_free(peer_t *p)
 {
-    for (uint32_t i = 0; i < p->region_count; i++) {
-        if (p->regions[i].rkey != NULL) {
-            ucp_rkey_destroy(p->regions[i].rkey);
+    for (uint32_t i = 0; p->rkeys != NULL && i < p->region_count; i++) {
+        if (p->rkeys[i] != NULL) {
+            ucp_rkey_destroy(p->rkeys[i]);
         }
     }
+    free(p->rkeys);
     free(p->regions);
-    weft_plan_destroy(p->plan);
+    weft_serve_peer_fini(&p->base);
     free(p);
 }
 
@@ -233,10 +172,7 @@ static int peer_reap(peer_t *p)
     }
     p->close = NULL;
     /* No put of it reads the slot any more. */
-    if (p->leased) {
-        (void)weft_registry_release(p->server->reg, &p->lease);
-        p->leased = 0;
-    }
+    weft_serve_release(&p->base);
     peer_free(p);
     return 1;
 }
@@ -245,135 +181,54 @@ static int peer_reap(peer_t *p)
 
 static void refuse(peer_t *p, weft_status_t status, const char *reason)
 {
-    struct weft_server *s = p->server;
-
-    weft_log_warn("server: refused consumer from %s: %s", p->addr, reason);
-    stats_add(s, &s->stats.refused, 1); /* before the peer can hear of it */
-    (void)weft_ucx_send_refused(p->fd, status, reason, weft_deadline_ns(weft_time_ns(), 100000));
+    weft_serve_refuse(&p->base, status, reason);
     peer_drop(p, status, "refused");
 }
 
 static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
 {
-    struct weft_server *s = p->server;
-    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
-    char                token[WEFT_TOKEN_MAX + 1];
-    uint32_t            protocol = weft_boot_get_u32(&cur);
+    struct ucx_server *s = p->server;
 
-    weft_boot_get_str(&cur, token, sizeof(token));
-    weft_boot_get_str(&cur, p->name, sizeof(p->name));
-    if (msg->type != WEFT_BOOT_HELLO || cur.failed) {
-        refuse(p, WEFT_ERR_CORRUPT, "a malformed hello");
+    weft_status_t      status = weft_serve_hello(&p->base, msg);
+
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "refused");
         return;
     }
-    if (protocol != WEFT_UCX_PROTOCOL) {
-        refuse(p, WEFT_ERR_VERSION, "another protocol version");
-        return;
-    }
-    /* Nothing is set up for a peer before its token is checked. */
-    if (!weft_boot_token_equal(token, s->token)) {
-        explicit_bzero(token, sizeof(token));
-        refuse(p, WEFT_ERR_AUTH, "wrong token");
-        return;
-    }
-    explicit_bzero(token, sizeof(token));
     /* The consumer connects an endpoint of its own to this worker: UCX pairs
      * it with ours, and its side then handles our failure instead of
      * aborting on it. */
-    if (weft_boot_send(p->fd, WEFT_BOOT_WELCOME, s->address, (uint32_t)s->address_length,
-                       weft_deadline_ns(weft_time_ns(), s->timeout_us)) != WEFT_OK) {
+    if (weft_boot_send(p->base.fd, WEFT_BOOT_WELCOME, s->address, (uint32_t)s->address_length,
+                       weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "welcome not sent");
         return;
     }
     p->state = PEER_VIEWS;
 }
 
-/* Parses the views into weft_recv_view_t (names point into the payload). */
-static weft_status_t parse_views(peer_t *p, weft_boot_cursor_t *cur, weft_recv_view_t **views_out,
-                                 char (**names_out)[WEFT_TENSOR_NAME_MAX], uint32_t *count_out)
-{
-    uint32_t          count = weft_boot_get_u32(cur);
-    weft_recv_view_t *views;
-    char (*names)[WEFT_TENSOR_NAME_MAX];
-
-    if (cur->failed || count == 0 || count > (1u << 20)) {
-        return WEFT_ERR_CORRUPT;
-    }
-    views = calloc(count, sizeof(*views));
-    names = calloc(count, sizeof(*names));
-    if (views == NULL || names == NULL) {
-        free(views);
-        free(names);
-        return WEFT_ERR_NO_MEMORY;
-    }
-    for (uint32_t i = 0; i < count && !cur->failed; i++) {
-        weft_recv_view_t *v = &views[i];
-
-        weft_boot_get_str(cur, names[i], sizeof(names[i]));
-        v->field_mask = WEFT_RECV_VIEW_FIELD_STRIDES;
-        v->name = names[i];
-        v->role = (weft_tensor_role_t)weft_boot_get_u32(cur);
-        v->dtype = (weft_dtype_t)weft_boot_get_u32(cur);
-        v->ndim = weft_boot_get_u32(cur);
-        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            v->shape[d] = weft_boot_get_u64(cur);
-        }
-        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            v->strides[d] = weft_boot_get_u64(cur);
-        }
-        v->data = (void *)(uintptr_t)weft_boot_get_u64(cur);
-    }
-    if (cur->failed) {
-        free(views);
-        free(names);
-        return WEFT_ERR_CORRUPT;
-    }
-    (void)p;
-    *views_out = views;
-    *names_out = names;
-    *count_out = count;
-    return WEFT_OK;
-}
-
 /* 1 when every range of the plan lies inside one registered region. */
 static int ranges_in_regions(const peer_t *p)
 {
-    const weft_range_list_t *list = &p->plan->ranges;
+    const weft_range_list_t *list = &p->base.plan->ranges;
 
     for (uint64_t i = 0; i < list->count; i++) {
-        uint64_t dst = (uint64_t)(uintptr_t)list->ranges[i].dst, found = 0;
-
-        for (uint32_t r = 0; r < p->region_count && !found; r++) {
-            found = dst >= p->regions[r].base && list->ranges[i].bytes <= p->regions[r].bytes &&
-                    dst - p->regions[r].base <= p->regions[r].bytes - list->ranges[i].bytes;
-        }
-        if (!found) {
+        if (weft_wire_span_find(p->regions, p->region_count, (uint64_t)(uintptr_t)list->ranges[i].dst,
+                                list->ranges[i].bytes) == NULL) {
             return 0;
         }
     }
     return 1;
 }
 
-static peer_region_t *region_of(peer_t *p, uint64_t dst)
-{
-    for (uint32_t r = 0; r < p->region_count; r++) {
-        if (dst >= p->regions[r].base && dst - p->regions[r].base < p->regions[r].bytes) {
-            return &p->regions[r];
-        }
-    }
-    return NULL;
-}
-
 static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 {
-    struct weft_server *s = p->server;
-    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
-    weft_recv_view_t   *views = NULL;
+    struct ucx_server *s = p->server;
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_recv_view_t  *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
-    uint32_t            view_count = 0, address_length;
-    const void         *address;
-    weft_status_t       status;
-    char                reason[160];
+    uint32_t           view_count = 0, address_length;
+    const void        *address;
+    weft_status_t      status;
 
     if (msg->type != WEFT_BOOT_VIEWS) {
         refuse(p, WEFT_ERR_CORRUPT, "views expected");
@@ -386,7 +241,8 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         return;
     }
     p->regions = calloc(p->region_count, sizeof(*p->regions));
-    if (p->regions == NULL) {
+    p->rkeys = calloc(p->region_count, sizeof(*p->rkeys));
+    if (p->regions == NULL || p->rkeys == NULL) {
         refuse(p, WEFT_ERR_NO_MEMORY, "no memory");
         return;
     }
@@ -425,7 +281,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
                 if (created == UCS_OK) {
                     weft_log_info("server: consumer \"%s\": its transport cannot report peer "
                                   "failures; relying on the bootstrap connection and timeouts",
-                                  p->name);
+                                  p->base.name);
                 }
             }
             status = weft_ucx_status(created, "connecting to a consumer");
@@ -433,48 +289,38 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
                 break;
             }
         }
-        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey, &p->regions[r].rkey),
+        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey, &p->rkeys[r]),
                                  "unpacking a consumer's key");
     }
     if (status == WEFT_OK) {
-        status = parse_views(p, &cur, &views, &names, &view_count);
+        status = weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
     }
     if (status != WEFT_OK) {
         refuse(p, status, status == WEFT_ERR_CORRUPT ? "malformed views or keys"
                                                      : "cannot reach it or use its memory keys");
         return;
     }
-    /* The same checks as a local plan: names, roles, dtypes, shapes,
-     * overlaps. The log says which view failed. */
-    status = weft_plan_create_with(s->reg, WEFT_TRANSPORT_UCX, &remote_plan_ops, views, view_count,
-                                   &p->plan);
+    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_UCX, &remote_plan_ops, views, view_count);
     free(views);
     free(names);
     if (status != WEFT_OK) {
-        snprintf(reason, sizeof(reason), "its views do not match the registry (%s)",
-                 weft_status_string(status));
-        refuse(p, status, reason);
+        peer_drop(p, status, "refused");
         return;
     }
     if (!ranges_in_regions(p)) {
         refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return;
     }
-    status = weft_registry_consumer_register(s->reg, p->name, &p->consumer);
+    status = weft_serve_register(&p->base);
     if (status != WEFT_OK) {
-        refuse(p, status, "no room in the registry's consumer table");
+        peer_drop(p, status, "refused");
         return;
     }
-    p->registered = 1;
-    stats_add(s, &s->stats.accepted, 1);
     {
         weft_boot_buf_t buf = {0};
-        weft_boot_put_u32(&buf, p->consumer);
-        weft_boot_put_u64(&buf, p->plan->bytes);
-        weft_boot_put_u64(&buf, p->plan->ranges.count);
-        status = buf.failed ? WEFT_ERR_NO_MEMORY
-                            : weft_boot_send(p->fd, WEFT_BOOT_READY, buf.data, (uint32_t)buf.length,
-                                             weft_deadline_ns(weft_time_ns(), s->timeout_us));
+
+        weft_serve_put_ready(&p->base, &buf);
+        status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
         weft_boot_buf_free(&buf);
     }
     if (status != WEFT_OK) {
@@ -484,7 +330,8 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
                   " ranges",
-                  p->name, p->addr, p->plan->view_count, p->plan->bytes, p->plan->ranges.count);
+                  p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
+                  p->base.plan->ranges.count);
 }
 
 /* ------------------------------------------------------------ versions */
@@ -503,27 +350,30 @@ static void put_done(void *request, ucs_status_t status, void *arg)
 /* Posts puts until the window is full or every range is posted. */
 static void peer_post(peer_t *p)
 {
-    struct weft_server      *s = p->server;
-    const weft_range_list_t *list = &p->plan->ranges;
-    const uint8_t           *arena = s->slot_base[p->lease.slot];
-    uint64_t                 max_in_flight = s->window / CHUNK_BYTES ? s->window / CHUNK_BYTES : 1;
+    struct ucx_server       *s = p->server;
+    const weft_range_list_t *list = &p->base.plan->ranges;
+    const uint8_t           *arena = s->slot_base[p->base.lease.slot];
+    uint64_t                 window = s->base.window;
+    uint64_t                 max_in_flight = window / CHUNK_BYTES ? window / CHUNK_BYTES : 1;
 
     while (p->range < list->count && p->in_flight < max_in_flight && !p->put_failed) {
         const weft_copy_range_t *r = &list->ranges[p->range];
         uint64_t                 left = r->bytes - p->range_offset;
         uint64_t                 n = left < CHUNK_BYTES ? left : CHUNK_BYTES;
         uint64_t                 dst = (uint64_t)(uintptr_t)r->dst + p->range_offset;
-        peer_region_t           *region = region_of(p, dst);
+        /* Found: on_views checked every range against the regions. */
+        const weft_wire_span_t  *region = weft_wire_span_find(p->regions, p->region_count, dst, n);
         ucp_request_param_t      param = {
                  .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                                  UCP_OP_ATTR_FIELD_MEMH,
                  .cb.send = put_done,
                  .user_data = p,
-                 .memh = s->slot_memh[p->lease.slot],
+                 .memh = s->slot_memh[p->base.lease.slot],
         };
         ucs_status_ptr_t req;
 
-        req = ucp_put_nbx(p->ep, arena + r->src + p->range_offset, n, dst, region->rkey, &param);
+        req = ucp_put_nbx(p->ep, arena + r->src + p->range_offset, n, dst,
+                          p->rkeys[region - p->regions], &param);
         if (UCS_PTR_IS_ERR(req)) {
             p->put_failed = 1;
             break;
@@ -542,7 +392,7 @@ static void peer_post(peer_t *p)
 /* Advances one consumer's transfer of the version in flight. */
 static void peer_advance(peer_t *p)
 {
-    struct weft_server *s = p->server;
+    struct ucx_server *s = p->server;
 
     /* Only puts and flushes need the endpoint. Once the notice is out, a
      * consumer that acks and leaves fails its endpoint too: its ack, its
@@ -553,7 +403,7 @@ static void peer_advance(peer_t *p)
     }
     if ((p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING ||
          p->state == PEER_HELLO || p->state == PEER_VIEWS) &&
-        weft_time_ns() > p->deadline) {
+        weft_time_ns() > p->base.deadline) {
         peer_drop(p, WEFT_ERR_TIMEOUT, "no progress within the timeout");
         return;
     }
@@ -563,7 +413,7 @@ static void peer_advance(peer_t *p)
             peer_drop(p, WEFT_ERR_CONNECTION, "a put failed");
             return;
         }
-        if (p->range == p->plan->ranges.count && p->in_flight == 0) {
+        if (p->range == p->base.plan->ranges.count && p->in_flight == 0) {
             ucp_request_param_t param = {0};
 
             /* Every put done locally; the flush makes them done remotely. */
@@ -574,8 +424,8 @@ static void peer_advance(peer_t *p)
                 return;
             }
             p->state = PEER_FLUSHING;
-            weft_log_debug("server: consumer \"%s\": version %" PRIu64 " posted, flushing", p->name,
-                           p->version);
+            weft_log_debug("server: consumer \"%s\": version %" PRIu64 " posted, flushing",
+                           p->base.name, p->base.version);
         }
     }
     if (p->state == PEER_FLUSHING) {
@@ -593,50 +443,32 @@ static void peer_advance(peer_t *p)
             return;
         }
         /* Every byte of v is in the consumer's memory: now tell it. */
-        if (weft_ucx_send_u64(p->fd, WEFT_BOOT_VERSION, p->version,
-                              weft_deadline_ns(weft_time_ns(), s->timeout_us)) != WEFT_OK) {
+        if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_VERSION, p->base.version,
+                               weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
             return;
         }
         p->state = PEER_ACKING;
-        weft_log_debug("server: consumer \"%s\": version %" PRIu64 " flushed, notified", p->name,
-                       p->version);
+        weft_log_debug("server: consumer \"%s\": version %" PRIu64 " flushed, notified",
+                       p->base.name, p->base.version);
     }
 }
 
 static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
 {
-    struct weft_server *s = p->server;
-    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
-    uint64_t            v = weft_boot_get_u64(&cur);
-
-    if (msg->type != WEFT_BOOT_ACK || cur.failed || v != p->version) {
+    if (weft_serve_ack(&p->base, msg) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         return;
     }
-    /* Counted before it is recorded: whoever waits on the record sees it. */
-    stats_add(s, &s->stats.versions_sent, 1);
-    stats_add(s, &s->stats.bytes_sent, p->plan->bytes);
-    (void)weft_registry_consumer_received(s->reg, p->consumer, v);
-    p->acked = v;
     p->state = PEER_READY;
-    (void)weft_registry_release(s->reg, &p->lease);
-    p->leased = 0;
-    pthread_mutex_lock(&s->stats_lock);
-    if (v > s->stats.last_version) {
-        s->stats.last_version = v;
-    }
-    pthread_mutex_unlock(&s->stats_lock);
 }
 
 /* Reads what a consumer sent, in whatever state it is. */
 static void peer_read(peer_t *p)
 {
     weft_boot_msg_t msg;
-    weft_status_t   status;
 
-    status = weft_boot_recv(p->fd, &msg, weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
-    if (status != WEFT_OK) {
+    if (weft_serve_read(&p->base, &msg) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "its connection closed");
         return;
     }
@@ -665,47 +497,40 @@ static void peer_read(peer_t *p)
 }
 
 /* Starts sending the latest version to a ready consumer that lacks it. */
-static void peer_start(struct weft_server *s, peer_t *p, uint64_t latest)
+static void peer_start(peer_t *p, uint64_t latest)
 {
-    if (p->state != PEER_READY || p->acked >= latest) {
+    if (p->state != PEER_READY || p->base.acked >= latest) {
         return;
     }
     if (p->ep_failed) {
         peer_drop(p, WEFT_ERR_CONNECTION, "its endpoint failed");
         return;
     }
-    if (weft_registry_acquire(s->reg, &p->lease) != WEFT_OK) {
-        return; /* offloaded or changing: look again soon */
-    }
-    if (p->lease.version <= p->acked) {
-        (void)weft_registry_release(s->reg, &p->lease);
+    if (!weft_serve_lease_next(&p->base, latest)) {
         return;
     }
-    p->leased = 1;
     p->state = PEER_SENDING;
-    p->version = p->lease.version;
     p->range = p->range_offset = 0;
     p->put_failed = 0;
-    p->deadline = weft_deadline_ns(weft_time_ns(), s->timeout_us);
-    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u", p->name,
-                   p->version, p->lease.slot);
+    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
+                   p->base.name, p->base.version, p->base.lease.slot);
 }
 
 /* Every ready consumer that lacks the latest version gets it now. */
-static void start_versions(struct weft_server *s)
+static void start_versions(struct ucx_server *s)
 {
-    weft_registry_stats_t rs;
+    uint64_t latest = weft_serve_latest(&s->base);
 
-    if (weft_registry_get_stats(s->reg, &rs) != WEFT_OK || rs.latest_version == 0) {
+    if (latest == 0) {
         return;
     }
     for (uint32_t i = 0; i < s->peer_count; i++) {
-        peer_start(s, s->peers[i], rs.latest_version);
+        peer_start(s->peers[i], latest);
     }
 }
 
 /* Frees the dropped consumers whose requests are over. */
-static void reap_peers(struct weft_server *s)
+static void reap_peers(struct ucx_server *s)
 {
     for (uint32_t i = 0; i < s->peer_count;) {
         if (peer_reap(s->peers[i])) {
@@ -716,14 +541,14 @@ static void reap_peers(struct weft_server *s)
     }
 }
 
-static void accept_peers(struct weft_server *s)
+static void accept_peers(struct ucx_server *s)
 {
     for (;;) {
         char    addr[64];
         int     fd;
         peer_t *p;
 
-        if (weft_boot_accept(s->listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
+        if (weft_boot_accept(s->base.listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
             return;
         }
         if (s->peer_count == MAX_PEERS || (p = calloc(1, sizeof(*p))) == NULL) {
@@ -731,26 +556,24 @@ static void accept_peers(struct weft_server *s)
             close(fd);
             continue;
         }
+        weft_serve_peer_init(&p->base, &s->base, fd, addr);
         p->server = s;
-        p->fd = fd;
         p->state = PEER_HELLO;
-        p->deadline = weft_deadline_ns(weft_time_ns(), s->timeout_us);
-        snprintf(p->addr, sizeof(p->addr), "%s", addr);
         s->peers[s->peer_count++] = p;
     }
 }
 
 static void *server_main(void *arg)
 {
-    struct weft_server *s = arg;
-    struct pollfd      *fds = calloc(MAX_PEERS + 2, sizeof(*fds)); /* UCX, listener, peers */
+    struct ucx_server *s = arg;
+    struct pollfd     *fds = calloc(MAX_PEERS + 2, sizeof(*fds)); /* UCX, listener, peers */
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
         return NULL;
     }
-    while (!atomic_load(&s->stop)) {
-        uint32_t n = 0;
+    while (!atomic_load(&s->base.stop)) {
+        uint32_t n = 0, ready = 0;
         int      busy = 0;
 
         for (uint32_t i = 0; i < s->peer_count; i++) {
@@ -762,9 +585,9 @@ static void *server_main(void *arg)
         }
         fds[n++] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
 
-        fds[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = s->base.listen_fd, .events = POLLIN};
         for (uint32_t i = 0; i < s->peer_count; i++) {
-            fds[n++] = (struct pollfd){.fd = s->peers[i]->fd, .events = POLLIN};
+            fds[n++] = (struct pollfd){.fd = s->peers[i]->base.fd, .events = POLLIN};
         }
         /* Puts in flight need progress, not sleep. Idle, it looks for a new
          * version every POLL_IDLE_NS while consumers are connected (a
@@ -781,7 +604,7 @@ static void *server_main(void *arg)
         for (uint32_t i = 0; i + 2 < n && i < s->peer_count; i++) {
             peer_t *p = s->peers[i];
 
-            if (p->fd >= 0 && p->fd == fds[i + 2].fd &&
+            if (p->base.fd >= 0 && p->base.fd == fds[i + 2].fd &&
                 (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) {
                 peer_read(p);
             }
@@ -792,16 +615,11 @@ static void *server_main(void *arg)
         }
         weft_ucx_progress(&s->ucx);
         reap_peers(s);
-        {
-            uint32_t ready = 0;
-            for (uint32_t i = 0; i < s->peer_count; i++) {
-                peer_state_t st = s->peers[i]->state;
-                ready += st != PEER_HELLO && st != PEER_VIEWS && st != PEER_CLOSING;
-            }
-            pthread_mutex_lock(&s->stats_lock);
-            s->stats.consumers = ready;
-            pthread_mutex_unlock(&s->stats_lock);
+        for (uint32_t i = 0; i < s->peer_count; i++) {
+            peer_state_t st = s->peers[i]->state;
+            ready += st != PEER_HELLO && st != PEER_VIEWS && st != PEER_CLOSING;
         }
+        weft_serve_set_consumers(&s->base, ready);
     }
     /* Shutting down: drop everyone, let UCX finish, release the leases. */
     s->stopping = 1;
@@ -818,7 +636,7 @@ static void *server_main(void *arg)
 
 /* ---------------------------------------------------------- lifecycle */
 
-static void server_free(struct weft_server *s)
+static void server_free(struct ucx_server *s)
 {
     for (uint32_t i = 0; i < s->slot_count; i++) {
         if (s->slot_memh[i] != NULL) {
@@ -826,39 +644,24 @@ static void server_free(struct weft_server *s)
         }
     }
     for (uint32_t i = 0; i < s->peer_count; i++) {
+        weft_serve_release(&s->peers[i]->base);
         peer_free(s->peers[i]);
     }
     if (s->address != NULL) {
         ucp_worker_release_address(s->ucx.worker, s->address);
     }
     weft_ucx_close(&s->ucx);
-    if (s->listen_fd >= 0) {
-        close(s->listen_fd);
-    }
-    explicit_bzero(s->token, sizeof(s->token));
-    pthread_mutex_destroy(&s->stats_lock);
+    weft_serve_fini(&s->base);
     free(s);
 }
 
-WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server_params_t *params,
-                                          weft_server_h *out)
+static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_params_t *params,
+                                       void **out)
 {
-    const uint64_t        known = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW;
-    struct weft_server   *s;
+    struct ucx_server    *s;
     weft_registry_stats_t rs;
     weft_status_t         status;
 
-    if (reg == NULL || params == NULL || out == NULL || params->listen == NULL ||
-        params->token == NULL || (params->field_mask & ~known) ||
-        params->transport != WEFT_TRANSPORT_UCX) {
-        weft_log_error("server: invalid argument (registry, params with transport ucx, listen and "
-                       "token are required)");
-        return WEFT_ERR_INVALID_PARAM;
-    }
-    if (strlen(params->token) == 0 || strlen(params->token) > WEFT_TOKEN_MAX) {
-        weft_log_error("server: the token must be 1..%d bytes", WEFT_TOKEN_MAX);
-        return WEFT_ERR_INVALID_PARAM;
-    }
     status = weft_registry_get_stats(reg, &rs);
     if (status != WEFT_OK) {
         return status;
@@ -867,15 +670,10 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    s->reg = reg;
-    s->listen_fd = -1;
-    s->timeout_us = (params->field_mask & WEFT_SERVER_PARAM_TIMEOUT) ? params->timeout_us : DEFAULT_TIMEOUT_US;
-    s->window = (params->field_mask & WEFT_SERVER_PARAM_WINDOW) ? params->window_bytes : DEFAULT_WINDOW_BYTES;
-    if (s->window < CHUNK_BYTES) {
-        s->window = CHUNK_BYTES;
+    weft_serve_init(&s->base, reg, params, WEFT_UCX_PROTOCOL, DEFAULT_WINDOW_BYTES);
+    if (s->base.window < CHUNK_BYTES) {
+        s->base.window = CHUNK_BYTES;
     }
-    snprintf(s->token, sizeof(s->token), "%s", params->token);
-    pthread_mutex_init(&s->stats_lock, NULL);
     s->slot_count = rs.slot_count;
 
     status = weft_ucx_open(&s->ucx, "server");
@@ -905,48 +703,43 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
         }
     }
     if (status == WEFT_OK) {
-        status = weft_boot_listen(params->listen, &s->listen_fd, &s->port);
+        status = weft_serve_listen(&s->base, params->listen);
     }
-    if (status == WEFT_OK && pthread_create(&s->thread, NULL, server_main, s) != 0) {
-        status = WEFT_ERR_NO_MEMORY;
+    if (status == WEFT_OK) {
+        status = weft_serve_start(&s->base, server_main, s);
     }
     if (status != WEFT_OK) {
         server_free(s);
         return status;
     }
     weft_log_info("server: serving on port %u (ucx, window %" PRIu64 " bytes, timeout %" PRIu64 " us)",
-                  s->port, s->window, s->timeout_us);
+                  s->base.port, s->base.window, s->base.timeout_us);
     *out = s;
     return WEFT_OK;
 }
 
-WEFT_API weft_status_t weft_server_port(weft_server_h s, uint16_t *port)
+static uint16_t ucx_server_port(void *server)
 {
-    if (s == NULL || port == NULL) {
-        return WEFT_ERR_INVALID_PARAM;
-    }
-    *port = s->port;
-    return WEFT_OK;
+    return ((struct ucx_server *)server)->base.port;
 }
 
-WEFT_API weft_status_t weft_server_get_stats(weft_server_h s, weft_server_stats_t *stats)
+static void ucx_server_get_stats(void *server, weft_server_stats_t *stats)
 {
-    if (s == NULL || stats == NULL) {
-        return WEFT_ERR_INVALID_PARAM;
-    }
-    pthread_mutex_lock(&s->stats_lock);
-    *stats = s->stats;
-    pthread_mutex_unlock(&s->stats_lock);
-    return WEFT_OK;
+    weft_serve_get_stats(&((struct ucx_server *)server)->base, stats);
 }
 
-WEFT_API weft_status_t weft_server_destroy(weft_server_h s)
+static void ucx_server_destroy(void *server)
 {
-    if (s == NULL) {
-        return WEFT_OK;
-    }
-    atomic_store(&s->stop, 1);
-    pthread_join(s->thread, NULL);
+    struct ucx_server *s = server;
+
+    weft_serve_join(&s->base);
     server_free(s);
-    return WEFT_OK;
 }
+
+const weft_server_ops_t weft_ucx_server_ops = {
+    .name      = "ucx",
+    .create    = ucx_server_create,
+    .port      = ucx_server_port,
+    .get_stats = ucx_server_get_stats,
+    .destroy   = ucx_server_destroy,
+};

@@ -1,0 +1,458 @@
+/*
+ * The remote consumer of the nccl transport: connects to a server over
+ * the bootstrap connection, sends its views and its GPU's UUID, gets back
+ * the ranges of its plan (destination addresses in its own views, in the
+ * server's order) and the id of a communicator of its own with the
+ * server, which it joins as rank 1 on the views' GPU. For each version
+ * the notice comes first; the ranges are then received group by group on
+ * a stream of that GPU, and the version is acknowledged and returned only
+ * once that stream completed.
+ *
+ * A server that dies or whose link fails is seen by polling the
+ * communicator (ncclCommGetAsyncError: network transports report it) and
+ * the bootstrap connection (its close: P2P and shared-memory transports
+ * would just wait), and the transfer has the connect timeout as its
+ * deadline; any of them aborts the communicator and the call fails
+ * without acknowledging anything. Connect again to go on.
+ */
+#include "config.h"
+
+#include "common/cuda_util.h"
+#include "common/log.h"
+#include "common/time_util.h"
+#include "nccl_common.h"
+#include "transport/remote/dispatch.h"
+#include "transport/remote/wire.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_US 30000000u
+#define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
+#define ABORT_WAIT_NS      2000000000ull /* for aborted kernels to leave the stream */
+
+struct nccl_remote {
+    int              fd;
+    char             server[256];
+    int              device;     /* of every view */
+    uint64_t         timeout_us; /* the handshake; a version's transfer */
+    ncclComm_t       comm;
+    cudaStream_t     stream;
+    uint32_t         consumer;   /* the server's registry consumer id */
+    uint64_t         bytes;      /* per version */
+    uint64_t        *sizes, *dst; /* the ranges, in the server's order */
+    weft_nccl_xfer_t xfer;
+};
+
+/* The GPU of every view; views must be device memory of one GPU. */
+static weft_status_t views_device(const weft_recv_view_t *views, size_t count, int *device)
+{
+    *device = -1;
+    for (size_t i = 0; i < count; i++) {
+        int           dev;
+        weft_status_t status;
+
+        if (!(views[i].field_mask & WEFT_RECV_VIEW_FIELD_MEMORY) ||
+            views[i].memory != WEFT_MEMORY_CUDA) {
+            weft_log_error("remote: view %zu (\"%s\"): the nccl transport receives into device "
+                           "memory only (WEFT_MEMORY_CUDA)",
+                           i, views[i].name != NULL ? views[i].name : "?");
+            return WEFT_ERR_UNSUPPORTED;
+        }
+        status = weft_cuda_pointer_device(views[i].data, &dev);
+        if (status == WEFT_ERR_INVALID_PARAM) {
+            weft_log_error("remote: view %zu (\"%s\") at %p is not device memory of this process",
+                           i, views[i].name != NULL ? views[i].name : "?", views[i].data);
+        }
+        if (status != WEFT_OK) {
+            return status;
+        }
+        if (*device >= 0 && dev != *device) {
+            weft_log_error("remote: view %zu is on GPU %d, earlier views on GPU %d: one consumer "
+                           "receives into one GPU",
+                           i, dev, *device);
+            return WEFT_ERR_INVALID_PARAM;
+        }
+        *device = dev;
+    }
+    return WEFT_OK;
+}
+
+/* A message the server sent instead of what we wait for: its refusal. */
+static weft_status_t refused(struct nccl_remote *r, const weft_boot_msg_t *msg, const char *what)
+{
+    char          reason[256];
+    weft_status_t status;
+
+    if (msg->type != WEFT_BOOT_REFUSED) {
+        weft_log_error("remote: %s answered %s with message %u", r->server, what, msg->type);
+        return WEFT_ERR_CORRUPT;
+    }
+    status = weft_wire_parse_refused(msg, reason, sizeof(reason));
+    weft_log_error("remote: %s refused %s: %s", r->server, what, reason);
+    return status;
+}
+
+/* HELLO → WELCOME, or the server's refusal. */
+static weft_status_t say_hello(struct nccl_remote *r, const weft_remote_params_t *p,
+                               uint64_t deadline)
+{
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    weft_status_t   status;
+
+    weft_wire_put_hello(&buf, WEFT_NCCL_PROTOCOL, p->token, p->name);
+    status = buf.failed ? WEFT_ERR_NO_MEMORY
+                        : weft_boot_send(r->fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
+                                         deadline);
+    weft_boot_buf_free(&buf);
+    if (status == WEFT_OK) {
+        status = weft_boot_recv(r->fd, &msg, deadline);
+    }
+    if (status != WEFT_OK) {
+        weft_log_error("remote: no answer from %s to the handshake: %s", r->server,
+                       weft_status_string(status));
+        return status;
+    }
+    if (msg.type != WEFT_BOOT_WELCOME) {
+        status = refused(r, &msg, "this consumer");
+    }
+    free(msg.payload);
+    return status;
+}
+
+/* Reads READY: the ranges (each inside our views) and the communicator's id. */
+static weft_status_t parse_ready(struct nccl_remote *r, const weft_boot_msg_t *msg,
+                                 const weft_recv_view_t *views, size_t count, ncclUniqueId *id)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_wire_span_t  *spans = NULL;
+    uint32_t           span_count = 0, id_length;
+    uint64_t           range_count, window;
+    const void        *id_bytes;
+    weft_status_t      status;
+
+    r->consumer = weft_boot_get_u32(&cur);
+    r->bytes = weft_boot_get_u64(&cur);
+    range_count = weft_boot_get_u64(&cur);
+    id_bytes = weft_boot_get_blob(&cur, &id_length);
+    window = weft_boot_get_u64(&cur);
+    if (cur.failed || id_length != sizeof(*id) || window < WEFT_NCCL_MIN_WINDOW ||
+        range_count > (msg->length / 16)) {
+        weft_log_error("remote: %s sent a malformed ready", r->server);
+        return WEFT_ERR_CORRUPT;
+    }
+    memcpy(id, id_bytes, sizeof(*id));
+    r->sizes = calloc(range_count + 1, sizeof(*r->sizes));
+    r->dst = calloc(range_count + 1, sizeof(*r->dst));
+    if (r->sizes == NULL || r->dst == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    status = weft_wire_view_spans(views, count, &spans, &span_count);
+    for (uint64_t i = 0; i < range_count && status == WEFT_OK; i++) {
+        r->dst[i] = weft_boot_get_u64(&cur);
+        r->sizes[i] = weft_boot_get_u64(&cur);
+        /* NCCL writes where the server says: only inside our views. */
+        if (cur.failed || weft_wire_span_find(spans, span_count, r->dst[i], r->sizes[i]) == NULL) {
+            weft_log_error("remote: %s sent range %" PRIu64 " (%" PRIu64 " bytes at 0x%" PRIx64
+                           ") outside this consumer's views",
+                           r->server, i, r->sizes[i], r->dst[i]);
+            status = WEFT_ERR_CORRUPT;
+        }
+    }
+    free(spans);
+    r->xfer = (weft_nccl_xfer_t){.send = 0, .sizes = r->sizes, .offsets = r->dst,
+                                 .count = range_count, .window = window, .base = 0};
+    return status;
+}
+
+/* VIEWS → READY, or the server's refusal. */
+static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *views, size_t count,
+                                uint64_t deadline, ncclUniqueId *id)
+{
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    uint8_t         uuid[WEFT_NCCL_UUID_BYTES];
+    weft_status_t   status = weft_nccl_device_uuid(r->device, uuid);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    weft_boot_put_blob(&buf, uuid, sizeof(uuid));
+    weft_wire_put_views(&buf, views, count);
+    status = buf.failed ? WEFT_ERR_NO_MEMORY
+                        : weft_boot_send(r->fd, WEFT_BOOT_VIEWS, buf.data, (uint32_t)buf.length,
+                                         deadline);
+    weft_boot_buf_free(&buf);
+    if (status == WEFT_OK) {
+        status = weft_boot_recv(r->fd, &msg, deadline);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = msg.type == WEFT_BOOT_READY ? parse_ready(r, &msg, views, count, id)
+                                         : refused(r, &msg, "the views");
+    free(msg.payload);
+    return status;
+}
+
+/* What the server sent while we receive or make the communicator: its
+ * close, or FAILED. */
+static weft_status_t server_spoke(struct nccl_remote *r)
+{
+    weft_boot_msg_t msg;
+    weft_status_t   status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+
+    if (status != WEFT_OK) {
+        weft_log_error("remote: lost the connection to %s: %s", r->server, weft_status_string(status));
+        return WEFT_ERR_CONNECTION;
+    }
+    if (msg.type == WEFT_BOOT_FAILED) {
+        weft_log_error("remote: %s dropped this consumer during a version", r->server);
+        status = WEFT_ERR_CANCELED;
+    } else if (msg.type == WEFT_BOOT_REFUSED) {
+        status = refused(r, &msg, "this consumer");
+    } else {
+        weft_log_error("remote: unexpected message %u from %s", msg.type, r->server);
+        status = WEFT_ERR_CORRUPT;
+    }
+    free(msg.payload);
+    return status;
+}
+
+/* Ends the connection and the communicator after a failure; nothing of it
+ * is used again (connect again). */
+static void disconnect(struct nccl_remote *r)
+{
+    if (r->comm != NULL) {
+        weft_nccl_abort(r->comm, "remote consumer");
+        r->comm = NULL;
+    }
+    if (r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+    }
+}
+
+/*
+ * Drives one non-blocking NCCL step (the communicator's creation, or a
+ * version's transfer) to its end before the deadline, watching the
+ * server's connection meanwhile.
+ */
+static weft_status_t drive(struct nccl_remote *r, int transfer, uint64_t deadline)
+{
+    for (;;) {
+        weft_status_t status = transfer ? weft_nccl_xfer_progress(&r->xfer)
+                                        : weft_nccl_poll(r->comm, "making the communicator");
+
+        if (status != WEFT_INPROGRESS) {
+            return status;
+        }
+        if (weft_boot_readable(r->fd)) {
+            return server_spoke(r);
+        }
+        if (weft_time_ns() >= deadline) {
+            weft_log_error("remote: %s with %s did not finish within the timeout",
+                           transfer ? "a version's transfer" : "making the communicator", r->server);
+            return WEFT_ERR_TIMEOUT;
+        }
+        sched_yield();
+    }
+}
+
+static void remote_free(struct nccl_remote *r)
+{
+    disconnect(r);
+    if (r->stream != NULL) {
+        uint64_t until = weft_time_ns() + ABORT_WAIT_NS;
+
+        /* Aborted kernels leave the stream soon; never wait forever. */
+        while (!weft_nccl_stream_idle(r->stream) && weft_time_ns() < until) {
+            sched_yield();
+        }
+        (void)WEFT_CUDA_CHECK(cudaStreamDestroy(r->stream));
+    }
+    free(r->sizes);
+    free(r->dst);
+    free(r);
+}
+
+static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
+                                         const weft_recv_view_t *views, size_t count, void **out)
+{
+    struct nccl_remote *r;
+    uint64_t            deadline;
+    ncclUniqueId        id;
+    int                 saved = -1;
+    weft_status_t       status;
+
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    r->fd = -1;
+    r->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+    deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
+    snprintf(r->server, sizeof(r->server), "%s", p->server);
+    status = views_device(views, count, &r->device);
+    if (status == WEFT_OK && r->device < 0) {
+        weft_log_error("remote: no view has a byte to receive");
+        status = WEFT_ERR_INVALID_PARAM;
+    }
+    if (status == WEFT_OK) {
+        status = weft_cuda_enter(r->device, &saved);
+    }
+    if (status != WEFT_OK) {
+        free(r);
+        return status;
+    }
+    status = weft_boot_connect(p->server, deadline, &r->fd);
+    if (status == WEFT_OK) {
+        status = say_hello(r, p, deadline);
+    }
+    if (status == WEFT_OK) {
+        status = send_views(r, views, count, deadline, &id);
+    }
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking));
+    }
+    if (status == WEFT_OK) {
+        status = weft_nccl_comm_start(&r->comm, &id, 1);
+        if (status == WEFT_INPROGRESS) {
+            status = drive(r, 0, deadline);
+        }
+    }
+    if (status != WEFT_OK) {
+        int device = r->device;
+
+        remote_free(r);
+        weft_cuda_leave(device, saved);
+        return status;
+    }
+    r->xfer.comm = r->comm;
+    r->xfer.stream = r->stream;
+    weft_cuda_leave(r->device, saved);
+    weft_log_info("remote: connected to %s as consumer %u (nccl, GPU %d), %" PRIu64
+                  " bytes per version in %" PRIu64 " ranges",
+                  p->server, r->consumer, r->device, r->bytes, r->xfer.count);
+    *out = r;
+    return WEFT_OK;
+}
+
+/* Receives version v, announced: every range, then the ack. */
+static weft_status_t receive_version(struct nccl_remote *r, uint64_t v)
+{
+    weft_status_t status;
+
+    weft_nccl_xfer_start(&r->xfer);
+    status = drive(r, 1, weft_deadline_ns(weft_time_ns(), r->timeout_us));
+    if (status != WEFT_OK) {
+        weft_log_error("remote: version %" PRIu64 " from %s failed after %" PRIu64 " groups: %s",
+                       v, r->server, r->xfer.groups, weft_status_string(status));
+        return status;
+    }
+    /* Our stream completed: every byte of v is in the views. */
+    status = weft_wire_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
+    return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
+}
+
+static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
+                                         uint64_t timeout_us, uint64_t *version)
+{
+    struct nccl_remote *r = remote;
+    uint64_t            deadline;
+    int                 saved;
+    weft_status_t       status;
+
+    if (r->fd < 0 || r->comm == NULL) {
+        return WEFT_ERR_CONNECTION;
+    }
+    status = weft_cuda_enter(r->device, &saved);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
+    for (;;) {
+        weft_boot_msg_t    msg;
+        weft_boot_cursor_t cur;
+        uint64_t           v;
+
+        if (!weft_boot_readable(r->fd)) {
+            struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+            uint64_t      now = weft_time_ns();
+            int           ms;
+
+            if (now >= deadline) {
+                status = WEFT_ERR_TIMEOUT;
+                break;
+            }
+            ms = (int)((deadline - now) / 1000000u);
+            (void)poll(&pfd, 1, ms < RECEIVE_POLL_MS ? ms + 1 : RECEIVE_POLL_MS);
+            continue;
+        }
+        status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+        if (status != WEFT_OK) {
+            weft_log_error("remote: lost the connection to %s: %s", r->server,
+                           weft_status_string(status));
+            status = WEFT_ERR_CONNECTION;
+            disconnect(r);
+            break;
+        }
+        cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
+        v = weft_boot_get_u64(&cur);
+        if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
+            free(msg.payload);
+            status = receive_version(r, v);
+            if (status != WEFT_OK) {
+                disconnect(r);
+                break;
+            }
+            if (v > after_version) {
+                *version = v;
+                break;
+            }
+            continue;
+        }
+        if (msg.type == WEFT_BOOT_FAILED) {
+            weft_log_error("remote: %s dropped this consumer during version %" PRIu64, r->server, v);
+            status = WEFT_ERR_CANCELED;
+        } else {
+            weft_log_error("remote: unexpected message %u from %s", msg.type, r->server);
+            status = WEFT_ERR_CORRUPT;
+        }
+        free(msg.payload);
+        disconnect(r);
+        break;
+    }
+    weft_cuda_leave(r->device, saved);
+    return status;
+}
+
+static void nccl_remote_close(void *remote)
+{
+    struct nccl_remote *r = remote;
+    int                 device = r->device, saved;
+    int                 entered;
+
+    /* Leaving on purpose, not lost: the server counts the difference. */
+    if (r->fd >= 0) {
+        (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0, weft_deadline_ns(weft_time_ns(), 100000));
+    }
+    entered = weft_cuda_enter(device, &saved) == WEFT_OK;
+    remote_free(r);
+    if (entered) {
+        weft_cuda_leave(device, saved);
+    }
+}
+
+const weft_remote_ops_t weft_nccl_remote_ops = {
+    .name    = "nccl",
+    .connect = nccl_remote_connect,
+    .receive = nccl_remote_receive,
+    .close   = nccl_remote_close,
+};

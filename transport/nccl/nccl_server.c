@@ -1,0 +1,638 @@
+/*
+ * The server of the nccl transport: one thread, current device the
+ * registry's GPU, that accepts remote consumers on the bootstrap port
+ * (token, views checked as weft_plan_create does, consumer registered),
+ * gives each its own 2-rank NCCL communicator (this side rank 0, the
+ * ncclUniqueId sent in READY) and sends every newly published version to
+ * every ready consumer:
+ *
+ *   lease v → VERSION(v) → ncclSend of every range from the slot's arena,
+ *   group by group on the consumer's stream → ACK(v) (the consumer
+ *   received every byte) and our stream done → consumer_received(v)
+ *
+ * Communicators are non-blocking: nothing here waits on NCCL. Each loop
+ * polls every communicator (ncclCommGetAsyncError) and stream, so a
+ * consumer whose link fails (an NCCL error), whose process dies (its
+ * bootstrap connection closes) or that makes no progress within the
+ * timeout is dropped: its failure recorded, its communicator aborted
+ * (kernels in flight quit), its lease released once its stream is idle.
+ * The others go on.
+ *
+ * NCCL refuses two ranks of one communicator on one GPU: a consumer whose
+ * views are on the registry's GPU is refused (WEFT_ERR_UNSUPPORTED).
+ */
+#include "config.h"
+
+#include "common/cuda_util.h"
+#include "common/log.h"
+#include "common/time_util.h"
+#include "nccl_common.h"
+#include "transport/plan.h"
+#include "transport/remote/dispatch.h"
+#include "transport/remote/serve.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
+#define MAX_PEERS            1024u
+#define POLL_MS              1      /* idle, no consumer */
+#define POLL_IDLE_NS         50000L /* idle, consumers connected */
+#define SHUTDOWN_SPINS       200000 /* looks at aborted streams before giving up */
+
+typedef enum peer_state {
+    PEER_HELLO,   /* waiting for HELLO */
+    PEER_VIEWS,   /* waiting for VIEWS */
+    PEER_INIT,    /* READY sent; its communicator is being made */
+    PEER_READY,   /* idle, gets the next version */
+    PEER_SENDING, /* VERSION sent, groups in flight */
+    PEER_ACKING,  /* every send completed, waiting for ACK */
+    PEER_CLOSING  /* dropped; waiting for its stream to be idle */
+} peer_state_t;
+
+typedef struct peer {
+    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    struct nccl_server *server;
+    peer_state_t        state;
+    ncclComm_t          comm;
+    cudaStream_t        stream;
+    uint64_t           *sizes, *offsets; /* of the plan's ranges */
+    weft_nccl_xfer_t    xfer;
+    uint64_t            early_ack; /* ACK(v) read before our stream completed */
+} peer_t;
+
+struct nccl_server {
+    weft_serve_t base; /* socket, token, timeout, window, thread, stats */
+    int          device;
+    uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
+    int          broken; /* the thread could not use the GPU: refuse everyone */
+    peer_t      *peers[MAX_PEERS];
+    uint32_t     peer_count;
+};
+
+/* The plan's backend for remote addresses: nothing is copied locally. */
+static weft_status_t remote_post(struct weft_plan *plan, const weft_lease_t *lease)
+{
+    (void)plan;
+    (void)lease;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static const weft_transport_ops_t remote_plan_ops = {
+    .name       = "nccl",
+    .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
+    .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
+    .post       = remote_post,
+};
+
+/* ------------------------------------------------------------ dropping */
+
+static void peer_drop(peer_t *p, weft_status_t why, const char *what)
+{
+    if (p->state == PEER_CLOSING) {
+        return;
+    }
+    weft_serve_drop(&p->base, why, what, p->state == PEER_SENDING || p->state == PEER_ACKING, 1);
+    /* Local and immediate: kernels still waiting for the consumer quit. */
+    weft_nccl_abort(p->comm, p->base.name);
+    p->comm = NULL;
+    p->state = PEER_CLOSING;
+}
+
+static void peer_free(peer_t *p)
+{
+    weft_nccl_abort(p->comm, p->base.name);
+    if (p->stream != NULL) {
+        (void)WEFT_CUDA_CHECK(cudaStreamDestroy(p->stream));
+    }
+    free(p->sizes);
+    free(p->offsets);
+    weft_serve_peer_fini(&p->base);
+    free(p);
+}
+
+/* A dropped consumer is freed once nothing of it runs on its stream. */
+static int peer_reap(peer_t *p)
+{
+    if (p->state != PEER_CLOSING || !weft_nccl_stream_idle(p->stream)) {
+        return 0;
+    }
+    /* No send of it reads the slot any more. */
+    weft_serve_release(&p->base);
+    peer_free(p);
+    return 1;
+}
+
+/* ----------------------------------------------------------- handshake */
+
+static void refuse(peer_t *p, weft_status_t status, const char *reason)
+{
+    weft_serve_refuse(&p->base, status, reason);
+    peer_drop(p, status, "refused");
+}
+
+static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_status_t status = weft_serve_hello(&p->base, msg);
+
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "refused");
+        return;
+    }
+    if (weft_boot_send(p->base.fd, WEFT_BOOT_WELCOME, NULL, 0,
+                       weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "welcome not sent");
+        return;
+    }
+    p->state = PEER_VIEWS;
+}
+
+/* READY: the head, the communicator's id, the window, the ranges. */
+static weft_status_t send_ready(peer_t *p, const ncclUniqueId *id)
+{
+    const weft_range_list_t *list = &p->base.plan->ranges;
+    weft_boot_buf_t          buf = {0};
+    weft_status_t            status;
+
+    weft_serve_put_ready(&p->base, &buf);
+    weft_boot_put_blob(&buf, id, (uint32_t)sizeof(*id));
+    weft_boot_put_u64(&buf, p->server->base.window);
+    for (uint64_t i = 0; i < list->count; i++) {
+        weft_boot_put_u64(&buf, (uint64_t)(uintptr_t)list->ranges[i].dst);
+        weft_boot_put_u64(&buf, list->ranges[i].bytes);
+    }
+    status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
+    weft_boot_buf_free(&buf);
+    return status;
+}
+
+/* The sizes and arena offsets of the plan's ranges: the send schedule. */
+static weft_status_t build_schedule(peer_t *p)
+{
+    const weft_range_list_t *list = &p->base.plan->ranges;
+
+    p->sizes = calloc(list->count + 1, sizeof(*p->sizes));
+    p->offsets = calloc(list->count + 1, sizeof(*p->offsets));
+    if (p->sizes == NULL || p->offsets == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint64_t i = 0; i < list->count; i++) {
+        p->sizes[i] = list->ranges[i].bytes;
+        p->offsets[i] = list->ranges[i].src;
+    }
+    p->xfer = (weft_nccl_xfer_t){.send = 1, .sizes = p->sizes, .offsets = p->offsets,
+                                 .count = list->count, .window = p->server->base.window};
+    return WEFT_OK;
+}
+
+static void on_views(peer_t *p, const weft_boot_msg_t *msg)
+{
+    struct nccl_server *s = p->server;
+    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
+    weft_recv_view_t   *views = NULL;
+    char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
+    uint32_t            view_count = 0, uuid_length;
+    const void         *uuid;
+    ncclUniqueId        id;
+    weft_status_t       status;
+
+    if (msg->type != WEFT_BOOT_VIEWS) {
+        refuse(p, WEFT_ERR_CORRUPT, "views expected");
+        return;
+    }
+    uuid = weft_boot_get_blob(&cur, &uuid_length);
+    if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES) {
+        refuse(p, WEFT_ERR_CORRUPT, "malformed views");
+        return;
+    }
+    if (s->broken) {
+        refuse(p, WEFT_ERR_CUDA, "the server cannot use its GPU");
+        return;
+    }
+    if (memcmp(uuid, s->uuid, WEFT_NCCL_UUID_BYTES) == 0) {
+        refuse(p, WEFT_ERR_UNSUPPORTED,
+               "its views are on the server's GPU: NCCL needs another GPU for the consumer "
+               "(use the cuda_ipc transport on one GPU)");
+        return;
+    }
+    status = weft_wire_get_views(&cur, WEFT_MEMORY_CUDA, &views, &names, &view_count);
+    if (status != WEFT_OK) {
+        refuse(p, status, "malformed views");
+        return;
+    }
+    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_NCCL, &remote_plan_ops, views, view_count);
+    free(views);
+    free(names);
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "refused");
+        return;
+    }
+    status = build_schedule(p);
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
+    }
+    if (status == WEFT_OK) {
+        status = weft_nccl_status(ncclGetUniqueId(&id), NULL, "ncclGetUniqueId");
+    }
+    if (status != WEFT_OK) {
+        refuse(p, status, "the server could not set up NCCL for it");
+        return;
+    }
+    status = weft_serve_register(&p->base);
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "refused");
+        return;
+    }
+    p->xfer.stream = p->stream;
+    if (send_ready(p, &id) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
+        return;
+    }
+    /* Both ranks make the communicator now; the consumer counts as ready
+     * once ours is up. */
+    status = weft_nccl_comm_start(&p->comm, &id, 0);
+    if (status != WEFT_OK && status != WEFT_INPROGRESS) {
+        peer_drop(p, status, "its communicator could not be made");
+        return;
+    }
+    p->xfer.comm = p->comm;
+    p->base.deadline = weft_deadline_ns(weft_time_ns(), s->base.timeout_us);
+    p->state = PEER_INIT;
+    weft_log_info("server: consumer \"%s\" (%s) accepted: %u tensors, %" PRIu64 " bytes in %" PRIu64
+                  " ranges; making its communicator",
+                  p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
+                  p->base.plan->ranges.count);
+}
+
+/* ------------------------------------------------------------ versions */
+
+/* Records the ack of the version in flight; our sends must be done. */
+static void finish_version(peer_t *p, const weft_boot_msg_t *msg)
+{
+    if (weft_serve_ack(&p->base, msg) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
+        return;
+    }
+    p->state = PEER_READY;
+}
+
+static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
+{
+    if (p->state == PEER_SENDING) {
+        weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+        uint64_t           v = weft_boot_get_u64(&cur);
+
+        /* Its receives completed before our stream told us: keep the ack
+         * until our sends are done too (the slot is read until then). */
+        if (msg->type != WEFT_BOOT_ACK || cur.failed || v != p->base.version) {
+            peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
+            return;
+        }
+        p->early_ack = v;
+        return;
+    }
+    finish_version(p, msg);
+}
+
+/* Advances one consumer: its communicator, its transfer, its timeout. */
+static void peer_advance(peer_t *p)
+{
+    weft_status_t status;
+
+    if (p->state == PEER_CLOSING || p->state == PEER_READY) {
+        return;
+    }
+    if (weft_time_ns() > p->base.deadline) {
+        peer_drop(p, WEFT_ERR_TIMEOUT, "no progress within the timeout");
+        return;
+    }
+    if (p->state == PEER_INIT) {
+        status = weft_nccl_poll(p->comm, "making the communicator");
+        if (status == WEFT_OK) {
+            p->state = PEER_READY;
+            weft_log_info("server: consumer \"%s\" (%s) ready", p->base.name, p->base.addr);
+        } else if (status != WEFT_INPROGRESS) {
+            peer_drop(p, status, "its communicator failed");
+        }
+        return;
+    }
+    if (p->state == PEER_SENDING) {
+        status = weft_nccl_xfer_progress(&p->xfer);
+        if (status == WEFT_INPROGRESS) {
+            return;
+        }
+        if (status != WEFT_OK) {
+            peer_drop(p, status, "a send failed");
+            return;
+        }
+        weft_log_debug("server: consumer \"%s\": version %" PRIu64 " sent in %" PRIu64 " groups",
+                       p->base.name, p->base.version, p->xfer.groups);
+        p->state = PEER_ACKING;
+        if (p->early_ack != 0) {
+            weft_boot_msg_t ack = {.type = WEFT_BOOT_ACK, .length = sizeof(p->early_ack),
+                                   .payload = (uint8_t *)&p->early_ack};
+
+            finish_version(p, &ack);
+            p->early_ack = 0;
+        }
+        return;
+    }
+    if (p->state == PEER_ACKING) {
+        /* Between our last send and its ack a failed link still shows. */
+        status = weft_nccl_poll(p->comm, "waiting for the ack");
+        if (status != WEFT_OK && status != WEFT_INPROGRESS) {
+            peer_drop(p, status, "its communicator failed");
+        }
+    }
+}
+
+/* Reads what a consumer sent, in whatever state it is. */
+static void peer_read(peer_t *p)
+{
+    weft_boot_msg_t msg;
+
+    if (weft_serve_read(&p->base, &msg) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "its connection closed");
+        return;
+    }
+    if (msg.type == WEFT_BOOT_BYE) {
+        free(msg.payload);
+        /* In the middle of a version it gave up on it: that is a failure. */
+        peer_drop(p, p->state == PEER_READY ? WEFT_OK : WEFT_ERR_CANCELED,
+                  p->state == PEER_READY ? "it left" : "it left in the middle of a version");
+        return;
+    }
+    switch (p->state) {
+    case PEER_HELLO:
+        on_hello(p, &msg);
+        break;
+    case PEER_VIEWS:
+        on_views(p, &msg);
+        break;
+    case PEER_SENDING:
+    case PEER_ACKING:
+        on_ack(p, &msg);
+        break;
+    default:
+        peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
+        break;
+    }
+    free(msg.payload);
+}
+
+/* Starts sending the latest version to a ready consumer that lacks it. */
+static void peer_start(peer_t *p, uint64_t latest)
+{
+    const uint8_t *arena;
+    weft_status_t  status;
+
+    if (p->state != PEER_READY || !weft_serve_lease_next(&p->base, latest)) {
+        return;
+    }
+    /* The slot's arena on this GPU (the producer's own allocation, or
+     * mapped through CUDA IPC into this device's context). */
+    status = weft_plan_slot_base(p->base.plan, &p->base.lease, &arena);
+    if (status != WEFT_OK) {
+        p->state = PEER_SENDING; /* recorded as a failure of this version */
+        peer_drop(p, status, "the version cannot be read here");
+        return;
+    }
+    /* The consumer learns which version comes, then both sides post. */
+    if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_VERSION, p->base.version,
+                           weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
+        p->state = PEER_SENDING; /* recorded as a failure of this version */
+        peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
+        return;
+    }
+    p->state = PEER_SENDING;
+    p->early_ack = 0;
+    p->xfer.base = (uint64_t)(uintptr_t)arena;
+    weft_nccl_xfer_start(&p->xfer);
+    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
+                   p->base.name, p->base.version, p->base.lease.slot);
+}
+
+static void start_versions(struct nccl_server *s)
+{
+    uint64_t latest = weft_serve_latest(&s->base);
+
+    if (latest == 0) {
+        return;
+    }
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        peer_start(s->peers[i], latest);
+    }
+}
+
+static void reap_peers(struct nccl_server *s)
+{
+    for (uint32_t i = 0; i < s->peer_count;) {
+        if (peer_reap(s->peers[i])) {
+            s->peers[i] = s->peers[--s->peer_count];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void accept_peers(struct nccl_server *s)
+{
+    for (;;) {
+        char    addr[64];
+        int     fd;
+        peer_t *p;
+
+        if (weft_boot_accept(s->base.listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
+            return;
+        }
+        if (s->peer_count == MAX_PEERS || (p = calloc(1, sizeof(*p))) == NULL) {
+            weft_log_error("server: no room for consumer from %s", addr);
+            close(fd);
+            continue;
+        }
+        weft_serve_peer_init(&p->base, &s->base, fd, addr);
+        p->server = s;
+        p->state = PEER_HELLO;
+        s->peers[s->peer_count++] = p;
+    }
+}
+
+static void *server_main(void *arg)
+{
+    struct nccl_server *s = arg;
+    struct pollfd      *fds = calloc(MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
+
+    if (fds == NULL) {
+        weft_log_error("server: no memory for its poll set");
+        return NULL;
+    }
+    /* Every CUDA and NCCL call of the server runs here, on the GPU of the
+     * registry's arenas. */
+    if (WEFT_CUDA_CHECK(cudaSetDevice(s->device)) != WEFT_OK) {
+        weft_log_error("server: cannot use GPU %d: every consumer will be refused", s->device);
+        s->broken = 1;
+    }
+    while (!atomic_load(&s->base.stop)) {
+        uint32_t n = 0, ready = 0;
+        int      busy = 0;
+
+        for (uint32_t i = 0; i < s->peer_count; i++) {
+            peer_state_t st = s->peers[i]->state;
+            busy |= st == PEER_INIT || st == PEER_SENDING || st == PEER_CLOSING;
+        }
+        fds[n++] = (struct pollfd){.fd = s->base.listen_fd, .events = POLLIN};
+        for (uint32_t i = 0; i < s->peer_count; i++) {
+            fds[n++] = (struct pollfd){.fd = s->peers[i]->base.fd, .events = POLLIN};
+        }
+        /* Transfers in flight are polled, not slept on. Idle, it looks for
+         * a new version every POLL_IDLE_NS while consumers are connected
+         * (a publish wakes a futex, which poll cannot wait on). */
+        {
+            struct timespec ts = {.tv_sec = 0,
+                                  .tv_nsec = busy ? 0 : s->peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
+            (void)ppoll(fds, n, &ts, NULL);
+        }
+        if (fds[0].revents & POLLIN) {
+            accept_peers(s);
+        }
+        for (uint32_t i = 0; i + 1 < n && i < s->peer_count; i++) {
+            peer_t *p = s->peers[i];
+
+            if (p->base.fd >= 0 && p->base.fd == fds[i + 1].fd &&
+                (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+                peer_read(p);
+            }
+        }
+        start_versions(s);
+        for (uint32_t i = 0; i < s->peer_count; i++) {
+            peer_advance(s->peers[i]);
+        }
+        reap_peers(s);
+        for (uint32_t i = 0; i < s->peer_count; i++) {
+            peer_state_t st = s->peers[i]->state;
+            ready += st == PEER_READY || st == PEER_SENDING || st == PEER_ACKING;
+        }
+        weft_serve_set_consumers(&s->base, ready);
+    }
+    /* Shutting down: drop everyone (aborting their communicators), then
+     * release the leases once their streams are idle. */
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        peer_drop(s->peers[i], WEFT_ERR_CANCELED, "the server stops");
+    }
+    for (int spins = 0; spins < SHUTDOWN_SPINS && s->peer_count > 0; spins++) {
+        reap_peers(s);
+    }
+    if (s->peer_count > 0) {
+        weft_log_warn("server: %u consumers' streams still busy at shutdown; their leases are kept",
+                      s->peer_count);
+    }
+    /* Freed here, on the streams' device. */
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        peer_free(s->peers[i]);
+    }
+    s->peer_count = 0;
+    free(fds);
+    return NULL;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+/* The peers went with the thread (server_main frees them). */
+static void server_free(struct nccl_server *s)
+{
+    weft_serve_fini(&s->base);
+    free(s);
+}
+
+/* The registry must be a GPU registry whose GPU this process sees. */
+static weft_status_t check_registry(struct nccl_server *s, weft_registry_h reg)
+{
+    weft_arena_info_t info;
+    weft_status_t     status = weft_registry_arena_info(reg, &info);
+    int               saved;
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (info.memory != WEFT_MEMORY_CUDA) {
+        weft_log_error("server: the nccl transport sends from GPU registries only (this one is in "
+                       "host memory: use ucx)");
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    if (info.device < 0) {
+        weft_log_error("server: the GPU of the registry's arenas is not visible in this process");
+        return WEFT_ERR_NO_DEVICE;
+    }
+    s->device = info.device;
+    status = weft_nccl_device_uuid(s->device, s->uuid);
+    /* The context is made now, where a failure can still be returned. */
+    if (status == WEFT_OK) {
+        status = weft_cuda_enter(s->device, &saved);
+        if (status == WEFT_OK) {
+            status = WEFT_CUDA_CHECK(cudaFree(NULL));
+            weft_cuda_leave(s->device, saved);
+        }
+    }
+    return status;
+}
+
+static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_params_t *params,
+                                        void **out)
+{
+    struct nccl_server *s = calloc(1, sizeof(*s));
+    weft_status_t       status;
+
+    if (s == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    weft_serve_init(&s->base, reg, params, WEFT_NCCL_PROTOCOL, DEFAULT_WINDOW_BYTES);
+    if (s->base.window < WEFT_NCCL_MIN_WINDOW) {
+        s->base.window = WEFT_NCCL_MIN_WINDOW;
+    }
+    status = check_registry(s, reg);
+    if (status == WEFT_OK) {
+        status = weft_serve_listen(&s->base, params->listen);
+    }
+    if (status == WEFT_OK) {
+        status = weft_serve_start(&s->base, server_main, s);
+    }
+    if (status != WEFT_OK) {
+        server_free(s);
+        return status;
+    }
+    weft_log_info("server: serving on port %u (nccl from GPU %d, %" PRIu64 " bytes per group, "
+                  "timeout %" PRIu64 " us)",
+                  s->base.port, s->device, s->base.window, s->base.timeout_us);
+    *out = s;
+    return WEFT_OK;
+}
+
+static uint16_t nccl_server_port(void *server)
+{
+    return ((struct nccl_server *)server)->base.port;
+}
+
+static void nccl_server_get_stats(void *server, weft_server_stats_t *stats)
+{
+    weft_serve_get_stats(&((struct nccl_server *)server)->base, stats);
+}
+
+static void nccl_server_destroy(void *server)
+{
+    struct nccl_server *s = server;
+
+    weft_serve_join(&s->base);
+    server_free(s);
+}
+
+const weft_server_ops_t weft_nccl_server_ops = {
+    .name      = "nccl",
+    .create    = nccl_server_create,
+    .port      = nccl_server_port,
+    .get_stats = nccl_server_get_stats,
+    .destroy   = nccl_server_destroy,
+};

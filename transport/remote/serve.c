@@ -1,0 +1,273 @@
+/* The transport-neutral half of a server: sockets, token, consumers' records. */
+#include "config.h"
+
+#include "serve.h"
+
+#include "common/log.h"
+#include "common/time_util.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_US 30000000u
+#define GOODBYE_US         100000u /* a refusal or FAILED to a peer that may be gone */
+
+void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_params_t *params,
+                     uint32_t protocol, uint64_t default_window)
+{
+    s->reg = reg;
+    s->listen_fd = -1;
+    s->protocol = protocol;
+    s->timeout_us = (params->field_mask & WEFT_SERVER_PARAM_TIMEOUT) ? params->timeout_us
+                                                                      : DEFAULT_TIMEOUT_US;
+    s->window = (params->field_mask & WEFT_SERVER_PARAM_WINDOW) ? params->window_bytes
+                                                                 : default_window;
+    snprintf(s->token, sizeof(s->token), "%s", params->token);
+    atomic_init(&s->stop, 0);
+    pthread_mutex_init(&s->stats_lock, NULL);
+}
+
+weft_status_t weft_serve_listen(weft_serve_t *s, const char *listen)
+{
+    return weft_boot_listen(listen, &s->listen_fd, &s->port);
+}
+
+weft_status_t weft_serve_start(weft_serve_t *s, void *(*main)(void *), void *arg)
+{
+    if (pthread_create(&s->thread, NULL, main, arg) != 0) {
+        weft_log_error("server: cannot start its thread");
+        return WEFT_ERR_NO_MEMORY;
+    }
+    s->thread_started = 1;
+    return WEFT_OK;
+}
+
+void weft_serve_join(weft_serve_t *s)
+{
+    if (s->thread_started) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+        s->thread_started = 0;
+    }
+}
+
+void weft_serve_fini(weft_serve_t *s)
+{
+    if (s->listen_fd >= 0) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
+    }
+    explicit_bzero(s->token, sizeof(s->token));
+    pthread_mutex_destroy(&s->stats_lock);
+}
+
+void weft_serve_stats_add(weft_serve_t *s, uint64_t *field, uint64_t n)
+{
+    pthread_mutex_lock(&s->stats_lock);
+    *field += n;
+    pthread_mutex_unlock(&s->stats_lock);
+}
+
+void weft_serve_set_consumers(weft_serve_t *s, uint32_t ready)
+{
+    pthread_mutex_lock(&s->stats_lock);
+    s->stats.consumers = ready;
+    pthread_mutex_unlock(&s->stats_lock);
+}
+
+void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats)
+{
+    pthread_mutex_lock(&s->stats_lock);
+    *stats = s->stats;
+    pthread_mutex_unlock(&s->stats_lock);
+}
+
+uint64_t weft_serve_latest(weft_serve_t *s)
+{
+    weft_registry_stats_t rs;
+
+    if (weft_registry_get_stats(s->reg, &rs) != WEFT_OK) {
+        return 0;
+    }
+    return rs.latest_version;
+}
+
+void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const char *addr)
+{
+    p->server = s;
+    p->fd = fd;
+    p->deadline = weft_deadline_ns(weft_time_ns(), s->timeout_us);
+    snprintf(p->addr, sizeof(p->addr), "%s", addr);
+}
+
+void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *reason)
+{
+    weft_log_warn("server: refused consumer from %s: %s", p->addr, reason);
+    weft_serve_stats_add(p->server, &p->server->stats.refused, 1); /* before the peer can hear of it */
+    (void)weft_wire_send_refused(p->fd, status, reason, weft_deadline_ns(weft_time_ns(), GOODBYE_US));
+}
+
+weft_status_t weft_serve_hello(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+{
+    const char   *reason;
+    weft_status_t status;
+
+    /* Nothing is set up for a peer before its token is checked. */
+    status = weft_wire_check_hello(msg, p->server->protocol, p->server->token, p->name, &reason);
+    if (status != WEFT_OK) {
+        weft_serve_refuse(p, status, reason);
+    }
+    return status;
+}
+
+weft_status_t weft_serve_plan(weft_serve_peer_t *p, weft_transport_t transport,
+                              const weft_transport_ops_t *ops, const weft_recv_view_t *views,
+                              uint32_t count)
+{
+    weft_status_t status;
+    char          reason[160];
+
+    /* The same checks as a local plan: names, roles, dtypes, shapes,
+     * overlaps. The log says which view failed. */
+    status = weft_plan_create_with(p->server->reg, transport, ops, views, count, &p->plan);
+    if (status != WEFT_OK) {
+        snprintf(reason, sizeof(reason), "its views do not match the registry (%s)",
+                 weft_status_string(status));
+        weft_serve_refuse(p, status, reason);
+    }
+    return status;
+}
+
+weft_status_t weft_serve_register(weft_serve_peer_t *p)
+{
+    weft_serve_t *s = p->server;
+    weft_status_t status = weft_registry_consumer_register(s->reg, p->name, &p->consumer);
+
+    if (status != WEFT_OK) {
+        weft_serve_refuse(p, status, "no room in the registry's consumer table");
+        return status;
+    }
+    p->registered = 1;
+    weft_serve_stats_add(s, &s->stats.accepted, 1);
+    return WEFT_OK;
+}
+
+void weft_serve_put_ready(const weft_serve_peer_t *p, weft_boot_buf_t *buf)
+{
+    weft_boot_put_u32(buf, p->consumer);
+    weft_boot_put_u64(buf, p->plan->bytes);
+    weft_boot_put_u64(buf, p->plan->ranges.count);
+}
+
+weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf_t *buf)
+{
+    if (buf->failed) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    return weft_boot_send(p->fd, type, buf->data, (uint32_t)buf->length,
+                          weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
+}
+
+int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest)
+{
+    weft_serve_t *s = p->server;
+
+    if (p->acked >= latest || weft_registry_acquire(s->reg, &p->lease) != WEFT_OK) {
+        return 0;
+    }
+    if (p->lease.version <= p->acked) {
+        (void)weft_registry_release(s->reg, &p->lease);
+        return 0;
+    }
+    p->leased = 1;
+    p->version = p->lease.version;
+    p->deadline = weft_deadline_ns(weft_time_ns(), s->timeout_us);
+    return 1;
+}
+
+void weft_serve_release(weft_serve_peer_t *p)
+{
+    if (p->leased) {
+        (void)weft_registry_release(p->server->reg, &p->lease);
+        p->leased = 0;
+    }
+}
+
+weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_serve_t      *s = p->server;
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           v = weft_boot_get_u64(&cur);
+
+    if (msg->type != WEFT_BOOT_ACK || cur.failed || v != p->version) {
+        return WEFT_ERR_CORRUPT;
+    }
+    /* Counted before it is recorded: whoever waits on the record sees it. */
+    weft_serve_stats_add(s, &s->stats.versions_sent, 1);
+    weft_serve_stats_add(s, &s->stats.bytes_sent, p->plan->bytes);
+    (void)weft_registry_consumer_received(s->reg, p->consumer, v);
+    p->acked = v;
+    weft_serve_release(p);
+    pthread_mutex_lock(&s->stats_lock);
+    if (v > s->stats.last_version) {
+        s->stats.last_version = v;
+    }
+    pthread_mutex_unlock(&s->stats_lock);
+    return WEFT_OK;
+}
+
+weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
+{
+    weft_status_t status =
+        weft_boot_recv(p->fd, msg, weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
+
+    return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
+}
+
+void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, int mid_version,
+                     int tell)
+{
+    weft_serve_t *s = p->server;
+
+    if (why == WEFT_OK || why == WEFT_ERR_CANCELED) {
+        weft_log_info("server: consumer \"%s\" (%s): %s", p->name, p->addr, what);
+    } else {
+        weft_log_warn("server: dropping consumer \"%s\" (%s): %s (%s)", p->name[0] ? p->name : "?",
+                      p->addr, what, weft_status_string(why));
+    }
+    if (p->registered) {
+        if (mid_version) {
+            (void)weft_registry_consumer_failed(s->reg, p->consumer, p->version, why);
+            if (tell && p->fd >= 0) {
+                /* Tell it, if it can still hear: it must not wait for v. */
+                weft_boot_buf_t buf = {0};
+
+                weft_boot_put_u64(&buf, p->version);
+                weft_boot_put_u32(&buf, (uint32_t)(int32_t)why);
+                if (!buf.failed) {
+                    (void)weft_boot_send(p->fd, WEFT_BOOT_FAILED, buf.data, (uint32_t)buf.length,
+                                         weft_deadline_ns(weft_time_ns(), GOODBYE_US));
+                }
+                weft_boot_buf_free(&buf);
+            }
+        }
+        (void)weft_registry_consumer_unregister(s->reg, p->consumer);
+        p->registered = 0;
+        /* Saying goodbye between versions is a departure, not a loss. */
+        if (why != WEFT_OK) {
+            weft_serve_stats_add(s, &s->stats.dropped, 1);
+        }
+    }
+    if (p->fd >= 0) {
+        close(p->fd);
+        p->fd = -1;
+    }
+}
+
+void weft_serve_peer_fini(weft_serve_peer_t *p)
+{
+    weft_plan_destroy(p->plan);
+    p->plan = NULL;
+}

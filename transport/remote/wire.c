@@ -1,0 +1,211 @@
+/* Payloads every transport across nodes shares: hello, refusals, views. */
+#include "config.h"
+
+#include "wire.h"
+
+#include "common/log.h"
+#include "transport/view_layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const char *token,
+                         const char *name)
+{
+    weft_boot_put_u32(buf, protocol);
+    weft_boot_put_str(buf, token);
+    weft_boot_put_str(buf, name);
+}
+
+weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol,
+                                    const char *token, char *name, const char **reason)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    char               got[WEFT_TOKEN_MAX + 1];
+    uint32_t           theirs = weft_boot_get_u32(&cur);
+    int                equal;
+
+    weft_boot_get_str(&cur, got, sizeof(got));
+    weft_boot_get_str(&cur, name, WEFT_CONSUMER_NAME_MAX);
+    if (msg->type != WEFT_BOOT_HELLO || cur.failed) {
+        explicit_bzero(got, sizeof(got));
+        *reason = "a malformed hello";
+        return WEFT_ERR_CORRUPT;
+    }
+    if (theirs != protocol) {
+        explicit_bzero(got, sizeof(got));
+        *reason = "another transport or protocol version";
+        return WEFT_ERR_VERSION;
+    }
+    equal = weft_boot_token_equal(got, token);
+    explicit_bzero(got, sizeof(got));
+    if (!equal) {
+        *reason = "wrong token";
+        return WEFT_ERR_AUTH;
+    }
+    *reason = NULL;
+    return WEFT_OK;
+}
+
+weft_status_t weft_wire_send_refused(int fd, weft_status_t status, const char *reason,
+                                     uint64_t deadline_ns)
+{
+    weft_boot_buf_t buf = {0};
+    weft_status_t   sent;
+
+    weft_boot_put_u32(&buf, (uint32_t)(int32_t)status);
+    weft_boot_put_str(&buf, reason);
+    sent = buf.failed ? WEFT_ERR_NO_MEMORY
+                      : weft_boot_send(fd, WEFT_BOOT_REFUSED, buf.data, (uint32_t)buf.length,
+                                       deadline_ns);
+    weft_boot_buf_free(&buf);
+    return sent;
+}
+
+weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    int32_t            status = (int32_t)weft_boot_get_u32(&cur);
+
+    weft_boot_get_str(&cur, reason, size);
+    if (cur.failed || status >= 0 || status <= WEFT_ERR_LAST) {
+        snprintf(reason, size, "(a malformed refusal)");
+        return WEFT_ERR_CORRUPT;
+    }
+    return (weft_status_t)status;
+}
+
+weft_status_t weft_wire_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns)
+{
+    return weft_boot_send(fd, type, &value, sizeof(value), deadline_ns);
+}
+
+void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count)
+{
+    weft_boot_put_u32(buf, (uint32_t)count);
+    for (size_t i = 0; i < count; i++) {
+        const weft_recv_view_t *v = &views[i];
+        uint64_t                strides[WEFT_TENSOR_MAX_DIMS];
+
+        weft_view_strides(v, strides);
+        weft_boot_put_str(buf, v->name != NULL ? v->name : "");
+        weft_boot_put_u32(buf, (uint32_t)v->role);
+        weft_boot_put_u32(buf, (uint32_t)v->dtype);
+        weft_boot_put_u32(buf, v->ndim);
+        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
+            weft_boot_put_u64(buf, v->shape[d]);
+        }
+        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
+            weft_boot_put_u64(buf, strides[d]);
+        }
+        weft_boot_put_u64(buf, (uint64_t)(uintptr_t)v->data);
+    }
+}
+
+weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t memory,
+                                  weft_recv_view_t **views_out,
+                                  char (**names_out)[WEFT_TENSOR_NAME_MAX], uint32_t *count_out)
+{
+    uint32_t          count = weft_boot_get_u32(cur);
+    weft_recv_view_t *views;
+    char (*names)[WEFT_TENSOR_NAME_MAX];
+
+    if (cur->failed || count == 0 || count > (1u << 20)) {
+        return WEFT_ERR_CORRUPT;
+    }
+    views = calloc(count, sizeof(*views));
+    names = calloc(count, sizeof(*names));
+    if (views == NULL || names == NULL) {
+        free(views);
+        free(names);
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < count && !cur->failed; i++) {
+        weft_recv_view_t *v = &views[i];
+
+        weft_boot_get_str(cur, names[i], sizeof(names[i]));
+        v->field_mask = WEFT_RECV_VIEW_FIELD_STRIDES;
+        if (memory != WEFT_MEMORY_HOST) {
+            v->field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
+            v->memory = memory;
+        }
+        v->name = names[i];
+        v->role = (weft_tensor_role_t)weft_boot_get_u32(cur);
+        v->dtype = (weft_dtype_t)weft_boot_get_u32(cur);
+        v->ndim = weft_boot_get_u32(cur);
+        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
+            v->shape[d] = weft_boot_get_u64(cur);
+        }
+        for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
+            v->strides[d] = weft_boot_get_u64(cur);
+        }
+        v->data = (void *)(uintptr_t)weft_boot_get_u64(cur);
+    }
+    if (cur->failed) {
+        free(views);
+        free(names);
+        return WEFT_ERR_CORRUPT;
+    }
+    *views_out = views;
+    *names_out = names;
+    *count_out = count;
+    return WEFT_OK;
+}
+
+static int compare_spans(const void *a, const void *b)
+{
+    const weft_wire_span_t *x = a, *y = b;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+weft_status_t weft_wire_view_spans(const weft_recv_view_t *views, size_t count,
+                                   weft_wire_span_t **spans_out, uint32_t *span_count)
+{
+    weft_wire_span_t *spans = calloc(count + 1, sizeof(*spans));
+    uint32_t          n = 0, merged = 0;
+
+    if (spans == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements, span;
+
+        /* A layout that overflows is left out: the server refuses it. */
+        weft_view_strides(&views[i], strides);
+        if (views[i].ndim <= WEFT_TENSOR_MAX_DIMS &&
+            weft_layout_size(views[i].ndim, views[i].shape, strides, weft_dtype_size(views[i].dtype),
+                             &elements, &span) == 0 &&
+            span > 0) {
+            spans[n++] = (weft_wire_span_t){.base = (uint64_t)(uintptr_t)views[i].data, .bytes = span};
+        }
+    }
+    qsort(spans, n, sizeof(*spans), compare_spans);
+    for (uint32_t i = 0; i < n; i++) {
+        weft_wire_span_t *last = merged ? &spans[merged - 1] : NULL;
+
+        if (last != NULL && spans[i].base <= last->base + last->bytes) {
+            uint64_t end = spans[i].base + spans[i].bytes;
+            if (end > last->base + last->bytes) {
+                last->bytes = end - last->base;
+            }
+        } else {
+            spans[merged++] = spans[i];
+        }
+    }
+    *spans_out = spans;
+    *span_count = merged;
+    return WEFT_OK;
+}
+
+const weft_wire_span_t *weft_wire_span_find(const weft_wire_span_t *spans, uint32_t count,
+                                            uint64_t addr, uint64_t bytes)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        if (addr >= spans[i].base && bytes <= spans[i].bytes &&
+            addr - spans[i].base <= spans[i].bytes - bytes) {
+            return &spans[i];
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,76 @@
+/*
+ * The transport-neutral payloads of the bootstrap messages between a
+ * server and a remote consumer, shared by every transport across nodes
+ * (ucx, nccl). Internal.
+ *
+ * HELLO:   u32 protocol (the transport's: a consumer of another transport
+ *          is refused), str token, str name.
+ * REFUSED: u32 status (negative, as int32), str reason.
+ * VERSION, ACK: u64 version.  FAILED: u64 version, u32 status.
+ * Views (inside each transport's VIEWS): u32 count, then per view str
+ *          name, u32 role, u32 dtype, u32 ndim, 4 × u64 shape, 4 × u64
+ *          strides (elements, explicit even when contiguous), u64 address.
+ * What else a transport's WELCOME, VIEWS and READY carry is described in
+ * its own header.
+ */
+#ifndef WEFT_TRANSPORT_REMOTE_WIRE_H
+#define WEFT_TRANSPORT_REMOTE_WIRE_H
+
+#include "transport/bootstrap/bootstrap.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <weft/transport.h>
+
+void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const char *token,
+                         const char *name);
+
+/*
+ * Reads a HELLO and checks it: WEFT_ERR_CORRUPT (malformed),
+ * WEFT_ERR_VERSION (another protocol or transport), WEFT_ERR_AUTH (wrong
+ * token, compared in constant time). name gets the consumer's name
+ * (name[WEFT_CONSUMER_NAME_MAX]). *reason says why, for the refusal.
+ */
+weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol,
+                                    const char *token, char *name, const char **reason);
+
+weft_status_t weft_wire_send_refused(int fd, weft_status_t status, const char *reason,
+                                     uint64_t deadline_ns);
+
+/* Reads a REFUSED payload: its status, and the reason into reason[size]. */
+weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size);
+
+weft_status_t weft_wire_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns);
+
+/* Appends views (count ≥ 1) in the encoding above. */
+void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count);
+
+/*
+ * Reads views into *views (calloc'd, with WEFT_RECV_VIEW_FIELD_STRIDES and,
+ * when memory is not WEFT_MEMORY_HOST, WEFT_RECV_VIEW_FIELD_MEMORY set);
+ * their names point into *names (calloc'd). The caller frees both.
+ * The addresses are the consumer's: never dereferenced here.
+ * WEFT_ERR_CORRUPT, WEFT_ERR_NO_MEMORY.
+ */
+weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t memory,
+                                  weft_recv_view_t **views,
+                                  char (**names)[WEFT_TENSOR_NAME_MAX], uint32_t *count);
+
+/* A stretch of a consumer's receive memory. */
+typedef struct weft_wire_span {
+    uint64_t base, bytes;
+} weft_wire_span_t;
+
+/*
+ * The byte spans of views, sorted and merged where they touch or overlap:
+ * what a consumer registers, or checks the server's ranges against. Empty
+ * views add nothing. *spans is malloc'd (at least one entry's room).
+ */
+weft_status_t weft_wire_view_spans(const weft_recv_view_t *views, size_t count,
+                                   weft_wire_span_t **spans, uint32_t *span_count);
+
+/* The span holding [addr, addr + bytes), or NULL. */
+const weft_wire_span_t *weft_wire_span_find(const weft_wire_span_t *spans, uint32_t count,
+                                            uint64_t addr, uint64_t bytes);
+
+#endif
