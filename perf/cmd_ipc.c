@@ -39,6 +39,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +383,9 @@ typedef struct ipc_shared {
     struct {
         uint64_t n, ns[MAX_ITERS]; /* a ceiling or NCCL child's runs */
     } timing;
+    /* The switched D2D copy and its toucher take turns: odd, the copier
+     * asks for the toucher's work; even, it is done; ~0: give up. */
+    _Atomic uint64_t turn;
 } ipc_shared_t;
 
 /* One measurement: a workload, from GPU src to GPU dst. */
@@ -839,6 +843,89 @@ static int copy_main(ipc_ctx_t *ctx, const ipc_case_t *c)
                : 1;
 }
 
+/*
+ * Two processes on one GPU: before each D2D copy (timed as copy_main
+ * times it), another process runs a 64 MiB memset on the GPU and waits
+ * for it, as the trainer fills a version before the engine copies it.
+ * The GPU then switches contexts before the copy can start; this copy
+ * pays that as the weft copy does, which a copy alone in its process
+ * does not.
+ */
+#define TURN_ABORT UINT64_MAX
+
+static int turn_wait(ipc_ctx_t *ctx, uint64_t want)
+{
+    const uint64_t deadline = perf_now_ns() + UINT64_C(60000000000);
+
+    for (;;) {
+        uint64_t t = atomic_load(&ctx->sh->turn);
+
+        if (t == want) {
+            return 0;
+        }
+        if (t == TURN_ABORT || perf_interrupted || perf_now_ns() > deadline) {
+            atomic_store(&ctx->sh->turn, TURN_ABORT);
+            return -1;
+        }
+    }
+}
+
+static int toucher_main(ipc_ctx_t *ctx, const ipc_case_t *c)
+{
+    const uint64_t runs = ctx->o->warmup + ctx->o->iters, bytes = UINT64_C(64) << 20;
+    void          *scratch = NULL;
+    cudaStream_t   stream = NULL;
+
+    if (!CU(cudaSetDevice(c->src)) || !CU(cudaMalloc(&scratch, bytes)) ||
+        !CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking))) {
+        atomic_store(&ctx->sh->turn, TURN_ABORT);
+        return 1;
+    }
+    for (uint64_t i = 0; i < runs; i++) {
+        if (turn_wait(ctx, 2 * i + 1) != 0 || !CU(cudaMemsetAsync(scratch, (int)i, bytes, stream)) ||
+            !CU(cudaStreamSynchronize(stream))) {
+            atomic_store(&ctx->sh->turn, TURN_ABORT);
+            return 1;
+        }
+        atomic_store(&ctx->sh->turn, 2 * i + 2);
+    }
+    return CU(cudaStreamDestroy(stream)) && CU(cudaFree(scratch)) ? 0 : 1;
+}
+
+static int switched_copy_main(ipc_ctx_t *ctx, const ipc_case_t *c)
+{
+    const uint64_t bytes = workload_bytes(c->w), runs = ctx->o->warmup + ctx->o->iters;
+    void          *a = NULL, *b = NULL;
+    cudaStream_t   stream = NULL;
+    cudaEvent_t    stop = NULL;
+
+    if (!CU(cudaSetDevice(c->src)) || !CU(cudaMalloc(&a, bytes)) || !CU(cudaMemset(a, 0x5a, bytes)) ||
+        !CU(cudaMalloc(&b, bytes)) || !CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) ||
+        !CU(cudaEventCreateWithFlags(&stop, cudaEventDisableTiming)) || !CU(cudaDeviceSynchronize())) {
+        atomic_store(&ctx->sh->turn, TURN_ABORT);
+        return 1;
+    }
+    for (uint64_t i = 0; i < runs; i++) {
+        uint64_t t0;
+
+        atomic_store(&ctx->sh->turn, 2 * i + 1);
+        if (turn_wait(ctx, 2 * i + 2) != 0) {
+            return 1;
+        }
+        t0 = perf_now_ns();
+        if (!CU(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream)) ||
+            !CU(cudaEventRecord(stop, stream)) || !CU(cudaEventSynchronize(stop))) {
+            atomic_store(&ctx->sh->turn, TURN_ABORT);
+            return 1;
+        }
+        if (i >= ctx->o->warmup && ctx->sh->timing.n < MAX_ITERS) {
+            ctx->sh->timing.ns[ctx->sh->timing.n++] = perf_now_ns() - t0;
+        }
+    }
+    return CU(cudaEventDestroy(stop)) && CU(cudaStreamDestroy(stream)) && CU(cudaFree(b)) && CU(cudaFree(a)) ? 0
+                                                                                                              : 1;
+}
+
 #ifdef HAVE_NCCL
 /* NCCL send/recv of the same bytes, src to dst, both ends in this process;
  * wall time from the group's start to both streams done. */
@@ -993,6 +1080,7 @@ typedef struct ipc_result {
     uint64_t tensors, ranges, ranges_uncoalesced, bytes, wrong_bytes;
     int      verified, ok;
     double   weft_s, ceiling_s, nccl_s, torch_s; /* NaN: none */
+    double   switched_s; /* same GPU: D2D copy right after another process's work */
     char     torch_version[64], torch_note[256], note[512];
 } ipc_result_t;
 
@@ -1125,7 +1213,7 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
     ipc_shared_t  *sh = ctx->sh;
 
     memset(r, 0, sizeof(*r));
-    r->weft_s = r->ceiling_s = r->nccl_s = r->torch_s = NAN;
+    r->weft_s = r->ceiling_s = r->nccl_s = r->torch_s = r->switched_s = NAN;
     r->bytes = workload_bytes(c->w);
     r->tensors = workload_tensors(c->w);
 
@@ -1157,6 +1245,18 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
         r->ceiling_s = median_seconds(sh->timing.ns, sh->timing.n);
     } else {
         add_note(r, c->cross ? "the peer copy failed" : "the D2D copy failed");
+    }
+
+    /* On one GPU, the same copy when it must wait for a context switch. */
+    if (!c->cross) {
+        memset(&sh->timing, 0, sizeof(sh->timing));
+        atomic_store(&sh->turn, 0);
+        if (run_children(ctx, "D2D copy after a context switch", switched_copy_main, toucher_main, c,
+                         300 + versions * 5) == 0) {
+            r->switched_s = median_seconds(sh->timing.ns, sh->timing.n);
+        } else {
+            add_note(r, "the D2D copy after a context switch failed");
+        }
     }
 
     /* NCCL send/recv, across GPUs only. */
@@ -1218,7 +1318,7 @@ static void print_preamble(const ipc_options_t *o, const ipc_probe_t *p, int cpu
            "(CLOCK_MONOTONIC); every byte of the last version verified\n",
            o->by_expert ? "expert" : "role", (unsigned long long)o->iters, (unsigned long long)o->warmup);
     printf("# ceiling: cudaMemcpyPeerAsync (cross GPU) or cudaMemcpyAsync D2D (same GPU) of the same bytes as one "
-           "buffer, CUDA events;\n# nccl: ncclSend/ncclRecv in one process (cross GPU); torch: %s tensors shared "
+           "buffer, CUDA events; same GPU also that copy right after another process's GPU work;\n# nccl: ncclSend/ncclRecv in one process (cross GPU); torch: %s tensors shared "
            "one by one over CUDA IPC and copied (%s)\n",
            o->peer ? "ipc_peer.py," : "skipped (--no-peer),", o->peer_script);
     printf("# targets: cross GPU r_ceiling >= 0.95 and r_nccl >= 1; r_torch >= 5; same GPU r_ceiling >= 0.9\n");
@@ -1245,6 +1345,13 @@ static void print_row(const ipc_case_t *c, const ipc_result_t *r)
            perf_num(b[6], 32, weft / torch, 3), wrong, r->ok ? "" : "  FAILED");
     printf("#   %s %s: %llu ranges before merging; torch: %s%s%s\n", c->w->name, c->cross ? "cross_gpu" : "same_gpu",
            (unsigned long long)r->ranges_uncoalesced, r->torch_note, r->note[0] ? "; " : "", r->note);
+    if (!c->cross) {
+        const double switched = perf_gbps(r->bytes, r->switched_s);
+
+        printf("#   %s same_gpu: D2D copy right after another process's GPU work (a context switch): %s GB/s; "
+               "weft = %s x that\n",
+               c->w->name, perf_num(b[0], 32, switched, 1), perf_num(b[1], 32, weft / switched, 3));
+    }
 }
 
 static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char *date, const ipc_case_t *c,
@@ -1294,6 +1401,10 @@ static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char 
     perf_json_double(&j, "ratio_nccl", weft / nccl);
     perf_json_double(&j, "ratio_torch_ipc", weft / torch);
     perf_json_double(&j, "ratio_d2d_same_gpu", c->cross ? NAN : weft / ceiling);
+    /* Same GPU: a D2D copy that, as the weft copy, waits for the GPU to
+     * switch from the producer process's context. */
+    perf_json_double(&j, "d2d_after_switch_gbps", c->cross ? NAN : perf_gbps(r->bytes, r->switched_s));
+    perf_json_double(&j, "ratio_d2d_after_switch", c->cross ? NAN : weft / perf_gbps(r->bytes, r->switched_s));
     if (r->verified) {
         perf_json_uint(&j, "wrong_bytes", r->wrong_bytes);
     } else {
