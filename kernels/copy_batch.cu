@@ -12,12 +12,12 @@
  * merge costs one copy-engine operation (microseconds) each, where here
  * they are just more CTAs of one launch. Each thread keeps kUnroll 16-byte
  * loads in flight before it stores them, so a 64 KiB chunk is requested
- * all at once. Measured on an H200 (1 GiB, same GPU, source mapped from
- * another process): 512 threads × 8 loads 0.98 of cudaMemcpyAsync's
- * device-to-device rate; 256 × 4 0.93, 256 × 8 0.94; larger chunks and
- * grid-stride loops no better; streaming (.cs) and read-only (.nc) loads
- * no different. Over NVLink, reading the peer GPU: 0.95 of
- * cudaMemcpyPeerAsync for one large range.
+ * all at once. Chosen by timing variants on an H200 (1 GiB, source mapped
+ * from another process): 512 threads × 8 loads came closest to
+ * cudaMemcpyAsync, ahead of 256 × 4 and 256 × 8; larger chunks,
+ * grid-stride loops, streaming (.cs) and read-only (.nc) loads did not
+ * help. Over NVLink one large range runs a little slower than on the copy
+ * engines, hence the split in transport/cuda_ipc.
  */
 #include "config.h"
 

@@ -7,18 +7,18 @@
  *
  * Which engine copies a range (WEFT_CUDA_IPC_KERNEL_MAX):
  *  - arena and views on one GPU: every range through the batched kernel
- *    (kernels/copy_batch.cu), which reaches 0.98 of a device-to-device
- *    copy where the copy engines reach ~0.8 on some ranges, and which
- *    copies ranges that cannot merge (expert-ordered registries) as CTAs
- *    of one launch instead of one copy-engine operation (microseconds)
- *    each: 0.83 against 0.27 of the D2D rate for such a version.
+ *    (kernels/copy_batch.cu), as fast as the copy engines on large ranges
+ *    and far faster on ranges that cannot merge (expert-ordered
+ *    registries), which cost one copy-engine operation (microseconds)
+ *    each but only a CTA each in one launch.
  *  - across GPUs: ranges up to 16 MiB through the kernel, larger ones
  *    through the copy engines, which cross NVLink at the link's full
- *    speed (the kernel reaches 0.95 of it) without taking SMs from the
- *    rollout engine. An expert-ordered version (1536 ranges of 0.4-3 MiB)
- *    went from 0.61 to 0.94 of a peer copy this way. The kernel has a
- *    stream of its own, so it runs beside the copy engines; these are
- *    spread over WEFT_CUDA_IPC_STREAMS streams.
+ *    speed (the kernel comes close) without taking SMs from the rollout
+ *    engine. An expert-ordered version (1536 ranges of 0.4-3 MiB) went
+ *    from 0.62 × a peer copy on the copy engines to 0.95 this way
+ *    (perf/results/2026-11-29-ipc-h200x2-{e150902,a3c78a0}.json). The
+ *    kernel has a stream of its own, so it runs beside the copy engines;
+ *    these are spread over WEFT_CUDA_IPC_STREAMS streams.
  */
 #include "config.h"
 
