@@ -24,13 +24,15 @@
  *    columns 4l..4l+3 (conflict-free: a warp reads one whole row).
  *  - amax: fmaxf (NaN ignored) over the thread's 32 values, a warp
  *    shuffle reduction, then 16 warp maxima through shared memory.
- *  - q = e4m3(x / s): a multiplication by RN(1/s), with the IEEE
- *    division (__fdiv_rn) only for the rare elements whose product lies
- *    within a few ulps of an e4m3 rounding boundary (near_boundary has the
- *    argument; exact reciprocal, no check, when s is a power of two), then the
+ *  - q = e4m3(x / s): the correctly rounded quotient from RN(1/s) in one
+ *    multiplication and two FMAs (div_by_scale has the argument), then the
  *    hardware's cvt.rn.satfinite.e4m3x2 (two values per instruction),
  *    which matches fp8.h's encoder bit for bit (tested exhaustively over
- *    the sign, exponent and top mantissa bits); NaN forced to 0x7F.
+ *    the sign, exponent and top mantissa bits); NaN bytes set to 0x7F.
+ *    (An earlier version multiplied by RN(1/s) and fell back to the IEEE
+ *    division near e4m3 rounding boundaries: ~7 integer instructions an
+ *    element for the check, and the kernel ran at ~76% of the SMs' issue
+ *    rate under Nsight Compute, as much bound by instructions as by HBM.)
  *  - W: each lane stores its 4 bytes of a row: a warp writes whole 128-B
  *    lines. WT: the thread's 8 rows × 4 columns are transposed in
  *    registers (byte_perm) into 4 columns × 8 rows and stored as 8-byte
@@ -111,61 +113,62 @@ __device__ __forceinline__ float load1(const float *p) { return *p; }
 __device__ __forceinline__ float load1(const uint16_t *p) { return weft_fp8_bf16_float(*p); }
 
 /*
- * e4m3(y / s) without a division per element. With rcp = RN(1/s) and
- * r = RN(y × rcp), r = q (1 + d1)(1 + d2) with q = y / s exact and
- * |d1|, |d2| ≤ u = 2^-24 (s is normal, 2^-22 ≤ s < 2^120, so rcp is a
- * normal float; r may underflow only far below 2^-10, where both results
- * encode to a signed zero). So |r - q| ≤ |q| (2u + u²) < 2 ulp(q), and
- * the reference f = RN(q) has |f - q| ≤ ulp(q) / 2: r and f are less than
- * 2.5 ulp(q) apart, at most 6 representable floats of one sign (5 when a
- * binade boundary halves the ulp, rounded up), and never of opposite
- * signs. weft_fp8_e4m3_encode_bits is monotone (non-decreasing) in the
- * magnitude bits a = |y| bits, for finite a: so if no point where it
- * changes lies in [a_r - K, a_r + K] (K = kWindow = 8 > 6), then
- * e4m3(f) = e4m3(r). Where it changes (the only places, by fp8.h):
- *  - |v| ≥ 2^-6, e4m3 normal: at the halfway points of the 20 dropped
- *    mantissa bits, (a & 0xFFFFF) == 0x80000, binade edges included
- *    (1.1111b × 2^e is such a point), 464 (0x43E80000) too; beyond 464 it
- *    is constant (saturation), and extra points there only cost speed;
- *  - 2^-10 ≤ |v| < 2^-6, e4m3 subnormal: 2^-10 itself and the halfway
- *    points of 21..23 dropped bits; this whole range plus K floats either
- *    side, [2^-10 - K, 2^-6 + K) in bits, is taken as unsafe (under 0.1% of
- *    a block's elements whose quotient spans 0..448);
- *  - below 2^-10 nothing changes (signed zero).
- * Unsafe elements are recomputed with the IEEE division: the result is
- * fl(y / s) bit for bit, so the bytes are fp8.h's. A NaN y gives NaN
- * either way (0x7F after encode2). A power-of-two s (UE8M0) needs no
- * check: y × (1/s), 1/s exact, is the correctly rounded quotient itself.
- * A non-finite s (a block holding an Inf) keeps the division throughout.
+ * RN(y / s) without a division, for s normal and finite (2^-22 <= s <
+ * 2^120, so rcp = RN(1/s) is a normal float): q0 = RN(|y| × rcp) is
+ * within a few ulps of |y| / s, the remainder r = |y| - q0 s is exact in
+ * one FMA, and RN(q0 + r × rcp) is the correctly rounded quotient
+ * (Markstein's theorem: a correctly rounded reciprocal known in advance
+ * gives a correctly rounded division in one multiplication and two FMAs;
+ * J.-M. Muller, S. K. Raina, N. Brisebarre, "Accelerating Correctly
+ * Rounded Floating-Point Division when the Divisor Is Known in Advance",
+ * IEEE Trans. Computers 53(8), 2004). It needs r not to underflow: r is a
+ * multiple of ulp(q0) ulp(s), above 2^-126 whenever |y| / s >= 2^-11;
+ * below that both the quotient and RN(y / s) are under 2^-10, where e4m3
+ * is a signed zero. The sign is copied from y afterwards, so that -0 and
+ * tiny negatives keep it as the IEEE division does. NaN stays NaN. For a
+ * power-of-two s the reciprocal is exact, r is 0 and q0 is the answer.
+ * The result equals __fdiv_rn(y, s) bit for bit; test_quant_cuda checks
+ * it against the host's IEEE division on random blocks and on values
+ * placed at every e4m3 rounding boundary.
  */
-constexpr uint32_t kWindow = 8;
-
-__device__ __forceinline__ bool near_boundary(float r)
+__device__ __forceinline__ float div_by_scale(float y, float s, float rcp)
 {
-    const uint32_t u = __float_as_uint(r), a = u & 0x7FFFFFFFu;
-    const bool     sub = a - (0x3A800000u - kWindow) < (0x3C800000u - 0x3A800000u) + 2 * kWindow;
-    const bool     half = ((u + kWindow - 0x80000u) & 0xFFFFFu) <= 2 * kWindow;
+    const float a = fabsf(y);
+    const float q0 = __fmul_rn(a, rcp);
+    const float r = __fmaf_rn(-q0, s, a);
+    const float q1 = __fmaf_rn(r, rcp, q0);
 
-    return sub || half;
+    return __uint_as_float((__float_as_uint(q1) & 0x7FFFFFFFu) | (__float_as_uint(y) & 0x80000000u));
 }
 
-/* Division modes, uniform over a block. */
-enum DivMode { kDivExact, kDivPow2, kDivChecked };
+/*
+ * fp8.h writes every NaN as 0x7F; the hardware may keep a NaN's sign
+ * (0xFF). 0xFF is NaN only (satfinite sends every finite value to
+ * 0x00..0x7E or 0x80..0xFE), so clearing bit 7 of the bytes equal to 0xFF
+ * is the whole fix: the bytes of ~q that are zero, found without carries
+ * between bytes, give the bits to flip.
+ */
+__device__ __forceinline__ uint32_t nan_bytes_to_7f(uint32_t q)
+{
+    const uint32_t t = ~q;
+    const uint32_t zero = ~(((t & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | t | 0x7F7F7F7Fu); /* 0x80 per zero byte */
+
+    return q ^ zero;
+}
 
 /* e4m3 of two floats in one instruction (a → low byte); NaN → 0x7F as in
  * fp8.h. */
 __device__ __forceinline__ uint32_t encode2(float a, float b)
 {
-    uint32_t q = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-
-    q = a != a ? (q & 0xFF00u) | WEFT_FP8_E4M3_NAN : q;
-    q = b != b ? (q & 0x00FFu) | (WEFT_FP8_E4M3_NAN << 8) : q;
-    return q;
+    return nan_bytes_to_7f(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
 }
 
 __device__ __forceinline__ uint32_t encode4(float4 v)
 {
-    return encode2(v.x, v.y) | (encode2(v.z, v.w) << 16);
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x, v.y), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z, v.w), __NV_SATFINITE, __NV_E4M3);
+
+    return nan_bytes_to_7f(lo | (hi << 16));
 }
 
 /* 16 bytes global → shared without registers (zero-filled when !valid). */
@@ -253,9 +256,9 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
     /* amax has no NaN and no sign: its bits are weft_fp8_abs_bits' max. */
     const float    s = weft_fp8_block_scale(__float_as_uint(amax), a.ue8m0);
     const uint32_t sb = __float_as_uint(s);
-    const DivMode  mode = sb >= 0x7F800000u ? kDivExact : (sb & 0x7FFFFFu) == 0 ? kDivPow2 : kDivChecked;
-    /* Exact for a power of two; RN(1/s) otherwise (see near_boundary). */
-    const float    rcp = mode == kDivExact ? 0.0f : __frcp_rn(s);
+    /* A block holding an Inf has s = Inf: the IEEE division there. */
+    const bool     finite_scale = sb < 0x7F800000u;
+    const float    rcp = finite_scale ? __frcp_rn(s) : 0.0f;
     uint32_t       q[kRowsPerWarp];
 
     if (threadIdx.x == 0) {
@@ -266,14 +269,11 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
         const float4 v = lds4(mine + i * kTile);
         float4       r;
 
-        if (mode == kDivExact) {
+        if (!finite_scale) {
             r = make_float4(__fdiv_rn(v.x, s), __fdiv_rn(v.y, s), __fdiv_rn(v.z, s), __fdiv_rn(v.w, s));
         } else {
-            r = make_float4(__fmul_rn(v.x, rcp), __fmul_rn(v.y, rcp), __fmul_rn(v.z, rcp), __fmul_rn(v.w, rcp));
-            if (mode == kDivChecked && (near_boundary(r.x) || near_boundary(r.y) || near_boundary(r.z) ||
-                                        near_boundary(r.w))) {
-                r = make_float4(__fdiv_rn(v.x, s), __fdiv_rn(v.y, s), __fdiv_rn(v.z, s), __fdiv_rn(v.w, s));
-            }
+            r = make_float4(div_by_scale(v.x, s, rcp), div_by_scale(v.y, s, rcp), div_by_scale(v.z, s, rcp),
+                            div_by_scale(v.w, s, rcp));
         }
         q[i] = encode4(r);
     }

@@ -391,8 +391,9 @@ START_TEST(gpu_encode_matches_reference)
 END_TEST
 
 /*
- * The tile kernel divides by multiplying with RN(1/s) and falls back on
- * the IEEE division near e4m3 rounding boundaries. Probe those windows:
+ * The tile kernel divides with RN(1/s), one multiplication and two FMAs,
+ * which must give the IEEE quotient exactly; where it would not, the
+ * bytes differ first next to e4m3 rounding boundaries. Probe those windows:
  * each 128 × 128 block gets its own scale (random, a power of two, one
  * whose reciprocal is inexact, clamped), set by its first element, and
  * holds x = RN(t × s) ± up to 12 ulps for every e4m3 halfway point t
