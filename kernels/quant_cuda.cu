@@ -6,9 +6,12 @@
  *
  * Fast path (block 128; rows, cols multiples of 16; inputs and their rows
  * 16-byte aligned, W 4-byte, WT 16-byte):
- *  - Bytes, not arithmetic, bound it: per element 4 B read (FP32) and 2 B
- *    written, against ~15 instructions of work, under half the SM issue
- *    rate at HBM speed. So the design is about keeping HBM busy.
+ *  - Bytes should bound it: per element 4 B read (FP32) and 2 B written.
+ *    At HBM speed an SM gets only a few cycles per element, so the
+ *    instructions per element must stay few: with an earlier division
+ *    check (about 7 integer instructions an element) Nsight Compute saw
+ *    the SMs issuing ~76% of the time and the kernel ran at 0.81-0.85 of a
+ *    copy; with the division in three FP instructions HBM is the bound.
  *  - One CTA of 512 threads per 128×128 tile; the grid runs over every
  *    tile of every matrix. The whole tile (64 KB of FP32) is requested at
  *    once with cp.async, 16 B per thread per instruction, one 512-B row
@@ -39,10 +42,13 @@
  *    chunks into a 16 KB shared tile, XOR-swizzled so that neither the
  *    8-byte stores nor the 16-byte reads conflict on banks; the tile then
  *    leaves as 16-byte stores, 8 lanes per 128-B WT row.
- *  - What bounds it: HBM bandwidth (reads and writes share it), plus the
- *    part of each CTA's life with no loads in flight (reduce, quantize,
- *    transpose, stores), covered by the other resident CTAs, and the last
- *    partial wave of tiles on small problems (8192²: ~10 waves).
+ *  - What bounds it: HBM bandwidth (reads and writes share it): 0.98-0.99
+ *    of a D2D copy's bytes per second on the batched expert shapes on an
+ *    H200 (perf/results/2026-11-29-quant-h200-fc2eaf3.json); the part of
+ *    each CTA's life with no loads in flight (reduce, quantize, transpose,
+ *    stores) is covered by the other resident CTAs. 8192² reaches 0.93:
+ *    its 4096 tiles make ~10 waves of 396 CTAs, and the last, partial
+ *    one runs with the HBM half idle.
  * Generic path (any block size, any alignment, odd shapes): one CTA per
  * block, grid-strided; amax by a strided loop, then W and WT each written
  * in their own order (coalesced stores, strided loads), with fp8.h's
