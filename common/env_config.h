@@ -31,7 +31,11 @@ extern "C" {
       "batched kernel, larger ones through the copy engines (0: copy engines only); "     \
       "auto: every range when the arena and the views share a GPU, 16M otherwise")        \
     X(CUDA_IPC_STREAMS, "transport", "1",                                                 \
-      "cuda_ipc: streams the copy-engine ranges are spread over (1..16)")
+      "cuda_ipc: streams the copy-engine ranges are spread over (1..16)")                 \
+    X(UCX_CUDA, "transport", "auto",                                                      \
+      "ucx: how GPU memory moves: direct (registered with UCX, GPUDirect RDMA where the "  \
+      "NIC allows), staged (through pinned host bounce buffers), auto (direct where UCX " \
+      "reports CUDA memory support, staged otherwise)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

@@ -224,8 +224,15 @@ typedef struct weft_server_params {
  * Starts serving `reg` (borrowed: close it only after weft_server_destroy)
  * on a thread of its own. Only versions published after a consumer is
  * ready are sent to it.
- * ucx: the registry's memory must be host memory for now
- * (WEFT_ERR_UNSUPPORTED for a GPU registry).
+ * ucx: host or GPU registries. A GPU registry's GPU must be visible in
+ * this process (WEFT_ERR_NO_DEVICE otherwise); the server thread makes it
+ * its current device. Its memory is registered with UCX directly where
+ * UCX reports CUDA memory support (GPUDirect RDMA where the NIC can);
+ * otherwise each consumer gets a bounce ring of window_bytes of pinned
+ * host memory, through which device-to-host copies and puts are
+ * pipelined. WEFT_UCX_CUDA=auto|direct|staged overrides the choice
+ * (direct without UCX's CUDA support: WEFT_ERR_UNSUPPORTED); the log
+ * and `weft-perf info` say which path is taken.
  * nccl: the registry must be a GPU registry (WEFT_MEMORY_CUDA) whose GPU
  * is visible in this process (WEFT_ERR_UNSUPPORTED for a host registry,
  * WEFT_ERR_NO_DEVICE otherwise); the server thread makes that GPU its
@@ -282,7 +289,13 @@ typedef struct weft_remote_params {
  * of `views` with the transport, sends the views with its keys; the server
  * checks them against its registry as weft_plan_create() does and
  * registers this consumer there under `name`. The views must stay valid
- * until weft_remote_close(). ucx: views in host memory for now. nccl:
+ * until weft_remote_close(). ucx: views all in host memory or all in
+ * device memory (WEFT_MEMORY_CUDA) of one GPU (mixed:
+ * WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly
+ * where UCX reports CUDA memory support; otherwise (or with
+ * WEFT_UCX_CUDA=staged) the consumer allocates pinned host memory as
+ * large as the views' merged spans together, receives there and copies
+ * each version into the views before acknowledging it. nccl:
  * views in device memory (WEFT_MEMORY_CUDA), all on one GPU that is not
  * the server's; that GPU becomes the calling thread's current device, and
  * the call returns once the consumer's NCCL communicator with the server
@@ -304,7 +317,11 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
  * *version. ucx: the notice comes after every byte and a flush. nccl: the
  * notice comes first; the call then receives every range (ncclRecv on a
  * stream of the views' GPU, within the connect timeout) and acknowledges
- * only after that stream completed. While it waits it also drives the
+ * only after that stream completed. ucx with staged device views: after
+ * the notice the bytes are copied from the pinned staging memory into
+ * the views, and acknowledged only once that copy completed; a failed
+ * copy gives WEFT_ERR_CUDA, nothing is acknowledged (connect again).
+ * While it waits it also drives the
  * transport's progress, which puts need on some transports (TCP): call it
  * in a loop, from one thread (nccl: with the views' GPU current).
  * Errors: WEFT_ERR_TIMEOUT (nothing came; the connection stays; nccl: or

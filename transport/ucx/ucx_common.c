@@ -154,3 +154,23 @@ weft_status_t weft_ucx_send_u64(int fd, uint32_t type, uint64_t value, uint64_t 
 {
     return weft_boot_send(fd, type, &value, sizeof(value), deadline_ns);
 }
+
+ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, uint64_t n,
+                              uint64_t dst, ucp_mem_h memh, ucp_send_nbx_callback_t cb,
+                              void *user_data)
+{
+    const weft_wire_span_t *region =
+        weft_wire_span_find(target->regions, target->region_count, dst, n);
+    ucp_request_param_t     param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_MEMH,
+            .cb.send = cb,
+            .user_data = user_data,
+            .memh = memh,
+    };
+
+    if (region == NULL) {
+        return UCS_STATUS_PTR(UCS_ERR_INVALID_ADDR);
+    }
+    return ucp_put_nbx(target->ep, src, n, dst, target->rkeys[region - target->regions], &param);
+}

@@ -7,6 +7,7 @@
 #define WEFT_TRANSPORT_UCX_COMMON_H
 
 #include "transport/bootstrap/bootstrap.h"
+#include "transport/remote/wire.h"
 
 #include <stdint.h>
 #include <weft/transport.h>
@@ -43,6 +44,25 @@ int weft_ucx_arm(weft_ucx_t *ucx);
 /* Waits for a request from a *_nbx call (NULL: done already). */
 weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,
                             const char *what);
+
+/* Where a server's puts go: a consumer's endpoint and registered regions. */
+typedef struct weft_ucx_target {
+    ucp_ep_h                ep;
+    const weft_wire_span_t *regions;
+    const ucp_rkey_h       *rkeys; /* one per region */
+    uint32_t                region_count;
+} weft_ucx_target_t;
+
+/*
+ * Puts n bytes from src (registered as memh) to the consumer's address
+ * dst, which must lie inside one of its regions. The request's completion
+ * calls cb(request, status, user_data), which frees it. Returns what
+ * ucp_put_nbx returns: NULL when already done, an error pointer, or the
+ * request; an address outside the regions is UCS_ERR_INVALID_ADDR.
+ */
+ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, uint64_t n,
+                              uint64_t dst, ucp_mem_h memh, ucp_send_nbx_callback_t cb,
+                              void *user_data);
 
 /*
  * HELLO: u32 protocol, str token, str name.

@@ -1,6 +1,10 @@
-/* The UCX probe: version, and every transport of every memory domain. */
+/* The UCX probe: version, every transport of every memory domain, and
+ * the path GPU memory takes. */
+#include "config.h"
+
 #include "common/text.h"
 #include "transport/probe.h"
+#include "ucx_gpu.h"
 
 #include <stdlib.h>
 
@@ -51,6 +55,52 @@ static int ucx_probe_md(uct_component_h component, const char *md_name, weft_bac
     return (int)count;
 }
 
+/* Whether a UCP context reports CUDA memory, and what libweft makes of it. */
+static void ucx_probe_gpu(weft_backend_info_t *info)
+{
+    ucp_params_t        params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
+    ucp_config_t       *config;
+    ucp_context_h       context;
+    ucs_status_t        status;
+    weft_ucx_gpu_path_t path;
+    const char         *why;
+    int                 cuda;
+
+    if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "GPU memory: ucp_config_read failed\n");
+        return;
+    }
+    status = ucp_init(&params, config, &context);
+    ucp_config_release(config);
+    if (status != UCS_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "GPU memory: ucp_init failed: %s\n",
+                         ucs_status_string(status));
+        return;
+    }
+    cuda = weft_ucx_reports_cuda(context);
+    ucp_cleanup(context);
+    switch (weft_ucx_gpu_choose(cuda, &path, &why)) {
+    case WEFT_OK:
+        weft_text_append(info->detail, sizeof(info->detail),
+                         "GPU memory: UCX reports %sCUDA memory support; GPU memory goes %s (%s)\n",
+                         cuda ? "" : "no ",
+                         path == WEFT_UCX_GPU_DIRECT ? "direct, registered with UCX"
+                                                     : "staged through pinned host bounce buffers",
+                         why);
+        break;
+    case WEFT_ERR_UNSUPPORTED:
+        weft_text_append(info->detail, sizeof(info->detail),
+                         "GPU memory: UCX reports no CUDA memory support; WEFT_UCX_CUDA=direct "
+                         "makes GPU registries and device views fail\n");
+        break;
+    default:
+        weft_text_append(info->detail, sizeof(info->detail),
+                         "GPU memory: UCX reports %sCUDA memory support; %s\n", cuda ? "" : "no ",
+                         why);
+        break;
+    }
+}
+
 void weft_ucx_probe(weft_backend_info_t *info)
 {
     uct_component_h *components;
@@ -83,6 +133,7 @@ void weft_ucx_probe(weft_backend_info_t *info)
         free(attr.md_resources);
     }
     uct_release_component_list(components);
+    ucx_probe_gpu(info);
     if (transports == 0) {
         weft_text_append(info->detail, sizeof(info->detail), "no UCX transport found\n");
     }

@@ -5,14 +5,23 @@
  * the server makes; the notice of version v comes on the bootstrap
  * connection only after the server's flush completed, so when it is read
  * every byte of v is in place.
+ *
+ * Device views (all on one GPU) take the path ucx_gpu.h picks: direct,
+ * their memory registered with UCX as CUDA memory; or staged, a pinned
+ * host area as large as their merged spans registered and sent instead
+ * (the server puts there), copied into the views after each notice and
+ * acknowledged only once that copy completed.
  */
 #include "config.h"
 
 #include "common/log.h"
 #include "common/time_util.h"
 #include "transport/remote/dispatch.h"
+#include "transport/remote/view_memory.h"
 #include "transport/remote/wire.h"
 #include "ucx_common.h"
+#include "ucx_cuda.h"
+#include "ucx_gpu.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -38,6 +47,10 @@ struct ucx_remote {
     uint32_t         region_count;
     uint32_t         consumer; /* the server's registry consumer id */
     uint64_t         bytes;    /* per version */
+    weft_memory_kind_t memory; /* of the views */
+    int              device;   /* their GPU; -1 for host views */
+    weft_memory_kind_t region_memory; /* of the registered regions */
+    weft_ucx_stage_t *stage;   /* staged device views; NULL otherwise */
 };
 
 static weft_status_t register_regions(struct ucx_remote *r)
@@ -47,14 +60,10 @@ static weft_status_t register_regions(struct ucx_remote *r)
         return WEFT_ERR_NO_MEMORY;
     }
     for (uint32_t i = 0; i < r->region_count; i++) {
-        ucp_mem_map_params_t mp = {
-            .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-            .address    = (void *)(uintptr_t)r->regions[i].base,
-            .length     = r->regions[i].bytes,
-        };
         weft_status_t status =
-            weft_ucx_status(ucp_mem_map(r->ucx.context, &mp, &r->memh[i]),
-                            "registering receive memory");
+            weft_ucx_mem_map(r->ucx.context, (void *)(uintptr_t)r->regions[i].base,
+                             r->regions[i].bytes, r->region_memory, &r->memh[i],
+                             "registering receive memory");
         if (status != WEFT_OK) {
             return status;
         }
@@ -218,22 +227,60 @@ static void remote_free(struct ucx_remote *r)
     free(r->memh);
     free(r->regions);
     weft_ucx_close(&r->ucx);
+    weft_ucx_stage_destroy(r->stage);
     free(r);
+}
+
+/*
+ * What the consumer registers and tells the server: the views' spans, or
+ * for staged device views the staging area and views moved into it
+ * (*sent: a copy to free, or the caller's views).
+ */
+static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t *views,
+                                    size_t count, const weft_recv_view_t **sent)
+{
+    weft_ucx_gpu_path_t path = WEFT_UCX_GPU_STAGED;
+    weft_recv_view_t   *staged;
+    weft_status_t       status;
+
+    *sent = views;
+    r->region_memory = WEFT_MEMORY_HOST;
+    status = weft_wire_view_spans(views, count, &r->regions, &r->region_count);
+    if (status != WEFT_OK || r->memory != WEFT_MEMORY_CUDA) {
+        return status;
+    }
+    status = weft_ucx_gpu_path(r->ucx.context, "remote", &path);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (path == WEFT_UCX_GPU_DIRECT) {
+        r->region_memory = WEFT_MEMORY_CUDA;
+        return WEFT_OK;
+    }
+    status = weft_ucx_stage_create(r->regions, r->region_count, &r->stage);
+    if (status == WEFT_OK) {
+        status = weft_ucx_stage_views(r->stage, views, count, &staged);
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    /* One region, the whole area: ranges the server merges may run from
+     * one span's bytes into the next one's there. */
+    r->regions[0] = weft_ucx_stage_area(r->stage);
+    r->region_count = 1;
+    *sent = staged;
+    return WEFT_OK;
 }
 
 static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
                                         const weft_recv_view_t *views, size_t count, void **out)
 {
-    struct ucx_remote *r;
-    uint64_t           timeout_us, deadline;
-    weft_status_t      status;
+    struct ucx_remote      *r;
+    const weft_recv_view_t *sent = views;
+    uint64_t                timeout_us, deadline;
+    int                     saved = -1, entered = 0;
+    weft_status_t           status;
 
-    for (size_t i = 0; i < count; i++) {
-        if ((views[i].field_mask & WEFT_RECV_VIEW_FIELD_MEMORY) && views[i].memory != WEFT_MEMORY_HOST) {
-            weft_log_error("remote: view %zu: the ucx transport receives into host memory for now", i);
-            return WEFT_ERR_UNSUPPORTED;
-        }
-    }
     timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
 
@@ -243,7 +290,15 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     }
     r->fd = -1;
     snprintf(r->server, sizeof(r->server), "%s", p->server);
-    status = weft_boot_connect(p->server, deadline, &r->fd);
+    status = weft_views_memory(views, count, "remote", &r->memory, &r->device);
+    /* Device views: their GPU is current while UCX and CUDA set them up. */
+    if (status == WEFT_OK && r->memory == WEFT_MEMORY_CUDA) {
+        status = weft_ucx_cuda_enter(r->device, &saved);
+        entered = status == WEFT_OK;
+    }
+    if (status == WEFT_OK) {
+        status = weft_boot_connect(p->server, deadline, &r->fd);
+    }
     if (status == WEFT_OK) {
         status = say_hello(r, p, deadline);
     }
@@ -254,23 +309,62 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = connect_back(r);
     }
     if (status == WEFT_OK) {
-        status = weft_wire_view_spans(views, count, &r->regions, &r->region_count);
+        status = receive_memory(r, views, count, &sent);
     }
     if (status == WEFT_OK) {
         status = register_regions(r);
     }
     if (status == WEFT_OK) {
-        status = send_views(r, views, count, deadline);
+        status = send_views(r, sent, count, deadline);
+    }
+    if (sent != views) {
+        free((void *)(uintptr_t)sent);
     }
     if (status != WEFT_OK) {
+        int device = r->device;
+
         remote_free(r);
+        if (entered) {
+            weft_ucx_cuda_leave(device, saved);
+        }
         return status;
     }
-    weft_log_info("remote: connected to %s as consumer %u, %" PRIu64 " bytes per version in %u "
-                  "registered regions",
-                  p->server, r->consumer, r->bytes, r->region_count);
+    if (entered) {
+        weft_ucx_cuda_leave(r->device, saved);
+    }
+    weft_log_info("remote: connected to %s as consumer %u, %" PRIu64 " bytes per version into "
+                  "%s memory%s in %u registered regions",
+                  p->server, r->consumer, r->bytes,
+                  r->memory == WEFT_MEMORY_CUDA ? "device" : "host",
+                  r->memory != WEFT_MEMORY_CUDA ? ""
+                  : r->stage != NULL            ? " (staged through pinned host memory)"
+                                                : " (registered directly)",
+                  r->region_count);
     *out = r;
     return WEFT_OK;
+}
+
+/* Staged device views: the version landed in the staging area; copy it
+ * into the views before it may be acknowledged. */
+static weft_status_t stage_commit(struct ucx_remote *r, uint64_t v)
+{
+    int           saved;
+    weft_status_t status;
+
+    if (r->stage == NULL) {
+        return WEFT_OK;
+    }
+    status = weft_ucx_cuda_enter(r->device, &saved);
+    if (status == WEFT_OK) {
+        status = weft_ucx_stage_commit(r->stage);
+        weft_ucx_cuda_leave(r->device, saved);
+    }
+    if (status != WEFT_OK) {
+        weft_log_error("remote: version %" PRIu64 " from %s: copying it into the device views on "
+                       "GPU %d failed (%s); not acknowledged",
+                       v, r->server, r->device, weft_status_string(status));
+    }
+    return status;
 }
 
 static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
@@ -317,6 +411,13 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         v = weft_boot_get_u64(&cur);
         if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
             free(msg.payload);
+            status = stage_commit(r, v);
+            if (status != WEFT_OK) {
+                /* Never acknowledged: the server drops us; connect again. */
+                close(r->fd);
+                r->fd = -1;
+                return status;
+            }
             /* Every byte of v is here: acknowledge, then report it. */
             status = weft_wire_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
             if (status != WEFT_OK) {
@@ -352,6 +453,17 @@ static void ucx_remote_close(void *remote)
     /* Leaving on purpose, not lost: the server counts the difference. */
     if (r->fd >= 0) {
         (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0, weft_deadline_ns(weft_time_ns(), 100000));
+    }
+    if (r->stage != NULL) {
+        int device = r->device, saved;
+        int entered = weft_ucx_cuda_enter(device, &saved) == WEFT_OK;
+
+        /* The staging area's stream is freed on its GPU. */
+        remote_free(r);
+        if (entered) {
+            weft_ucx_cuda_leave(device, saved);
+        }
+        return;
     }
     remote_free(r);
 }

@@ -15,6 +15,13 @@
  * record removed) when its endpoint fails, its connection closes, or a
  * step takes longer than the timeout; the others carry on.
  *
+ * Where the puts read from: a host registry's slots, registered once at
+ * create. A GPU registry (the thread makes its GPU current) takes the
+ * path ucx_gpu.h picks: direct, each slot's arena registered as CUDA
+ * memory when first leased (again after a reload moved it); or staged,
+ * each consumer's bounce ring (ucx_cuda.h) of window bytes, device-to-
+ * host copies overlapping the puts of earlier chunks.
+ *
  * Everything below runs on the server thread except create, port, stats
  * and destroy.
  */
@@ -26,6 +33,8 @@
 #include "transport/remote/dispatch.h"
 #include "transport/remote/serve.h"
 #include "ucx_common.h"
+#include "ucx_cuda.h"
+#include "ucx_gpu.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -64,6 +73,8 @@ typedef struct peer {
     uint32_t            region_count;
     uint64_t            range, range_offset; /* next put */
     uint64_t            in_flight;           /* puts not completed yet */
+    const uint8_t      *arena;               /* of the leased slot, here */
+    weft_ucx_ring_t    *ring;                /* staged GPU registry: its bounce ring */
     int                 put_failed;
     ucs_status_ptr_t    flush;
     ucs_status_ptr_t    close;
@@ -74,9 +85,14 @@ struct ucx_server {
     weft_ucx_t      ucx;
     ucp_address_t  *address; /* of the worker, sent to every consumer */
     size_t          address_length;
-    ucp_mem_h       slot_memh[16];
+    ucp_mem_h       slot_memh[16]; /* host registry, or direct: each slot registered */
     uint8_t        *slot_base[16];
     uint32_t        slot_count;
+    uint64_t        slot_bytes;
+    weft_memory_kind_t memory;     /* of the registry's arenas */
+    int             device;        /* their GPU; -1 for host */
+    weft_ucx_gpu_path_t path;      /* GPU registry: direct or staged */
+    int             broken;        /* the thread could not use the GPU: refuse everyone */
 
     int             stopping; /* the thread is shutting down: close at once */
     peer_t         *peers[MAX_PEERS];
@@ -93,7 +109,8 @@ static weft_status_t remote_post(struct weft_plan *plan, const weft_lease_t *lea
 
 static const weft_transport_ops_t remote_plan_ops = {
     .name       = "ucx",
-    .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST),
+    .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST) | WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
+    /* As the server sees them: the consumer stages device views itself. */
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST),
     .post       = remote_post,
 };
@@ -145,6 +162,7 @@ static void peer_free(peer_t *p)
     }
     free(p->rkeys);
     free(p->regions);
+    weft_ucx_ring_destroy(p->ring);
     weft_serve_peer_fini(&p->base);
     free(p);
 }
@@ -152,7 +170,8 @@ static void peer_free(peer_t *p)
 /* A dropped consumer is freed once UCX gave back every request of it. */
 static int peer_reap(peer_t *p)
 {
-    if (p->state != PEER_CLOSING || p->in_flight > 0) {
+    if (p->state != PEER_CLOSING || p->in_flight > 0 ||
+        (p->ring != NULL && !weft_ucx_ring_idle(p->ring))) {
         return 0;
     }
     if (p->flush != NULL) {
@@ -311,6 +330,17 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return;
     }
+    if (s->broken) {
+        refuse(p, WEFT_ERR_CUDA, "the server cannot use its registry's GPU");
+        return;
+    }
+    if (s->memory == WEFT_MEMORY_CUDA && s->path == WEFT_UCX_GPU_STAGED) {
+        status = weft_ucx_ring_create(s->ucx.context, s->base.window, CHUNK_BYTES, &p->ring);
+        if (status != WEFT_OK) {
+            refuse(p, status, "no bounce buffers for it on the server");
+            return;
+        }
+    }
     status = weft_serve_register(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
@@ -352,7 +382,8 @@ static void peer_post(peer_t *p)
 {
     struct ucx_server       *s = p->server;
     const weft_range_list_t *list = &p->base.plan->ranges;
-    const uint8_t           *arena = s->slot_base[p->base.lease.slot];
+    const weft_ucx_target_t  target = {.ep = p->ep, .regions = p->regions, .rkeys = p->rkeys,
+                                       .region_count = p->region_count};
     uint64_t                 window = s->base.window;
     uint64_t                 max_in_flight = window / CHUNK_BYTES ? window / CHUNK_BYTES : 1;
 
@@ -361,19 +392,11 @@ static void peer_post(peer_t *p)
         uint64_t                 left = r->bytes - p->range_offset;
         uint64_t                 n = left < CHUNK_BYTES ? left : CHUNK_BYTES;
         uint64_t                 dst = (uint64_t)(uintptr_t)r->dst + p->range_offset;
-        /* Found: on_views checked every range against the regions. */
-        const weft_wire_span_t  *region = weft_wire_span_find(p->regions, p->region_count, dst, n);
-        ucp_request_param_t      param = {
-                 .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                 UCP_OP_ATTR_FIELD_MEMH,
-                 .cb.send = put_done,
-                 .user_data = p,
-                 .memh = s->slot_memh[p->base.lease.slot],
-        };
-        ucs_status_ptr_t req;
+        ucs_status_ptr_t         req;
 
-        req = ucp_put_nbx(p->ep, arena + r->src + p->range_offset, n, dst,
-                          p->rkeys[region - p->regions], &param);
+        /* Inside a region: on_views checked every range against them. */
+        req = weft_ucx_put(&target, p->arena + r->src + p->range_offset, n, dst,
+                           s->slot_memh[p->base.lease.slot], put_done, p);
         if (UCS_PTR_IS_ERR(req)) {
             p->put_failed = 1;
             break;
@@ -408,12 +431,29 @@ static void peer_advance(peer_t *p)
         return;
     }
     if (p->state == PEER_SENDING) {
-        peer_post(p);
-        if (p->put_failed) {
-            peer_drop(p, WEFT_ERR_CONNECTION, "a put failed");
-            return;
+        int posted;
+
+        if (p->ring != NULL) {
+            const weft_ucx_target_t target = {.ep = p->ep, .regions = p->regions,
+                                              .rkeys = p->rkeys, .region_count = p->region_count};
+            weft_status_t           status = weft_ucx_ring_advance(p->ring, &target);
+
+            if (status != WEFT_OK && status != WEFT_INPROGRESS) {
+                peer_drop(p, status, status == WEFT_ERR_CONNECTION
+                                         ? "a put failed"
+                                         : "a copy into the bounce ring failed");
+                return;
+            }
+            posted = status == WEFT_OK;
+        } else {
+            peer_post(p);
+            if (p->put_failed) {
+                peer_drop(p, WEFT_ERR_CONNECTION, "a put failed");
+                return;
+            }
+            posted = p->range == p->base.plan->ranges.count && p->in_flight == 0;
         }
-        if (p->range == p->base.plan->ranges.count && p->in_flight == 0) {
+        if (posted) {
             ucp_request_param_t param = {0};
 
             /* Every put done locally; the flush makes them done remotely. */
@@ -496,9 +536,54 @@ static void peer_read(peer_t *p)
     free(msg.payload);
 }
 
+/* Direct path: the slot's arena registered with UCX as CUDA memory, once
+ * per arena (a reload moves it; no lease of the old one is left then). */
+static weft_status_t register_gpu_slot(struct ucx_server *s, uint32_t slot, const uint8_t *arena)
+{
+    weft_status_t status;
+
+    if (s->slot_memh[slot] != NULL && s->slot_base[slot] == arena) {
+        return WEFT_OK;
+    }
+    if (s->slot_memh[slot] != NULL) {
+        (void)weft_ucx_status(ucp_mem_unmap(s->ucx.context, s->slot_memh[slot]),
+                              "unregistering a moved GPU slot");
+        s->slot_memh[slot] = NULL;
+    }
+    status = weft_ucx_mem_map(s->ucx.context, (void *)(uintptr_t)arena, s->slot_bytes,
+                              WEFT_MEMORY_CUDA, &s->slot_memh[slot], "registering a GPU slot");
+    if (status == WEFT_OK) {
+        s->slot_base[slot] = (uint8_t *)(uintptr_t)arena;
+        weft_log_debug("server: GPU slot %u registered with UCX at %p (%" PRIu64 " bytes)", slot,
+                       (const void *)arena, s->slot_bytes);
+    }
+    return status;
+}
+
+/* Where the puts of the leased version read from, in this process. */
+static weft_status_t lease_arena(peer_t *p)
+{
+    struct ucx_server *s = p->server;
+    weft_status_t      status;
+
+    if (s->memory != WEFT_MEMORY_CUDA) {
+        p->arena = s->slot_base[p->base.lease.slot];
+        return WEFT_OK;
+    }
+    /* The producer's own allocation, or the arena mapped through CUDA IPC
+     * into this thread's device. */
+    status = weft_plan_slot_base(p->base.plan, &p->base.lease, &p->arena);
+    if (status == WEFT_OK && s->path == WEFT_UCX_GPU_DIRECT) {
+        status = register_gpu_slot(s, p->base.lease.slot, p->arena);
+    }
+    return status;
+}
+
 /* Starts sending the latest version to a ready consumer that lacks it. */
 static void peer_start(peer_t *p, uint64_t latest)
 {
+    weft_status_t status;
+
     if (p->state != PEER_READY || p->base.acked >= latest) {
         return;
     }
@@ -509,9 +594,17 @@ static void peer_start(peer_t *p, uint64_t latest)
     if (!weft_serve_lease_next(&p->base, latest)) {
         return;
     }
-    p->state = PEER_SENDING;
+    p->state = PEER_SENDING; /* from here a failure is recorded for this version */
+    status = lease_arena(p);
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "the version cannot be read here");
+        return;
+    }
     p->range = p->range_offset = 0;
     p->put_failed = 0;
+    if (p->ring != NULL) {
+        weft_ucx_ring_start(p->ring, &p->base.plan->ranges, p->arena);
+    }
     weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
                    p->base.name, p->base.version, p->base.lease.slot);
 }
@@ -563,6 +656,16 @@ static void accept_peers(struct ucx_server *s)
     }
 }
 
+static void unregister_slots(struct ucx_server *s)
+{
+    for (uint32_t i = 0; i < s->slot_count; i++) {
+        if (s->slot_memh[i] != NULL) {
+            (void)ucp_mem_unmap(s->ucx.context, s->slot_memh[i]);
+            s->slot_memh[i] = NULL;
+        }
+    }
+}
+
 static void *server_main(void *arg)
 {
     struct ucx_server *s = arg;
@@ -571,6 +674,16 @@ static void *server_main(void *arg)
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
         return NULL;
+    }
+    /* Every CUDA call of the server, and UCX's on GPU memory, runs here,
+     * on the GPU of the registry's arenas. */
+    if (s->memory == WEFT_MEMORY_CUDA) {
+        int saved;
+
+        if (weft_ucx_cuda_enter(s->device, &saved) != WEFT_OK) {
+            weft_log_error("server: cannot use GPU %d: every consumer will be refused", s->device);
+            s->broken = 1;
+        }
     }
     while (!atomic_load(&s->base.stop)) {
         uint32_t n = 0, ready = 0;
@@ -630,23 +743,23 @@ static void *server_main(void *arg)
         weft_ucx_progress(&s->ucx);
         reap_peers(s);
     }
+    /* What is left is freed here, where its streams' GPU is current. */
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        weft_serve_release(&s->peers[i]->base);
+        peer_free(s->peers[i]);
+    }
+    s->peer_count = 0;
+    unregister_slots(s);
     free(fds);
     return NULL;
 }
 
 /* ---------------------------------------------------------- lifecycle */
 
+/* The peers and GPU slots went with the thread (server_main frees them). */
 static void server_free(struct ucx_server *s)
 {
-    for (uint32_t i = 0; i < s->slot_count; i++) {
-        if (s->slot_memh[i] != NULL) {
-            (void)ucp_mem_unmap(s->ucx.context, s->slot_memh[i]);
-        }
-    }
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        weft_serve_release(&s->peers[i]->base);
-        peer_free(s->peers[i]);
-    }
+    unregister_slots(s);
     if (s->address != NULL) {
         ucp_worker_release_address(s->ucx.worker, s->address);
     }
@@ -655,14 +768,58 @@ static void server_free(struct ucx_server *s)
     free(s);
 }
 
+/* A host registry's slots are registered once: every put reads from them. */
+static weft_status_t register_host_slots(struct ucx_server *s, weft_registry_h reg)
+{
+    weft_status_t status = WEFT_OK;
+
+    for (uint32_t i = 0; i < s->slot_count && status == WEFT_OK; i++) {
+        void    *base;
+        uint64_t bytes;
+
+        status = weft_registry_slot_memory(reg, i, &base, &bytes);
+        if (status == WEFT_OK) {
+            s->slot_base[i] = base;
+            status = weft_ucx_mem_map(s->ucx.context, base, bytes, WEFT_MEMORY_HOST,
+                                      &s->slot_memh[i], "registering a registry slot");
+        }
+    }
+    return status;
+}
+
+/* A GPU registry: its GPU must be visible here; the path is chosen now. */
+static weft_status_t check_gpu_registry(struct ucx_server *s)
+{
+    weft_status_t status;
+    int           saved;
+
+    if (s->device < 0) {
+        weft_log_error("server: the GPU of the registry's arenas is not visible in this process");
+        return WEFT_ERR_NO_DEVICE;
+    }
+    status = weft_ucx_gpu_path(s->ucx.context, "server", &s->path);
+    /* A GPU this process cannot use fails here, not on the thread. */
+    if (status == WEFT_OK) {
+        status = weft_ucx_cuda_enter(s->device, &saved);
+        if (status == WEFT_OK) {
+            weft_ucx_cuda_leave(s->device, saved);
+        }
+    }
+    return status;
+}
+
 static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                        void **out)
 {
     struct ucx_server    *s;
     weft_registry_stats_t rs;
+    weft_arena_info_t     arenas;
     weft_status_t         status;
 
     status = weft_registry_get_stats(reg, &rs);
+    if (status == WEFT_OK) {
+        status = weft_registry_arena_info(reg, &arenas);
+    }
     if (status != WEFT_OK) {
         return status;
     }
@@ -675,6 +832,9 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
         s->base.window = CHUNK_BYTES;
     }
     s->slot_count = rs.slot_count;
+    s->slot_bytes = rs.slot_bytes;
+    s->memory = arenas.memory;
+    s->device = arenas.device;
 
     status = weft_ucx_open(&s->ucx, "server");
     if (status == WEFT_OK) {
@@ -682,25 +842,10 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
                                                         &s->address_length),
                                  "ucp_worker_get_address");
     }
-    /* The slots are registered once: every put reads from them. */
-    for (uint32_t i = 0; i < s->slot_count && status == WEFT_OK; i++) {
-        void                *base;
-        uint64_t             bytes;
-        ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                                                 UCP_MEM_MAP_PARAM_FIELD_LENGTH};
-
-        status = weft_registry_slot_memory(reg, i, &base, &bytes);
-        if (status == WEFT_ERR_UNSUPPORTED) {
-            weft_log_error("server: the ucx transport serves host registries only for now");
-            break;
-        }
-        if (status == WEFT_OK) {
-            mp.address = base;
-            mp.length = bytes;
-            s->slot_base[i] = base;
-            status = weft_ucx_status(ucp_mem_map(s->ucx.context, &mp, &s->slot_memh[i]),
-                                     "registering a registry slot");
-        }
+    if (status == WEFT_OK && s->memory == WEFT_MEMORY_CUDA) {
+        status = check_gpu_registry(s);
+    } else if (status == WEFT_OK) {
+        status = register_host_slots(s, reg);
     }
     if (status == WEFT_OK) {
         status = weft_serve_listen(&s->base, params->listen);
@@ -712,8 +857,16 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
         server_free(s);
         return status;
     }
-    weft_log_info("server: serving on port %u (ucx, window %" PRIu64 " bytes, timeout %" PRIu64 " us)",
-                  s->base.port, s->base.window, s->base.timeout_us);
+    if (s->memory == WEFT_MEMORY_CUDA) {
+        weft_log_info("server: serving on port %u (ucx from GPU %d, %s, window %" PRIu64
+                      " bytes, timeout %" PRIu64 " us)",
+                      s->base.port, s->device, weft_ucx_gpu_path_name(s->path), s->base.window,
+                      s->base.timeout_us);
+    } else {
+        weft_log_info("server: serving on port %u (ucx, window %" PRIu64 " bytes, timeout %" PRIu64
+                      " us)",
+                      s->base.port, s->base.window, s->base.timeout_us);
+    }
     *out = s;
     return WEFT_OK;
 }

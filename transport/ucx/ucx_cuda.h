@@ -1,0 +1,188 @@
+/*
+ * The CUDA side of the ucx transport's staged path (ucx_gpu.h decides
+ * when it is taken): the server's bounce ring (ucx_ring.c) and the
+ * consumer's staging area (ucx_stage.c). Built with CUDA only; without
+ * it every call below gives WEFT_ERR_UNSUPPORTED (no GPU memory can reach
+ * the transport then anyway). Internal.
+ */
+#ifndef WEFT_TRANSPORT_UCX_CUDA_H
+#define WEFT_TRANSPORT_UCX_CUDA_H
+
+#include "transport/plan_ranges.h"
+#include "ucx_common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <weft/transport.h>
+
+#ifdef HAVE_CUDA
+#include "common/cuda_util.h"
+#endif
+
+/*
+ * The server's bounce ring, one per consumer fed from a GPU registry: a
+ * pinned host buffer of `window` bytes registered once with UCX, in
+ * WEFT_UCX_RING_CHUNKS chunks. A chunk takes the next bytes of the
+ * version (a device-to-host copy on the ring's stream, then an event);
+ * once its event completed, its bytes are put to the consumer; it takes
+ * new bytes only after every one of its puts completed. So the copies of
+ * later chunks overlap the puts of earlier ones, and the host memory is
+ * the window, whatever the size of a version. Used on the server thread,
+ * with the registry's GPU current.
+ */
+#define WEFT_UCX_RING_CHUNKS 4
+
+typedef struct weft_ucx_ring weft_ucx_ring_t;
+
+/*
+ * The consumer's staging area for device views (the staged path): pinned
+ * host memory as large as the views' merged spans together, which the
+ * consumer registers and sends instead of the views; after each version's
+ * notice it is copied into the spans on a stream of the views' GPU.
+ */
+typedef struct weft_ucx_stage weft_ucx_stage_t;
+
+#ifdef HAVE_CUDA
+
+/* Makes `device` current on the calling thread; *saved, for leave. */
+static inline weft_status_t weft_ucx_cuda_enter(int device, int *saved)
+{
+    return weft_cuda_enter(device, saved);
+}
+
+static inline void weft_ucx_cuda_leave(int device, int saved)
+{
+    weft_cuda_leave(device, saved);
+}
+
+/* window: bytes, at least WEFT_UCX_RING_CHUNKS. */
+weft_status_t weft_ucx_ring_create(ucp_context_h context, uint64_t window, uint64_t max_put,
+                                   weft_ucx_ring_t **ring);
+/* Only once weft_ucx_ring_idle(). NULL is a no-op. */
+void weft_ucx_ring_destroy(weft_ucx_ring_t *ring);
+
+/* Starts a version: every range of `ranges`, read from the device arena. */
+void weft_ucx_ring_start(weft_ucx_ring_t *ring, const weft_range_list_t *ranges,
+                         const uint8_t *arena);
+
+/*
+ * Moves the version on: frees chunks whose puts completed, puts chunks
+ * whose copy completed, fills free chunks. WEFT_OK once every byte was
+ * put and every put completed locally (flush next), WEFT_INPROGRESS,
+ * WEFT_ERR_CONNECTION (a put failed), WEFT_ERR_CUDA (a copy failed).
+ */
+weft_status_t weft_ucx_ring_advance(weft_ucx_ring_t *ring, const weft_ucx_target_t *target);
+
+/* 1 when no copy and no put of the ring is in flight. */
+int weft_ucx_ring_idle(weft_ucx_ring_t *ring);
+
+/* On the views' GPU (current). spans: the views' merged byte spans. */
+weft_status_t weft_ucx_stage_create(const weft_wire_span_t *spans, uint32_t count,
+                                    weft_ucx_stage_t **stage);
+void          weft_ucx_stage_destroy(weft_ucx_stage_t *stage);
+
+/* The pinned area: the one region to register and send. */
+weft_wire_span_t weft_ucx_stage_area(const weft_ucx_stage_t *stage);
+
+/* A copy of views (malloc'd) whose data point where their bytes land in
+ * the area; what the server is told. Also lays out the runs of elements
+ * that weft_ucx_stage_commit copies. */
+weft_status_t weft_ucx_stage_views(weft_ucx_stage_t *stage, const weft_recv_view_t *views,
+                                   size_t count, weft_recv_view_t **staged);
+
+/* Copies the views' elements from the area into the views, and no other
+ * byte (a strided view's gaps belong to the engine), and waits. */
+weft_status_t weft_ucx_stage_commit(weft_ucx_stage_t *stage);
+
+#else /* no CUDA: nothing of GPU memory reaches the transport */
+
+static inline weft_status_t weft_ucx_cuda_enter(int device, int *saved)
+{
+    (void)device;
+    *saved = -1;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static inline void weft_ucx_cuda_leave(int device, int saved)
+{
+    (void)device;
+    (void)saved;
+}
+
+static inline weft_status_t weft_ucx_ring_create(ucp_context_h context, uint64_t window,
+                                                 uint64_t max_put, weft_ucx_ring_t **ring)
+{
+    (void)context;
+    (void)window;
+    (void)max_put;
+    (void)ring;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static inline void weft_ucx_ring_destroy(weft_ucx_ring_t *ring)
+{
+    (void)ring;
+}
+
+static inline void weft_ucx_ring_start(weft_ucx_ring_t *ring, const weft_range_list_t *ranges,
+                                       const uint8_t *arena)
+{
+    (void)ring;
+    (void)ranges;
+    (void)arena;
+}
+
+static inline weft_status_t weft_ucx_ring_advance(weft_ucx_ring_t *ring,
+                                                  const weft_ucx_target_t *target)
+{
+    (void)ring;
+    (void)target;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static inline int weft_ucx_ring_idle(weft_ucx_ring_t *ring)
+{
+    (void)ring;
+    return 1;
+}
+
+static inline weft_status_t weft_ucx_stage_create(const weft_wire_span_t *spans, uint32_t count,
+                                                  weft_ucx_stage_t **stage)
+{
+    (void)spans;
+    (void)count;
+    (void)stage;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static inline void weft_ucx_stage_destroy(weft_ucx_stage_t *stage)
+{
+    (void)stage;
+}
+
+static inline weft_wire_span_t weft_ucx_stage_area(const weft_ucx_stage_t *stage)
+{
+    (void)stage;
+    return (weft_wire_span_t){0, 0};
+}
+
+static inline weft_status_t weft_ucx_stage_views(weft_ucx_stage_t *stage,
+                                                 const weft_recv_view_t *views, size_t count,
+                                                 weft_recv_view_t **staged)
+{
+    (void)stage;
+    (void)views;
+    (void)count;
+    (void)staged;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static inline weft_status_t weft_ucx_stage_commit(weft_ucx_stage_t *stage)
+{
+    (void)stage;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+#endif /* HAVE_CUDA */
+
+#endif
