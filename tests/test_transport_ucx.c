@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "child.h"
+#include "transport_fixture.h"
 
 #include <check.h>
 #include <signal.h>
@@ -29,14 +30,6 @@
 #define PAD       24       /* the consumer's row padding */
 #define TOKEN     "s3cret-token"
 #define WAIT_US   30000000u
-
-static uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
-{
-    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
-
-    x ^= x >> 31;
-    return (uint8_t)(x >> 23);
-}
 
 static void tensor_name(char *buf, size_t size, uint32_t t)
 {
@@ -96,23 +89,12 @@ static void server_publish(server_side_t *s, uint64_t v)
 
 static void server_wait_ready(server_side_t *s, uint32_t consumers)
 {
-    weft_server_stats_t st;
-
-    for (int i = 0; i < 30000; i++) {
-        CHILD_CHECK(weft_server_get_stats(s->server, &st) == WEFT_OK, 30);
-        if (st.consumers >= consumers) {
-            return;
-        }
-        usleep(1000);
-    }
-    CHILD_CHECK(0, 31);
+    fixture_wait_ready(s->server, consumers, 30);
 }
 
 static void server_stop(server_side_t *s)
 {
-    CHILD_CHECK(weft_server_destroy(s->server) == WEFT_OK, 40);
-    CHILD_CHECK(weft_registry_close(s->reg) == WEFT_OK, 41);
-    weft_registry_unlink(s->name);
+    fixture_server_stop(s->server, s->reg, s->name);
 }
 
 /* ----------------------------------------------------------- consumer */

@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include "child.h"
+#include "transport_fixture.h"
 #include "gpu_skip.h"
 
 #include <check.h>
@@ -42,14 +43,6 @@
 
 static int consumer_gpu;     /* 1 with two GPUs, else 0 */
 static int ucx_reports_cuda; /* from weft-perf info's UCX detail, probed in a child */
-
-static uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
-{
-    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
-
-    x ^= x >> 31;
-    return (uint8_t)(x >> 23);
-}
 
 static void tensor_name(char *buf, size_t size, uint32_t t)
 {

@@ -21,8 +21,9 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "nccl_common.h"
+#include "transport/remote/consume.h"
 #include "transport/remote/dispatch.h"
-#include "transport/remote/wire.h"
+#include "transport/remote/view_memory.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -32,13 +33,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_TIMEOUT_US 30000000u
 #define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
 #define ABORT_WAIT_NS      2000000000ull /* for aborted kernels to leave the stream */
 
 struct nccl_remote {
-    int              fd;
-    char             server[256];
+    weft_consume_t   base;       /* the bootstrap connection */
     int              device;     /* of every view */
     uint64_t         timeout_us; /* the handshake; a version's transfer */
     ncclComm_t       comm;
@@ -52,11 +51,9 @@ struct nccl_remote {
 /* The GPU of every view; views must be device memory of one GPU. */
 static weft_status_t views_device(const weft_recv_view_t *views, size_t count, int *device)
 {
-    *device = -1;
-    for (size_t i = 0; i < count; i++) {
-        int           dev;
-        weft_status_t status;
+    weft_memory_kind_t memory;
 
+    for (size_t i = 0; i < count; i++) {
         if (!(views[i].field_mask & WEFT_RECV_VIEW_FIELD_MEMORY) ||
             views[i].memory != WEFT_MEMORY_CUDA) {
             weft_log_error("remote: view %zu (\"%s\"): the nccl transport receives into device "
@@ -64,66 +61,8 @@ static weft_status_t views_device(const weft_recv_view_t *views, size_t count, i
                            i, views[i].name != NULL ? views[i].name : "?");
             return WEFT_ERR_UNSUPPORTED;
         }
-        status = weft_cuda_pointer_device(views[i].data, &dev);
-        if (status == WEFT_ERR_INVALID_PARAM) {
-            weft_log_error("remote: view %zu (\"%s\") at %p is not device memory of this process",
-                           i, views[i].name != NULL ? views[i].name : "?", views[i].data);
-        }
-        if (status != WEFT_OK) {
-            return status;
-        }
-        if (*device >= 0 && dev != *device) {
-            weft_log_error("remote: view %zu is on GPU %d, earlier views on GPU %d: one consumer "
-                           "receives into one GPU",
-                           i, dev, *device);
-            return WEFT_ERR_INVALID_PARAM;
-        }
-        *device = dev;
     }
-    return WEFT_OK;
-}
-
-/* A message the server sent instead of what we wait for: its refusal. */
-static weft_status_t refused(struct nccl_remote *r, const weft_boot_msg_t *msg, const char *what)
-{
-    char          reason[256];
-    weft_status_t status;
-
-    if (msg->type != WEFT_BOOT_REFUSED) {
-        weft_log_error("remote: %s answered %s with message %u", r->server, what, msg->type);
-        return WEFT_ERR_CORRUPT;
-    }
-    status = weft_wire_parse_refused(msg, reason, sizeof(reason));
-    weft_log_error("remote: %s refused %s: %s", r->server, what, reason);
-    return status;
-}
-
-/* HELLO → WELCOME, or the server's refusal. */
-static weft_status_t say_hello(struct nccl_remote *r, const weft_remote_params_t *p,
-                               uint64_t deadline)
-{
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t msg;
-    weft_status_t   status;
-
-    weft_wire_put_hello(&buf, WEFT_NCCL_PROTOCOL, p->token, p->name);
-    status = buf.failed ? WEFT_ERR_NO_MEMORY
-                        : weft_boot_send(r->fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
-                                         deadline);
-    weft_boot_buf_free(&buf);
-    if (status == WEFT_OK) {
-        status = weft_boot_recv(r->fd, &msg, deadline);
-    }
-    if (status != WEFT_OK) {
-        weft_log_error("remote: no answer from %s to the handshake: %s", r->server,
-                       weft_status_string(status));
-        return status;
-    }
-    if (msg.type != WEFT_BOOT_WELCOME) {
-        status = refused(r, &msg, "this consumer");
-    }
-    free(msg.payload);
-    return status;
+    return weft_views_memory(views, count, "remote", &memory, device);
 }
 
 /* Reads READY: the ranges (each inside our views) and the communicator's id. */
@@ -144,7 +83,7 @@ static weft_status_t parse_ready(struct nccl_remote *r, const weft_boot_msg_t *m
     window = weft_boot_get_u64(&cur);
     if (cur.failed || id_length != sizeof(*id) || window < WEFT_NCCL_MIN_WINDOW ||
         range_count > (msg->length / 16)) {
-        weft_log_error("remote: %s sent a malformed ready", r->server);
+        weft_log_error("remote: %s sent a malformed ready", r->base.server);
         return WEFT_ERR_CORRUPT;
     }
     memcpy(id, id_bytes, sizeof(*id));
@@ -161,7 +100,7 @@ static weft_status_t parse_ready(struct nccl_remote *r, const weft_boot_msg_t *m
         if (cur.failed || weft_wire_span_find(spans, span_count, r->dst[i], r->sizes[i]) == NULL) {
             weft_log_error("remote: %s sent range %" PRIu64 " (%" PRIu64 " bytes at 0x%" PRIx64
                            ") outside this consumer's views",
-                           r->server, i, r->sizes[i], r->dst[i]);
+                           r->base.server, i, r->sizes[i], r->dst[i]);
             status = WEFT_ERR_CORRUPT;
         }
     }
@@ -185,18 +124,12 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
     }
     weft_boot_put_blob(&buf, uuid, sizeof(uuid));
     weft_wire_put_views(&buf, views, count);
-    status = buf.failed ? WEFT_ERR_NO_MEMORY
-                        : weft_boot_send(r->fd, WEFT_BOOT_VIEWS, buf.data, (uint32_t)buf.length,
-                                         deadline);
+    status = weft_consume_views(&r->base, &buf, deadline, &msg);
     weft_boot_buf_free(&buf);
-    if (status == WEFT_OK) {
-        status = weft_boot_recv(r->fd, &msg, deadline);
-    }
     if (status != WEFT_OK) {
         return status;
     }
-    status = msg.type == WEFT_BOOT_READY ? parse_ready(r, &msg, views, count, id)
-                                         : refused(r, &msg, "the views");
+    status = parse_ready(r, &msg, views, count, id);
     free(msg.payload);
     return status;
 }
@@ -206,19 +139,21 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
 static weft_status_t server_spoke(struct nccl_remote *r)
 {
     weft_boot_msg_t msg;
-    weft_status_t   status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+    weft_status_t   status =
+        weft_boot_recv(r->base.fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
 
     if (status != WEFT_OK) {
-        weft_log_error("remote: lost the connection to %s: %s", r->server, weft_status_string(status));
+        weft_log_error("remote: lost the connection to %s: %s", r->base.server,
+                       weft_status_string(status));
         return WEFT_ERR_CONNECTION;
     }
     if (msg.type == WEFT_BOOT_FAILED) {
-        weft_log_error("remote: %s dropped this consumer during a version", r->server);
+        weft_log_error("remote: %s dropped this consumer during a version", r->base.server);
         status = WEFT_ERR_CANCELED;
     } else if (msg.type == WEFT_BOOT_REFUSED) {
-        status = refused(r, &msg, "this consumer");
+        status = weft_consume_refused(&r->base, &msg, "this consumer");
     } else {
-        weft_log_error("remote: unexpected message %u from %s", msg.type, r->server);
+        weft_log_error("remote: unexpected message %u from %s", msg.type, r->base.server);
         status = WEFT_ERR_CORRUPT;
     }
     free(msg.payload);
@@ -233,10 +168,7 @@ static void disconnect(struct nccl_remote *r)
         weft_nccl_abort(r->comm, "remote consumer");
         r->comm = NULL;
     }
-    if (r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-    }
+    weft_consume_disconnect(&r->base);
 }
 
 /*
@@ -253,12 +185,12 @@ static weft_status_t drive(struct nccl_remote *r, int transfer, uint64_t deadlin
         if (status != WEFT_INPROGRESS) {
             return status;
         }
-        if (weft_boot_readable(r->fd)) {
+        if (weft_boot_readable(r->base.fd)) {
             return server_spoke(r);
         }
         if (weft_time_ns() >= deadline) {
             weft_log_error("remote: %s with %s did not finish within the timeout",
-                           transfer ? "a version's transfer" : "making the communicator", r->server);
+                           transfer ? "a version's transfer" : "making the communicator", r->base.server);
             return WEFT_ERR_TIMEOUT;
         }
         sched_yield();
@@ -295,10 +227,8 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    r->fd = -1;
-    r->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+    r->timeout_us = weft_consume_init(&r->base, p);
     deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
-    snprintf(r->server, sizeof(r->server), "%s", p->server);
     status = views_device(views, count, &r->device);
     if (status == WEFT_OK && r->device < 0) {
         weft_log_error("remote: no view has a byte to receive");
@@ -311,9 +241,14 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
         free(r);
         return status;
     }
-    status = weft_boot_connect(p->server, deadline, &r->fd);
+    status = weft_consume_connect(&r->base, deadline);
     if (status == WEFT_OK) {
-        status = say_hello(r, p, deadline);
+        weft_boot_msg_t welcome;
+
+        status = weft_consume_hello(&r->base, WEFT_NCCL_PROTOCOL, p, deadline, &welcome);
+        if (status == WEFT_OK) {
+            free(welcome.payload);
+        }
     }
     if (status == WEFT_OK) {
         status = send_views(r, views, count, deadline, &id);
@@ -353,12 +288,11 @@ static weft_status_t receive_version(struct nccl_remote *r, uint64_t v)
     status = drive(r, 1, weft_deadline_ns(weft_time_ns(), r->timeout_us));
     if (status != WEFT_OK) {
         weft_log_error("remote: version %" PRIu64 " from %s failed after %" PRIu64 " groups: %s",
-                       v, r->server, r->xfer.groups, weft_status_string(status));
+                       v, r->base.server, r->xfer.groups, weft_status_string(status));
         return status;
     }
     /* Our stream completed: every byte of v is in the views. */
-    status = weft_wire_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
-    return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
+    return weft_consume_ack(&r->base, v);
 }
 
 static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
@@ -369,7 +303,7 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
     int                 saved;
     weft_status_t       status;
 
-    if (r->fd < 0 || r->comm == NULL) {
+    if (r->base.fd < 0 || r->comm == NULL) {
         return WEFT_ERR_CONNECTION;
     }
     status = weft_cuda_enter(r->device, &saved);
@@ -378,12 +312,10 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
     }
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     for (;;) {
-        weft_boot_msg_t    msg;
-        weft_boot_cursor_t cur;
-        uint64_t           v;
+        uint64_t v;
 
-        if (!weft_boot_readable(r->fd)) {
-            struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+        if (!weft_boot_readable(r->base.fd)) {
+            struct pollfd pfd = {.fd = r->base.fd, .events = POLLIN};
             uint64_t      now = weft_time_ns();
             int           ms;
 
@@ -395,39 +327,18 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
             (void)poll(&pfd, 1, ms < RECEIVE_POLL_MS ? ms + 1 : RECEIVE_POLL_MS);
             continue;
         }
-        status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+        status = weft_consume_notice(&r->base, &v);
+        if (status == WEFT_OK) {
+            status = receive_version(r, v);
+        }
         if (status != WEFT_OK) {
-            weft_log_error("remote: lost the connection to %s: %s", r->server,
-                           weft_status_string(status));
-            status = WEFT_ERR_CONNECTION;
             disconnect(r);
             break;
         }
-        cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
-        v = weft_boot_get_u64(&cur);
-        if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
-            free(msg.payload);
-            status = receive_version(r, v);
-            if (status != WEFT_OK) {
-                disconnect(r);
-                break;
-            }
-            if (v > after_version) {
-                *version = v;
-                break;
-            }
-            continue;
+        if (v > after_version) {
+            *version = v;
+            break;
         }
-        if (msg.type == WEFT_BOOT_FAILED) {
-            weft_log_error("remote: %s dropped this consumer during version %" PRIu64, r->server, v);
-            status = WEFT_ERR_CANCELED;
-        } else {
-            weft_log_error("remote: unexpected message %u from %s", msg.type, r->server);
-            status = WEFT_ERR_CORRUPT;
-        }
-        free(msg.payload);
-        disconnect(r);
-        break;
     }
     weft_cuda_leave(r->device, saved);
     return status;
@@ -439,10 +350,7 @@ static void nccl_remote_close(void *remote)
     int                 device = r->device, saved;
     int                 entered;
 
-    /* Leaving on purpose, not lost: the server counts the difference. */
-    if (r->fd >= 0) {
-        (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0, weft_deadline_ns(weft_time_ns(), 100000));
-    }
+    weft_consume_bye(&r->base);
     entered = weft_cuda_enter(device, &saved) == WEFT_OK;
     remote_free(r);
     if (entered) {

@@ -39,7 +39,6 @@
 #include <unistd.h>
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
-#define MAX_PEERS            1024u
 #define POLL_MS              1      /* idle, no consumer */
 #define POLL_IDLE_NS         50000L /* idle, consumers connected */
 #define SHUTDOWN_SPINS       200000 /* looks at aborted streams before giving up */
@@ -70,24 +69,20 @@ struct nccl_server {
     int          device;
     uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
     int          broken; /* the thread could not use the GPU: refuse everyone */
-    peer_t      *peers[MAX_PEERS];
-    uint32_t     peer_count;
 };
-
-/* The plan's backend for remote addresses: nothing is copied locally. */
-static weft_status_t remote_post(struct weft_plan *plan, const weft_lease_t *lease)
-{
-    (void)plan;
-    (void)lease;
-    return WEFT_ERR_UNSUPPORTED;
-}
 
 static const weft_transport_ops_t remote_plan_ops = {
     .name       = "nccl",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
-    .post       = remote_post,
+    .post       = weft_serve_remote_post,
 };
+
+/* The peer table (weft_serve_t) holds our peers. */
+static peer_t *peer_at(const struct nccl_server *s, uint32_t i)
+{
+    return (peer_t *)s->base.peers[i];
+}
 
 /* ------------------------------------------------------------ dropping */
 
@@ -116,8 +111,10 @@ static void peer_free(peer_t *p)
 }
 
 /* A dropped consumer is freed once nothing of it runs on its stream. */
-static int peer_reap(peer_t *p)
+static int peer_reap(weft_serve_peer_t *base)
 {
+    peer_t *p = (peer_t *)base;
+
     if (p->state != PEER_CLOSING || !weft_nccl_stream_idle(p->stream)) {
         return 0;
     }
@@ -351,8 +348,9 @@ static void peer_advance(peer_t *p)
 }
 
 /* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(peer_t *p)
+static void peer_read(weft_serve_peer_t *base)
 {
+    peer_t         *p = (peer_t *)base;
     weft_boot_msg_t msg;
 
     if (weft_serve_read(&p->base, &msg) != WEFT_OK) {
@@ -385,8 +383,9 @@ static void peer_read(peer_t *p)
 }
 
 /* Starts sending the latest version to a ready consumer that lacks it. */
-static void peer_start(peer_t *p, uint64_t latest)
+static void peer_start(weft_serve_peer_t *base, uint64_t latest)
 {
+    peer_t        *p = (peer_t *)base;
     const uint8_t *arena;
     weft_status_t  status;
 
@@ -416,55 +415,27 @@ static void peer_start(peer_t *p, uint64_t latest)
                    p->base.name, p->base.version, p->base.lease.slot);
 }
 
-static void start_versions(struct nccl_server *s)
+/* A consumer just accepted: it says hello first. */
+static void peer_init(weft_serve_peer_t *base)
 {
-    uint64_t latest = weft_serve_latest(&s->base);
+    peer_t *p = (peer_t *)base;
 
-    if (latest == 0) {
-        return;
-    }
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        peer_start(s->peers[i], latest);
-    }
+    p->server = (struct nccl_server *)base->server; /* weft_serve_t is its first member */
+    p->state = PEER_HELLO;
 }
 
-static void reap_peers(struct nccl_server *s)
-{
-    for (uint32_t i = 0; i < s->peer_count;) {
-        if (peer_reap(s->peers[i])) {
-            s->peers[i] = s->peers[--s->peer_count];
-        } else {
-            i++;
-        }
-    }
-}
-
-static void accept_peers(struct nccl_server *s)
-{
-    for (;;) {
-        char    addr[64];
-        int     fd;
-        peer_t *p;
-
-        if (weft_boot_accept(s->base.listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
-            return;
-        }
-        if (s->peer_count == MAX_PEERS || (p = calloc(1, sizeof(*p))) == NULL) {
-            weft_log_error("server: no room for consumer from %s", addr);
-            close(fd);
-            continue;
-        }
-        weft_serve_peer_init(&p->base, &s->base, fd, addr);
-        p->server = s;
-        p->state = PEER_HELLO;
-        s->peers[s->peer_count++] = p;
-    }
-}
+static const weft_serve_peer_ops_t peer_ops = {
+    .size  = sizeof(peer_t),
+    .init  = peer_init,
+    .read  = peer_read,
+    .start = peer_start,
+    .reap  = peer_reap,
+};
 
 static void *server_main(void *arg)
 {
     struct nccl_server *s = arg;
-    struct pollfd      *fds = calloc(MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
+    struct pollfd      *fds = calloc(WEFT_SERVE_MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -477,64 +448,51 @@ static void *server_main(void *arg)
         s->broken = 1;
     }
     while (!atomic_load(&s->base.stop)) {
-        uint32_t n = 0, ready = 0;
+        uint32_t n, ready = 0;
         int      busy = 0;
 
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            peer_state_t st = s->peers[i]->state;
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            peer_state_t st = peer_at(s, i)->state;
             busy |= st == PEER_INIT || st == PEER_SENDING || st == PEER_CLOSING;
         }
-        fds[n++] = (struct pollfd){.fd = s->base.listen_fd, .events = POLLIN};
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            fds[n++] = (struct pollfd){.fd = s->peers[i]->base.fd, .events = POLLIN};
-        }
+        n = weft_serve_poll_fds(&s->base, fds);
         /* Transfers in flight are polled, not slept on. Idle, it looks for
          * a new version every POLL_IDLE_NS while consumers are connected
          * (a publish wakes a futex, which poll cannot wait on). */
         {
             struct timespec ts = {.tv_sec = 0,
-                                  .tv_nsec = busy ? 0 : s->peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
+                                  .tv_nsec = busy ? 0 : s->base.peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
             (void)ppoll(fds, n, &ts, NULL);
         }
-        if (fds[0].revents & POLLIN) {
-            accept_peers(s);
+        weft_serve_poll_events(&s->base, fds, n);
+        weft_serve_start_versions(&s->base);
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            peer_advance(peer_at(s, i));
         }
-        for (uint32_t i = 0; i + 1 < n && i < s->peer_count; i++) {
-            peer_t *p = s->peers[i];
-
-            if (p->base.fd >= 0 && p->base.fd == fds[i + 1].fd &&
-                (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
-                peer_read(p);
-            }
-        }
-        start_versions(s);
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            peer_advance(s->peers[i]);
-        }
-        reap_peers(s);
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            peer_state_t st = s->peers[i]->state;
+        weft_serve_reap(&s->base);
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            peer_state_t st = peer_at(s, i)->state;
             ready += st == PEER_READY || st == PEER_SENDING || st == PEER_ACKING;
         }
         weft_serve_set_consumers(&s->base, ready);
     }
     /* Shutting down: drop everyone (aborting their communicators), then
      * release the leases once their streams are idle. */
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        peer_drop(s->peers[i], WEFT_ERR_CANCELED, "the server stops");
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
     }
-    for (int spins = 0; spins < SHUTDOWN_SPINS && s->peer_count > 0; spins++) {
-        reap_peers(s);
+    for (int spins = 0; spins < SHUTDOWN_SPINS && s->base.peer_count > 0; spins++) {
+        weft_serve_reap(&s->base);
     }
-    if (s->peer_count > 0) {
+    if (s->base.peer_count > 0) {
         weft_log_warn("server: %u consumers' streams still busy at shutdown; their leases are kept",
-                      s->peer_count);
+                      s->base.peer_count);
     }
     /* Freed here, on the streams' device. */
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        peer_free(s->peers[i]);
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        peer_free(peer_at(s, i));
     }
-    s->peer_count = 0;
+    s->base.peer_count = 0;
     free(fds);
     return NULL;
 }
@@ -589,7 +547,7 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    weft_serve_init(&s->base, reg, params, WEFT_NCCL_PROTOCOL, DEFAULT_WINDOW_BYTES);
+    weft_serve_init(&s->base, reg, params, WEFT_NCCL_PROTOCOL, DEFAULT_WINDOW_BYTES, &peer_ops);
     if (s->base.window < WEFT_NCCL_MIN_WINDOW) {
         s->base.window = WEFT_NCCL_MIN_WINDOW;
     }

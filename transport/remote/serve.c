@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,9 +16,11 @@
 #define GOODBYE_US         100000u /* a refusal or FAILED to a peer that may be gone */
 
 void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_params_t *params,
-                     uint32_t protocol, uint64_t default_window)
+                     uint32_t protocol, uint64_t default_window,
+                     const weft_serve_peer_ops_t *peer_ops)
 {
     s->reg = reg;
+    s->peer_ops = peer_ops;
     s->listen_fd = -1;
     s->protocol = protocol;
     s->timeout_us = (params->field_mask & WEFT_SERVER_PARAM_TIMEOUT) ? params->timeout_us
@@ -270,4 +273,84 @@ void weft_serve_peer_fini(weft_serve_peer_t *p)
 {
     weft_plan_destroy(p->plan);
     p->plan = NULL;
+}
+
+weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t *lease)
+{
+    (void)plan;
+    (void)lease;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+/* Takes every pending connection as a peer waiting for its hello. */
+static void accept_peers(weft_serve_t *s)
+{
+    for (;;) {
+        char               addr[64];
+        int                fd;
+        weft_serve_peer_t *p;
+
+        if (weft_boot_accept(s->listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
+            return;
+        }
+        if (s->peer_count == WEFT_SERVE_MAX_PEERS || (p = calloc(1, s->peer_ops->size)) == NULL) {
+            weft_log_error("server: no room for consumer from %s", addr);
+            close(fd);
+            continue;
+        }
+        weft_serve_peer_init(p, s, fd, addr);
+        s->peer_ops->init(p);
+        s->peers[s->peer_count++] = p;
+    }
+}
+
+uint32_t weft_serve_poll_fds(const weft_serve_t *s, struct pollfd *fds)
+{
+    uint32_t n = 0;
+
+    fds[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        fds[n++] = (struct pollfd){.fd = s->peers[i]->fd, .events = POLLIN};
+    }
+    return n;
+}
+
+void weft_serve_poll_events(weft_serve_t *s, const struct pollfd *fds, uint32_t n)
+{
+    if (fds[0].revents & POLLIN) {
+        accept_peers(s);
+    }
+    /* Only the peers polled: those just accepted come after them, and a
+     * peer dropped meanwhile has no connection any more. */
+    for (uint32_t i = 0; i + 1 < n && i < s->peer_count; i++) {
+        weft_serve_peer_t *p = s->peers[i];
+
+        if (p->fd >= 0 && p->fd == fds[i + 1].fd &&
+            (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            s->peer_ops->read(p);
+        }
+    }
+}
+
+void weft_serve_start_versions(weft_serve_t *s)
+{
+    uint64_t latest = weft_serve_latest(s);
+
+    if (latest == 0) {
+        return;
+    }
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        s->peer_ops->start(s->peers[i], latest);
+    }
+}
+
+void weft_serve_reap(weft_serve_t *s)
+{
+    for (uint32_t i = 0; i < s->peer_count;) {
+        if (s->peer_ops->reap(s->peers[i])) {
+            s->peers[i] = s->peers[--s->peer_count];
+        } else {
+            i++;
+        }
+    }
 }

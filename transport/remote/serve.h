@@ -4,8 +4,11 @@
  * and the transport-neutral life of one consumer (weft_serve_peer_t,
  * embedded in each server's peer): the hello and its token, the plan of
  * its views, its registry record, the lease of the version in flight, the
- * ack, and the record of its failure when it is dropped. Each server's
- * thread drives these; the bytes are the transport's. Internal.
+ * ack, and the record of its failure when it is dropped. weft_serve_t
+ * also keeps the table of peers (accepted, polled, offered versions,
+ * reaped), calling each server's weft_serve_peer_ops_t for what differs.
+ * Each server's thread drives these; the bytes are the transport's.
+ * Internal.
  */
 #ifndef WEFT_TRANSPORT_REMOTE_SERVE_H
 #define WEFT_TRANSPORT_REMOTE_SERVE_H
@@ -13,10 +16,28 @@
 #include "transport/plan.h"
 #include "wire.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <weft/transport.h>
+
+#define WEFT_SERVE_MAX_PEERS 1024u
+
+typedef struct weft_serve_peer weft_serve_peer_t;
+
+/*
+ * What a server does with its own peers (each starts with a
+ * weft_serve_peer_t), for the peer table that weft_serve_t keeps.
+ */
+typedef struct weft_serve_peer_ops {
+    size_t size;                                          /* of the server's peer */
+    void (*init)(weft_serve_peer_t *p);                   /* accepted: zeroed, base set */
+    void (*read)(weft_serve_peer_t *p);                   /* its connection is readable */
+    void (*start)(weft_serve_peer_t *p, uint64_t latest); /* latest is published (> 0) */
+    int (*reap)(weft_serve_peer_t *p);                    /* 1 when it was freed */
+} weft_serve_peer_ops_t;
 
 typedef struct weft_serve {
     weft_registry_h     reg;
@@ -31,11 +52,16 @@ typedef struct weft_serve {
     atomic_int          stop;
     pthread_mutex_t     stats_lock;
     weft_server_stats_t stats;
+    /* The consumers, touched by the server thread alone. */
+    const weft_serve_peer_ops_t *peer_ops;
+    weft_serve_peer_t           *peers[WEFT_SERVE_MAX_PEERS];
+    uint32_t                     peer_count;
 } weft_serve_t;
 
 /* Fills s from validated params (timeout, window, token). */
 void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_params_t *params,
-                     uint32_t protocol, uint64_t default_window);
+                     uint32_t protocol, uint64_t default_window,
+                     const weft_serve_peer_ops_t *peer_ops);
 /* Listens on params->listen; s->port gets the port. */
 weft_status_t weft_serve_listen(weft_serve_t *s, const char *listen);
 /* Starts main(arg) on the server thread. */
@@ -52,7 +78,7 @@ void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats);
 /* The latest version published, 0 when none (or on error). */
 uint64_t weft_serve_latest(weft_serve_t *s);
 
-typedef struct weft_serve_peer {
+struct weft_serve_peer {
     weft_serve_t *server;
     int           fd;
     char          addr[64];
@@ -65,7 +91,26 @@ typedef struct weft_serve_peer {
     uint64_t      version; /* the version in flight */
     weft_lease_t  lease;   /* of `version`, for this consumer alone */
     int           leased;
-} weft_serve_peer_t;
+};
+
+/*
+ * The peer table, on the server thread. weft_serve_poll_fds puts the
+ * listener, then each peer's connection, at fds (room for 1 +
+ * WEFT_SERVE_MAX_PEERS) and returns how many; after the poll,
+ * weft_serve_poll_events accepts new consumers (peer_ops->init) and reads
+ * the peers whose connection spoke (peer_ops->read).
+ */
+uint32_t weft_serve_poll_fds(const weft_serve_t *s, struct pollfd *fds);
+void     weft_serve_poll_events(weft_serve_t *s, const struct pollfd *fds, uint32_t n);
+
+/* Offers the latest version, if any, to every peer (peer_ops->start). */
+void weft_serve_start_versions(weft_serve_t *s);
+
+/* Removes the peers that peer_ops->reap freed. */
+void weft_serve_reap(weft_serve_t *s);
+
+/* The plan's backend for a consumer's remote addresses: copies nothing. */
+weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t *lease);
 
 /* A connection just accepted: waits for its hello within the timeout. */
 void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const char *addr);

@@ -122,39 +122,6 @@ weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t 
     return weft_ucx_status(status, what);
 }
 
-weft_status_t weft_ucx_send_refused(int fd, weft_status_t status, const char *reason,
-                                    uint64_t deadline_ns)
-{
-    weft_boot_buf_t buf = {0};
-    weft_status_t   sent;
-
-    weft_boot_put_u32(&buf, (uint32_t)(int32_t)status);
-    weft_boot_put_str(&buf, reason);
-    sent = buf.failed ? WEFT_ERR_NO_MEMORY
-                      : weft_boot_send(fd, WEFT_BOOT_REFUSED, buf.data, (uint32_t)buf.length,
-                                       deadline_ns);
-    weft_boot_buf_free(&buf);
-    return sent;
-}
-
-weft_status_t weft_ucx_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size)
-{
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    int32_t            status = (int32_t)weft_boot_get_u32(&cur);
-
-    weft_boot_get_str(&cur, reason, size);
-    if (cur.failed || status >= 0 || status <= WEFT_ERR_LAST) {
-        snprintf(reason, size, "(a malformed refusal)");
-        return WEFT_ERR_CORRUPT;
-    }
-    return (weft_status_t)status;
-}
-
-weft_status_t weft_ucx_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns)
-{
-    return weft_boot_send(fd, type, &value, sizeof(value), deadline_ns);
-}
-
 ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, uint64_t n,
                               uint64_t dst, ucp_mem_h memh, ucp_send_nbx_callback_t cb,
                               void *user_data)

@@ -65,20 +65,10 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
                               void *user_data);
 
 /*
- * HELLO: u32 protocol, str token, str name.
  * VIEWS: blob worker address; u32 regions, each u64 base, u64 bytes, blob
- *        packed rkey; u32 views, each str name, u32 role, u32 dtype,
- *        u32 ndim, 4 × u64 shape, 4 × u64 strides (elements), u64 address.
- * READY: u32 consumer id, u64 bytes per version, u64 ranges.
- * REFUSED: u32 status (negative, as int32), str reason.
- * VERSION, ACK: u64 version. FAILED: u64 version, u32 status.
+ *        packed rkey; then the views (remote/wire.h).
+ * WELCOME: the server's worker address. READY: the head of serve.h.
+ * The other payloads, and their helpers, are remote/wire.h's.
  */
-weft_status_t weft_ucx_send_refused(int fd, weft_status_t status, const char *reason,
-                                    uint64_t deadline_ns);
-
-/* Reads a REFUSED payload: its status, and the reason into reason[size]. */
-weft_status_t weft_ucx_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size);
-
-weft_status_t weft_ucx_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns);
 
 #endif

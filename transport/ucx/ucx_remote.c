@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
+#include "transport/remote/consume.h"
 #include "transport/remote/dispatch.h"
 #include "transport/remote/view_memory.h"
 #include "transport/remote/wire.h"
@@ -30,12 +31,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_TIMEOUT_US 30000000u
 #define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
 
 struct ucx_remote {
-    int              fd;
-    char             server[256];
+    weft_consume_t   base;           /* the bootstrap connection */
     weft_ucx_t       ucx;
     void            *server_address; /* the server's worker, from WELCOME */
     uint32_t         server_address_length;
@@ -71,40 +70,23 @@ static weft_status_t register_regions(struct ucx_remote *r)
     return WEFT_OK;
 }
 
-/* HELLO → WELCOME, or the server's refusal. */
+/* HELLO → WELCOME (the server's worker address), or the server's refusal. */
 static weft_status_t say_hello(struct ucx_remote *r, const weft_remote_params_t *p, uint64_t deadline)
 {
-    weft_boot_buf_t buf = {0};
     weft_boot_msg_t msg;
-    weft_status_t   status;
-    char            reason[256];
+    weft_status_t   status = weft_consume_hello(&r->base, WEFT_UCX_PROTOCOL, p, deadline, &msg);
 
-    weft_wire_put_hello(&buf, WEFT_UCX_PROTOCOL, p->token, p->name);
-    status = buf.failed ? WEFT_ERR_NO_MEMORY
-                        : weft_boot_send(r->fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
-                                         deadline);
-    weft_boot_buf_free(&buf);
-    if (status == WEFT_OK) {
-        status = weft_boot_recv(r->fd, &msg, deadline);
-    }
     if (status != WEFT_OK) {
-        weft_log_error("remote: no answer from %s to the handshake: %s", r->server,
-                       weft_status_string(status));
         return status;
     }
-    if (msg.type == WEFT_BOOT_REFUSED) {
-        status = weft_wire_parse_refused(&msg, reason, sizeof(reason));
-        weft_log_error("remote: %s refused this consumer: %s", r->server, reason);
-    } else if (msg.type != WEFT_BOOT_WELCOME || msg.length == 0) {
-        weft_log_error("remote: %s answered with message %u", r->server, msg.type);
-        status = WEFT_ERR_CORRUPT;
-    } else {
-        r->server_address = msg.payload; /* kept: the worker address */
-        r->server_address_length = msg.length;
-        return WEFT_OK;
+    if (msg.length == 0) {
+        weft_log_error("remote: %s answered with message %u", r->base.server, msg.type);
+        free(msg.payload);
+        return WEFT_ERR_CORRUPT;
     }
-    free(msg.payload);
-    return status;
+    r->server_address = msg.payload; /* kept: the worker address */
+    r->server_address_length = msg.length;
+    return WEFT_OK;
 }
 
 static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -113,7 +95,7 @@ static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
     (void)ep;
     r->ep_failed = 1;
-    weft_log_info("remote: the endpoint to %s failed: %s", r->server, ucs_status_string(status));
+    weft_log_info("remote: the endpoint to %s failed: %s", r->base.server, ucs_status_string(status));
 }
 
 /*
@@ -152,7 +134,6 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
     ucp_address_t  *address = NULL;
     size_t          address_length = 0;
     weft_status_t   status;
-    char            reason[256];
 
     status = weft_ucx_status(ucp_worker_get_address(r->ucx.worker, &address, &address_length),
                              "ucp_worker_get_address");
@@ -177,18 +158,10 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
     }
     weft_wire_put_views(&buf, views, count);
     if (status == WEFT_OK) {
-        status = buf.failed ? WEFT_ERR_NO_MEMORY
-                            : weft_boot_send(r->fd, WEFT_BOOT_VIEWS, buf.data, (uint32_t)buf.length,
-                                             deadline);
+        status = weft_consume_views(&r->base, &buf, deadline, &msg);
     }
     weft_boot_buf_free(&buf);
     if (status == WEFT_OK) {
-        status = weft_boot_recv(r->fd, &msg, deadline);
-    }
-    if (status != WEFT_OK) {
-        return status;
-    }
-    if (msg.type == WEFT_BOOT_READY) {
         weft_boot_cursor_t cur = {.data = msg.payload, .length = msg.length};
 
         r->consumer = weft_boot_get_u32(&cur);
@@ -196,21 +169,14 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
         if (cur.failed) {
             status = WEFT_ERR_CORRUPT;
         }
-    } else if (msg.type == WEFT_BOOT_REFUSED) {
-        status = weft_wire_parse_refused(&msg, reason, sizeof(reason));
-        weft_log_error("remote: %s refused the views: %s", r->server, reason);
-    } else {
-        status = WEFT_ERR_CORRUPT;
+        free(msg.payload);
     }
-    free(msg.payload);
     return status;
 }
 
 static void remote_free(struct ucx_remote *r)
 {
-    if (r->fd >= 0) {
-        close(r->fd);
-    }
+    weft_consume_disconnect(&r->base);
     if (r->ep != NULL) {
         /* Forcing needs peer failure handling; without it, flush. */
         ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
@@ -277,19 +243,15 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
 {
     struct ucx_remote      *r;
     const weft_recv_view_t *sent = views;
-    uint64_t                timeout_us, deadline;
+    uint64_t                deadline;
     int                     saved = -1, entered = 0;
     weft_status_t           status;
-
-    timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
-    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
 
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    r->fd = -1;
-    snprintf(r->server, sizeof(r->server), "%s", p->server);
+    deadline = weft_deadline_ns(weft_time_ns(), weft_consume_init(&r->base, p));
     status = weft_views_memory(views, count, "remote", &r->memory, &r->device);
     /* Device views: their GPU is current while UCX and CUDA set them up. */
     if (status == WEFT_OK && r->memory == WEFT_MEMORY_CUDA) {
@@ -297,7 +259,7 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         entered = status == WEFT_OK;
     }
     if (status == WEFT_OK) {
-        status = weft_boot_connect(p->server, deadline, &r->fd);
+        status = weft_consume_connect(&r->base, deadline);
     }
     if (status == WEFT_OK) {
         status = say_hello(r, p, deadline);
@@ -362,7 +324,7 @@ static weft_status_t stage_commit(struct ucx_remote *r, uint64_t v)
     if (status != WEFT_OK) {
         weft_log_error("remote: version %" PRIu64 " from %s: copying it into the device views on "
                        "GPU %d failed (%s); not acknowledged",
-                       v, r->server, r->device, weft_status_string(status));
+                       v, r->base.server, r->device, weft_status_string(status));
     }
     return status;
 }
@@ -373,20 +335,18 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     struct ucx_remote *r = remote;
     uint64_t           deadline;
 
-    if (r->fd < 0) {
+    if (r->base.fd < 0) {
         return WEFT_ERR_CONNECTION;
     }
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     for (;;) {
-        weft_boot_msg_t    msg;
-        weft_boot_cursor_t cur;
-        weft_status_t      status;
-        uint64_t           v;
+        weft_status_t status;
+        uint64_t      v;
 
         /* Puts over some transports (TCP) need the target to progress. */
         weft_ucx_progress(&r->ucx);
-        if (!weft_boot_readable(r->fd)) {
-            struct pollfd pfd[2] = {{.fd = r->fd, .events = POLLIN},
+        if (!weft_boot_readable(r->base.fd)) {
+            struct pollfd pfd[2] = {{.fd = r->base.fd, .events = POLLIN},
                                     {.fd = r->ucx.efd, .events = POLLIN}};
 
             if (weft_time_ns() >= deadline) {
@@ -399,50 +359,24 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             }
             continue;
         }
-        status = weft_boot_recv(r->fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+        status = weft_consume_notice(&r->base, &v);
         if (status != WEFT_OK) {
-            weft_log_error("remote: lost the connection to %s: %s", r->server,
-                           weft_status_string(status));
-            close(r->fd);
-            r->fd = -1;
-            return WEFT_ERR_CONNECTION;
+            return status;
         }
-        cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
-        v = weft_boot_get_u64(&cur);
-        if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
-            free(msg.payload);
-            status = stage_commit(r, v);
-            if (status != WEFT_OK) {
-                /* Never acknowledged: the server drops us; connect again. */
-                close(r->fd);
-                r->fd = -1;
-                return status;
-            }
+        status = stage_commit(r, v);
+        if (status == WEFT_OK) {
             /* Every byte of v is here: acknowledge, then report it. */
-            status = weft_wire_send_u64(r->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), 5000000));
-            if (status != WEFT_OK) {
-                close(r->fd);
-                r->fd = -1;
-                return WEFT_ERR_CONNECTION;
-            }
-            if (v > after_version) {
-                *version = v;
-                return WEFT_OK;
-            }
-            continue;
+            status = weft_consume_ack(&r->base, v);
         }
-        if (msg.type == WEFT_BOOT_FAILED) {
-            weft_log_error("remote: %s dropped this consumer during version %" PRIu64, r->server, v);
-            free(msg.payload);
-            close(r->fd);
-            r->fd = -1;
-            return WEFT_ERR_CANCELED;
+        if (status != WEFT_OK) {
+            /* Never acknowledged: the server drops us; connect again. */
+            weft_consume_disconnect(&r->base);
+            return status;
         }
-        weft_log_error("remote: unexpected message %u from %s", msg.type, r->server);
-        free(msg.payload);
-        close(r->fd);
-        r->fd = -1;
-        return WEFT_ERR_CORRUPT;
+        if (v > after_version) {
+            *version = v;
+            return WEFT_OK;
+        }
     }
 }
 
@@ -450,10 +384,7 @@ static void ucx_remote_close(void *remote)
 {
     struct ucx_remote *r = remote;
 
-    /* Leaving on purpose, not lost: the server counts the difference. */
-    if (r->fd >= 0) {
-        (void)weft_boot_send(r->fd, WEFT_BOOT_BYE, NULL, 0, weft_deadline_ns(weft_time_ns(), 100000));
-    }
+    weft_consume_bye(&r->base);
     if (r->stage != NULL) {
         int device = r->device, saved;
         int entered = weft_ucx_cuda_enter(device, &saved) == WEFT_OK;

@@ -47,7 +47,6 @@
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
-#define MAX_PEERS            1024u
 #define POLL_MS              1       /* idle, no consumer */
 #define POLL_IDLE_NS         50000L  /* idle, consumers connected */
 
@@ -95,25 +94,21 @@ struct ucx_server {
     int             broken;        /* the thread could not use the GPU: refuse everyone */
 
     int             stopping; /* the thread is shutting down: close at once */
-    peer_t         *peers[MAX_PEERS];
-    uint32_t        peer_count;
 };
-
-/* The plan's backend for remote addresses: nothing is copied locally. */
-static weft_status_t remote_post(struct weft_plan *plan, const weft_lease_t *lease)
-{
-    (void)plan;
-    (void)lease;
-    return WEFT_ERR_UNSUPPORTED;
-}
 
 static const weft_transport_ops_t remote_plan_ops = {
     .name       = "ucx",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST) | WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     /* As the server sees them: the consumer stages device views itself. */
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST),
-    .post       = remote_post,
+    .post       = weft_serve_remote_post,
 };
+
+/* The peer table (weft_serve_t) holds our peers. */
+static peer_t *peer_at(const struct ucx_server *s, uint32_t i)
+{
+    return (peer_t *)s->base.peers[i];
+}
 
 /* ------------------------------------------------------------ dropping */
 
@@ -168,8 +163,10 @@ static void peer_free(peer_t *p)
 }
 
 /* A dropped consumer is freed once UCX gave back every request of it. */
-static int peer_reap(peer_t *p)
+static int peer_reap(weft_serve_peer_t *base)
 {
+    peer_t *p = (peer_t *)base;
+
     if (p->state != PEER_CLOSING || p->in_flight > 0 ||
         (p->ring != NULL && !weft_ucx_ring_idle(p->ring))) {
         return 0;
@@ -504,8 +501,9 @@ static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
 }
 
 /* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(peer_t *p)
+static void peer_read(weft_serve_peer_t *base)
 {
+    peer_t         *p = (peer_t *)base;
     weft_boot_msg_t msg;
 
     if (weft_serve_read(&p->base, &msg) != WEFT_OK) {
@@ -580,8 +578,9 @@ static weft_status_t lease_arena(peer_t *p)
 }
 
 /* Starts sending the latest version to a ready consumer that lacks it. */
-static void peer_start(peer_t *p, uint64_t latest)
+static void peer_start(weft_serve_peer_t *base, uint64_t latest)
 {
+    peer_t       *p = (peer_t *)base;
     weft_status_t status;
 
     if (p->state != PEER_READY || p->base.acked >= latest) {
@@ -609,52 +608,22 @@ static void peer_start(peer_t *p, uint64_t latest)
                    p->base.name, p->base.version, p->base.lease.slot);
 }
 
-/* Every ready consumer that lacks the latest version gets it now. */
-static void start_versions(struct ucx_server *s)
+/* A consumer just accepted: it says hello first. */
+static void peer_init(weft_serve_peer_t *base)
 {
-    uint64_t latest = weft_serve_latest(&s->base);
+    peer_t *p = (peer_t *)base;
 
-    if (latest == 0) {
-        return;
-    }
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        peer_start(s->peers[i], latest);
-    }
+    p->server = (struct ucx_server *)base->server; /* weft_serve_t is its first member */
+    p->state = PEER_HELLO;
 }
 
-/* Frees the dropped consumers whose requests are over. */
-static void reap_peers(struct ucx_server *s)
-{
-    for (uint32_t i = 0; i < s->peer_count;) {
-        if (peer_reap(s->peers[i])) {
-            s->peers[i] = s->peers[--s->peer_count];
-        } else {
-            i++;
-        }
-    }
-}
-
-static void accept_peers(struct ucx_server *s)
-{
-    for (;;) {
-        char    addr[64];
-        int     fd;
-        peer_t *p;
-
-        if (weft_boot_accept(s->base.listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
-            return;
-        }
-        if (s->peer_count == MAX_PEERS || (p = calloc(1, sizeof(*p))) == NULL) {
-            weft_log_error("server: no room for consumer from %s", addr);
-            close(fd);
-            continue;
-        }
-        weft_serve_peer_init(&p->base, &s->base, fd, addr);
-        p->server = s;
-        p->state = PEER_HELLO;
-        s->peers[s->peer_count++] = p;
-    }
-}
+static const weft_serve_peer_ops_t peer_ops = {
+    .size  = sizeof(peer_t),
+    .init  = peer_init,
+    .read  = peer_read,
+    .start = peer_start,
+    .reap  = peer_reap,
+};
 
 static void unregister_slots(struct ucx_server *s)
 {
@@ -669,7 +638,7 @@ static void unregister_slots(struct ucx_server *s)
 static void *server_main(void *arg)
 {
     struct ucx_server *s = arg;
-    struct pollfd     *fds = calloc(MAX_PEERS + 2, sizeof(*fds)); /* UCX, listener, peers */
+    struct pollfd     *fds = calloc(WEFT_SERVE_MAX_PEERS + 2, sizeof(*fds)); /* UCX, listener, peers */
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -686,69 +655,55 @@ static void *server_main(void *arg)
         }
     }
     while (!atomic_load(&s->base.stop)) {
-        uint32_t n = 0, ready = 0;
+        uint32_t n, ready = 0;
         int      busy = 0;
 
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            busy |= s->peers[i]->state == PEER_SENDING || s->peers[i]->state == PEER_FLUSHING;
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            busy |= peer_at(s, i)->state == PEER_SENDING || peer_at(s, i)->state == PEER_FLUSHING;
         }
         /* Sleep only when UCX has nothing to do either: its fd wakes us. */
         if (!busy) {
             busy = !weft_ucx_arm(&s->ucx);
         }
-        fds[n++] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
-
-        fds[n++] = (struct pollfd){.fd = s->base.listen_fd, .events = POLLIN};
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            fds[n++] = (struct pollfd){.fd = s->peers[i]->base.fd, .events = POLLIN};
-        }
+        fds[0] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
+        n = 1 + weft_serve_poll_fds(&s->base, fds + 1);
         /* Puts in flight need progress, not sleep. Idle, it looks for a new
          * version every POLL_IDLE_NS while consumers are connected (a
          * publish wakes a futex, which poll cannot wait on). */
         {
             struct timespec ts = {.tv_sec = 0,
-                                  .tv_nsec = busy ? 0 : s->peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
+                                  .tv_nsec = busy ? 0 : s->base.peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
             (void)ppoll(fds, n, &ts, NULL);
         }
         weft_ucx_progress(&s->ucx);
-        if (fds[1].revents & POLLIN) {
-            accept_peers(s);
-        }
-        for (uint32_t i = 0; i + 2 < n && i < s->peer_count; i++) {
-            peer_t *p = s->peers[i];
-
-            if (p->base.fd >= 0 && p->base.fd == fds[i + 2].fd &&
-                (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) {
-                peer_read(p);
-            }
-        }
-        start_versions(s);
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            peer_advance(s->peers[i]);
+        weft_serve_poll_events(&s->base, fds + 1, n - 1);
+        weft_serve_start_versions(&s->base);
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            peer_advance(peer_at(s, i));
         }
         weft_ucx_progress(&s->ucx);
-        reap_peers(s);
-        for (uint32_t i = 0; i < s->peer_count; i++) {
-            peer_state_t st = s->peers[i]->state;
+        weft_serve_reap(&s->base);
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            peer_state_t st = peer_at(s, i)->state;
             ready += st != PEER_HELLO && st != PEER_VIEWS && st != PEER_CLOSING;
         }
         weft_serve_set_consumers(&s->base, ready);
     }
     /* Shutting down: drop everyone, let UCX finish, release the leases. */
     s->stopping = 1;
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        peer_drop(s->peers[i], WEFT_ERR_CANCELED, "the server stops");
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
     }
-    for (int spins = 0; spins < 100000 && s->peer_count > 0; spins++) {
+    for (int spins = 0; spins < 100000 && s->base.peer_count > 0; spins++) {
         weft_ucx_progress(&s->ucx);
-        reap_peers(s);
+        weft_serve_reap(&s->base);
     }
     /* What is left is freed here, where its streams' GPU is current. */
-    for (uint32_t i = 0; i < s->peer_count; i++) {
-        weft_serve_release(&s->peers[i]->base);
-        peer_free(s->peers[i]);
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        weft_serve_release(&peer_at(s, i)->base);
+        peer_free(peer_at(s, i));
     }
-    s->peer_count = 0;
+    s->base.peer_count = 0;
     unregister_slots(s);
     free(fds);
     return NULL;
@@ -827,7 +782,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    weft_serve_init(&s->base, reg, params, WEFT_UCX_PROTOCOL, DEFAULT_WINDOW_BYTES);
+    weft_serve_init(&s->base, reg, params, WEFT_UCX_PROTOCOL, DEFAULT_WINDOW_BYTES, &peer_ops);
     if (s->base.window < CHUNK_BYTES) {
         s->base.window = CHUNK_BYTES;
     }

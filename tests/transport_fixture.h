@@ -1,0 +1,51 @@
+/*
+ * Helpers the transport suites share (test_transport_ucx, _ucx_cuda,
+ * _nccl): the byte every version carries at each place of each tensor,
+ * and a server process's wait for its consumers. Failures end the child
+ * with the code given (child.h).
+ */
+#ifndef WEFT_TESTS_TRANSPORT_FIXTURE_H
+#define WEFT_TESTS_TRANSPORT_FIXTURE_H
+
+#include "child.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+/* Byte i of tensor t in version v: differs between versions and tensors. */
+static inline uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
+{
+    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
+
+    x ^= x >> 31;
+    return (uint8_t)(x >> 23);
+}
+
+/* Waits up to `seconds` for `consumers` ready consumers; exits 30 or 31. */
+static inline void fixture_wait_ready(weft_server_h server, uint32_t consumers, int seconds)
+{
+    weft_server_stats_t st = {0};
+
+    for (int i = 0; i < seconds * 1000; i++) {
+        CHILD_CHECK(weft_server_get_stats(server, &st) == WEFT_OK, 30);
+        if (st.consumers >= consumers) {
+            return;
+        }
+        usleep(1000);
+    }
+    fprintf(stderr, "server: %u of %u consumers ready after %d s\n", st.consumers, consumers,
+            seconds);
+    CHILD_FAIL(31);
+}
+
+/* Destroys the server, closes and removes its registry; exits 40 or 41. */
+static inline void fixture_server_stop(weft_server_h server, weft_registry_h reg, const char *name)
+{
+    CHILD_CHECK(weft_server_destroy(server) == WEFT_OK, 40);
+    CHILD_CHECK(weft_registry_close(reg) == WEFT_OK, 41);
+    weft_registry_unlink(name);
+}
+
+#endif

@@ -1,0 +1,152 @@
+/* The consumer's half of the bootstrap conversation, for every transport. */
+#include "config.h"
+
+#include "consume.h"
+
+#include "common/log.h"
+#include "common/time_util.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_US 30000000u
+#define MESSAGE_US         5000000u /* a message of the server that is already arriving */
+#define GOODBYE_US         100000u  /* BYE to a server that may be gone */
+
+uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
+{
+    c->fd = -1;
+    snprintf(c->server, sizeof(c->server), "%s", p->server);
+    return (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+}
+
+weft_status_t weft_consume_connect(weft_consume_t *c, uint64_t deadline_ns)
+{
+    return weft_boot_connect(c->server, deadline_ns, &c->fd);
+}
+
+weft_status_t weft_consume_refused(const weft_consume_t *c, const weft_boot_msg_t *msg,
+                                   const char *what)
+{
+    char          reason[256];
+    weft_status_t status;
+
+    if (msg->type != WEFT_BOOT_REFUSED) {
+        weft_log_error("remote: %s answered %s with message %u", c->server, what, msg->type);
+        return WEFT_ERR_CORRUPT;
+    }
+    status = weft_wire_parse_refused(msg, reason, sizeof(reason));
+    weft_log_error("remote: %s refused %s: %s", c->server, what, reason);
+    return status;
+}
+
+/* Sends type with buf's payload, then reads the answer into *answer. */
+static weft_status_t exchange(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf,
+                              uint64_t deadline_ns, weft_boot_msg_t *answer)
+{
+    weft_status_t status = buf->failed ? WEFT_ERR_NO_MEMORY
+                                       : weft_boot_send(c->fd, type, buf->data,
+                                                        (uint32_t)buf->length, deadline_ns);
+
+    return status == WEFT_OK ? weft_boot_recv(c->fd, answer, deadline_ns) : status;
+}
+
+/* OK when the answer is of type expect; else the refusal, the payload freed. */
+static weft_status_t expect(weft_consume_t *c, weft_boot_msg_t *answer, uint32_t type,
+                            const char *what)
+{
+    weft_status_t status;
+
+    if (answer->type == type) {
+        return WEFT_OK;
+    }
+    status = weft_consume_refused(c, answer, what);
+    free(answer->payload);
+    answer->payload = NULL;
+    return status;
+}
+
+weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
+                                 const weft_remote_params_t *p, uint64_t deadline_ns,
+                                 weft_boot_msg_t *welcome)
+{
+    weft_boot_buf_t buf = {0};
+    weft_status_t   status;
+
+    weft_wire_put_hello(&buf, protocol, p->token, p->name);
+    status = exchange(c, WEFT_BOOT_HELLO, &buf, deadline_ns, welcome);
+    weft_boot_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_log_error("remote: no answer from %s to the handshake: %s", c->server,
+                       weft_status_string(status));
+        return status;
+    }
+    return expect(c, welcome, WEFT_BOOT_WELCOME, "this consumer");
+}
+
+weft_status_t weft_consume_views(weft_consume_t *c, const weft_boot_buf_t *buf,
+                                 uint64_t deadline_ns, weft_boot_msg_t *ready)
+{
+    weft_status_t status = exchange(c, WEFT_BOOT_VIEWS, buf, deadline_ns, ready);
+
+    return status == WEFT_OK ? expect(c, ready, WEFT_BOOT_READY, "the views") : status;
+}
+
+weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version)
+{
+    weft_boot_msg_t    msg;
+    weft_boot_cursor_t cur;
+    weft_status_t      status;
+    uint64_t           v;
+
+    status = weft_boot_recv(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+    if (status != WEFT_OK) {
+        weft_log_error("remote: lost the connection to %s: %s", c->server,
+                       weft_status_string(status));
+        weft_consume_disconnect(c);
+        return WEFT_ERR_CONNECTION;
+    }
+    cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
+    v = weft_boot_get_u64(&cur);
+    if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
+        free(msg.payload);
+        *version = v;
+        return WEFT_OK;
+    }
+    if (msg.type == WEFT_BOOT_FAILED) {
+        weft_log_error("remote: %s dropped this consumer during version %" PRIu64, c->server, v);
+        status = WEFT_ERR_CANCELED;
+    } else {
+        weft_log_error("remote: unexpected message %u from %s", msg.type, c->server);
+        status = WEFT_ERR_CORRUPT;
+    }
+    free(msg.payload);
+    weft_consume_disconnect(c);
+    return status;
+}
+
+weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)
+{
+    weft_status_t status =
+        weft_wire_send_u64(c->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+
+    return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
+}
+
+void weft_consume_disconnect(weft_consume_t *c)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
+void weft_consume_bye(weft_consume_t *c)
+{
+    if (c->fd >= 0) {
+        (void)weft_boot_send(c->fd, WEFT_BOOT_BYE, NULL, 0,
+                             weft_deadline_ns(weft_time_ns(), GOODBYE_US));
+    }
+}

@@ -1,0 +1,67 @@
+/*
+ * What the remote consumers of every transport across nodes share: the
+ * bootstrap connection to the server (weft_consume_t, embedded in each
+ * consumer), the hello, the exchange of views for READY, the notices of
+ * versions and their acks, and the goodbye. The bytes are the
+ * transport's. Internal.
+ */
+#ifndef WEFT_TRANSPORT_REMOTE_CONSUME_H
+#define WEFT_TRANSPORT_REMOTE_CONSUME_H
+
+#include "wire.h"
+
+#include <stdint.h>
+#include <weft/transport.h>
+
+typedef struct weft_consume {
+    int  fd;          /* -1 once closed */
+    char server[256]; /* host:port, for the log */
+} weft_consume_t;
+
+/* No connection yet; returns the handshake's timeout (params or default). */
+uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p);
+
+/* Connects to p->server (weft_consume_init named it) before the deadline. */
+weft_status_t weft_consume_connect(weft_consume_t *c, uint64_t deadline_ns);
+
+/*
+ * A message the server sent instead of the one expected: its refusal
+ * (logged with `what` it refused, its status returned), or WEFT_ERR_CORRUPT.
+ */
+weft_status_t weft_consume_refused(const weft_consume_t *c, const weft_boot_msg_t *msg,
+                                   const char *what);
+
+/*
+ * HELLO → WELCOME: OK with *welcome (the caller frees its payload), or
+ * the server's refusal, or why no answer came (logged).
+ */
+weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
+                                 const weft_remote_params_t *p, uint64_t deadline_ns,
+                                 weft_boot_msg_t *welcome);
+
+/*
+ * Sends VIEWS with buf's payload (WEFT_ERR_NO_MEMORY when building it
+ * failed) and reads the answer: OK with *ready (the caller frees its
+ * payload), or the server's refusal of the views.
+ */
+weft_status_t weft_consume_views(weft_consume_t *c, const weft_boot_buf_t *buf,
+                                 uint64_t deadline_ns, weft_boot_msg_t *ready);
+
+/*
+ * Reads the server's next message, once its connection is readable: OK
+ * and *version for a VERSION notice. Otherwise logs why (the connection
+ * lost, FAILED, anything else), closes the connection and returns
+ * WEFT_ERR_CONNECTION, WEFT_ERR_CANCELED or WEFT_ERR_CORRUPT.
+ */
+weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version);
+
+/* Acknowledges version v: WEFT_ERR_CONNECTION when it could not be sent. */
+weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v);
+
+/* Closes the connection, if open; nothing of it is used again. */
+void weft_consume_disconnect(weft_consume_t *c);
+
+/* Tells the server we leave on purpose (it counts that apart from a loss). */
+void weft_consume_bye(weft_consume_t *c);
+
+#endif
