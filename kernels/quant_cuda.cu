@@ -9,9 +9,11 @@
  *  - Bytes should bound it: per element 4 B read (FP32) and 2 B written.
  *    At HBM speed an SM gets only a few cycles per element, so the
  *    instructions per element must stay few: with an earlier division
- *    check (about 7 integer instructions an element) Nsight Compute saw
- *    the SMs issuing ~76% of the time and the kernel ran at 0.81-0.85 of a
- *    copy; with the division in three FP instructions HBM is the bound.
+ *    check (about 7 integer instructions an element) Nsight Compute rated
+ *    the SMs' throughput at 76% of peak against DRAM's 56%
+ *    (perf/results/2026-11-29-quant-h200-ncu-483d7e9.json) and the kernel
+ *    ran at 0.83-0.86 of a copy; with the division in three FP
+ *    instructions HBM is the bound.
  *  - One CTA of 512 threads per 128×128 tile; the grid runs over every
  *    tile of every matrix. The whole tile (64 KB of FP32) is requested at
  *    once with cp.async, 16 B per thread per instruction, one 512-B row
@@ -34,8 +36,7 @@
  *    the sign, exponent and top mantissa bits); NaN bytes set to 0x7F.
  *    (An earlier version multiplied by RN(1/s) and fell back to the IEEE
  *    division near e4m3 rounding boundaries: ~7 integer instructions an
- *    element for the check, and the kernel ran at ~76% of the SMs' issue
- *    rate under Nsight Compute, as much bound by instructions as by HBM.)
+ *    element for the check, which made the SMs, not HBM, the bound.)
  *  - W: each lane stores its 4 bytes of a row: a warp writes whole 128-B
  *    lines. WT: the thread's 8 rows × 4 columns are transposed in
  *    registers (byte_perm) into 4 columns × 8 rows and stored as 8-byte
