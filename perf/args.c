@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int parse_u64(const char *text, uint64_t *value, char **end)
 {
@@ -70,4 +71,20 @@ int perf_arg_double(const char *option, const char *text, double min, double max
     }
     *out = value;
     return 0;
+}
+
+int perf_arg_word(const char *option, const char *text, const perf_arg_word_t *words, int *out)
+{
+    for (const perf_arg_word_t *w = words; w->name != NULL; w++) {
+        if (strcmp(text, w->name) == 0) {
+            *out = w->value;
+            return 0;
+        }
+    }
+    fprintf(stderr, "weft-perf: %s '%s': expected", option, text);
+    for (const perf_arg_word_t *w = words; w->name != NULL; w++) {
+        fprintf(stderr, "%s%s", w == words ? " " : w[1].name == NULL ? " or " : ", ", w->name);
+    }
+    fputc('\n', stderr);
+    return -1;
 }

@@ -11,6 +11,15 @@ int perf_arg_u64(const char *option, const char *text, uint64_t min, uint64_t ma
 /* Bytes, with an optional K, M or G suffix (powers of 1024), in [min, max]. */
 int perf_arg_size(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
+/* One of a fixed set of words: *out gets values[i] where text equals
+ * names[i]; names ends with NULL. The error lists the words. */
+typedef struct perf_arg_word {
+    const char *name;
+    int         value;
+} perf_arg_word_t;
+
+int perf_arg_word(const char *option, const char *text, const perf_arg_word_t *words, int *out);
+
 /* A decimal number in [min, max]. */
 int perf_arg_double(const char *option, const char *text, double min, double max, double *out);
 

@@ -103,30 +103,11 @@ static int ipc_usage(FILE *out)
     return out == stdout ? 0 : 2;
 }
 
-static int parse_workload(const char *text, int *workloads)
-{
-    if (strcmp(text, "qwen3-2layer") == 0) {
-        *workloads = WORKLOAD_QWEN3;
-    } else if (strcmp(text, "single-1g") == 0) {
-        *workloads = WORKLOAD_SINGLE;
-    } else if (strcmp(text, "all") == 0) {
-        *workloads = WORKLOAD_QWEN3 | WORKLOAD_SINGLE;
-    } else {
-        fprintf(stderr, "weft-perf: --workload '%s': expected qwen3-2layer, single-1g or all\n", text);
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_order(const char *text, int *by_expert)
-{
-    if (strcmp(text, "role") == 0 || strcmp(text, "expert") == 0) {
-        *by_expert = text[0] == 'e';
-        return 0;
-    }
-    fprintf(stderr, "weft-perf: --order '%s': expected role or expert\n", text);
-    return -1;
-}
+static const perf_arg_word_t workload_words[] = {{"qwen3-2layer", WORKLOAD_QWEN3},
+                                                  {"single-1g", WORKLOAD_SINGLE},
+                                                  {"all", WORKLOAD_QWEN3 | WORKLOAD_SINGLE},
+                                                  {NULL, 0}};
+static const perf_arg_word_t order_words[] = {{"role", 0}, {"expert", 1}, {NULL, 0}};
 
 /* 0: run; 1: --help was printed; 2: a usage error. */
 static int parse_options(int argc, char **argv, ipc_options_t *o)
@@ -148,12 +129,12 @@ static int parse_options(int argc, char **argv, ipc_options_t *o)
         int bad = 0;
 
         switch (opt) {
-        case 'W': bad = parse_workload(optarg, &o->workloads); break;
+        case 'W': bad = perf_arg_word("--workload", optarg, workload_words, &o->workloads); break;
         case 's': bad = perf_arg_u64("--src-device", optarg, 0, MAX_DEVICE, &o->src); break;
         case 'd': bad = perf_arg_u64("--dst-device", optarg, 0, MAX_DEVICE, &o->dst); break;
         case 'i': bad = perf_arg_u64("--iterations", optarg, 1, MAX_ITERS, &o->iters); break;
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, MAX_ITERS, &o->warmup); break;
-        case 'o': bad = parse_order(optarg, &o->by_expert); break;
+        case 'o': bad = perf_arg_word("--order", optarg, order_words, &o->by_expert); break;
         case 'n': o->peer = 0; break;
         case 'p': o->peer_script = optarg; break;
         case 'j': o->json = 1; break;

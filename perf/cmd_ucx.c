@@ -109,20 +109,8 @@ static int ucx_usage(FILE *out)
     return out == stdout ? 0 : 2;
 }
 
-static int parse_transport(const char *text, int *transports)
-{
-    if (strcmp(text, "tcp-netns") == 0) {
-        *transports = TR_TCP_NETNS;
-    } else if (strcmp(text, "shm") == 0) {
-        *transports = TR_SHM;
-    } else if (strcmp(text, "all") == 0) {
-        *transports = TR_TCP_NETNS | TR_SHM;
-    } else {
-        fprintf(stderr, "weft-perf: --transport '%s': expected tcp-netns, shm or all\n", text);
-        return -1;
-    }
-    return 0;
-}
+static const perf_arg_word_t transport_words[] = {
+    {"tcp-netns", TR_TCP_NETNS}, {"shm", TR_SHM}, {"all", TR_TCP_NETNS | TR_SHM}, {NULL, 0}};
 
 static int parse_sizes(const char *text, ucx_options_t *o)
 {
@@ -176,7 +164,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         int bad = 0;
 
         switch (opt) {
-        case 't': bad = parse_transport(optarg, &o->transports); break;
+        case 't': bad = perf_arg_word("--transport", optarg, transport_words, &o->transports); break;
         case 's': bad = parse_sizes(optarg, o); break;
         case 'e': o->expert = 1; break;
         case 'E': o->expert = 0; break;
