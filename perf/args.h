@@ -11,8 +11,8 @@ int perf_arg_u64(const char *option, const char *text, uint64_t min, uint64_t ma
 /* Bytes, with an optional K, M or G suffix (powers of 1024), in [min, max]. */
 int perf_arg_size(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
-/* One of a fixed set of words: *out gets values[i] where text equals
- * names[i]; names ends with NULL. The error lists the words. */
+/* One of a fixed set of words: *out gets the value of the word that text
+ * equals; the list ends with a NULL name. The error lists the words. */
 typedef struct perf_arg_word {
     const char *name;
     int         value;
