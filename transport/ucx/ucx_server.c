@@ -236,12 +236,45 @@ static int ranges_in_regions(const peer_t *p)
     return 1;
 }
 
+/* The endpoint to a consumer's worker, with peer-failure reports where its
+ * transport can give them. */
+static weft_status_t connect_peer(peer_t *p, const void *address)
+{
+    struct ucx_server *s = p->server;
+    ucp_ep_params_t    ep_params = {
+           .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                         UCP_EP_PARAM_FIELD_ERR_HANDLER,
+           .address = address,
+           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+           .err_handler = {.cb = ep_error, .arg = p},
+    };
+    ucs_status_t created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
+
+    p->ep_err_mode = created == UCS_OK;
+
+    /* Shared-memory transports cannot report a peer's failure; without
+     * that mode the bootstrap connection and the timeout still catch a
+     * consumer that dies. */
+    if (created == UCS_ERR_UNREACHABLE) {
+        ep_params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                            UCP_EP_PARAM_FIELD_ERR_HANDLER);
+        created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
+        if (created == UCS_OK) {
+            weft_log_info("server: consumer \"%s\": its transport cannot report peer "
+                          "failures; relying on the bootstrap connection and timeouts",
+                          p->base.name);
+        }
+    }
+    return weft_ucx_status(created, "connecting to a consumer");
+}
+
 static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 {
     struct ucx_server *s = p->server;
     weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t  *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
+    const void       **rkey_blobs = NULL; /* into msg, valid during this call */
     uint32_t           view_count = 0, address_length;
     const void        *address;
     weft_status_t      status;
@@ -258,77 +291,54 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     }
     p->regions = calloc(p->region_count, sizeof(*p->regions));
     p->rkeys = calloc(p->region_count, sizeof(*p->rkeys));
-    if (p->regions == NULL || p->rkeys == NULL) {
+    rkey_blobs = calloc(p->region_count, sizeof(*rkey_blobs));
+    if (p->regions == NULL || p->rkeys == NULL || rkey_blobs == NULL) {
+        free(rkey_blobs);
         refuse(p, WEFT_ERR_NO_MEMORY, "no memory");
         return;
     }
-    status = WEFT_OK;
-    for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
-        uint32_t    rkey_length;
-        const void *rkey;
+    for (uint32_t r = 0; r < p->region_count && !cur.failed; r++) {
+        uint32_t rkey_length;
 
         p->regions[r].base = weft_boot_get_u64(&cur);
         p->regions[r].bytes = weft_boot_get_u64(&cur);
-        rkey = weft_boot_get_blob(&cur, &rkey_length);
-        if (cur.failed) {
-            status = WEFT_ERR_CORRUPT;
-            break;
-        }
-        if (r == 0) {
-            /* The endpoint first: rkeys are unpacked on it. */
-            ucp_ep_params_t ep_params = {
-                .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                              UCP_EP_PARAM_FIELD_ERR_HANDLER,
-                .address = address,
-                .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-                .err_handler = {.cb = ep_error, .arg = p},
-            };
-            ucs_status_t created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
-
-            p->ep_err_mode = created == UCS_OK;
-
-            /* Shared-memory transports cannot report a peer's failure;
-             * without that mode the bootstrap connection and the timeout
-             * still catch a consumer that dies. */
-            if (created == UCS_ERR_UNREACHABLE) {
-                ep_params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                                    UCP_EP_PARAM_FIELD_ERR_HANDLER);
-                created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
-                if (created == UCS_OK) {
-                    weft_log_info("server: consumer \"%s\": its transport cannot report peer "
-                                  "failures; relying on the bootstrap connection and timeouts",
-                                  p->base.name);
-                }
-            }
-            status = weft_ucx_status(created, "connecting to a consumer");
-            if (status != WEFT_OK) {
-                break;
-            }
-        }
-        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey, &p->rkeys[r]),
-                                 "unpacking a consumer's key");
+        rkey_blobs[r] = weft_boot_get_blob(&cur, &rkey_length);
     }
-    if (status == WEFT_OK) {
-        status = weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
-    }
+    status = cur.failed ? WEFT_ERR_CORRUPT : weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
     if (status != WEFT_OK) {
-        refuse(p, status, status == WEFT_ERR_CORRUPT ? "malformed views or keys"
-                                                     : "cannot reach it or use its memory keys");
+        free(rkey_blobs);
+        refuse(p, status, "malformed views or keys");
         return;
     }
     status = weft_serve_plan(&p->base, WEFT_TRANSPORT_UCX, &remote_plan_ops, views, view_count);
     free(views);
     free(names);
     if (status != WEFT_OK) {
+        free(rkey_blobs);
         peer_drop(p, status, "refused");
         return;
     }
     if (!ranges_in_regions(p)) {
+        free(rkey_blobs);
         refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return;
     }
     if (s->broken) {
+        free(rkey_blobs);
         refuse(p, WEFT_ERR_CUDA, "the server cannot use its registry's GPU");
+        return;
+    }
+    /* Only a consumer that passed every check gets an endpoint: closing an
+     * endpoint still in its wire-up, whose peer then disconnects (as a
+     * refused consumer does), can trip an assertion inside UCX 1.13. */
+    status = connect_peer(p, address);
+    for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
+        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey_blobs[r], &p->rkeys[r]),
+                                 "unpacking a consumer's key");
+    }
+    free(rkey_blobs);
+    if (status != WEFT_OK) {
+        refuse(p, status, "cannot reach it or use its memory keys");
         return;
     }
     if (s->memory == WEFT_MEMORY_CUDA && s->path == WEFT_UCX_GPU_STAGED) {
