@@ -52,7 +52,10 @@ typedef enum weft_transport {
      * through CUDA IPC (once per arena generation) and copied on a stream
      * of the views' GPU, same GPU or another one over NVLink/PCIe; the
      * copy is complete when an event recorded after it has completed.
-     * Built with CUDA only (WEFT_ERR_UNSUPPORTED otherwise). */
+     * Built with CUDA only (WEFT_ERR_UNSUPPORTED otherwise).
+     * Two ways to use it: pulled, the consumer copies with weft_plan_*;
+     * pushed, the producer's process copies into views the consumer
+     * exports, through weft_server_* and weft_remote_* below. */
     WEFT_TRANSPORT_CUDA_IPC = 2,
     /* Across nodes: RMA puts into the remote consumer's registered memory,
      * a flush, then a notification. Used through weft_server_* and
@@ -206,7 +209,7 @@ enum weft_server_params_field {
 
 typedef struct weft_server_params {
     uint64_t         field_mask; /* optional fields set below */
-    weft_transport_t transport;  /* WEFT_TRANSPORT_UCX or WEFT_TRANSPORT_NCCL */
+    weft_transport_t transport;  /* WEFT_TRANSPORT_UCX, _NCCL or _CUDA_IPC */
     const char      *listen;     /* "host:port"; port 0 picks one (weft_server_port) */
     const char      *token;      /* shared secret, 1..WEFT_TOKEN_MAX bytes */
     /* A handshake, one consumer's transfer of a version, an ack: each must
@@ -222,8 +225,8 @@ typedef struct weft_server_params {
 
 /*
  * Starts serving `reg` (borrowed: close it only after weft_server_destroy)
- * on a thread of its own. Only versions published after a consumer is
- * ready are sent to it.
+ * on a thread of its own. A consumer that becomes ready is sent the latest
+ * version published, then each newer one.
  * ucx: host or GPU registries. A GPU registry's GPU must be visible in
  * this process (WEFT_ERR_NO_DEVICE otherwise); the server thread makes it
  * its current device. Its memory is registered with UCX directly where
@@ -241,6 +244,20 @@ typedef struct weft_server_params {
  * the registry's (such a consumer is refused with WEFT_ERR_UNSUPPORTED;
  * use cuda_ipc on one GPU). Each consumer gets a communicator of its own
  * (the server is rank 0), made while it connects.
+ * cuda_ipc (push): consumers on this node, in other processes, whose
+ * views are device memory from cudaMalloc (what PyTorch's caching
+ * allocator hands out without expandable segments). Each consumer's
+ * allocations are mapped here once (CUDA IPC), and every new version is
+ * copied by this process, from the slot into the views (the copies of
+ * the cuda_ipc plan: the batched kernel and the copy engines), before
+ * the consumer is told. On one GPU the copy then runs in the context
+ * that wrote the version: without CUDA MPS, a copy made by the engine's
+ * own process first waits for the GPU to switch contexts (~0.15 ms a
+ * version on an H200). The registry must be a GPU registry whose GPU is
+ * visible here (WEFT_ERR_UNSUPPORTED for a host registry,
+ * WEFT_ERR_NO_DEVICE otherwise); so must the consumers' GPUs. Consumers
+ * are served one after the other on the server's thread. Listen on
+ * loopback: the consumers are local.
  * Errors: WEFT_ERR_INVALID_PARAM (a field), WEFT_ERR_UNSUPPORTED (the
  * transport is not built in, or the registry's memory), WEFT_ERR_BUSY
  * (the port is taken), WEFT_ERR_UCX, WEFT_ERR_CUDA, WEFT_ERR_NO_DEVICE,
@@ -260,6 +277,10 @@ typedef struct weft_server_stats {
     uint64_t versions_sent;     /* version × consumer transfers acknowledged */
     uint64_t bytes_sent;
     uint64_t last_version;      /* the newest version sent; 0: none */
+    /* Summed over the transfers counted in versions_sent: from the lease
+     * of the version to every byte in place as the server knows it
+     * (cuda_ipc: its copy completed; ucx, nccl: the consumer's ack). */
+    uint64_t transfer_ns;
 } weft_server_stats_t;
 
 /* Thread-safe. */
@@ -275,7 +296,7 @@ enum weft_remote_params_field {
 
 typedef struct weft_remote_params {
     uint64_t         field_mask;
-    weft_transport_t transport; /* the server's: WEFT_TRANSPORT_UCX or WEFT_TRANSPORT_NCCL */
+    weft_transport_t transport; /* the server's: WEFT_TRANSPORT_UCX, _NCCL or _CUDA_IPC */
     const char      *server;    /* "host:port" of the server */
     const char      *token;     /* the server's token */
     const char      *name;      /* this consumer, for the registry (1..63 bytes) */
@@ -299,7 +320,12 @@ typedef struct weft_remote_params {
  * views in device memory (WEFT_MEMORY_CUDA), all on one GPU that is not
  * the server's; that GPU becomes the calling thread's current device, and
  * the call returns once the consumer's NCCL communicator with the server
- * is up.
+ * is up. cuda_ipc: views in device memory of one GPU, each inside one
+ * allocation made with cudaMalloc in this process (VMM memory, such as
+ * PyTorch's expandable segments, cannot be exported: WEFT_ERR_UNSUPPORTED);
+ * the server must be another process on this node. The server's process
+ * writes into the views, but only while this consumer asks for a version
+ * (weft_remote_receive), and never after weft_remote_close() returned.
  * Errors: WEFT_ERR_INVALID_PARAM, WEFT_ERR_AUTH (the server refused the
  * token), WEFT_ERR_NOT_FOUND / WEFT_ERR_INVALID_PARAM (the server refused
  * the views; the log has its reason), WEFT_ERR_CONNECTION,
@@ -317,7 +343,12 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
  * *version. ucx: the notice comes after every byte and a flush. nccl: the
  * notice comes first; the call then receives every range (ncclRecv on a
  * stream of the views' GPU, within the connect timeout) and acknowledges
- * only after that stream completed. ucx with staged device views: after
+ * only after that stream completed. cuda_ipc: the call asks the server for
+ * a version newer than after_version, which it copies into the views from
+ * its own process (the latest it has) and announces once the copy
+ * completed. Between calls the server does not touch the views, except
+ * after a call that timed out: its request stands, and the views may
+ * change until the next call returns. ucx with staged device views: after
  * the notice the bytes are copied from the pinned staging memory into
  * the views, and acknowledged only once that copy completed; a failed
  * copy gives WEFT_ERR_CUDA, nothing is acknowledged (connect again).
@@ -335,7 +366,12 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
 WEFT_API weft_status_t weft_remote_receive(weft_remote_h remote, uint64_t after_version,
                                            uint64_t timeout_us, uint64_t *version);
 
-/* Disconnects and frees. NULL is a no-op. */
+/*
+ * Disconnects and frees. NULL is a no-op. cuda_ipc: returns once the
+ * server closed its mapping of the views (or after the connect timeout,
+ * logged), so the views' memory may be freed or reused afterwards; an
+ * engine that re-allocates its weights closes and connects again.
+ */
 WEFT_API weft_status_t weft_remote_close(weft_remote_h remote);
 
 #ifdef __cplusplus

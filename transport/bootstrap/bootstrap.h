@@ -35,7 +35,8 @@ typedef enum weft_boot_type {
     WEFT_BOOT_VERSION  = 6, /* server → consumer: every byte of version v has landed */
     WEFT_BOOT_ACK      = 7, /* consumer → server: version v received */
     WEFT_BOOT_FAILED   = 8, /* server → consumer: version v failed for you (status) */
-    WEFT_BOOT_BYE      = 9  /* consumer → server: leaving on purpose */
+    WEFT_BOOT_BYE      = 9, /* consumer → server: leaving on purpose */
+    WEFT_BOOT_WANT     = 10 /* consumer → server: write a version newer than v now (cuda_ipc push) */
 } weft_boot_type_t;
 
 typedef struct weft_boot_msg {

@@ -26,14 +26,12 @@
 #include "transport/remote/view_memory.h"
 
 #include <inttypes.h>
-#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
 #define ABORT_WAIT_NS      2000000000ull /* for aborted kernels to leave the stream */
 
 struct nccl_remote {
@@ -314,18 +312,9 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
     for (;;) {
         uint64_t v;
 
-        if (!weft_boot_readable(r->base.fd)) {
-            struct pollfd pfd = {.fd = r->base.fd, .events = POLLIN};
-            uint64_t      now = weft_time_ns();
-            int           ms;
-
-            if (now >= deadline) {
-                status = WEFT_ERR_TIMEOUT;
-                break;
-            }
-            ms = (int)((deadline - now) / 1000000u);
-            (void)poll(&pfd, 1, ms < RECEIVE_POLL_MS ? ms + 1 : RECEIVE_POLL_MS);
-            continue;
+        if (weft_consume_wait_readable(&r->base, deadline) != WEFT_OK) {
+            status = WEFT_ERR_TIMEOUT;
+            break;
         }
         status = weft_consume_notice(&r->base, &v);
         if (status == WEFT_OK) {

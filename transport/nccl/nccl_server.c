@@ -134,15 +134,10 @@ static void refuse(peer_t *p, weft_status_t status, const char *reason)
 
 static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
 {
-    weft_status_t status = weft_serve_hello(&p->base, msg);
+    weft_status_t status = weft_serve_welcome(&p->base, msg, NULL, 0);
 
     if (status != WEFT_OK) {
-        peer_drop(p, status, "refused");
-        return;
-    }
-    if (weft_boot_send(p->base.fd, WEFT_BOOT_WELCOME, NULL, 0,
-                       weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "welcome not sent");
+        peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
         return;
     }
     p->state = PEER_VIEWS;
@@ -352,16 +347,11 @@ static void peer_read(weft_serve_peer_t *base)
 {
     peer_t         *p = (peer_t *)base;
     weft_boot_msg_t msg;
+    weft_status_t   why;
+    const char     *what;
 
-    if (weft_serve_read(&p->base, &msg) != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "its connection closed");
-        return;
-    }
-    if (msg.type == WEFT_BOOT_BYE) {
-        free(msg.payload);
-        /* In the middle of a version it gave up on it: that is a failure. */
-        peer_drop(p, p->state == PEER_READY ? WEFT_OK : WEFT_ERR_CANCELED,
-                  p->state == PEER_READY ? "it left" : "it left in the middle of a version");
+    if (!weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what)) {
+        peer_drop(p, why, what);
         return;
     }
     switch (p->state) {
@@ -506,38 +496,6 @@ static void server_free(struct nccl_server *s)
     free(s);
 }
 
-/* The registry must be a GPU registry whose GPU this process sees. */
-static weft_status_t check_registry(struct nccl_server *s, weft_registry_h reg)
-{
-    weft_arena_info_t info;
-    weft_status_t     status = weft_registry_arena_info(reg, &info);
-    int               saved;
-
-    if (status != WEFT_OK) {
-        return status;
-    }
-    if (info.memory != WEFT_MEMORY_CUDA) {
-        weft_log_error("server: the nccl transport sends from GPU registries only (this one is in "
-                       "host memory: use ucx)");
-        return WEFT_ERR_UNSUPPORTED;
-    }
-    if (info.device < 0) {
-        weft_log_error("server: the GPU of the registry's arenas is not visible in this process");
-        return WEFT_ERR_NO_DEVICE;
-    }
-    s->device = info.device;
-    status = weft_nccl_device_uuid(s->device, s->uuid);
-    /* The context is made now, where a failure can still be returned. */
-    if (status == WEFT_OK) {
-        status = weft_cuda_enter(s->device, &saved);
-        if (status == WEFT_OK) {
-            status = WEFT_CUDA_CHECK(cudaFree(NULL));
-            weft_cuda_leave(s->device, saved);
-        }
-    }
-    return status;
-}
-
 static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                         void **out)
 {
@@ -551,7 +509,10 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
     if (s->base.window < WEFT_NCCL_MIN_WINDOW) {
         s->base.window = WEFT_NCCL_MIN_WINDOW;
     }
-    status = check_registry(s, reg);
+    status = weft_serve_gpu_registry(reg, "nccl", "use ucx", &s->device);
+    if (status == WEFT_OK) {
+        status = weft_nccl_device_uuid(s->device, s->uuid);
+    }
     if (status == WEFT_OK) {
         status = weft_serve_listen(&s->base, params->listen);
     }
@@ -569,16 +530,6 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
     return WEFT_OK;
 }
 
-static uint16_t nccl_server_port(void *server)
-{
-    return ((struct nccl_server *)server)->base.port;
-}
-
-static void nccl_server_get_stats(void *server, weft_server_stats_t *stats)
-{
-    weft_serve_get_stats(&((struct nccl_server *)server)->base, stats);
-}
-
 static void nccl_server_destroy(void *server)
 {
     struct nccl_server *s = server;
@@ -590,7 +541,7 @@ static void nccl_server_destroy(void *server)
 const weft_server_ops_t weft_nccl_server_ops = {
     .name      = "nccl",
     .create    = nccl_server_create,
-    .port      = nccl_server_port,
-    .get_stats = nccl_server_get_stats,
+    .port      = weft_serve_port_of,
+    .get_stats = weft_serve_stats_of,
     .destroy   = nccl_server_destroy,
 };

@@ -7,6 +7,7 @@
 #include "common/time_util.h"
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #define DEFAULT_TIMEOUT_US 30000000u
 #define MESSAGE_US         5000000u /* a message of the server that is already arriving */
 #define GOODBYE_US         100000u  /* BYE to a server that may be gone */
+#define WAIT_POLL_MS       100      /* at most, between looks at a deadline */
 
 uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
 {
@@ -141,6 +143,23 @@ void weft_consume_disconnect(weft_consume_t *c)
         close(c->fd);
         c->fd = -1;
     }
+}
+
+weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadline_ns)
+{
+    while (!weft_boot_readable(c->fd)) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        uint64_t      now = weft_time_ns();
+        int           ms;
+
+        if (now >= deadline_ns) {
+            return WEFT_ERR_TIMEOUT;
+        }
+        /* poll's milliseconds, rounded up, so the deadline is reached. */
+        ms = (int)((deadline_ns - now) / 1000000u);
+        (void)poll(&pfd, 1, ms < WAIT_POLL_MS ? ms + 1 : WAIT_POLL_MS);
+    }
+    return WEFT_OK;
 }
 
 void weft_consume_bye(weft_consume_t *c)

@@ -48,6 +48,12 @@ weft_status_t weft_consume_views(weft_consume_t *c, const weft_boot_buf_t *buf,
                                  uint64_t deadline_ns, weft_boot_msg_t *ready);
 
 /*
+ * Waits until the server's connection is readable (a message, or its
+ * close): WEFT_OK, or WEFT_ERR_TIMEOUT at the deadline.
+ */
+weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadline_ns);
+
+/*
  * Reads the server's next message, once its connection is readable: OK
  * and *version for a VERSION notice. Otherwise logs why (the connection
  * lost, FAILED, anything else), closes the connection and returns

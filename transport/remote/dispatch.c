@@ -30,6 +30,9 @@ static const weft_server_ops_t *const server_ops[] = {
 #if HAVE_NCCL
     [WEFT_TRANSPORT_NCCL] = &weft_nccl_server_ops,
 #endif
+#if HAVE_CUDA
+    [WEFT_TRANSPORT_CUDA_IPC] = &weft_cuda_ipc_server_ops,
+#endif
     [WEFT_TRANSPORT_HOST] = NULL,
 };
 
@@ -40,18 +43,25 @@ static const weft_remote_ops_t *const remote_ops[] = {
 #if HAVE_NCCL
     [WEFT_TRANSPORT_NCCL] = &weft_nccl_remote_ops,
 #endif
+#if HAVE_CUDA
+    [WEFT_TRANSPORT_CUDA_IPC] = &weft_cuda_ipc_remote_ops,
+#endif
     [WEFT_TRANSPORT_HOST] = NULL,
 };
 
-/* 1 for the transports that serve across nodes, built in or not. */
-static int across_nodes(weft_transport_t transport)
+/* 1 for the transports with a server, built in or not: those across
+ * nodes, and cuda_ipc's push mode. */
+static int served(weft_transport_t transport)
 {
-    return transport == WEFT_TRANSPORT_UCX || transport == WEFT_TRANSPORT_NCCL;
+    return transport == WEFT_TRANSPORT_UCX || transport == WEFT_TRANSPORT_NCCL ||
+           transport == WEFT_TRANSPORT_CUDA_IPC;
 }
 
 static const char *transport_name(weft_transport_t transport)
 {
-    return transport == WEFT_TRANSPORT_UCX ? "UCX" : "NCCL";
+    return transport == WEFT_TRANSPORT_UCX    ? "UCX"
+           : transport == WEFT_TRANSPORT_NCCL ? "NCCL"
+                                              : "CUDA";
 }
 
 static int token_ok(const char *token)
@@ -69,8 +79,8 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
 
     if (reg == NULL || params == NULL || out == NULL || params->listen == NULL ||
         params->token == NULL || (params->field_mask & ~known) ||
-        !across_nodes(params->transport)) {
-        weft_log_error("server: invalid argument (registry, params with transport ucx or nccl, "
+        !served(params->transport)) {
+        weft_log_error("server: invalid argument (registry, params with transport ucx, nccl or cuda_ipc, "
                        "listen and token are required)");
         return WEFT_ERR_INVALID_PARAM;
     }
@@ -133,9 +143,9 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
     weft_status_t       status;
 
     if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
-        p->token == NULL || p->name == NULL || !across_nodes(p->transport) ||
+        p->token == NULL || p->name == NULL || !served(p->transport) ||
         (p->field_mask & ~(uint64_t)WEFT_REMOTE_PARAM_TIMEOUT)) {
-        weft_log_error("remote: invalid argument (params, views, count, transport ucx or nccl, "
+        weft_log_error("remote: invalid argument (params, views, count, transport ucx, nccl or cuda_ipc, "
                        "server, token and name are required)");
         return WEFT_ERR_INVALID_PARAM;
     }

@@ -35,5 +35,7 @@ extern const weft_server_ops_t weft_ucx_server_ops;  /* HAVE_UCX */
 extern const weft_remote_ops_t weft_ucx_remote_ops;  /* HAVE_UCX */
 extern const weft_server_ops_t weft_nccl_server_ops; /* HAVE_NCCL */
 extern const weft_remote_ops_t weft_nccl_remote_ops; /* HAVE_NCCL */
+extern const weft_server_ops_t weft_cuda_ipc_server_ops; /* HAVE_CUDA: push mode */
+extern const weft_remote_ops_t weft_cuda_ipc_remote_ops; /* HAVE_CUDA: push mode */
 
 #endif

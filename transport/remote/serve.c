@@ -87,6 +87,16 @@ void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats)
     pthread_mutex_unlock(&s->stats_lock);
 }
 
+uint16_t weft_serve_port_of(void *server)
+{
+    return ((weft_serve_t *)server)->port;
+}
+
+void weft_serve_stats_of(void *server, weft_server_stats_t *stats)
+{
+    weft_serve_get_stats(server, stats);
+}
+
 uint64_t weft_serve_latest(weft_serve_t *s)
 {
     weft_registry_stats_t rs;
@@ -123,6 +133,21 @@ weft_status_t weft_serve_hello(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
         weft_serve_refuse(p, status, reason);
     }
     return status;
+}
+
+weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *msg,
+                                 const void *payload, uint32_t length)
+{
+    weft_status_t status = weft_serve_hello(p, msg);
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (weft_boot_send(p->fd, WEFT_BOOT_WELCOME, payload, length,
+                       weft_deadline_ns(weft_time_ns(), p->server->timeout_us)) != WEFT_OK) {
+        return WEFT_ERR_CONNECTION;
+    }
+    return WEFT_OK;
 }
 
 weft_status_t weft_serve_plan(weft_serve_peer_t *p, weft_transport_t transport,
@@ -186,7 +211,9 @@ int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest)
     }
     p->leased = 1;
     p->version = p->lease.version;
-    p->deadline = weft_deadline_ns(weft_time_ns(), s->timeout_us);
+    p->leased_ns = weft_time_ns();
+    p->in_place_ns = 0;
+    p->deadline = weft_deadline_ns(p->leased_ns, s->timeout_us);
     return 1;
 }
 
@@ -210,6 +237,8 @@ weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
     /* Counted before it is recorded: whoever waits on the record sees it. */
     weft_serve_stats_add(s, &s->stats.versions_sent, 1);
     weft_serve_stats_add(s, &s->stats.bytes_sent, p->plan->bytes);
+    weft_serve_stats_add(s, &s->stats.transfer_ns,
+                         (p->in_place_ns != 0 ? p->in_place_ns : weft_time_ns()) - p->leased_ns);
     (void)weft_registry_consumer_received(s->reg, p->consumer, v);
     p->acked = v;
     weft_serve_release(p);
@@ -227,6 +256,25 @@ weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
         weft_boot_recv(p->fd, msg, weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
 
     return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
+}
+
+int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
+                    const char **what)
+{
+    if (weft_serve_read(p, msg) != WEFT_OK) {
+        *why = WEFT_ERR_CONNECTION;
+        *what = "its connection closed";
+        return 0;
+    }
+    if (msg->type == WEFT_BOOT_BYE) {
+        free(msg->payload);
+        msg->payload = NULL;
+        /* In the middle of a version it gave up on it: that is a failure. */
+        *why = busy ? WEFT_ERR_CANCELED : WEFT_OK;
+        *what = busy ? "it left in the middle of a version" : "it left";
+        return 0;
+    }
+    return 1;
 }
 
 void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, int mid_version,

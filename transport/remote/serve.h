@@ -75,6 +75,20 @@ void weft_serve_stats_add(weft_serve_t *s, uint64_t *field, uint64_t n);
 void weft_serve_set_consumers(weft_serve_t *s, uint32_t ready);
 void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats);
 
+/* weft_server_ops_t's port and get_stats, for servers whose first member
+ * is their weft_serve_t. */
+uint16_t weft_serve_port_of(void *server);
+void     weft_serve_stats_of(void *server, weft_server_stats_t *stats);
+
+/*
+ * For the servers that send from GPU registries only (built with CUDA):
+ * the registry's arenas must be in device memory (WEFT_ERR_UNSUPPORTED,
+ * logged with host_hint, what to use instead) of a GPU this process sees
+ * (WEFT_ERR_NO_DEVICE), whose context is made now. *device gets it.
+ */
+weft_status_t weft_serve_gpu_registry(weft_registry_h reg, const char *transport,
+                                      const char *host_hint, int *device);
+
 /* The latest version published, 0 when none (or on error). */
 uint64_t weft_serve_latest(weft_serve_t *s);
 
@@ -91,6 +105,8 @@ struct weft_serve_peer {
     uint64_t      version; /* the version in flight */
     weft_lease_t  lease;   /* of `version`, for this consumer alone */
     int           leased;
+    uint64_t      leased_ns;   /* when `version` was leased */
+    uint64_t      in_place_ns; /* when its bytes were in place, if the transport knows; 0 */
 };
 
 /*
@@ -122,6 +138,14 @@ void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *r
 weft_status_t weft_serve_hello(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
 
 /*
+ * weft_serve_hello, then WELCOME with the transport's payload (may be
+ * empty): WEFT_OK, the hello's error (the consumer was refused), or
+ * WEFT_ERR_CONNECTION (the welcome could not be sent).
+ */
+weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *msg,
+                                 const void *payload, uint32_t length);
+
+/*
  * Builds the consumer's plan from its views with the checks of
  * weft_plan_create (ops: the transport's remote backend, which copies
  * nothing). Refuses on error (the log and the refusal say why).
@@ -150,7 +174,9 @@ int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest);
 void weft_serve_release(weft_serve_peer_t *p);
 
 /*
- * An ACK of the version in flight: counts it, records it with
+ * An ACK of the version in flight: counts it (its transfer time from the
+ * lease to p->in_place_ns, or to now where the transport left that 0),
+ * records it with
  * weft_registry_consumer_received and releases the lease (the transport
  * must no longer read the slot). WEFT_ERR_CORRUPT for anything else.
  */
@@ -158,6 +184,16 @@ weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
 
 /* Reads one message: WEFT_ERR_CONNECTION when the connection ended. */
 weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg);
+
+/*
+ * Reads the message of a peer whose connection is readable: 1 and *msg
+ * (the caller frees its payload) for the transport to handle; 0 when the
+ * peer must be dropped with *why and *what: its connection closed, or it
+ * said BYE (WEFT_OK when it was idle, WEFT_ERR_CANCELED when it gave up
+ * on a version in flight: busy set).
+ */
+int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
+                    const char **what);
 
 /*
  * The registry side of dropping a consumer: logs why, records

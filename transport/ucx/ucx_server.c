@@ -204,19 +204,13 @@ static void refuse(peer_t *p, weft_status_t status, const char *reason)
 static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
 {
     struct ucx_server *s = p->server;
-
-    weft_status_t      status = weft_serve_hello(&p->base, msg);
-
-    if (status != WEFT_OK) {
-        peer_drop(p, status, "refused");
-        return;
-    }
     /* The consumer connects an endpoint of its own to this worker: UCX pairs
      * it with ours, and its side then handles our failure instead of
      * aborting on it. */
-    if (weft_boot_send(p->base.fd, WEFT_BOOT_WELCOME, s->address, (uint32_t)s->address_length,
-                       weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "welcome not sent");
+    weft_status_t status = weft_serve_welcome(&p->base, msg, s->address, (uint32_t)s->address_length);
+
+    if (status != WEFT_OK) {
+        peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
         return;
     }
     p->state = PEER_VIEWS;
@@ -515,16 +509,11 @@ static void peer_read(weft_serve_peer_t *base)
 {
     peer_t         *p = (peer_t *)base;
     weft_boot_msg_t msg;
+    weft_status_t   why;
+    const char     *what;
 
-    if (weft_serve_read(&p->base, &msg) != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "its connection closed");
-        return;
-    }
-    if (msg.type == WEFT_BOOT_BYE) {
-        free(msg.payload);
-        /* In the middle of a version it gave up on it: that is a failure. */
-        peer_drop(p, p->state == PEER_READY ? WEFT_OK : WEFT_ERR_CANCELED,
-                  "it left in the middle of a version");
+    if (!weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what)) {
+        peer_drop(p, why, what);
         return;
     }
     switch (p->state) {
@@ -836,16 +825,6 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     return WEFT_OK;
 }
 
-static uint16_t ucx_server_port(void *server)
-{
-    return ((struct ucx_server *)server)->base.port;
-}
-
-static void ucx_server_get_stats(void *server, weft_server_stats_t *stats)
-{
-    weft_serve_get_stats(&((struct ucx_server *)server)->base, stats);
-}
-
 static void ucx_server_destroy(void *server)
 {
     struct ucx_server *s = server;
@@ -857,7 +836,7 @@ static void ucx_server_destroy(void *server)
 const weft_server_ops_t weft_ucx_server_ops = {
     .name      = "ucx",
     .create    = ucx_server_create,
-    .port      = ucx_server_port,
-    .get_stats = ucx_server_get_stats,
+    .port      = weft_serve_port_of,
+    .get_stats = weft_serve_stats_of,
     .destroy   = ucx_server_destroy,
 };

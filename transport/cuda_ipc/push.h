@@ -1,0 +1,37 @@
+/*
+ * The push mode of the cuda_ipc transport: the producer's process copies
+ * each version into receive views that a consumer on the same node
+ * exported (weft_server_* / weft_remote_* with WEFT_TRANSPORT_CUDA_IPC).
+ *
+ * Why a push mode: on one GPU, a copy made by the engine's process right
+ * after the trainer's process wrote the version waits for the GPU to
+ * switch contexts (~0.15 ms a version on an H200, perf/results/
+ * 2026-11-29-ipc-h200x2-a3c78a0.json: a 1 GiB device copy at 2072 GB/s
+ * alone, 1626 GB/s right after another process's work). Copied by the
+ * process that wrote it, the version stays in one context.
+ *
+ * Bootstrap messages (the transport-neutral ones are in remote/wire.h):
+ *   HELLO   protocol WEFT_CUDA_IPC_PUSH_PROTOCOL; WELCOME is empty.
+ *   VIEWS   u32 allocation count, then per allocation: blob
+ *           cudaIpcMemHandle_t (WEFT_CUDA_IPC_HANDLE_BYTES), u64 base and
+ *           u64 bytes in the consumer's address space; then the views
+ *           (wire.h), addresses the consumer's, each inside one allocation.
+ *   READY   the head of weft_serve_put_ready, nothing else.
+ *   WANT(a) the consumer is in weft_remote_receive(after a): the server
+ *           may now write one version newer than a into the views (the
+ *           latest). Without it the server never writes, so the views
+ *           change only while the engine asks for a version.
+ *   VERSION(v) once the server's copy of v into the views completed;
+ *   ACK(v)  from the consumer, then the server records v for it.
+ *   BYE     the consumer leaves: the server unmaps its allocations, then
+ *           closes the connection; the consumer waits for that close.
+ * Internal.
+ */
+#ifndef WEFT_TRANSPORT_CUDA_IPC_PUSH_H
+#define WEFT_TRANSPORT_CUDA_IPC_PUSH_H
+
+#define WEFT_CUDA_IPC_PUSH_PROTOCOL 0x43490001u
+#define WEFT_CUDA_IPC_HANDLE_BYTES  64u /* sizeof(cudaIpcMemHandle_t) */
+#define WEFT_CUDA_IPC_MAX_ALLOCS    65536u
+
+#endif

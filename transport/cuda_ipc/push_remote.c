@@ -1,0 +1,295 @@
+/*
+ * The consumer of the cuda_ipc push mode (push.h): exports the
+ * allocations that hold its views (one legacy CUDA IPC handle each, the
+ * allocation found with cuMemGetAddressRange) and sends them with the
+ * views. Receiving is asking (WANT) and reading the notice: a VERSION
+ * comes only once the server's process copied every byte of it into the
+ * views; then it is acknowledged. Leaving, it waits for the
+ * server to close the connection, which it does after unmapping the
+ * views.
+ */
+#include "config.h"
+
+#include "common/cuda_util.h"
+#include "common/log.h"
+#include "common/time_util.h"
+#include "push.h"
+#include "transport/remote/consume.h"
+#include "transport/remote/dispatch.h"
+#include "transport/remote/view_memory.h"
+#include "transport/view_layout.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+struct push_remote {
+    weft_consume_t base;       /* the bootstrap connection */
+    uint64_t       timeout_us; /* the handshake; the server's unmapping at close */
+    uint32_t       consumer;   /* the server's registry consumer id */
+    uint64_t       bytes;      /* per version */
+    int            wanting;    /* a WANT is outstanding */
+    uint64_t       want_after; /* its argument */
+};
+
+typedef CUresult (*get_address_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
+
+/* cuMemGetAddressRange, from the driver the runtime loaded (libcuda is
+ * never linked: see m4/weft_cuda.m4). */
+static weft_status_t address_range_fn(get_address_range_fn *fn)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    void                                *p = NULL;
+    weft_status_t                        status = WEFT_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &found));
+
+    if (status == WEFT_OK && (found != cudaDriverEntryPointSuccess || p == NULL)) {
+        weft_log_error("remote: the CUDA driver has no cuMemGetAddressRange");
+        status = WEFT_ERR_UNSUPPORTED;
+    }
+    *fn = (get_address_range_fn)p;
+    return status;
+}
+
+/* One allocation that holds views: its range here and its IPC handle. */
+typedef struct export {
+    uint64_t           base, bytes;
+    cudaIpcMemHandle_t handle;
+} export_t;
+
+/* Bytes the view's elements reach from its data pointer (0: none). */
+static uint64_t view_span(const weft_recv_view_t *view)
+{
+    uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements = 0, span = 0;
+
+    weft_view_strides(view, strides);
+    if (view->ndim > WEFT_TENSOR_MAX_DIMS ||
+        weft_layout_size(view->ndim, view->shape, strides, weft_dtype_size(view->dtype), &elements,
+                         &span) != 0) {
+        return 0; /* the server refuses such a view */
+    }
+    return span;
+}
+
+/* Adds the allocation of the view's data to exports unless it is there. */
+static weft_status_t export_allocation(export_t *exports, uint32_t *count,
+                                       get_address_range_fn range, const weft_recv_view_t *view)
+{
+    CUdeviceptr base = 0;
+    size_t      size = 0;
+    CUresult    res = range(&base, &size, (CUdeviceptr)(uintptr_t)view->data);
+
+    if (res != CUDA_SUCCESS) {
+        weft_log_error("remote: view \"%s\": cuMemGetAddressRange failed (%d)", view->name, (int)res);
+        return WEFT_ERR_CUDA;
+    }
+    for (uint32_t i = 0; i < *count; i++) {
+        if (exports[i].base == (uint64_t)base) {
+            return WEFT_OK;
+        }
+    }
+    if (cudaIpcGetMemHandle(&exports[*count].handle, (void *)(uintptr_t)base) != cudaSuccess) {
+        (void)cudaGetLastError(); /* reported here */
+        weft_log_error("remote: view \"%s\": its allocation cannot be exported with "
+                       "cudaIpcGetMemHandle (memory from cudaMalloc only; PyTorch's expandable "
+                       "segments are VMM memory)",
+                       view->name);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    exports[*count].base = (uint64_t)base;
+    exports[*count].bytes = (uint64_t)size;
+    (*count)++;
+    return WEFT_OK;
+}
+
+/* VIEWS: the allocations holding the views, exported, then the views. */
+static weft_status_t build_views(const weft_recv_view_t *views, size_t count, weft_boot_buf_t *buf)
+{
+    export_t            *exports = calloc(count + 1, sizeof(*exports));
+    uint32_t             n = 0;
+    get_address_range_fn range = NULL;
+    weft_status_t        status = exports == NULL ? WEFT_ERR_NO_MEMORY : address_range_fn(&range);
+
+    for (size_t i = 0; i < count && status == WEFT_OK; i++) {
+        if (view_span(&views[i]) > 0) {
+            status = export_allocation(exports, &n, range, &views[i]);
+        }
+    }
+    if (status == WEFT_OK && (n == 0 || n > WEFT_CUDA_IPC_MAX_ALLOCS)) {
+        if (n == 0) {
+            weft_log_error("remote: no view has a byte to receive");
+        } else {
+            weft_log_error("remote: the views lie in %u allocations, at most %u", n,
+                           WEFT_CUDA_IPC_MAX_ALLOCS);
+        }
+        status = WEFT_ERR_INVALID_PARAM;
+    }
+    if (status == WEFT_OK) {
+        weft_boot_put_u32(buf, n);
+        for (uint32_t i = 0; i < n; i++) {
+            weft_boot_put_blob(buf, &exports[i].handle, (uint32_t)sizeof(exports[i].handle));
+            weft_boot_put_u64(buf, exports[i].base);
+            weft_boot_put_u64(buf, exports[i].bytes);
+        }
+        weft_wire_put_views(buf, views, count);
+        status = buf->failed ? WEFT_ERR_NO_MEMORY : WEFT_OK;
+    }
+    free(exports);
+    return status;
+}
+
+static weft_status_t parse_ready(struct push_remote *r, const weft_boot_msg_t *msg)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+
+    r->consumer = weft_boot_get_u32(&cur);
+    r->bytes = weft_boot_get_u64(&cur);
+    (void)weft_boot_get_u64(&cur); /* ranges: the server's business here */
+    if (cur.failed) {
+        weft_log_error("remote: %s sent a malformed ready", r->base.server);
+        return WEFT_ERR_CORRUPT;
+    }
+    return WEFT_OK;
+}
+
+static weft_status_t push_remote_connect(const weft_remote_params_t *p,
+                                         const weft_recv_view_t *views, size_t count, void **out)
+{
+    struct push_remote *r = calloc(1, sizeof(*r));
+    weft_memory_kind_t  memory = WEFT_MEMORY_HOST;
+    weft_boot_buf_t     buf = {0};
+    weft_boot_msg_t     msg;
+    uint64_t            deadline;
+    int                 device = -1, saved = -1;
+    weft_status_t       status;
+
+    if (r == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    r->timeout_us = weft_consume_init(&r->base, p);
+    deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
+    status = weft_views_memory(views, count, "remote", &memory, &device);
+    if (status == WEFT_OK && memory != WEFT_MEMORY_CUDA) {
+        weft_log_error("remote: the cuda_ipc transport writes into device memory only "
+                       "(WEFT_MEMORY_CUDA views)");
+        status = WEFT_ERR_UNSUPPORTED;
+    }
+    if (status == WEFT_OK) {
+        status = weft_cuda_enter(device, &saved);
+        if (status == WEFT_OK) {
+            status = build_views(views, count, &buf);
+            weft_cuda_leave(device, saved);
+        }
+    }
+    if (status == WEFT_OK) {
+        status = weft_consume_connect(&r->base, deadline);
+    }
+    if (status == WEFT_OK) {
+        status = weft_consume_hello(&r->base, WEFT_CUDA_IPC_PUSH_PROTOCOL, p, deadline, &msg);
+        if (status == WEFT_OK) {
+            free(msg.payload);
+        }
+    }
+    if (status == WEFT_OK) {
+        status = weft_consume_views(&r->base, &buf, deadline, &msg);
+        if (status == WEFT_OK) {
+            status = parse_ready(r, &msg);
+            free(msg.payload);
+        }
+    }
+    weft_boot_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_consume_disconnect(&r->base);
+        free(r);
+        return status;
+    }
+    weft_log_info("remote: connected to %s as consumer %u (cuda_ipc push into GPU %d), %" PRIu64
+                  " bytes per version",
+                  p->server, r->consumer, device, r->bytes);
+    *out = r;
+    return WEFT_OK;
+}
+
+static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
+                                         uint64_t timeout_us, uint64_t *version)
+{
+    struct push_remote *r = remote;
+    uint64_t            deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
+
+    if (r->base.fd < 0) {
+        return WEFT_ERR_CONNECTION;
+    }
+    /* The server writes only when asked (a request that timed out stands). */
+    if (!r->wanting || r->want_after != after_version) {
+        if (weft_wire_send_u64(r->base.fd, WEFT_BOOT_WANT, after_version,
+                               weft_deadline_ns(weft_time_ns(), r->timeout_us)) != WEFT_OK) {
+            weft_log_error("remote: lost the connection to %s", r->base.server);
+            weft_consume_disconnect(&r->base);
+            return WEFT_ERR_CONNECTION;
+        }
+        r->wanting = 1;
+        r->want_after = after_version;
+    }
+    for (;;) {
+        weft_status_t status;
+        uint64_t      v;
+
+        if (weft_consume_wait_readable(&r->base, deadline) != WEFT_OK) {
+            return WEFT_ERR_TIMEOUT;
+        }
+        /* The server's copy completed before it sent the notice. */
+        status = weft_consume_notice(&r->base, &v);
+        if (status == WEFT_OK) {
+            status = weft_consume_ack(&r->base, v);
+        }
+        if (status != WEFT_OK) {
+            weft_consume_disconnect(&r->base);
+            return status;
+        }
+        r->wanting = 0;
+        if (v > after_version) {
+            *version = v;
+            return WEFT_OK;
+        }
+    }
+}
+
+/*
+ * BYE, then the server's close, which comes after it unmapped the views;
+ * whatever else it still sends (a notice of a version copied before it
+ * read the BYE) is skipped.
+ */
+static void push_remote_close(void *remote)
+{
+    struct push_remote *r = remote;
+    uint64_t            deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
+
+    weft_status_t       status = WEFT_OK;
+
+    weft_consume_bye(&r->base);
+    while (r->base.fd >= 0 && status == WEFT_OK) {
+        weft_boot_msg_t msg;
+
+        status = weft_boot_recv(r->base.fd, &msg, deadline);
+        if (status == WEFT_OK) {
+            free(msg.payload);
+        }
+    }
+    if (status == WEFT_ERR_TIMEOUT) {
+        weft_log_warn("remote: %s did not close within %" PRIu64
+                      " us after this consumer left: it may still map the views",
+                      r->base.server, r->timeout_us);
+    }
+    weft_consume_disconnect(&r->base);
+    free(r);
+}
+
+const weft_remote_ops_t weft_cuda_ipc_remote_ops = {
+    .name    = "cuda_ipc",
+    .connect = push_remote_connect,
+    .receive = push_remote_receive,
+    .close   = push_remote_close,
+};

@@ -1,0 +1,578 @@
+/*
+ * The server of the cuda_ipc push mode (push.h): one thread, current
+ * device the registry's GPU, in the producer's process. It accepts local
+ * consumers on the bootstrap port (token; their allocations mapped
+ * through CUDA IPC; views checked as weft_plan_create does; consumer
+ * registered) and copies every newly published version into each ready
+ * consumer's views, once that consumer asked for one:
+ *
+ *   WANT(a) → (v > a published) lease v → weft_plan_copy (the cuda_ipc plan's kernel and copy
+ *   engines, into the mapped views, waited for) → VERSION(v) → ACK(v) →
+ *   consumer_received(v)
+ *
+ * Copies run one consumer after the other on this thread: on one GPU
+ * each already moves the bytes at HBM speed, and a consumer's copy
+ * cannot hang on that consumer (its memory stays mapped here until we
+ * close it, even when its process died). A consumer whose connection
+ * closes, or that does not ack within the timeout, is dropped: a version
+ * in flight is recorded as its failure, its mappings are closed, then
+ * its connection. A leaving consumer (BYE) waits for that close, so its
+ * memory is never written after weft_remote_close() returned.
+ */
+#include "config.h"
+
+#include "common/cuda_util.h"
+#include "common/log.h"
+#include "common/time_util.h"
+#include "push.h"
+#include "transport/plan.h"
+#include "transport/remote/dispatch.h"
+#include "transport/remote/serve.h"
+#include "transport/transport.h"
+#include "transport/view_layout.h"
+
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POLL_MS      1      /* idle, no consumer */
+#define POLL_IDLE_NS 50000L /* consumers connected, none waiting for a version */
+#define WANT_WAIT_US 10000u /* asked for a version: on the registry, between looks at sockets */
+
+typedef enum peer_state {
+    PEER_HELLO,  /* waiting for HELLO */
+    PEER_VIEWS,  /* waiting for VIEWS */
+    PEER_READY,  /* idle; gets a version newer than want_after once wanting */
+    PEER_ACKING, /* its copy done and VERSION sent, waiting for ACK */
+    PEER_CLOSING /* dropped: freed at the next reap */
+} peer_state_t;
+
+typedef struct peer {
+    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    struct push_server *server;
+    peer_state_t        state;
+    void              **mapped; /* its allocations, opened here */
+    uint32_t            mapped_count;
+    int                 wanting;    /* a WANT came and no version answered it yet */
+    uint64_t            want_after; /* its argument */
+} peer_t;
+
+struct push_server {
+    weft_serve_t base; /* socket, token, timeout, thread, stats */
+    int          device;
+    int          broken; /* the thread could not use the GPU: refuse everyone */
+};
+
+static peer_t *peer_at(const struct push_server *s, uint32_t i)
+{
+    return (peer_t *)s->base.peers[i];
+}
+
+/* ------------------------------------------------------------ dropping */
+
+/* Closes what we mapped of the consumer; its plan goes first (its
+ * streams are synchronized, so no copy into them runs any more). */
+static void peer_unmap(peer_t *p)
+{
+    weft_plan_destroy(p->base.plan);
+    p->base.plan = NULL;
+    for (uint32_t i = 0; i < p->mapped_count; i++) {
+        if (p->mapped[i] != NULL) {
+            (void)WEFT_CUDA_CHECK(cudaIpcCloseMemHandle(p->mapped[i]));
+        }
+    }
+    free(p->mapped);
+    p->mapped = NULL;
+    p->mapped_count = 0;
+}
+
+static void peer_drop(peer_t *p, weft_status_t why, const char *what)
+{
+    if (p->state == PEER_CLOSING) {
+        return;
+    }
+    /* Copies are synchronous: nothing of ours reads the slot or writes
+     * its views now. Unmapped before the connection closes, which is what
+     * a leaving consumer waits for. */
+    weft_serve_release(&p->base);
+    peer_unmap(p);
+    weft_serve_drop(&p->base, why, what, p->state == PEER_ACKING, 1);
+    p->state = PEER_CLOSING;
+}
+
+static int peer_reap(weft_serve_peer_t *base)
+{
+    peer_t *p = (peer_t *)base;
+
+    if (p->state != PEER_CLOSING) {
+        return 0;
+    }
+    weft_serve_peer_fini(&p->base);
+    free(p);
+    return 1;
+}
+
+/* ----------------------------------------------------------- handshake */
+
+static void refuse(peer_t *p, weft_status_t status, const char *reason)
+{
+    weft_serve_refuse(&p->base, status, reason);
+    peer_drop(p, status, "refused");
+}
+
+static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_status_t status = weft_serve_welcome(&p->base, msg, NULL, 0);
+
+    if (status != WEFT_OK) {
+        peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
+        return;
+    }
+    p->state = PEER_VIEWS;
+}
+
+/* One of the consumer's allocations: its range there, our mapping here. */
+typedef struct allocation {
+    uint64_t base, bytes;
+    uint8_t *here;
+} allocation_t;
+
+/* Reads the allocation table and maps each allocation. *reason on error. */
+static weft_status_t map_allocations(peer_t *p, weft_boot_cursor_t *cur, allocation_t **out,
+                                     uint32_t *count, const char **reason)
+{
+    uint32_t      n = weft_boot_get_u32(cur);
+    allocation_t *allocs;
+
+    *reason = "malformed views";
+    if (cur->failed || n == 0 || n > WEFT_CUDA_IPC_MAX_ALLOCS) {
+        return WEFT_ERR_CORRUPT;
+    }
+    allocs = calloc(n, sizeof(*allocs));
+    p->mapped = calloc(n, sizeof(*p->mapped));
+    if (allocs == NULL || p->mapped == NULL) {
+        free(allocs);
+        *reason = "out of memory";
+        return WEFT_ERR_NO_MEMORY;
+    }
+    *out = allocs;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t           length = 0;
+        const void        *handle = weft_boot_get_blob(cur, &length);
+        cudaIpcMemHandle_t ipc;
+
+        allocs[i].base = weft_boot_get_u64(cur);
+        allocs[i].bytes = weft_boot_get_u64(cur);
+        if (cur->failed || length != WEFT_CUDA_IPC_HANDLE_BYTES || allocs[i].bytes == 0 ||
+            allocs[i].base + allocs[i].bytes < allocs[i].base) {
+            return WEFT_ERR_CORRUPT;
+        }
+        _Static_assert(sizeof(ipc) == WEFT_CUDA_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t size");
+        memcpy(&ipc, handle, sizeof(ipc));
+        /* Opened into this thread's device (the registry's); another GPU's
+         * memory is reached through peer access. Fails for a handle of
+         * this very process, whose consumers pull with weft_plan_*. */
+        if (WEFT_CUDA_CHECK(cudaIpcOpenMemHandle(&p->mapped[i], ipc,
+                                                 cudaIpcMemLazyEnablePeerAccess)) != WEFT_OK) {
+            p->mapped[i] = NULL;
+            *reason = "its memory cannot be mapped in the server's process (another node, a GPU "
+                      "the server cannot see, or the server's own process)";
+            return WEFT_ERR_CUDA;
+        }
+        p->mapped_count = i + 1;
+        allocs[i].here = p->mapped[i];
+    }
+    *count = n;
+    return WEFT_OK;
+}
+
+/* The allocation that holds [addr, addr + bytes), or NULL. */
+static const allocation_t *allocation_of(const allocation_t *allocs, uint32_t n, uint64_t addr,
+                                         uint64_t bytes)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (addr >= allocs[i].base && bytes <= allocs[i].bytes &&
+            addr - allocs[i].base <= allocs[i].bytes - bytes) {
+            return &allocs[i];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Points each view at our mapping of its allocation. Every byte a view
+ * reaches must lie in one allocation the consumer exported: the copies
+ * write there. (Views are checked one by one: two allocations may touch,
+ * and a span merged across them has no single mapping here.)
+ */
+static weft_status_t translate_views(weft_recv_view_t *views, uint32_t count,
+                                     const allocation_t *allocs, uint32_t n, const char **reason)
+{
+    for (uint32_t v = 0; v < count; v++) {
+        uint64_t            strides[WEFT_TENSOR_MAX_DIMS], elements = 0, span = 0;
+        uint64_t            addr = (uint64_t)(uintptr_t)views[v].data;
+        const allocation_t *a;
+
+        weft_view_strides(&views[v], strides);
+        if (views[v].ndim > WEFT_TENSOR_MAX_DIMS ||
+            weft_layout_size(views[v].ndim, views[v].shape, strides,
+                             weft_dtype_size(views[v].dtype), &elements, &span) != 0) {
+            continue; /* weft_serve_plan refuses it, naming it */
+        }
+        if (span == 0) {
+            views[v].data = allocs[0].here; /* no byte: never copied */
+            continue;
+        }
+        a = allocation_of(allocs, n, addr, span);
+        if (a == NULL) {
+            *reason = "its views reach memory outside the allocations it exported";
+            return WEFT_ERR_INVALID_PARAM;
+        }
+        views[v].data = a->here + (addr - a->base);
+    }
+    return WEFT_OK;
+}
+
+/*
+ * Views on another GPU than the registry's: the copies run on the views'
+ * GPU (the cuda_ipc backend's streams) and its kernel reads the slot on
+ * ours, which needs peer access from there. Mapping the consumer's memory
+ * enabled only the other direction.
+ */
+static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
+{
+    struct cudaPointerAttributes attr;
+    int                          device = p->server->device, saved, can = 0;
+    weft_status_t                status;
+    cudaError_t                  err;
+
+    status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p->mapped[0]));
+    if (status != WEFT_OK || attr.device == device) {
+        return status;
+    }
+    status = WEFT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, attr.device, device));
+    if (status == WEFT_OK && !can) {
+        *reason = "its GPU cannot reach the registry's GPU (no peer access)";
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    if (status == WEFT_OK) {
+        status = weft_cuda_enter(attr.device, &saved);
+    }
+    if (status != WEFT_OK) {
+        *reason = "the server cannot use its GPU";
+        return status;
+    }
+    err = cudaDeviceEnablePeerAccess(device, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError(); /* enabled for an earlier consumer */
+        err = cudaSuccess;
+    }
+    status = WEFT_CUDA_CHECK(err);
+    weft_cuda_leave(attr.device, saved);
+    if (status != WEFT_OK) {
+        *reason = "peer access from its GPU to the registry's failed";
+    }
+    return status;
+}
+
+static void on_views(peer_t *p, const weft_boot_msg_t *msg)
+{
+    struct push_server *s = p->server;
+    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
+    weft_recv_view_t   *views = NULL;
+    char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
+    allocation_t       *allocs = NULL;
+    uint32_t            view_count = 0, alloc_count = 0;
+    const char         *reason = "malformed views";
+    weft_boot_buf_t     buf = {0};
+    weft_status_t       status;
+
+    if (msg->type != WEFT_BOOT_VIEWS) {
+        refuse(p, WEFT_ERR_CORRUPT, "views expected");
+        return;
+    }
+    if (s->broken) {
+        refuse(p, WEFT_ERR_CUDA, "the server cannot use its GPU");
+        return;
+    }
+    status = map_allocations(p, &cur, &allocs, &alloc_count, &reason);
+    if (status == WEFT_OK) {
+        reason = "malformed views";
+        status = weft_wire_get_views(&cur, WEFT_MEMORY_CUDA, &views, &names, &view_count);
+    }
+    if (status == WEFT_OK) {
+        status = translate_views(views, view_count, allocs, alloc_count, &reason);
+    }
+    if (status == WEFT_OK) {
+        status = reach_registry_from(p, &reason);
+    }
+    free(allocs);
+    if (status != WEFT_OK) {
+        free(views);
+        free(names);
+        refuse(p, status, reason);
+        return;
+    }
+    /* The real cuda_ipc backend, whose views are our mappings. */
+    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_CUDA_IPC, &weft_transport_cuda_ipc_ops, views,
+                             view_count);
+    free(views);
+    free(names);
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "refused");
+        return;
+    }
+    status = weft_serve_register(&p->base);
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "refused");
+        return;
+    }
+    weft_serve_put_ready(&p->base, &buf);
+    status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
+    weft_boot_buf_free(&buf);
+    if (status != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
+        return;
+    }
+    p->state = PEER_READY;
+    weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
+                  " ranges, %u allocations mapped (cuda_ipc push)",
+                  p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
+                  p->base.plan->ranges.count, p->mapped_count);
+}
+
+/* ------------------------------------------------------------ versions */
+
+/* WANT(a): the consumer waits in weft_remote_receive for a version > a. */
+static void on_want(peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           after = weft_boot_get_u64(&cur);
+
+    if (msg->type != WEFT_BOOT_WANT || cur.failed) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
+        return;
+    }
+    p->wanting = 1;
+    p->want_after = after;
+}
+
+/* Reads what a consumer sent, in whatever state it is. */
+static void peer_read(weft_serve_peer_t *base)
+{
+    peer_t         *p = (peer_t *)base;
+    weft_boot_msg_t msg;
+    weft_status_t   why;
+    const char     *what;
+
+    if (!weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what)) {
+        peer_drop(p, why, what);
+        return;
+    }
+    switch (p->state) {
+    case PEER_HELLO:
+        on_hello(p, &msg);
+        break;
+    case PEER_VIEWS:
+        on_views(p, &msg);
+        break;
+    case PEER_READY:
+        on_want(p, &msg);
+        break;
+    case PEER_ACKING:
+        if (weft_serve_ack(&p->base, &msg) != WEFT_OK) {
+            peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
+        } else {
+            p->state = PEER_READY;
+        }
+        break;
+    default:
+        peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
+        break;
+    }
+    free(msg.payload);
+}
+
+/* Copies the latest version into a ready consumer that lacks it. */
+static void peer_start(weft_serve_peer_t *base, uint64_t latest)
+{
+    peer_t       *p = (peer_t *)base;
+    weft_status_t status;
+
+    if (p->state != PEER_READY || !p->wanting || latest <= p->want_after ||
+        !weft_serve_lease_next(&p->base, latest)) {
+        return;
+    }
+    status = weft_plan_copy(p->base.plan, &p->base.lease);
+    p->base.in_place_ns = weft_time_ns();
+    p->state = PEER_ACKING; /* from here a failure is this version's */
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "the copy into its views failed");
+        return;
+    }
+    /* Every byte is in its views: the lease is no longer needed, and the
+     * request is answered. */
+    weft_serve_release(&p->base);
+    p->wanting = 0;
+    if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_VERSION, p->base.version,
+                           weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
+    }
+}
+
+static void peer_check_deadline(peer_t *p)
+{
+    if (p->state != PEER_READY && p->state != PEER_CLOSING && weft_time_ns() > p->base.deadline) {
+        peer_drop(p, WEFT_ERR_TIMEOUT,
+                  p->state == PEER_ACKING ? "no ack within the timeout" : "no handshake within the timeout");
+    }
+}
+
+static void peer_init(weft_serve_peer_t *base)
+{
+    peer_t *p = (peer_t *)base;
+
+    p->server = (struct push_server *)base->server; /* weft_serve_t is its first member */
+    p->state = PEER_HELLO;
+}
+
+static const weft_serve_peer_ops_t peer_ops = {
+    .size  = sizeof(peer_t),
+    .init  = peer_init,
+    .read  = peer_read,
+    .start = peer_start,
+    .reap  = peer_reap,
+};
+
+/*
+ * When every consumer is idle and some wait for a version newer than the
+ * latest, the thread sleeps on the registry itself (weft_registry_wait: a
+ * publish wakes it at once) rather than polling for it, and looks at the
+ * sockets every WANT_WAIT_US. 1 when it waited, 0 when there was nothing
+ * to wait for (or the wait failed).
+ */
+static int wait_for_wanted_version(struct push_server *s)
+{
+    uint64_t     floor = UINT64_MAX;
+    weft_lease_t lease;
+
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        const peer_t *p = peer_at(s, i);
+
+        if (p->state != PEER_READY) {
+            return 0; /* a handshake or an ack comes over its socket */
+        }
+        if (p->wanting) {
+            uint64_t after = p->want_after > p->base.acked ? p->want_after : p->base.acked;
+            floor = after < floor ? after : floor;
+        }
+    }
+    if (floor == UINT64_MAX || weft_serve_latest(&s->base) > floor) {
+        return 0;
+    }
+    if (weft_registry_wait(s->base.reg, floor, WANT_WAIT_US, &lease) == WEFT_OK) {
+        (void)weft_registry_release(s->base.reg, &lease); /* each peer leases its own */
+        return 1;
+    }
+    return 0;
+}
+
+static void *server_main(void *arg)
+{
+    struct push_server *s = arg;
+    struct pollfd      *fds = calloc(WEFT_SERVE_MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
+
+    if (fds == NULL) {
+        weft_log_error("server: no memory for its poll set");
+        return NULL;
+    }
+    /* Every CUDA call of the server runs here: mappings are opened into
+     * the registry's GPU's context. */
+    if (WEFT_CUDA_CHECK(cudaSetDevice(s->device)) != WEFT_OK) {
+        weft_log_error("server: cannot use GPU %d: every consumer will be refused", s->device);
+        s->broken = 1;
+    }
+    while (!atomic_load(&s->base.stop)) {
+        uint32_t        n, ready = 0;
+        struct timespec ts = {.tv_sec = 0,
+                              .tv_nsec = s->base.peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
+
+        if (wait_for_wanted_version(s)) {
+            ts.tv_nsec = 0; /* a version came, or WANT_WAIT_US passed: the sockets */
+        }
+        n = weft_serve_poll_fds(&s->base, fds);
+        /* Otherwise a handshake or an ack is awaited on the sockets, and a
+         * new version looked for every POLL_IDLE_NS. */
+        (void)ppoll(fds, n, &ts, NULL);
+        weft_serve_poll_events(&s->base, fds, n);
+        weft_serve_start_versions(&s->base);
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            peer_check_deadline(peer_at(s, i));
+        }
+        weft_serve_reap(&s->base);
+        for (uint32_t i = 0; i < s->base.peer_count; i++) {
+            ready += peer_at(s, i)->state == PEER_READY || peer_at(s, i)->state == PEER_ACKING;
+        }
+        weft_serve_set_consumers(&s->base, ready);
+    }
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
+    }
+    weft_serve_reap(&s->base);
+    free(fds);
+    return NULL;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+static void server_free(struct push_server *s)
+{
+    weft_serve_fini(&s->base);
+    free(s);
+}
+
+static weft_status_t push_server_create(weft_registry_h reg, const weft_server_params_t *params,
+                                        void **out)
+{
+    struct push_server *s = calloc(1, sizeof(*s));
+    weft_status_t       status;
+
+    if (s == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    weft_serve_init(&s->base, reg, params, WEFT_CUDA_IPC_PUSH_PROTOCOL, 0, &peer_ops);
+    status = weft_serve_gpu_registry(reg, "cuda_ipc", "consumers copy it with the host transport",
+                                     &s->device);
+    if (status == WEFT_OK) {
+        status = weft_serve_listen(&s->base, params->listen);
+    }
+    if (status == WEFT_OK) {
+        status = weft_serve_start(&s->base, server_main, s);
+    }
+    if (status != WEFT_OK) {
+        server_free(s);
+        return status;
+    }
+    weft_log_info("server: serving on port %u (cuda_ipc push from GPU %d, timeout %" PRIu64 " us)",
+                  s->base.port, s->device, s->base.timeout_us);
+    *out = s;
+    return WEFT_OK;
+}
+
+static void push_server_destroy(void *server)
+{
+    struct push_server *s = server;
+
+    weft_serve_join(&s->base);
+    server_free(s);
+}
+
+const weft_server_ops_t weft_cuda_ipc_server_ops = {
+    .name      = "cuda_ipc",
+    .create    = push_server_create,
+    .port      = weft_serve_port_of,
+    .get_stats = weft_serve_stats_of,
+    .destroy   = push_server_destroy,
+};
