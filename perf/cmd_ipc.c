@@ -15,6 +15,20 @@
  * every destination byte is compared with what the producer wrote: a
  * pattern that depends on the version, the tensor and the byte's position.
  *
+ * Then the same transfer pushed (unless --no-push): the producer's process
+ * runs a cuda_ipc weft_server on loopback and copies each version into
+ * the same fused tensors, which the consumer process exported with
+ * weft_remote_connect() and waits on with weft_remote_receive(). Why both:
+ * on one GPU a copy made by the consumer's process first waits for the GPU
+ * to switch from the producer's context (~0.15 ms a version); a push copy
+ * runs in the producer's own context. A pushed version is timed by the
+ * server, from its lease to the copy completed (the growth of
+ * weft_server_stats_t.transfer_ns over that version), and verified as
+ * above. For both modes the producer also times each version end to end,
+ * from just before weft_registry_publish() to weft_registry_wait_consumers()
+ * returning: what a trainer waits for, wake-ups and acknowledgements
+ * included.
+ *
  * Beside it, in the same run and each in a process of its own: the ceiling,
  * one copy of the same bytes as a single buffer (cudaMemcpyPeerAsync from
  * the source to the destination GPU, or cudaMemcpyAsync device-to-device on
@@ -73,6 +87,7 @@ typedef struct ipc_options {
     uint64_t    src, dst, iters, warmup;
     int         by_expert; /* --order expert */
     int         json, peer;
+    int         push; /* also the push mode (default; --no-push) */
     const char *peer_script;
 } ipc_options_t;
 
@@ -83,7 +98,9 @@ static int ipc_usage(FILE *out)
             "  A whole version of expert weights from a GPU registry into fused engine\n"
             "  tensors through the cuda_ipc transport, beside a peer copy (or a D2D copy\n"
             "  on one GPU) of the same bytes, NCCL send/recv, and torch tensors shared\n"
-            "  one by one over CUDA IPC (SGLang's update_weights_from_tensor).\n"
+            "  one by one over CUDA IPC (SGLang's update_weights_from_tensor). The\n"
+            "  cuda_ipc transfer runs twice: pulled (the consumer's process copies)\n"
+            "  and pushed (the producer's process copies, weft_server/weft_remote).\n"
             "  --workload W       qwen3-2layer, single-1g or all (default all)\n"
             "  --src-device N     the producer's GPU (default 0)\n"
             "  --dst-device N     the consumer's GPU for the cross-GPU case (default 1)\n"
@@ -93,6 +110,8 @@ static int ipc_usage(FILE *out)
             "  --order O          registry declaration order: role (experts of one tensor\n"
             "                     kind side by side, default) or expert (each expert's\n"
             "                     six tensors in turn)\n"
+            "  --no-push          skip the push mode (producer's process copies through\n"
+            "                     a cuda_ipc weft_server on loopback)\n"
             "  --no-peer          skip the torch peer\n"
             "  --peer-script P    the peer script (default %s)\n"
             "  --json             one JSON object per case instead of the table\n"
@@ -118,12 +137,12 @@ static int parse_options(int argc, char **argv, ipc_options_t *o)
         {"warmup", required_argument, NULL, 'w'},     {"order", required_argument, NULL, 'o'},
         {"no-peer", no_argument, NULL, 'n'},          {"peer-script", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"no-push", no_argument, NULL, 'u'},          {NULL, 0, NULL, 0},
     };
     int opt;
 
     *o = (ipc_options_t){.workloads = WORKLOAD_QWEN3 | WORKLOAD_SINGLE, .src = 0, .dst = 1, .iters = 20,
-                         .warmup = 3, .peer = 1, .peer_script = WEFT_PERF_IPC_PEER};
+                         .warmup = 3, .peer = 1, .push = 1, .peer_script = WEFT_PERF_IPC_PEER};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -136,6 +155,7 @@ static int parse_options(int argc, char **argv, ipc_options_t *o)
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, MAX_ITERS, &o->warmup); break;
         case 'o': bad = perf_arg_word("--order", optarg, order_words, &o->by_expert); break;
         case 'n': o->peer = 0; break;
+        case 'u': o->push = 0; break;
         case 'p': o->peer_script = optarg; break;
         case 'j': o->json = 1; break;
         case 'h': return ipc_usage(stdout) + 1;
@@ -353,14 +373,34 @@ typedef struct ipc_probe {
     char name[2][256], bus[2][32], error[160];
 } ipc_probe_t;
 
+/* One figure per timed version, in ns. */
+typedef struct ipc_samples {
+    uint64_t n, ns[MAX_ITERS];
+} ipc_samples_t;
+
+/* What a consumer found comparing its views with the last version. */
+typedef struct ipc_check {
+    int      verified; /* every view was compared */
+    uint64_t wrong_bytes, verified_bytes;
+} ipc_check_t;
+
 typedef struct ipc_shared {
     ipc_probe_t probe;
     struct {
-        uint64_t tensors, ranges, ranges_uncoalesced, plan_bytes;
-        uint64_t last_version, wrong_bytes, verified_bytes;
-        int      verified;
-        uint64_t n, ns[MAX_ITERS]; /* weft_plan_copy, timed versions */
+        uint64_t      tensors, ranges, ranges_uncoalesced, plan_bytes;
+        uint64_t      last_version;
+        ipc_check_t   check;
+        uint64_t      n, ns[MAX_ITERS]; /* weft_plan_copy, timed versions */
+        ipc_samples_t e2e; /* producer: publish to the consumer's record */
     } weft;
+    /* The push mode: the producer's process copies (weft_server). */
+    struct {
+        _Atomic uint32_t port; /* the producer's server listens there; 0: not yet */
+        uint64_t         last_version;
+        ipc_check_t      check;
+        ipc_samples_t    transfer; /* the server's transfer_ns, per version */
+        ipc_samples_t    e2e;      /* producer: publish to the consumer's record */
+    } push;
     struct {
         uint64_t n, ns[MAX_ITERS]; /* a ceiling or NCCL child's runs */
     } timing;
@@ -380,6 +420,7 @@ typedef struct ipc_ctx {
     ipc_shared_t        *sh;
     perf_children_t      children;
     char                 registry[WEFT_REGISTRY_NAME_MAX];
+    char                 token[64]; /* the push server's, per case */
 } ipc_ctx_t;
 
 /* ------------------------------------------------------------- checks */
@@ -427,6 +468,14 @@ static double median_seconds(uint64_t *ns, uint64_t n)
     }
     perf_latency_summarize(ns, (size_t)n, &lat);
     return lat.p50_us / 1e6;
+}
+
+/* Keeps the figure of version v (1, 2, ...) unless it is a warm-up one. */
+static void sample_add(ipc_samples_t *s, const ipc_options_t *o, uint64_t v, uint64_t ns)
+{
+    if (v > o->warmup && s->n < MAX_ITERS) {
+        s->ns[s->n++] = ns;
+    }
 }
 
 /* ----------------------------------------------------------- producer */
@@ -506,71 +555,207 @@ static int wait_for_consumer(weft_registry_h reg)
     }
 }
 
-/* Version v: write every tensor on the GPU, publish, wait for the ack. */
-static int publish_version(weft_registry_h reg, const ipc_case_t *c, const ipc_tensor_t *tensors, size_t count,
-                           uint64_t v, const uint8_t *ring_dev, cudaStream_t stream)
-{
-    uint32_t lagging = 0;
+/* What a producer process holds: the registry and the pattern's source. */
+typedef struct ipc_producer {
+    ipc_tensor_t   *tensors;
+    size_t          count;
+    uint8_t        *ring, *ring_dev;
+    cudaStream_t    stream;
+    weft_registry_h reg;
+} ipc_producer_t;
 
-    if (!weft_ok(weft_registry_write_begin(reg, WAIT_US, NULL), "weft_registry_write_begin")) {
+/* The first CUDA call: this process's context is on the source GPU. */
+static int producer_open(ipc_ctx_t *ctx, const ipc_case_t *c, ipc_producer_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->tensors = tensor_list(c->w, ctx->o->by_expert, &p->count);
+    p->ring = ring_make();
+    if (p->tensors == NULL || p->ring == NULL || !CU(cudaSetDevice(c->src)) ||
+        !CU(cudaMalloc((void **)&p->ring_dev, RING_BYTES)) ||
+        !CU(cudaMemcpy(p->ring_dev, p->ring, RING_BYTES, cudaMemcpyHostToDevice)) ||
+        !CU(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking)) ||
+        !weft_ok(create_registry(ctx->registry, c, p->tensors, p->count, &p->reg), "GPU registry")) {
         return -1;
     }
-    for (size_t i = 0; i < count; i++) {
+    return 0;
+}
+
+static void producer_close(ipc_ctx_t *ctx, ipc_producer_t *p)
+{
+    if (p->reg != NULL) {
+        (void)weft_ok(weft_registry_close(p->reg), "weft_registry_close");
+        (void)weft_registry_unlink(ctx->registry);
+    }
+    if (p->stream != NULL) {
+        (void)CU(cudaStreamDestroy(p->stream));
+    }
+    if (p->ring_dev != NULL) {
+        (void)CU(cudaFree(p->ring_dev));
+    }
+    free(p->ring);
+    free(p->tensors);
+}
+
+/* Version v: write every tensor on the GPU, publish, wait for the ack.
+ * *e2e_ns: from just before the publish to the wait's return, which is
+ * what a trainer waits for in either mode. */
+static int publish_version(ipc_producer_t *p, const ipc_case_t *c, uint64_t v, uint64_t *e2e_ns)
+{
+    uint32_t lagging = 0;
+    uint64_t t0;
+
+    if (!weft_ok(weft_registry_write_begin(p->reg, WAIT_US, NULL), "weft_registry_write_begin")) {
+        return -1;
+    }
+    for (size_t i = 0; i < p->count; i++) {
         void *data = NULL;
 
-        if (!weft_ok(weft_registry_write_tensor(reg, (uint32_t)i, &data), "weft_registry_write_tensor") ||
-            fill_tensor(data, kind_bytes(&c->w->kind[tensors[i].kind]), ring_offset(v, tensors[i].id), ring_dev,
-                        stream) != 0) {
+        if (!weft_ok(weft_registry_write_tensor(p->reg, (uint32_t)i, &data), "weft_registry_write_tensor") ||
+            fill_tensor(data, kind_bytes(&c->w->kind[p->tensors[i].kind]), ring_offset(v, p->tensors[i].id),
+                        p->ring_dev, p->stream) != 0) {
             return -1;
         }
     }
-    if (!CU(cudaStreamSynchronize(stream)) || !weft_ok(weft_registry_publish(reg, v, NULL), "weft_registry_publish") ||
-        !weft_ok(weft_registry_wait_consumers(reg, v, WAIT_US, &lagging), "weft_registry_wait_consumers")) {
+    if (!CU(cudaStreamSynchronize(p->stream))) {
         return -1;
+    }
+    t0 = perf_now_ns();
+    if (!weft_ok(weft_registry_publish(p->reg, v, NULL), "weft_registry_publish") ||
+        !weft_ok(weft_registry_wait_consumers(p->reg, v, WAIT_US, &lagging), "weft_registry_wait_consumers")) {
+        return -1;
+    }
+    *e2e_ns = perf_now_ns() - t0;
+    return 0;
+}
+
+/*
+ * What the push server counted for version v, whose wait returned: the
+ * server counts a transfer (versions_sent, bytes_sent, transfer_ns) before
+ * it records it, so it is in `after` (its last_version is set only after
+ * the record: not compared). Exactly one transfer of every byte, else the
+ * figure would not be this version's. *transfer_ns: its time, from the
+ * lease to the copy done.
+ */
+static int push_counted(weft_server_h server, const weft_server_stats_t *before, uint64_t v, uint64_t bytes,
+                        uint64_t *transfer_ns)
+{
+    weft_server_stats_t after;
+
+    if (!weft_ok(weft_server_get_stats(server, &after), "weft_server_get_stats")) {
+        return -1;
+    }
+    if (after.versions_sent != before->versions_sent + 1 || after.bytes_sent - before->bytes_sent != bytes) {
+        fprintf(stderr,
+                "weft-perf ipc: push: version %llu: the server counted %llu transfers of %llu bytes in all, not 1 "
+                "of %llu\n",
+                (unsigned long long)v, (unsigned long long)(after.versions_sent - before->versions_sent),
+                (unsigned long long)(after.bytes_sent - before->bytes_sent), (unsigned long long)bytes);
+        return -1;
+    }
+    *transfer_ns = after.transfer_ns - before->transfer_ns;
+    return 0;
+}
+
+/* Every version in turn, each timed end to end into e2e. With a push
+ * server (else NULL), also the server's transfer time into transfer. */
+static int publish_versions(ipc_ctx_t *ctx, const ipc_case_t *c, ipc_producer_t *p, weft_server_h server,
+                            ipc_samples_t *e2e, ipc_samples_t *transfer)
+{
+    const uint64_t versions = ctx->o->warmup + ctx->o->iters;
+
+    for (uint64_t v = 1; v <= versions; v++) {
+        weft_server_stats_t before = {0};
+        uint64_t            e2e_ns = 0, transfer_ns = 0;
+
+        if (perf_interrupted ||
+            (server != NULL && !weft_ok(weft_server_get_stats(server, &before), "weft_server_get_stats")) ||
+            publish_version(p, c, v, &e2e_ns) != 0 ||
+            (server != NULL && push_counted(server, &before, v, workload_bytes(c->w), &transfer_ns) != 0)) {
+            fprintf(stderr, "weft-perf ipc: producer%s: version %llu failed\n", server != NULL ? " (push)" : "",
+                    (unsigned long long)v);
+            return -1;
+        }
+        sample_add(e2e, ctx->o, v, e2e_ns);
+        if (server != NULL) {
+            sample_add(transfer, ctx->o, v, transfer_ns);
+        }
     }
     return 0;
 }
 
 static int producer_main(ipc_ctx_t *ctx, const ipc_case_t *c)
 {
-    const uint64_t  versions = ctx->o->warmup + ctx->o->iters;
-    size_t          count = 0;
-    ipc_tensor_t   *tensors = tensor_list(c->w, ctx->o->by_expert, &count);
-    uint8_t        *ring = ring_make(), *ring_dev = NULL;
-    cudaStream_t    stream = NULL;
-    weft_registry_h reg = NULL;
-    int             rc = 1;
+    ipc_producer_t p;
+    int            rc = 1;
 
-    if (tensors == NULL || ring == NULL || !CU(cudaSetDevice(c->src)) ||
-        !CU(cudaMalloc((void **)&ring_dev, RING_BYTES)) ||
-        !CU(cudaMemcpy(ring_dev, ring, RING_BYTES, cudaMemcpyHostToDevice)) ||
-        !CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking))) {
-        goto out;
+    if (producer_open(ctx, c, &p) == 0 && wait_for_consumer(p.reg) == 0 &&
+        publish_versions(ctx, c, &p, NULL, &ctx->sh->weft.e2e, NULL) == 0) {
+        rc = 0;
     }
-    if (!weft_ok(create_registry(ctx->registry, c, tensors, count, &reg), "GPU registry") ||
-        wait_for_consumer(reg) != 0) {
-        goto out;
+    producer_close(ctx, &p);
+    return rc;
+}
+
+/* The push server, on loopback. Its port goes to the consumer process
+ * through the shared mapping: both were forked before either had CUDA. */
+static int start_push_server(ipc_ctx_t *ctx, weft_registry_h reg, weft_server_h *server)
+{
+    const weft_server_params_t params = {.transport = WEFT_TRANSPORT_CUDA_IPC, .listen = "127.0.0.1:0",
+                                         .token = ctx->token};
+    uint16_t                   port = 0;
+
+    if (!weft_ok(weft_server_create(reg, &params, server), "weft_server_create (cuda_ipc)") ||
+        !weft_ok(weft_server_port(*server, &port), "weft_server_port")) {
+        return -1;
     }
-    for (uint64_t v = 1; v <= versions; v++) {
-        if (perf_interrupted || publish_version(reg, c, tensors, count, v, ring_dev, stream) != 0) {
-            fprintf(stderr, "weft-perf ipc: producer: version %llu failed\n", (unsigned long long)v);
-            goto out;
+    atomic_store(&ctx->sh->push.port, port);
+    return 0;
+}
+
+/* After the last version the consumer verifies its views and leaves; the
+ * server unmaps them before it closes the connection, which is what the
+ * consumer's weft_remote_close() waits for. Destroying the server first
+ * would drop the consumer instead of letting it leave. */
+static int wait_for_departure(weft_server_h server)
+{
+    const uint64_t deadline = perf_now_ns() + WAIT_US * 1000;
+
+    for (;;) {
+        weft_server_stats_t stats;
+
+        if (!weft_ok(weft_server_get_stats(server, &stats), "weft_server_get_stats")) {
+            return -1;
         }
+        if (stats.consumers == 0) {
+            return 0;
+        }
+        if (perf_interrupted || perf_now_ns() > deadline) {
+            fprintf(stderr, "weft-perf ipc: push: the consumer did not leave\n");
+            return -1;
+        }
+        perf_sleep_us(1000);
     }
-    rc = 0;
-out:
-    if (reg != NULL) {
-        (void)weft_ok(weft_registry_close(reg), "weft_registry_close");
-        (void)weft_registry_unlink(ctx->registry);
+}
+
+/* The producer of the push mode: the same registry and versions, copied
+ * into the consumer's views by this process's server. */
+static int push_producer_main(ipc_ctx_t *ctx, const ipc_case_t *c)
+{
+    ipc_producer_t p;
+    weft_server_h  server = NULL;
+    int            rc = 1;
+
+    if (producer_open(ctx, c, &p) == 0 && start_push_server(ctx, p.reg, &server) == 0 &&
+        wait_for_consumer(p.reg) == 0 &&
+        publish_versions(ctx, c, &p, server, &ctx->sh->push.e2e, &ctx->sh->push.transfer) == 0 &&
+        wait_for_departure(server) == 0) {
+        rc = 0;
     }
-    if (stream != NULL) {
-        (void)CU(cudaStreamDestroy(stream));
+    /* Before the registry: the server copies out of its arenas. */
+    if (server != NULL) {
+        (void)weft_ok(weft_server_destroy(server), "weft_server_destroy");
     }
-    if (ring_dev != NULL) {
-        (void)CU(cudaFree(ring_dev));
-    }
-    free(ring);
-    free(tensors);
+    producer_close(ctx, &p);
     return rc;
 }
 
@@ -668,9 +853,9 @@ static int receive_versions(ipc_ctx_t *ctx, weft_registry_h reg, weft_plan_h pla
 }
 
 /* Copies every view back to the host and compares it with the pattern
- * of `version`. Returns -1 when a copy fails. */
-static int verify_views(ipc_ctx_t *ctx, const ipc_workload_t *w, uint8_t *const *fused, const ipc_tensor_t *tensors,
-                        size_t count, uint64_t version)
+ * of `version`, into *check. Returns -1 when a copy fails. */
+static int verify_views(const ipc_workload_t *w, uint8_t *const *fused, const ipc_tensor_t *tensors, size_t count,
+                        uint64_t version, ipc_check_t *check)
 {
     uint8_t *ring = ring_make(), *host = malloc(CHECK_CHUNK);
     int      rc = -1;
@@ -688,11 +873,11 @@ static int verify_views(ipc_ctx_t *ctx, const ipc_workload_t *w, uint8_t *const 
             if (!CU(cudaMemcpy(host, data + pos, len, cudaMemcpyDeviceToHost))) {
                 goto out;
             }
-            ctx->sh->weft.wrong_bytes += ring_compare(host, len, (off + pos) % RING_BYTES, ring);
-            ctx->sh->weft.verified_bytes += len;
+            check->wrong_bytes += ring_compare(host, len, (off + pos) % RING_BYTES, ring);
+            check->verified_bytes += len;
         }
     }
-    ctx->sh->weft.verified = 1;
+    check->verified = 1;
     rc = 0;
 out:
     free(ring);
@@ -700,31 +885,58 @@ out:
     return rc;
 }
 
-static int consumer_main(ipc_ctx_t *ctx, const ipc_case_t *c)
-{
-    const ipc_workload_t *w = c->w;
-    size_t                count = 0, nfused = (size_t)(w->layers * w->kinds);
-    ipc_tensor_t         *tensors = tensor_list(w, ctx->o->by_expert, &count);
-    weft_recv_view_t     *views = calloc(count ? count : 1, sizeof(*views));
-    uint8_t             **fused = calloc(nfused, sizeof(*fused));
-    weft_registry_h       reg = NULL;
-    weft_plan_h           plan = NULL;
-    weft_plan_stats_t     stats;
-    uint32_t              consumer = 0;
-    int                   rc = 1;
+/* What a consumer process holds: the engine's fused tensors and one view
+ * per registry tensor into them. */
+typedef struct ipc_engine {
+    ipc_tensor_t     *tensors;
+    size_t            count, nfused;
+    weft_recv_view_t *views;
+    uint8_t         **fused;
+} ipc_engine_t;
 
-    if (tensors == NULL || views == NULL || fused == NULL) {
+static int engine_open(ipc_ctx_t *ctx, const ipc_case_t *c, ipc_engine_t *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->nfused = (size_t)(c->w->layers * c->w->kinds);
+    e->tensors = tensor_list(c->w, ctx->o->by_expert, &e->count);
+    e->views = calloc(e->count ? e->count : 1, sizeof(*e->views));
+    e->fused = calloc(e->nfused, sizeof(*e->fused));
+    if (e->tensors == NULL || e->views == NULL || e->fused == NULL) {
         fprintf(stderr, "weft-perf ipc: out of memory\n");
-        goto out;
+        return -1;
     }
     /* The first CUDA call: this process's context is on the destination. */
-    if (!CU(cudaSetDevice(c->dst)) || alloc_fused(w, fused) != 0) {
-        goto out;
+    if (!CU(cudaSetDevice(c->dst)) || alloc_fused(c->w, e->fused) != 0) {
+        return -1;
     }
-    build_views(w, fused, tensors, count, views);
-    if (open_registry(ctx->registry, &reg) != 0 ||
+    build_views(c->w, e->fused, e->tensors, e->count, e->views);
+    return 0;
+}
+
+static void engine_close(ipc_engine_t *e)
+{
+    for (size_t i = 0; e->fused != NULL && i < e->nfused; i++) {
+        if (e->fused[i] != NULL) {
+            (void)CU(cudaFree(e->fused[i]));
+        }
+    }
+    free(e->fused);
+    free(e->views);
+    free(e->tensors);
+}
+
+static int consumer_main(ipc_ctx_t *ctx, const ipc_case_t *c)
+{
+    ipc_engine_t      e;
+    weft_registry_h   reg = NULL;
+    weft_plan_h       plan = NULL;
+    weft_plan_stats_t stats;
+    uint32_t          consumer = 0;
+    int               rc = 1;
+
+    if (engine_open(ctx, c, &e) != 0 || open_registry(ctx->registry, &reg) != 0 ||
         !weft_ok(weft_registry_consumer_register(reg, "weft-perf-ipc", &consumer), "consumer_register") ||
-        !weft_ok(weft_plan_create(reg, WEFT_TRANSPORT_CUDA_IPC, views, count, &plan), "weft_plan_create") ||
+        !weft_ok(weft_plan_create(reg, WEFT_TRANSPORT_CUDA_IPC, e.views, e.count, &plan), "weft_plan_create") ||
         !weft_ok(weft_plan_get_stats(plan, &stats), "weft_plan_get_stats")) {
         goto out;
     }
@@ -733,21 +945,85 @@ static int consumer_main(ipc_ctx_t *ctx, const ipc_case_t *c)
     ctx->sh->weft.ranges_uncoalesced = stats.ranges_uncoalesced;
     ctx->sh->weft.plan_bytes = stats.bytes;
     if (receive_versions(ctx, reg, plan, consumer) != 0 ||
-        verify_views(ctx, w, fused, tensors, count, ctx->sh->weft.last_version) != 0) {
+        verify_views(c->w, e.fused, e.tensors, e.count, ctx->sh->weft.last_version, &ctx->sh->weft.check) != 0) {
         goto out;
     }
-    rc = ctx->sh->weft.wrong_bytes == 0 ? 0 : 5;
+    rc = ctx->sh->weft.check.wrong_bytes == 0 ? 0 : 5;
 out:
     (void)weft_ok(weft_plan_destroy(plan), "weft_plan_destroy");
     (void)weft_ok(weft_registry_close(reg), "weft_registry_close");
-    for (size_t i = 0; fused != NULL && i < nfused; i++) {
-        if (fused[i] != NULL) {
-            (void)CU(cudaFree(fused[i]));
+    engine_close(&e);
+    return rc;
+}
+
+/* The push server's "host:port", once its producer has published it. */
+static int wait_for_server(ipc_ctx_t *ctx, char *addr, size_t size)
+{
+    const uint64_t deadline = perf_now_ns() + WAIT_US * 1000;
+
+    for (;;) {
+        uint32_t port = atomic_load(&ctx->sh->push.port);
+
+        if (port != 0) {
+            snprintf(addr, size, "127.0.0.1:%u", (unsigned)port);
+            return 0;
         }
+        if (perf_interrupted || perf_now_ns() > deadline) {
+            fprintf(stderr, "weft-perf ipc: push: the producer's server did not start\n");
+            return -1;
+        }
+        perf_sleep_us(1000);
     }
-    free(fused);
-    free(views);
-    free(tensors);
+}
+
+/* Every pushed version in turn; each is in the views when it is returned
+ * (the server's copy completed before its notice). The producer waits for
+ * each before it publishes the next, so none may be skipped. */
+static int receive_pushed(ipc_ctx_t *ctx, weft_remote_h remote)
+{
+    const uint64_t versions = ctx->o->warmup + ctx->o->iters;
+    uint64_t       last = 0;
+
+    while (last < versions) {
+        uint64_t v = 0;
+
+        if (perf_interrupted || !weft_ok(weft_remote_receive(remote, last, WAIT_US, &v), "weft_remote_receive")) {
+            return -1;
+        }
+        if (v != last + 1) {
+            fprintf(stderr, "weft-perf ipc: push: version %llu came after %llu\n", (unsigned long long)v,
+                    (unsigned long long)last);
+            return -1;
+        }
+        last = v;
+    }
+    ctx->sh->push.last_version = last;
+    return 0;
+}
+
+/* The consumer of the push mode: the same engine tensors and views,
+ * exported to the producer's server, whose process copies into them. This
+ * process does no GPU work until the last version is in. */
+static int push_consumer_main(ipc_ctx_t *ctx, const ipc_case_t *c)
+{
+    char                       addr[32] = "";
+    const weft_remote_params_t params = {.transport = WEFT_TRANSPORT_CUDA_IPC, .server = addr,
+                                         .token = ctx->token, .name = "weft-perf-ipc-push"};
+    ipc_engine_t               e;
+    weft_remote_h              remote = NULL;
+    int                        rc = 1;
+
+    if (engine_open(ctx, c, &e) != 0 || wait_for_server(ctx, addr, sizeof(addr)) != 0 ||
+        !weft_ok(weft_remote_connect(&params, e.views, e.count, &remote), "weft_remote_connect (cuda_ipc)") ||
+        receive_pushed(ctx, remote) != 0 ||
+        verify_views(c->w, e.fused, e.tensors, e.count, ctx->sh->push.last_version, &ctx->sh->push.check) != 0) {
+        goto out;
+    }
+    rc = ctx->sh->push.check.wrong_bytes == 0 ? 0 : 5;
+out:
+    /* Before the memory goes: the server maps it until the close returns. */
+    (void)weft_ok(weft_remote_close(remote), "weft_remote_close");
+    engine_close(&e);
     return rc;
 }
 
@@ -1062,6 +1338,12 @@ typedef struct ipc_result {
     int      verified, ok;
     double   weft_s, ceiling_s, nccl_s, torch_s; /* NaN: none */
     double   switched_s; /* same GPU: D2D copy right after another process's work */
+    double   weft_e2e_s;  /* producer: publish to the consumer's record (pull) */
+    /* The push mode, when measured: the server's transfer time and the
+     * producer's end to end time; its own check of every byte. */
+    int      push_measured, push_verified, push_ok;
+    uint64_t push_wrong_bytes;
+    double   push_s, push_e2e_s;
     char     torch_version[64], torch_note[256], note[512];
 } ipc_result_t;
 
@@ -1188,6 +1470,36 @@ static void run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t 
 
 /* ------------------------------------------------------------- a case */
 
+/* The push mode: a producer whose process copies through its server, and
+ * a consumer that exported its views, over a fresh registry. */
+static void measure_push(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_result_t *r)
+{
+    const uint64_t versions = ctx->o->warmup + ctx->o->iters;
+    ipc_shared_t  *sh = ctx->sh;
+    int            failed;
+
+    snprintf(ctx->registry, sizeof(ctx->registry), "weft-perf-ipc-%d-%d-push", (int)getpid(), number);
+    snprintf(ctx->token, sizeof(ctx->token), "weft-perf-ipc-%d-%d-%llx", (int)getpid(), number,
+             (unsigned long long)perf_now_ns());
+    (void)weft_registry_unlink(ctx->registry);
+    memset(&sh->push, 0, sizeof(sh->push));
+    atomic_store(&sh->push.port, 0);
+    failed = run_children(ctx, "weft push producer/consumer", push_producer_main, push_consumer_main, c,
+                          300 + versions * 10) != 0;
+    if (failed) {
+        add_note(r, "the weft push transfer failed");
+    }
+    (void)weft_registry_unlink(ctx->registry);
+    r->push_measured = 1;
+    r->push_verified = sh->push.check.verified;
+    r->push_wrong_bytes = sh->push.check.wrong_bytes;
+    r->push_s = median_seconds(sh->push.transfer.ns, sh->push.transfer.n);
+    r->push_e2e_s = median_seconds(sh->push.e2e.ns, sh->push.e2e.n);
+    r->push_ok = !failed && r->push_verified && r->push_wrong_bytes == 0 &&
+                 sh->push.check.verified_bytes == r->bytes && sh->push.last_version == versions &&
+                 sh->push.transfer.n == ctx->o->iters && sh->push.e2e.n == ctx->o->iters;
+}
+
 static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_result_t *r)
 {
     const uint64_t versions = ctx->o->warmup + ctx->o->iters;
@@ -1195,6 +1507,7 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
 
     memset(r, 0, sizeof(*r));
     r->weft_s = r->ceiling_s = r->nccl_s = r->torch_s = r->switched_s = NAN;
+    r->weft_e2e_s = r->push_s = r->push_e2e_s = NAN;
     r->bytes = workload_bytes(c->w);
     r->tensors = workload_tensors(c->w);
 
@@ -1206,8 +1519,8 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
         add_note(r, "the weft transfer failed");
     }
     (void)weft_registry_unlink(ctx->registry);
-    r->verified = sh->weft.verified;
-    r->wrong_bytes = sh->weft.wrong_bytes;
+    r->verified = sh->weft.check.verified;
+    r->wrong_bytes = sh->weft.check.wrong_bytes;
     r->ranges = sh->weft.ranges;
     r->ranges_uncoalesced = sh->weft.ranges_uncoalesced;
     if (sh->weft.tensors != 0) {
@@ -1217,8 +1530,15 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
         add_note(r, "the plan's byte count differs from the workload's");
     }
     r->weft_s = median_seconds(sh->weft.ns, sh->weft.n);
+    r->weft_e2e_s = median_seconds(sh->weft.e2e.ns, sh->weft.e2e.n);
     r->ok = r->verified && r->wrong_bytes == 0 && sh->weft.n == ctx->o->iters &&
-            sh->weft.verified_bytes == r->bytes && sh->weft.plan_bytes == r->bytes;
+            sh->weft.check.verified_bytes == r->bytes && sh->weft.plan_bytes == r->bytes;
+
+    /* The same versions pushed: a failed or wrong push fails the case. */
+    if (ctx->o->push) {
+        measure_push(ctx, c, number, r);
+        r->ok = r->ok && r->push_ok;
+    }
 
     /* The ceiling: a peer copy across GPUs, a D2D copy on one. */
     memset(&sh->timing, 0, sizeof(sh->timing));
@@ -1302,36 +1622,104 @@ static void print_preamble(const ipc_options_t *o, const ipc_probe_t *p, int cpu
            "buffer, CUDA events; same GPU also that copy right after another process's GPU work;\n# nccl: ncclSend/ncclRecv in one process (cross GPU); torch: %s tensors shared "
            "one by one over CUDA IPC and copied (%s)\n",
            o->peer ? "ipc_peer.py," : "skipped (--no-peer),", o->peer_script);
+    if (o->push) {
+        printf("# push: the same versions copied by the producer's process (cuda_ipc weft_server on loopback) into the "
+               "same tensors exported with weft_remote_connect;\n# median of the server's transfer time (lease to "
+               "copy done, weft_server_stats_t.transfer_ns), every byte of the last version verified\n");
+    } else {
+        printf("# push: skipped (--no-push)\n");
+    }
+    printf("# end to end (pull and push): the producer's median time from just before weft_registry_publish to "
+           "weft_registry_wait_consumers returning\n");
     printf("# targets: cross GPU r_ceiling >= 0.95 and r_nccl >= 1; r_torch >= 5; same GPU r_ceiling >= 0.9\n");
-    printf("%-13s %-9s %7s %7s %13s %10s %12s %10s %11s %10s %7s %8s %11s\n", "workload", "placement", "tensors",
-           "ranges", "bytes", "weft_GB/s", "ceiling_GB/s", "nccl_GB/s", "torch_GB/s", "r_ceiling", "r_nccl",
-           "r_torch", "wrong_bytes");
+    printf("%-13s %-9s %7s %7s %13s %10s %10s %12s %10s %11s %10s %7s %7s %8s %11s\n", "workload", "placement",
+           "tensors", "ranges", "bytes", "weft_GB/s", "push_GB/s", "ceiling_GB/s", "nccl_GB/s", "torch_GB/s",
+           "r_ceiling", "r_push", "r_nccl", "r_torch", "wrong_bytes");
+}
+
+/* The push mode and both modes end to end, under the case's row. */
+static void print_push(const ipc_case_t *c, const ipc_result_t *r, double ceiling)
+{
+    const char  *placement = c->cross ? "cross_gpu" : "same_gpu";
+    const double e2e = perf_gbps(r->bytes, r->weft_e2e_s), push_e2e = perf_gbps(r->bytes, r->push_e2e_s);
+    char         b[4][32];
+
+    if (!r->push_measured) {
+        printf("#   %s %s: push: skipped (--no-push)\n", c->w->name, placement);
+    } else if (r->push_verified) {
+        printf("#   %s %s: push: %llu wrong bytes%s\n", c->w->name, placement,
+               (unsigned long long)r->push_wrong_bytes, r->push_ok ? "" : "; FAILED");
+    } else {
+        printf("#   %s %s: push: not verified; FAILED\n", c->w->name, placement);
+    }
+    printf("#   %s %s: end to end (publish to every consumer's record): pull %s GB/s = %s x ceiling, push %s GB/s "
+           "= %s x ceiling\n",
+           c->w->name, placement, perf_num(b[0], 32, e2e, 1), perf_num(b[1], 32, e2e / ceiling, 3),
+           perf_num(b[2], 32, push_e2e, 1), perf_num(b[3], 32, push_e2e / ceiling, 3));
 }
 
 static void print_row(const ipc_case_t *c, const ipc_result_t *r)
 {
     const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
     const double nccl = perf_gbps(r->bytes, r->nccl_s), torch = perf_gbps(r->bytes, r->torch_s);
-    char         b[8][32], wrong[32];
+    const double push = perf_gbps(r->bytes, r->push_s);
+    char         b[9][32], wrong[32];
 
     if (r->verified) {
         snprintf(wrong, sizeof(wrong), "%llu", (unsigned long long)r->wrong_bytes);
     } else {
         snprintf(wrong, sizeof(wrong), "-");
     }
-    printf("%-13s %-9s %7llu %7llu %13llu %10s %12s %10s %11s %10s %7s %8s %11s%s\n", c->w->name,
+    printf("%-13s %-9s %7llu %7llu %13llu %10s %10s %12s %10s %11s %10s %7s %7s %8s %11s%s\n", c->w->name,
            c->cross ? "cross_gpu" : "same_gpu", (unsigned long long)r->tensors, (unsigned long long)r->ranges,
-           (unsigned long long)r->bytes, perf_num(b[0], 32, weft, 1), perf_num(b[1], 32, ceiling, 1), perf_num(b[2], 32, nccl, 1),
-           perf_num(b[3], 32, torch, 1), perf_num(b[4], 32, weft / ceiling, 3), perf_num(b[5], 32, weft / nccl, 3),
-           perf_num(b[6], 32, weft / torch, 3), wrong, r->ok ? "" : "  FAILED");
+           (unsigned long long)r->bytes, perf_num(b[0], 32, weft, 1), perf_num(b[1], 32, push, 1),
+           perf_num(b[2], 32, ceiling, 1), perf_num(b[3], 32, nccl, 1), perf_num(b[4], 32, torch, 1),
+           perf_num(b[5], 32, weft / ceiling, 3), perf_num(b[6], 32, push / ceiling, 3),
+           perf_num(b[7], 32, weft / nccl, 3), perf_num(b[8], 32, weft / torch, 3), wrong, r->ok ? "" : "  FAILED");
     printf("#   %s %s: %llu ranges before merging; torch: %s%s%s\n", c->w->name, c->cross ? "cross_gpu" : "same_gpu",
            (unsigned long long)r->ranges_uncoalesced, r->torch_note, r->note[0] ? "; " : "", r->note);
+    print_push(c, r, ceiling);
     if (!c->cross) {
         const double switched = perf_gbps(r->bytes, r->switched_s);
 
         printf("#   %s same_gpu: D2D copy right after another process's GPU work (a context switch): %s GB/s; "
                "weft = %s x that\n",
                c->w->name, perf_num(b[0], 32, switched, 1), perf_num(b[1], 32, weft / switched, 3));
+    }
+}
+
+/*
+ * The push mode (null where not measured: --no-push) and both modes end
+ * to end, each against the case's ceiling under the name of the pull
+ * ratio with _push, _e2e or _push_e2e appended (null for the other
+ * placement, as the pull ratios).
+ */
+static void json_push(perf_json_t *j, const ipc_case_t *c, const ipc_result_t *r, double ceiling)
+{
+    const double push = perf_gbps(r->bytes, r->push_s), e2e = perf_gbps(r->bytes, r->weft_e2e_s);
+    const double push_e2e = perf_gbps(r->bytes, r->push_e2e_s);
+
+    perf_json_number_g(j, "push_seconds_median", r->push_s);
+    perf_json_double(j, "push_gbps", push);
+    perf_json_double(j, "ratio_peer_copy_push", c->cross ? push / ceiling : NAN);
+    perf_json_double(j, "ratio_d2d_same_gpu_push", c->cross ? NAN : push / ceiling);
+    perf_json_number_g(j, "weft_e2e_seconds_median", r->weft_e2e_s);
+    perf_json_double(j, "weft_e2e_gbps", e2e);
+    perf_json_double(j, "ratio_peer_copy_e2e", c->cross ? e2e / ceiling : NAN);
+    perf_json_double(j, "ratio_d2d_same_gpu_e2e", c->cross ? NAN : e2e / ceiling);
+    perf_json_number_g(j, "push_e2e_seconds_median", r->push_e2e_s);
+    perf_json_double(j, "push_e2e_gbps", push_e2e);
+    perf_json_double(j, "ratio_peer_copy_push_e2e", c->cross ? push_e2e / ceiling : NAN);
+    perf_json_double(j, "ratio_d2d_same_gpu_push_e2e", c->cross ? NAN : push_e2e / ceiling);
+    if (r->push_verified) {
+        perf_json_uint(j, "push_wrong_bytes", r->push_wrong_bytes);
+    } else {
+        perf_json_number_g(j, "push_wrong_bytes", NAN);
+    }
+    if (r->push_measured) {
+        perf_json_bool(j, "push_ok", r->push_ok);
+    } else {
+        perf_json_number_g(j, "push_ok", NAN);
     }
 }
 
@@ -1386,6 +1774,7 @@ static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char 
      * switch from the producer process's context. */
     perf_json_double(&j, "d2d_after_switch_gbps", c->cross ? NAN : perf_gbps(r->bytes, r->switched_s));
     perf_json_double(&j, "ratio_d2d_after_switch", c->cross ? NAN : weft / perf_gbps(r->bytes, r->switched_s));
+    json_push(&j, c, r, ceiling);
     if (r->verified) {
         perf_json_uint(&j, "wrong_bytes", r->wrong_bytes);
     } else {
