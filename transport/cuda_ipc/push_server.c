@@ -55,7 +55,6 @@ typedef struct peer {
     peer_state_t        state;
     void              **mapped; /* its allocations, opened here */
     uint32_t            mapped_count;
-    int                 mapped_device; /* current while they were opened: their GPU */
     int                 wanting;    /* a WANT came and no version answered it yet */
     uint64_t            want_after; /* its argument */
 } peer_t;
@@ -73,58 +72,6 @@ static peer_t *peer_at(const struct push_server *s, uint32_t i)
 
 /* ------------------------------------------------------------ dropping */
 
-/* Opens an IPC handle with `device` current (its mapping belongs there). */
-static weft_status_t open_mapping(const cudaIpcMemHandle_t *ipc, int device, void **ptr)
-{
-    int           saved;
-    weft_status_t status = weft_cuda_enter(device, &saved);
-
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaIpcOpenMemHandle(ptr, *ipc, cudaIpcMemLazyEnablePeerAccess));
-        weft_cuda_leave(device, saved);
-    }
-    if (status != WEFT_OK) {
-        *ptr = NULL;
-    }
-    return status;
-}
-
-static weft_status_t close_mapping(void *ptr, int device)
-{
-    int           saved;
-    weft_status_t status = weft_cuda_enter(device, &saved);
-
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaIpcCloseMemHandle(ptr));
-        weft_cuda_leave(device, saved);
-    }
-    return status;
-}
-
-/*
- * Opens the consumer's first allocation and learns its GPU. The copies
- * run on that GPU (the cuda_ipc backend's streams): its memory must be
- * mapped in that GPU's context, or every byte written there takes a peer
- * mapping's path (across GPUs the push ran at 0.94 × a peer copy mapped
- * in the registry's context, perf/results/2026-11-30-ipc-h200x2-5883fad.json).
- */
-static weft_status_t open_first_mapping(peer_t *p, const cudaIpcMemHandle_t *ipc)
-{
-    struct cudaPointerAttributes attr;
-    weft_status_t                status = open_mapping(ipc, p->server->device, &p->mapped[0]);
-
-    p->mapped_device = p->server->device;
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p->mapped[0]));
-    }
-    if (status != WEFT_OK || attr.device == p->mapped_device) {
-        return status;
-    }
-    (void)close_mapping(p->mapped[0], p->mapped_device);
-    p->mapped_device = attr.device;
-    return open_mapping(ipc, p->mapped_device, &p->mapped[0]);
-}
-
 /* Closes what we mapped of the consumer; its plan goes first (its
  * streams are synchronized, so no copy into them runs any more). */
 static void peer_unmap(peer_t *p)
@@ -133,7 +80,7 @@ static void peer_unmap(peer_t *p)
     p->base.plan = NULL;
     for (uint32_t i = 0; i < p->mapped_count; i++) {
         if (p->mapped[i] != NULL) {
-            (void)close_mapping(p->mapped[i], p->mapped_device);
+            (void)WEFT_CUDA_CHECK(cudaIpcCloseMemHandle(p->mapped[i]));
         }
     }
     free(p->mapped);
@@ -224,10 +171,12 @@ static weft_status_t map_allocations(peer_t *p, weft_boot_cursor_t *cur, allocat
         }
         _Static_assert(sizeof(ipc) == WEFT_CUDA_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t size");
         memcpy(&ipc, handle, sizeof(ipc));
-        /* Mapped in the context of the consumer's GPU. Fails for a handle
-         * of this very process, whose consumers pull with weft_plan_*. */
-        if ((i == 0 ? open_first_mapping(p, &ipc)
-                    : open_mapping(&ipc, p->mapped_device, &p->mapped[i])) != WEFT_OK) {
+        /* Opened into this thread's device (the registry's); another GPU's
+         * memory is reached through peer access. Fails for a handle of
+         * this very process, whose consumers pull with weft_plan_*. */
+        if (WEFT_CUDA_CHECK(cudaIpcOpenMemHandle(&p->mapped[i], ipc,
+                                                 cudaIpcMemLazyEnablePeerAccess)) != WEFT_OK) {
+            p->mapped[i] = NULL;
             *reason = "its memory cannot be mapped in the server's process (another node, a GPU "
                       "the server cannot see, or the server's own process)";
             return WEFT_ERR_CUDA;
@@ -289,24 +238,27 @@ static weft_status_t translate_views(weft_recv_view_t *views, uint32_t count,
 /*
  * Views on another GPU than the registry's: the copies run on the views'
  * GPU (the cuda_ipc backend's streams) and its kernel reads the slot on
- * ours, which needs peer access from there.
+ * ours, which needs peer access from there. Mapping the consumer's memory
+ * enabled only the other direction.
  */
 static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
 {
-    int           device = p->server->device, views = p->mapped_device, saved, can = 0;
-    weft_status_t status;
-    cudaError_t   err;
+    struct cudaPointerAttributes attr;
+    int                          device = p->server->device, saved, can = 0;
+    weft_status_t                status;
+    cudaError_t                  err;
 
-    if (views == device) {
-        return WEFT_OK;
+    status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p->mapped[0]));
+    if (status != WEFT_OK || attr.device == device) {
+        return status;
     }
-    status = WEFT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, views, device));
+    status = WEFT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, attr.device, device));
     if (status == WEFT_OK && !can) {
         *reason = "its GPU cannot reach the registry's GPU (no peer access)";
         return WEFT_ERR_UNSUPPORTED;
     }
     if (status == WEFT_OK) {
-        status = weft_cuda_enter(views, &saved);
+        status = weft_cuda_enter(attr.device, &saved);
     }
     if (status != WEFT_OK) {
         *reason = "the server cannot use its GPU";
@@ -318,7 +270,7 @@ static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
         err = cudaSuccess;
     }
     status = WEFT_CUDA_CHECK(err);
-    weft_cuda_leave(views, saved);
+    weft_cuda_leave(attr.device, saved);
     if (status != WEFT_OK) {
         *reason = "peer access from its GPU to the registry's failed";
     }
