@@ -37,9 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POLL_MS      1      /* idle, no consumer */
-#define POLL_IDLE_NS 50000L /* consumers connected, none waiting for a version */
-#define WANT_WAIT_US 10000u /* asked for a version: on the registry, between looks at sockets */
 
 typedef enum peer_state {
     PEER_HELLO,  /* waiting for HELLO */
@@ -447,36 +444,31 @@ static const weft_serve_peer_ops_t peer_ops = {
 };
 
 /*
- * When every consumer is idle and some wait for a version newer than the
- * latest, the thread sleeps on the registry itself (weft_registry_wait: a
- * publish wakes it at once) rather than polling for it, and looks at the
- * sockets every WANT_WAIT_US. 1 when it waited, 0 when there was nothing
- * to wait for (or the wait failed).
+ * What the thread waits for: with every consumer ready, a version newer
+ * than the oldest one a consumer asked past (*after), or, when none
+ * asks, only their sockets; otherwise (a handshake, an ack) the sockets
+ * and new versions now and then. Copies are synchronous: never busy.
  */
-static int wait_for_wanted_version(struct push_server *s)
+static weft_serve_wait_t what_to_wait_for(const struct push_server *s, uint64_t *after)
 {
-    uint64_t     floor = UINT64_MAX;
-    weft_lease_t lease;
+    uint64_t floor = UINT64_MAX;
 
+    if (s->base.peer_count == 0) {
+        return WEFT_SERVE_SOCKETS;
+    }
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
         const peer_t *p = peer_at(s, i);
 
         if (p->state != PEER_READY) {
-            return 0; /* a handshake or an ack comes over its socket */
+            return WEFT_SERVE_SOCKETS;
         }
         if (p->wanting) {
-            uint64_t after = p->want_after > p->base.acked ? p->want_after : p->base.acked;
-            floor = after < floor ? after : floor;
+            uint64_t a = p->want_after > p->base.acked ? p->want_after : p->base.acked;
+            floor = a < floor ? a : floor;
         }
     }
-    if (floor == UINT64_MAX || weft_serve_latest(&s->base) > floor) {
-        return 0;
-    }
-    if (weft_registry_wait(s->base.reg, floor, WANT_WAIT_US, &lease) == WEFT_OK) {
-        (void)weft_registry_release(s->base.reg, &lease); /* each peer leases its own */
-        return 1;
-    }
-    return 0;
+    *after = floor;
+    return floor == UINT64_MAX ? WEFT_SERVE_QUIET : WEFT_SERVE_VERSION;
 }
 
 static void *server_main(void *arg)
@@ -495,17 +487,11 @@ static void *server_main(void *arg)
         s->broken = 1;
     }
     while (!atomic_load(&s->base.stop)) {
-        uint32_t        n, ready = 0;
-        struct timespec ts = {.tv_sec = 0,
-                              .tv_nsec = s->base.peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
+        uint32_t n, ready = 0;
+        uint64_t after = 0;
 
-        if (wait_for_wanted_version(s)) {
-            ts.tv_nsec = 0; /* a version came, or WANT_WAIT_US passed: the sockets */
-        }
         n = weft_serve_poll_fds(&s->base, fds);
-        /* Otherwise a handshake or an ack is awaited on the sockets, and a
-         * new version looked for every POLL_IDLE_NS. */
-        (void)ppoll(fds, n, &ts, NULL);
+        weft_serve_sleep(&s->base, fds, n, what_to_wait_for(s, &after), after);
         weft_serve_poll_events(&s->base, fds, n);
         weft_serve_start_versions(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {

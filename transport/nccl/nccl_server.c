@@ -39,8 +39,6 @@
 #include <unistd.h>
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
-#define POLL_MS              1      /* idle, no consumer */
-#define POLL_IDLE_NS         50000L /* idle, consumers connected */
 #define SHUTDOWN_SPINS       200000 /* looks at aborted streams before giving up */
 
 typedef enum peer_state {
@@ -438,22 +436,24 @@ static void *server_main(void *arg)
         s->broken = 1;
     }
     while (!atomic_load(&s->base.stop)) {
-        uint32_t n, ready = 0;
-        int      busy = 0;
+        uint32_t          n, ready = 0;
+        uint64_t          after = UINT64_MAX;
+        weft_serve_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVE_VERSION : WEFT_SERVE_SOCKETS;
 
+        /* Communicators being made and transfers in flight are polled;
+         * with every consumer ready, the next version is waited for. */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
-            peer_state_t st = peer_at(s, i)->state;
-            busy |= st == PEER_INIT || st == PEER_SENDING || st == PEER_CLOSING;
+            const peer_t *p = peer_at(s, i);
+
+            if (p->state == PEER_INIT || p->state == PEER_SENDING || p->state == PEER_CLOSING) {
+                wait = WEFT_SERVE_BUSY;
+            } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
+                wait = WEFT_SERVE_SOCKETS;
+            }
+            after = p->base.acked < after ? p->base.acked : after;
         }
         n = weft_serve_poll_fds(&s->base, fds);
-        /* Transfers in flight are polled, not slept on. Idle, it looks for
-         * a new version every POLL_IDLE_NS while consumers are connected
-         * (a publish wakes a futex, which poll cannot wait on). */
-        {
-            struct timespec ts = {.tv_sec = 0,
-                                  .tv_nsec = busy ? 0 : s->base.peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
-            (void)ppoll(fds, n, &ts, NULL);
-        }
+        weft_serve_sleep(&s->base, fds, n, wait, after);
         weft_serve_poll_events(&s->base, fds, n);
         weft_serve_start_versions(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {

@@ -87,6 +87,55 @@ void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats)
     pthread_mutex_unlock(&s->stats_lock);
 }
 
+/*
+ * 1 when a version newer than `after` came within timeout_us; 0 when none
+ * came, or when one was there already: the consumers are idle although
+ * it is, so starting it failed (a registry being offloaded or reloaded)
+ * and it must not be spun on.
+ */
+static int wait_newer(weft_serve_t *s, uint64_t after, uint64_t timeout_us)
+{
+    weft_lease_t lease;
+
+    if (weft_serve_latest(s) > after) {
+        return 0;
+    }
+    if (weft_registry_wait(s->reg, after, timeout_us, &lease) != WEFT_OK) {
+        return 0;
+    }
+    (void)weft_registry_release(s->reg, &lease); /* each peer leases its own */
+    return 1;
+}
+
+void weft_serve_sleep(weft_serve_t *s, struct pollfd *fds, uint32_t n, weft_serve_wait_t what,
+                      uint64_t after)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 0};
+
+    switch (what) {
+    case WEFT_SERVE_BUSY:
+        break;
+    case WEFT_SERVE_VERSION:
+        /* A publish wakes a futex, which poll cannot wait on: the wait is
+         * on the registry, and the fds are looked at after it. A wait
+         * that ended without a version is followed by a short one on the
+         * fds, so that a registry that cannot be waited on (or whose
+         * version cannot be started now) is not spun on. */
+        if (!wait_newer(s, after, WEFT_SERVE_IDLE_WAIT_US)) {
+            ts.tv_nsec = WEFT_SERVE_POLL_US * 1000L;
+        }
+        break;
+    case WEFT_SERVE_QUIET:
+        ts.tv_nsec = WEFT_SERVE_IDLE_WAIT_US * 1000L;
+        break;
+    case WEFT_SERVE_SOCKETS:
+    default:
+        ts.tv_nsec = s->peer_count > 0 ? WEFT_SERVE_POLL_US * 1000L : 1000000L;
+        break;
+    }
+    (void)ppoll(fds, n, &ts, NULL);
+}
+
 uint16_t weft_serve_port_of(void *server)
 {
     return ((weft_serve_t *)server)->port;

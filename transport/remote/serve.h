@@ -89,6 +89,26 @@ void     weft_serve_stats_of(void *server, weft_server_stats_t *stats);
 weft_status_t weft_serve_gpu_registry(weft_registry_h reg, const char *transport,
                                       const char *host_hint, int *device);
 
+/* What the server thread waits for between two turns. */
+typedef enum weft_serve_wait {
+    WEFT_SERVE_BUSY,    /* transfers in flight: no wait, they are polled */
+    WEFT_SERVE_SOCKETS, /* a handshake or an ack: the fds, and new versions every
+                         * WEFT_SERVE_POLL_US (1 ms with no consumer) */
+    WEFT_SERVE_VERSION, /* every consumer idle, waiting for a version newer than
+                         * `after`: the registry (a publish wakes it at once), the
+                         * fds looked at every WEFT_SERVE_IDLE_WAIT_US */
+    WEFT_SERVE_QUIET    /* nothing to do until a consumer speaks: the fds, up to
+                         * WEFT_SERVE_IDLE_WAIT_US */
+} weft_serve_wait_t;
+
+#define WEFT_SERVE_IDLE_WAIT_US 10000u
+#define WEFT_SERVE_POLL_US      50u
+
+/* Waits as `what` says on fds[0..n) (weft_serve_poll_fds's, and any fd
+ * of the transport's). */
+void weft_serve_sleep(weft_serve_t *s, struct pollfd *fds, uint32_t n, weft_serve_wait_t what,
+                      uint64_t after);
+
 /* The latest version published, 0 when none (or on error). */
 uint64_t weft_serve_latest(weft_serve_t *s);
 

@@ -47,8 +47,6 @@
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
-#define POLL_MS              1       /* idle, no consumer */
-#define POLL_IDLE_NS         50000L  /* idle, consumers connected */
 
 typedef enum peer_state {
     PEER_HELLO,    /* waiting for HELLO */
@@ -654,26 +652,30 @@ static void *server_main(void *arg)
         }
     }
     while (!atomic_load(&s->base.stop)) {
-        uint32_t n, ready = 0;
-        int      busy = 0;
+        uint32_t          n, ready = 0;
+        uint64_t          after = UINT64_MAX;
+        weft_serve_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVE_VERSION : WEFT_SERVE_SOCKETS;
 
+        /* Puts in flight need progress, not sleep; with every consumer
+         * ready, the next version is waited for on the registry (UCX's
+         * events then wait up to WEFT_SERVE_IDLE_WAIT_US). */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
-            busy |= peer_at(s, i)->state == PEER_SENDING || peer_at(s, i)->state == PEER_FLUSHING;
+            const peer_t *p = peer_at(s, i);
+
+            if (p->state == PEER_SENDING || p->state == PEER_FLUSHING) {
+                wait = WEFT_SERVE_BUSY;
+            } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
+                wait = WEFT_SERVE_SOCKETS;
+            }
+            after = p->base.acked < after ? p->base.acked : after;
         }
         /* Sleep only when UCX has nothing to do either: its fd wakes us. */
-        if (!busy) {
-            busy = !weft_ucx_arm(&s->ucx);
+        if (wait != WEFT_SERVE_BUSY && !weft_ucx_arm(&s->ucx)) {
+            wait = WEFT_SERVE_BUSY;
         }
         fds[0] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
         n = 1 + weft_serve_poll_fds(&s->base, fds + 1);
-        /* Puts in flight need progress, not sleep. Idle, it looks for a new
-         * version every POLL_IDLE_NS while consumers are connected (a
-         * publish wakes a futex, which poll cannot wait on). */
-        {
-            struct timespec ts = {.tv_sec = 0,
-                                  .tv_nsec = busy ? 0 : s->base.peer_count > 0 ? POLL_IDLE_NS : POLL_MS * 1000000L};
-            (void)ppoll(fds, n, &ts, NULL);
-        }
+        weft_serve_sleep(&s->base, fds, n, wait, after);
         weft_ucx_progress(&s->ucx);
         weft_serve_poll_events(&s->base, fds + 1, n - 1);
         weft_serve_start_versions(&s->base);
