@@ -44,10 +44,23 @@ typedef struct weft_ucx_stage weft_ucx_stage_t;
 
 #ifdef HAVE_CUDA
 
-/* Makes `device` current on the calling thread; *saved, for leave. */
+/*
+ * Makes `device` current on the calling thread, its primary context
+ * bound there; *saved, for leave. UCX's CUDA transports call the driver
+ * API, which sees only a context bound to the thread: the runtime binds
+ * one lazily, at its first call that needs it, and cudaSetDevice to the
+ * device already current binds nothing. Seen with UCX 1.13.1 built with
+ * CUDA: registering a GPU slot from the server's thread failed in
+ * cuMemGetAddressRange with "invalid device context".
+ */
 static inline weft_status_t weft_ucx_cuda_enter(int device, int *saved)
 {
-    return weft_cuda_enter(device, saved);
+    weft_status_t status = weft_cuda_enter(device, saved);
+
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaFree(NULL)); /* binds the primary context */
+    }
+    return status;
 }
 
 static inline void weft_ucx_cuda_leave(int device, int saved)

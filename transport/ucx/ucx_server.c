@@ -792,7 +792,12 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     s->memory = arenas.memory;
     s->device = arenas.device;
 
-    status = weft_ucx_open(&s->ucx, "server");
+    /* The address first: a bad one is the caller's error, whatever UCX
+     * would say of registering the slots. */
+    status = weft_serve_listen(&s->base, params->listen);
+    if (status == WEFT_OK) {
+        status = weft_ucx_open(&s->ucx, "server");
+    }
     if (status == WEFT_OK) {
         status = weft_ucx_status(ucp_worker_get_address(s->ucx.worker, &s->address,
                                                         &s->address_length),
@@ -802,9 +807,6 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
         status = check_gpu_registry(s);
     } else if (status == WEFT_OK) {
         status = register_host_slots(s, reg);
-    }
-    if (status == WEFT_OK) {
-        status = weft_serve_listen(&s->base, params->listen);
     }
     if (status == WEFT_OK) {
         status = weft_serve_start(&s->base, server_main, s);
