@@ -35,7 +35,7 @@ extern "C" {
     X(UCX_CUDA, "transport", "auto",                                                      \
       "ucx: how GPU memory moves: direct (registered with UCX, GPUDirect RDMA where the "  \
       "NIC allows), staged (through pinned host bounce buffers), auto (direct where UCX " \
-      "reports CUDA memory support, staged otherwise)")
+      "reports GPUDirect RDMA, staged otherwise)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

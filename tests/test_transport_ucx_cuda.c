@@ -6,7 +6,7 @@
  * picks and with the staged path forced (WEFT_UCX_CUDA=staged), a version
  * larger than the server's window, a host registry into device views, a
  * GPU registry into host views, a consumer killed mid-run while another
- * goes on, WEFT_UCX_CUDA=direct where UCX lacks CUDA support (a clear
+ * goes on, WEFT_UCX_CUDA=direct where UCX reports no GPUDirect RDMA (a clear
  * refusal), host and device views mixed (refused). The server is on GPU
  * 0; consumers on GPU 1 where there are two GPUs, else on GPU 0 too.
  * Exits 77 without UCX in the build or without a GPU.
@@ -578,8 +578,8 @@ START_TEST(mixed_host_and_device_views_are_refused)
 }
 END_TEST
 
-/* Probed in a child: UCX built in (exit 0 or 2: 2 when UCX reports CUDA
- * memory support), or not (1). Prints UCX's GPU-memory line. */
+/* Probed in a child: UCX built in (exit 0 or 2: 2 when UCX reports
+ * GPUDirect RDMA), or not (1). Prints UCX's GPU-memory line. */
 static int probe_ucx(void)
 {
     int   status;
@@ -600,7 +600,7 @@ static int probe_ucx(void)
             printf("# UCX %s: %.*s\n", info.version, (int)strcspn(line, "\n"), line);
             fflush(stdout);
         }
-        _exit(line != NULL && strstr(line, "reports CUDA memory support") != NULL ? 2 : 0);
+        _exit(line != NULL && strstr(line, "reports GPUDirect RDMA") != NULL ? 2 : 0);
     }
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
         return 1;

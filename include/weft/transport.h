@@ -230,8 +230,8 @@ typedef struct weft_server_params {
  * ucx: host or GPU registries. A GPU registry's GPU must be visible in
  * this process (WEFT_ERR_NO_DEVICE otherwise); the server thread makes it
  * its current device. Its memory is registered with UCX directly where
- * UCX reports CUDA memory support (GPUDirect RDMA where the NIC can);
- * otherwise each consumer gets a bounce ring of window_bytes of pinned
+ * UCX reports GPUDirect RDMA (a network memory domain registers CUDA
+ * memory); otherwise each consumer gets a bounce ring of window_bytes of pinned
  * host memory, through which device-to-host copies and puts are
  * pipelined. WEFT_UCX_CUDA=auto|direct|staged overrides the choice
  * (direct without UCX's CUDA support: WEFT_ERR_UNSUPPORTED); the log
@@ -313,7 +313,7 @@ typedef struct weft_remote_params {
  * until weft_remote_close(). ucx: views all in host memory or all in
  * device memory (WEFT_MEMORY_CUDA) of one GPU (mixed:
  * WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly
- * where UCX reports CUDA memory support; otherwise (or with
+ * where UCX reports GPUDirect RDMA; otherwise (or with
  * WEFT_UCX_CUDA=staged) the consumer allocates pinned host memory as
  * large as the views' merged spans together, receives there and copies
  * each version into the views before acknowledging it. nccl:

@@ -1,8 +1,8 @@
 /*
  * How GPU memory travels over the ucx transport, decided once per UCX
  * context: direct (the memory itself is registered with UCX, which puts
- * from or into it: GPUDirect RDMA where a NIC can, UCX's own copies
- * otherwise) when the context reports CUDA memory support, or staged
+ * from or into it: GPUDirect RDMA) when the context reports CUDA memory
+ * and a network memory domain registers it, or staged
  * through pinned host buffers that libweft copies to and from the GPU
  * (ucx_cuda.h). WEFT_UCX_CUDA=auto|direct|staged overrides. Needs no CUDA
  * itself. Internal.
@@ -20,11 +20,16 @@ typedef enum weft_ucx_gpu_path {
     WEFT_UCX_GPU_STAGED = 2
 } weft_ucx_gpu_path_t;
 
-/* 1 when the context reports UCS_MEMORY_TYPE_CUDA among its memory types. */
+/*
+ * 1 when UCX can put from and into CUDA memory across nodes: the context
+ * reports UCS_MEMORY_TYPE_CUDA among its memory types and a memory domain
+ * of its InfiniBand/RoCE component registers CUDA memory (GPUDirect
+ * RDMA). CUDA support alone (cuda_copy) is not enough: see ucx_gpu.c.
+ */
 int weft_ucx_reports_cuda(ucp_context_h context);
 
 /*
- * The rule alone, for a context that reports CUDA support (cuda = 1) or
+ * The rule alone, for a context that reports GPUDirect RDMA (cuda = 1) or
  * not: *path and *why (a phrase) from WEFT_UCX_CUDA. WEFT_ERR_UNSUPPORTED
  * (direct asked for without support; *path is direct),
  * WEFT_ERR_INVALID_PARAM (a bad value). Logs nothing.
@@ -34,8 +39,8 @@ weft_status_t weft_ucx_gpu_choose(int cuda, weft_ucx_gpu_path_t *path, const cha
 /*
  * The path GPU memory takes for `who` ("server", "remote"), from
  * WEFT_UCX_CUDA and what the context reports; logs the choice.
- * Errors: WEFT_ERR_UNSUPPORTED (direct asked for, UCX without CUDA
- * support), WEFT_ERR_INVALID_PARAM (a value that is none of the three).
+ * Errors: WEFT_ERR_UNSUPPORTED (direct asked for, UCX without GPUDirect
+ * RDMA), WEFT_ERR_INVALID_PARAM (a value that is none of the three).
  */
 weft_status_t weft_ucx_gpu_path(ucp_context_h context, const char *who, weft_ucx_gpu_path_t *path);
 

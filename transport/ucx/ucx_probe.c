@@ -55,7 +55,7 @@ static int ucx_probe_md(uct_component_h component, const char *md_name, weft_bac
     return (int)count;
 }
 
-/* Whether a UCP context reports CUDA memory, and what libweft makes of it. */
+/* Whether UCX reports GPUDirect RDMA, and what libweft makes of it. */
 static void ucx_probe_gpu(weft_backend_info_t *info)
 {
     ucp_params_t        params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
@@ -82,7 +82,7 @@ static void ucx_probe_gpu(weft_backend_info_t *info)
     switch (weft_ucx_gpu_choose(cuda, &path, &why)) {
     case WEFT_OK:
         weft_text_append(info->detail, sizeof(info->detail),
-                         "GPU memory: UCX reports %sCUDA memory support; GPU memory goes %s (%s)\n",
+                         "GPU memory: UCX reports %sGPUDirect RDMA; GPU memory goes %s (%s)\n",
                          cuda ? "" : "no ",
                          path == WEFT_UCX_GPU_DIRECT ? "direct, registered with UCX"
                                                      : "staged through pinned host bounce buffers",
@@ -90,12 +90,12 @@ static void ucx_probe_gpu(weft_backend_info_t *info)
         break;
     case WEFT_ERR_UNSUPPORTED:
         weft_text_append(info->detail, sizeof(info->detail),
-                         "GPU memory: UCX reports no CUDA memory support; WEFT_UCX_CUDA=direct "
+                         "GPU memory: UCX reports no GPUDirect RDMA; WEFT_UCX_CUDA=direct "
                          "makes GPU registries and device views fail\n");
         break;
     default:
         weft_text_append(info->detail, sizeof(info->detail),
-                         "GPU memory: UCX reports %sCUDA memory support; %s\n", cuda ? "" : "no ",
+                         "GPU memory: UCX reports %sGPUDirect RDMA; %s\n", cuda ? "" : "no ",
                          why);
         break;
     }
