@@ -18,6 +18,16 @@ expect "^  WEFT_LOG_LEVEL=info$"
 expect "^  WEFT_LOG_FILE=  (default)$"
 expect "log verbosity: off, error, warn, info, debug or trace \[common\]"
 
+# With UCX: both halves of the GPU-memory rule are shown, and a machine
+# without RDMA devices has no GPUDirect, so GPU memory is staged.
+if echo "$out" | grep -q "^  ucx  *built: yes"; then
+    expect "GPUDirect RDMA: an InfiniBand/RoCE memory domain that registers CUDA memory: \(yes\|none\)$"
+    if [ ! -d /sys/class/infiniband ] && [ -z "${WEFT_UCX_CUDA:-}" ]; then
+        expect "GPUDirect RDMA: an InfiniBand/RoCE memory domain that registers CUDA memory: none$"
+        expect "GPU memory: UCX reports no GPUDirect RDMA; GPU memory goes staged"
+    fi
+fi
+
 # An unknown WEFT_* variable is reported, once, on stderr.
 err=$(WEFT_NO_SUCH_SETTING=1 "$perf" info 2>&1 >/dev/null)
 [ "$(echo "$err" | grep -c WEFT_NO_SUCH_SETTING)" = 1 ] || {

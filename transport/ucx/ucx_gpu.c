@@ -48,7 +48,7 @@ static int component_registers_cuda(uct_component_h component, const uct_compone
  * CUDA) does not put from CUDA memory over TCP: its TCP transport read
  * the device pointer as host memory and crashed (seen on an H200).
  */
-static int network_registers_cuda(void)
+int weft_ucx_network_registers_cuda(void)
 {
     uct_component_h *components;
     unsigned         count;
@@ -83,7 +83,8 @@ int weft_ucx_reports_cuda(ucp_context_h context)
     if (ucp_context_query(context, &attr) != UCS_OK) {
         return 0;
     }
-    return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0 && network_registers_cuda();
+    return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0 &&
+           weft_ucx_network_registers_cuda();
 }
 
 const char *weft_ucx_gpu_path_name(weft_ucx_gpu_path_t path)

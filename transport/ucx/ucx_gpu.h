@@ -28,6 +28,10 @@ typedef enum weft_ucx_gpu_path {
  */
 int weft_ucx_reports_cuda(ucp_context_h context);
 
+/* The second half of that: an InfiniBand/RoCE memory domain of UCX
+ * registers CUDA memory. Opens every such domain to ask. */
+int weft_ucx_network_registers_cuda(void);
+
 /*
  * The rule alone, for a context that reports GPUDirect RDMA (cuda = 1) or
  * not: *path and *why (a phrase) from WEFT_UCX_CUDA. WEFT_ERR_UNSUPPORTED

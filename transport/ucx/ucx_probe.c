@@ -79,6 +79,11 @@ static void ucx_probe_gpu(weft_backend_info_t *info)
     }
     cuda = weft_ucx_reports_cuda(context);
     ucp_cleanup(context);
+    /* Asked apart from the rule, so that an operator sees both halves. */
+    weft_text_append(info->detail, sizeof(info->detail),
+                     "GPUDirect RDMA: an InfiniBand/RoCE memory domain that registers CUDA memory: "
+                     "%s\n",
+                     weft_ucx_network_registers_cuda() ? "yes" : "none");
     switch (weft_ucx_gpu_choose(cuda, &path, &why)) {
     case WEFT_OK:
         weft_text_append(info->detail, sizeof(info->detail),
