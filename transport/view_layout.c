@@ -52,3 +52,15 @@ int weft_layout_size(uint32_t ndim, const uint64_t *shape, const uint64_t *strid
     *elements = count;
     return 0;
 }
+
+int weft_view_span(const weft_recv_view_t *view, uint64_t *span)
+{
+    uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements;
+
+    if (view->ndim > WEFT_TENSOR_MAX_DIMS) {
+        return -1;
+    }
+    weft_view_strides(view, strides);
+    return weft_layout_size(view->ndim, view->shape, strides, weft_dtype_size(view->dtype),
+                            &elements, span);
+}

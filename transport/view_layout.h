@@ -33,6 +33,13 @@ void weft_view_strides(const weft_recv_view_t *view, uint64_t strides[WEFT_TENSO
 int weft_layout_size(uint32_t ndim, const uint64_t *shape, const uint64_t *strides,
                      size_t elem_size, uint64_t *elements, uint64_t *span);
 
+/*
+ * The span in bytes of a receive view (its own strides, or contiguous):
+ * 0 and *span, or -1 when ndim exceeds WEFT_TENSOR_MAX_DIMS or the layout
+ * overflows 64 bits. *span is 0 for an empty view.
+ */
+int weft_view_span(const weft_recv_view_t *view, uint64_t *span);
+
 #ifdef __cplusplus
 }
 #endif

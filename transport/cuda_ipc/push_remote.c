@@ -60,18 +60,13 @@ typedef struct export {
     cudaIpcMemHandle_t handle;
 } export_t;
 
-/* Bytes the view's elements reach from its data pointer (0: none). */
+/* Bytes the view's elements reach from its data pointer (0: none, or a
+ * layout the server refuses). */
 static uint64_t view_span(const weft_recv_view_t *view)
 {
-    uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements = 0, span = 0;
+    uint64_t span = 0;
 
-    weft_view_strides(view, strides);
-    if (view->ndim > WEFT_TENSOR_MAX_DIMS ||
-        weft_layout_size(view->ndim, view->shape, strides, weft_dtype_size(view->dtype), &elements,
-                         &span) != 0) {
-        return 0; /* the server refuses such a view */
-    }
-    return span;
+    return weft_view_span(view, &span) == 0 ? span : 0;
 }
 
 /* Adds the allocation of the view's data to exports unless it is there. */

@@ -208,14 +208,10 @@ static weft_status_t translate_views(weft_recv_view_t *views, uint32_t count,
                                      const allocation_t *allocs, uint32_t n, const char **reason)
 {
     for (uint32_t v = 0; v < count; v++) {
-        uint64_t            strides[WEFT_TENSOR_MAX_DIMS], elements = 0, span = 0;
-        uint64_t            addr = (uint64_t)(uintptr_t)views[v].data;
+        uint64_t            addr = (uint64_t)(uintptr_t)views[v].data, span = 0;
         const allocation_t *a;
 
-        weft_view_strides(&views[v], strides);
-        if (views[v].ndim > WEFT_TENSOR_MAX_DIMS ||
-            weft_layout_size(views[v].ndim, views[v].shape, strides,
-                             weft_dtype_size(views[v].dtype), &elements, &span) != 0) {
+        if (weft_view_span(&views[v], &span) != 0) {
             continue; /* weft_serve_plan refuses it, naming it */
         }
         if (span == 0) {

@@ -169,14 +169,10 @@ weft_status_t weft_wire_view_spans(const weft_recv_view_t *views, size_t count,
         return WEFT_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < count; i++) {
-        uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements, span;
+        uint64_t span;
 
         /* A layout that overflows is left out: the server refuses it. */
-        weft_view_strides(&views[i], strides);
-        if (views[i].ndim <= WEFT_TENSOR_MAX_DIMS &&
-            weft_layout_size(views[i].ndim, views[i].shape, strides, weft_dtype_size(views[i].dtype),
-                             &elements, &span) == 0 &&
-            span > 0) {
+        if (weft_view_span(&views[i], &span) == 0 && span > 0) {
             spans[n++] = (weft_wire_span_t){.base = (uint64_t)(uintptr_t)views[i].data, .bytes = span};
         }
     }

@@ -102,17 +102,15 @@ weft_status_t weft_ucx_stage_views(weft_ucx_stage_t *st, const weft_recv_view_t 
     weft_ranges_free(&st->runs);
     for (size_t v = 0; v < count && status == WEFT_OK; v++) {
         uint64_t addr = (uint64_t)(uintptr_t)views[v].data;
-        uint64_t strides[WEFT_TENSOR_MAX_DIMS], elements, span;
+        uint64_t strides[WEFT_TENSOR_MAX_DIMS], span;
 
-        weft_view_strides(&views[v], strides);
-        if (views[v].ndim > WEFT_TENSOR_MAX_DIMS ||
-            weft_layout_size(views[v].ndim, views[v].shape, strides, weft_dtype_size(views[v].dtype),
-                             &elements, &span) != 0) {
+        if (weft_view_span(&views[v], &span) != 0) {
             weft_log_error("remote: view %zu (\"%s\") has an invalid layout", v,
                            views[v].name != NULL ? views[v].name : "");
             status = WEFT_ERR_INVALID_PARAM;
             break;
         }
+        weft_view_strides(&views[v], strides);
         staged[v].field_mask &= ~(uint64_t)WEFT_RECV_VIEW_FIELD_MEMORY;
         staged[v].memory = WEFT_MEMORY_HOST;
         /* Spans are merged: a view's first byte lies in exactly one. An
