@@ -605,6 +605,7 @@ typedef struct ucx_ctx {
     const ucx_options_t *o;
     perf_children_t      children;
     char                 self[4096], perftest[4096], token[64], date[32];
+    int                  perftest_mpi; /* built with MPI: run it with -P 0 */
     char                 ns[2][32]; /* the namespaces made; "" when none */
     int                  cleaning;  /* interrupts no longer cut waits short */
     int                  number;    /* of the next registry */
@@ -1223,14 +1224,33 @@ static void perftest_counts(const ucx_options_t *o, uint64_t bytes, perftest_run
     }
 }
 
+/*
+ * Whether ucx_perftest was built with MPI (its help offers "-P <0|1>
+ * disable/enable MPI mode"). Such a build (Debian 13's 1.18) starts in MPI
+ * mode and, run without mpirun, refuses ("exactly 2 processes in p2p
+ * case"); older ones (Debian 12's 1.13) have no -P and would refuse it.
+ */
+static int perftest_has_mpi_mode(ucx_ctx_t *ctx)
+{
+    char *const argv[] = {ctx->perftest, "-h", NULL};
+    ucx_proc_t  p;
+
+    if (proc_start(ctx, &p, "ucx_perftest -h", NULL, 0, argv, 1) != 0) {
+        return 0;
+    }
+    (void)proc_wait(ctx, &p, 1, NULL, deadline_in_s(10), 1); /* -h's status does not matter */
+    return strstr(p.out, "MPI mode") != NULL;
+}
+
 /* Runs ucx_perftest's server on side 1, then its client on side 0. */
 static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *run, ucx_proc_t p[2])
 {
     const unsigned port = free_port();
     char           ps[16], sz[32], it[32], wu[32];
-    char *const    server[] = {ctx->perftest, "-p", ps, NULL};
+    /* The trailing "-P 0" only where perftest_mpi; a NULL ends argv before. */
+    char *const    server[] = {ctx->perftest, "-p", ps, ctx->perftest_mpi ? "-P" : NULL, "0", NULL};
     char *const    client[] = {ctx->perftest, (char *)tr->side[1].ip, "-p", ps, "-t", "ucp_put_bw", "-s", sz,
-                               "-n", it, "-w", wu, NULL};
+                               "-n", it, "-w", wu, ctx->perftest_mpi ? "-P" : NULL, "0", NULL};
 
     snprintf(ps, sizeof(ps), "%u", port);
     snprintf(sz, sizeof(sz), "%llu", (unsigned long long)run->bytes);
@@ -1343,10 +1363,11 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
            "host memory);\n# median time from weft_registry_publish to weft_registry_wait_consumers over %llu versions "
            "after %llu warm-up\n# (fill not timed; the last version checked byte for byte); GB/s = 1e9 bytes/s\n",
            (unsigned long long)o->iters, (unsigned long long)o->warmup);
-    printf("# ucx_perftest -t ucp_put_bw -s BYTES -n %llu -w %llu, its Final overall bandwidth (MB = 2^20 bytes) in "
+    printf("# ucx_perftest -t ucp_put_bw -s BYTES -n %llu -w %llu%s, its Final overall bandwidth (MB = 2^20 bytes) in "
            "GB/s;\n# its client puts from the weft server's side to its server on the consumer's side; past %llu GiB "
            "in all, fewer iterations (noted)\n",
            (unsigned long long)o->iters, (unsigned long long)o->warmup,
+           ctx->perftest_mpi ? " -P 0 (built with MPI; run without mpirun)" : "",
            (unsigned long long)(PERFTEST_MAX_BYTES >> 30));
     printf("# tcp-netns: namespaces weftPA%d (10.202.0.1) and weftPB%d (10.202.0.2), a veth pair, UCX_TLS=tcp; "
            "shm: this host, UCX_TLS=sm,self\n",
@@ -1559,6 +1580,7 @@ int perf_cmd_ucx(int argc, char **argv)
         return 1;
     }
     find_on_path("ucx_perftest", ctx.perftest, sizeof(ctx.perftest));
+    ctx.perftest_mpi = ctx.perftest[0] != '\0' && perftest_has_mpi_mode(&ctx);
     snprintf(ctx.token, sizeof(ctx.token), "weft-perf-ucx-%d-%llx", (int)getpid(),
              (unsigned long long)perf_now_ns());
     utc_date(ctx.date, sizeof(ctx.date));

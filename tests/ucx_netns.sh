@@ -51,7 +51,9 @@ carrier() { # ns dev
 carrier "$T" wt1 && carrier "$T" wt2 && carrier "$A" wa && carrier "$B" wb &&
 carrier "$T" wbr || fail "no carrier"
 
-export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
+# Newer UCX (1.18 here) leaves bridge interfaces out unless told; 1.13
+# does not know the variable, and unused variables are not warned about.
+export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n UCX_TCP_BRIDGE_ENABLE=y
 TOKEN="netns-$$-token"
 # The server drops a consumer that makes no progress for TIMEOUT ms; the
 # trainer (serve) waits that long at most for its consumers before the next

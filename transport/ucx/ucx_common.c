@@ -38,7 +38,13 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
                                   .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
     ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE |
                                                  UCP_WORKER_PARAM_FIELD_EVENTS,
-                                   .thread_mode = UCS_THREAD_MODE_SINGLE,
+                                   /* Serialized, not single: the worker is
+                                    * made on the caller's thread and then
+                                    * driven by the server's own (or by any
+                                    * one consumer thread at a time); UCX
+                                    * 1.18 asserts, in single mode, that
+                                    * only its creator progresses it. */
+                                   .thread_mode = UCS_THREAD_MODE_SERIALIZED,
                                    /* Puts emulated over TCP or shared memory
                                     * need the target to progress: wake it. */
                                    .events = UCP_WAKEUP_RMA | UCP_WAKEUP_TX | UCP_WAKEUP_RX};
