@@ -90,10 +90,14 @@ void weft_ucx_close(weft_ucx_t *ucx)
     memset(ucx, 0, sizeof(*ucx));
 }
 
-void weft_ucx_progress(weft_ucx_t *ucx)
+int weft_ucx_progress(weft_ucx_t *ucx)
 {
+    int did = 0;
+
     while (ucp_worker_progress(ucx->worker) != 0) {
+        did = 1;
     }
+    return did;
 }
 
 int weft_ucx_arm(weft_ucx_t *ucx)

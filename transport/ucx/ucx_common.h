@@ -33,8 +33,9 @@ void          weft_ucx_close(weft_ucx_t *ucx);
 /* Logs a UCX failure and translates it. */
 weft_status_t weft_ucx_status(ucs_status_t status, const char *what);
 
-/* Drives the worker until it has nothing more to do right now. */
-void weft_ucx_progress(weft_ucx_t *ucx);
+/* Drives the worker until it has nothing more to do right now. Returns
+ * whether it did anything. */
+int weft_ucx_progress(weft_ucx_t *ucx);
 
 /* Progresses, then arms the worker's wake-up: 1 when the caller may sleep
  * in poll() on ucx->efd (it becomes readable on new work), 0 when more

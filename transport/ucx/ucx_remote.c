@@ -32,6 +32,10 @@
 #include <unistd.h>
 
 #define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
+/* After UCX last had work, keep driving it this long before sleeping: a
+ * version arrives over TCP or shared memory as many small events, and a
+ * sleep and wake-up between each costs more than the event. */
+#define RECEIVE_SPIN_NS    UINT64_C(200000)
 
 struct ucx_remote {
     weft_consume_t   base;           /* the bootstrap connection */
@@ -333,24 +337,31 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
                                         uint64_t timeout_us, uint64_t *version)
 {
     struct ucx_remote *r = remote;
-    uint64_t           deadline;
+    uint64_t           deadline, last_work;
 
     if (r->base.fd < 0) {
         return WEFT_ERR_CONNECTION;
     }
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
+    last_work = weft_time_ns();
     for (;;) {
         weft_status_t status;
         uint64_t      v;
 
         /* Puts over some transports (TCP) need the target to progress. */
-        weft_ucx_progress(&r->ucx);
+        if (weft_ucx_progress(&r->ucx)) {
+            last_work = weft_time_ns();
+        }
         if (!weft_boot_readable(r->base.fd)) {
             struct pollfd pfd[2] = {{.fd = r->base.fd, .events = POLLIN},
                                     {.fd = r->ucx.efd, .events = POLLIN}};
+            const uint64_t now = weft_time_ns();
 
-            if (weft_time_ns() >= deadline) {
+            if (now >= deadline) {
                 return WEFT_ERR_TIMEOUT;
+            }
+            if (now - last_work < RECEIVE_SPIN_NS) {
+                continue;
             }
             /* Sleep until the server writes or UCX has work (incoming
              * puts need our progress); unarmed means work is there now. */
