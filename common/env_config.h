@@ -35,7 +35,13 @@ extern "C" {
     X(UCX_CUDA, "transport", "auto",                                                      \
       "ucx: how GPU memory moves: direct (registered with UCX, GPUDirect RDMA where the "  \
       "NIC allows), staged (through pinned host bounce buffers), auto (direct where UCX " \
-      "reports GPUDirect RDMA, staged otherwise)")
+      "reports GPUDirect RDMA, staged otherwise)")                                       \
+    X(UCX_ERR_MODE, "transport", "peer",                                                  \
+      "ucx: peer (endpoints report a peer's failure, and the server drops that consumer " \
+      "at once; UCX then emulates puts over TCP in software, at about half the "          \
+      "bandwidth) or none (UCX's native TCP puts; a failed peer is caught by its "         \
+      "bootstrap connection and the timeout, and UCX treats the endpoint's failure as "   \
+      "unhandled)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

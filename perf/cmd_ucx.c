@@ -80,6 +80,7 @@ typedef struct ucx_options {
     uint64_t sizes[MAX_SIZES];
     size_t   nsizes;
     int      expert, json;
+    int      err_none; /* --err-mode: 1 none, 0 peer, -1 as the environment says */
     uint64_t iters, warmup;
     /* Hidden: the processes this command runs itself as. */
     const char *role, *listen, *connect, *token, *registry;
@@ -102,6 +103,9 @@ static int ucx_usage(FILE *out)
             "  --no-expert-version  skip it\n"
             "  --iterations N       timed versions (default 20)\n"
             "  --warmup N           untimed versions first (default 3)\n"
+            "  --err-mode M         WEFT_UCX_ERR_MODE for weft's server and consumer:\n"
+            "                       peer (the default: endpoints report peer failures;\n"
+            "                       UCX then emulates puts over TCP in software) or none\n"
             "  --json               one JSON object per row instead of the table\n"
             "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
             "succeeded, %d when libweft has no UCX.\n",
@@ -111,6 +115,7 @@ static int ucx_usage(FILE *out)
 
 static const perf_arg_word_t transport_words[] = {
     {"tcp-netns", TR_TCP_NETNS}, {"shm", TR_SHM}, {"all", TR_TCP_NETNS | TR_SHM}, {NULL, 0}};
+static const perf_arg_word_t err_mode_words[] = {{"peer", 0}, {"none", 1}, {NULL, 0}};
 
 static int parse_sizes(const char *text, ucx_options_t *o)
 {
@@ -149,6 +154,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"expert-version", no_argument, NULL, 'e'},  {"no-expert-version", no_argument, NULL, 'E'},
         {"iterations", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
         {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
+        {"err-mode", required_argument, NULL, 'm'},
         {"role", required_argument, NULL, 'R'},      {"case", required_argument, NULL, 'C'},
         {"listen", required_argument, NULL, 'L'},    {"connect", required_argument, NULL, 'c'},
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
@@ -158,7 +164,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
 
     *o = (ucx_options_t){.transports = TR_TCP_NETNS | TR_SHM, .nsizes = 4,
                          .sizes = {65536, 1048576, 16777216, 67108864}, .expert = 1, .iters = 20,
-                         .warmup = 3};
+                         .warmup = 3, .err_none = -1};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -171,6 +177,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'i': bad = perf_arg_u64("--iterations", optarg, 1, MAX_ITERS, &o->iters); break;
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, MAX_ITERS, &o->warmup); break;
         case 'j': o->json = 1; break;
+        case 'm': bad = perf_arg_word("--err-mode", optarg, err_mode_words, &o->err_none); break;
         case 'h': return ucx_usage(stdout) + 1;
         case 'R': o->role = optarg; break;
         case 'C': bad = parse_case(optarg, &o->case_bytes); break;
@@ -1353,12 +1360,21 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
 /* -------------------------------------------------------------- output */
 
 
+/* WEFT_UCX_ERR_MODE as weft's processes get it. */
+static const char *err_mode(void)
+{
+    const char *mode = getenv("WEFT_UCX_ERR_MODE");
+
+    return mode != NULL ? mode : "peer";
+}
+
 static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cpus)
 {
     const ucx_options_t *o = ctx->o;
 
     perf_print_host(stdout, cpus);
-    printf("# UCX %s; ucx_perftest: %s\n", ucx_version, ctx->perftest[0] ? ctx->perftest : "not found (no peer)");
+    printf("# UCX %s; ucx_perftest: %s; WEFT_UCX_ERR_MODE=%s\n", ucx_version,
+           ctx->perftest[0] ? ctx->perftest : "not found (no peer)", err_mode());
     printf("# weft: a server process (host registry + weft_server) and a consumer process (weft_remote_receive into "
            "host memory);\n# median time from weft_registry_publish to weft_registry_wait_consumers over %llu versions "
            "after %llu warm-up\n# (fill not timed; the last version checked byte for byte); GB/s = 1e9 bytes/s\n",
@@ -1404,6 +1420,7 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_str(&j, "host", host);
     perf_json_str(&j, "libweft", weft_version());
     perf_json_str(&j, "ucx_version", ucx_version);
+    perf_json_str(&j, "weft_ucx_err_mode", err_mode());
     perf_json_str(&j, "transport", r->transport);
     perf_json_str(&j, "case", r->c.name);
     perf_json_uint(&j, "bytes", r->bytes);
@@ -1573,6 +1590,9 @@ int perf_cmd_ucx(int argc, char **argv)
         fprintf(stderr, "weft-perf ucx: libweft has no usable UCX (%s): skipped\n",
                 info.compiled ? "not found at run time" : "not in this build");
         return EXIT_SKIP;
+    }
+    if (o.err_none >= 0) {
+        setenv("WEFT_UCX_ERR_MODE", o.err_none ? "none" : "peer", 1); /* for the roles' processes */
     }
     memset(&ctx, 0, sizeof(ctx));
     ctx.o = &o;

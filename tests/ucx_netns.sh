@@ -7,7 +7,9 @@
 #   2. B's link goes down in the middle of a version: B gets an error within
 #      its timeout, the server drops B and goes on with A; the link comes
 #      back, B restarts, rejoins and receives the last version whole;
-#   3. A is killed: B goes on; the server is killed: B gets an error at once.
+#   3. A is killed: B goes on; the server is killed: B gets an error at once;
+#   4. phase 1 again without peer-failure reports (WEFT_UCX_ERR_MODE=none),
+#      and an unknown mode refused.
 # Needs root and ip-netns; exits 77 (skipped) otherwise.
 set -u
 node=${top_builddir:-..}/tests/ucx_node
@@ -139,6 +141,23 @@ wait_for "$b" 20; rc=$?
 [ $rc = 3 ] || fail "host B should report the server's death (exit $rc)"
 ms=$(sed -n 's/^error .* after \([0-9]*\) ms.*/\1/p' "$work/b3b.log")
 [ -n "$ms" ] && [ "$ms" -le 2000 ] || fail "host B's error came late (${ms:-none} ms)"
+echo "phase 4: endpoints without peer-failure reports (WEFT_UCX_ERR_MODE=none)"
+# UCX's native TCP puts instead of its software emulation; every byte of 20
+# versions to both hosts again. Then an unknown mode: the server refuses.
+export WEFT_UCX_ERR_MODE=none
+serve 20 2 serve4.log
+consume "$A" wa 10.201.0.1 host-a 20 a4.log; a=$last
+consume "$B" wb 10.201.0.1 host-b 20 b4.log; b=$last
+wait_for "$a" 120 || fail "host A (phase 4)"
+wait_for "$b" 120 || fail "host B (phase 4)"
+wait_for "$server" 30 || fail "server (phase 4)"
+grep -q "received 20" "$work/a4.log" && grep -q "received 20" "$work/b4.log" || fail "phase 4 versions"
+grep -q "served 20 dropped 0" "$work/serve4.log" || fail "phase 4 server"
+ip netns exec "$T" env WEFT_UCX_ERR_MODE=sometimes "$node" serve "$work/port5" "$TOKEN" 1 1 "$TIMEOUT" > "$work/serve5.log" 2>&1
+rc=$?
+[ $rc != 0 ] && [ ! -e "$work/port5" ] || fail "an unknown WEFT_UCX_ERR_MODE was not refused (exit $rc)"
+grep -q "WEFT_UCX_ERR_MODE" "$work/serve5.log" || fail "the refusal does not name WEFT_UCX_ERR_MODE"
+unset WEFT_UCX_ERR_MODE
 echo "ucx_netns: all phases passed"
-for f in a1 b1 serve1 a2 b2 b3 serve2 b3b; do printf '%s: %s\n' "$f" "$(tail -n 1 "$work/$f.log")"; done
+for f in a1 b1 serve1 a2 b2 b3 serve2 b3b a4 b4 serve4; do printf '%s: %s\n' "$f" "$(tail -n 1 "$work/$f.log")"; done
 exit 0

@@ -3,11 +3,13 @@
 
 #include "ucx_common.h"
 
+#include "common/env_config.h"
 #include "common/log.h"
 #include "common/time_util.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 weft_status_t weft_ucx_status(ucs_status_t status, const char *what)
 {
@@ -52,6 +54,13 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
     weft_status_t       status;
 
     memset(ucx, 0, sizeof(*ucx));
+    if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "peer") == 0) {
+        ucx->peer_errors = 1;
+    } else if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "none") != 0) {
+        weft_log_error("ucx: WEFT_UCX_ERR_MODE=\"%s\" is neither peer nor none",
+                       weft_config_value(WEFT_CONFIG_UCX_ERR_MODE));
+        return WEFT_ERR_INVALID_PARAM;
+    }
     status = weft_ucx_status(ucp_config_read(NULL, NULL, &config), "reading the UCX configuration");
     if (status != WEFT_OK) {
         return status;
@@ -75,8 +84,61 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
         memset(ucx, 0, sizeof(*ucx));
         return status;
     }
-    weft_log_debug("ucx: %s: context and worker ready (UCX %s)", who, ucp_get_version_string());
+    weft_log_debug("ucx: %s: context and worker ready (UCX %s, WEFT_UCX_ERR_MODE=%s)", who,
+                   ucp_get_version_string(), ucx->peer_errors ? "peer" : "none");
     return WEFT_OK;
+}
+
+void weft_ucx_close_ep(weft_ucx_t *ucx, ucp_ep_h ep, int force, uint64_t deadline_ns)
+{
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    ucs_status_ptr_t    request = ucp_ep_close_nbx(ep, &param);
+    ucs_status_t        status = UCS_OK;
+
+    if (UCS_PTR_IS_ERR(request)) {
+        status = UCS_PTR_STATUS(request);
+    } else if (request != NULL) {
+        while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS &&
+               weft_time_ns() < deadline_ns) {
+            ucp_worker_progress(ucx->worker);
+        }
+        if (status == UCS_INPROGRESS) {
+            ucp_request_cancel(ucx->worker, request);
+            weft_ucx_progress(ucx);
+        }
+        ucp_request_free(request);
+    }
+    if (status != UCS_OK) {
+        weft_log_info("ucx: closing an endpoint: %s (the peer went first)", ucs_status_string(status));
+    }
+}
+
+weft_status_t weft_ucx_connect(weft_ucx_t *ucx, const void *address, ucp_err_handler_cb_t on_error,
+                               void *arg, const char *who, ucp_ep_h *ep, int *reports)
+{
+    ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = address};
+    ucs_status_t    created = UCS_ERR_UNREACHABLE;
+
+    if (ucx->peer_errors) {
+        params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        params.err_handler = (ucp_err_handler_t){.cb = on_error, .arg = arg};
+        created = ucp_ep_create(ucx->worker, &params, ep);
+        *reports = created == UCS_OK;
+        if (created != UCS_ERR_UNREACHABLE) {
+            return weft_ucx_status(created, who);
+        }
+        /* UCX 1.13's shared-memory transports cannot report a peer's
+         * failure; without it the bootstrap connection and the timeout
+         * still catch a peer that dies. */
+        weft_log_info("ucx: %s: the transport cannot report peer failures; relying on the "
+                      "bootstrap connection and timeouts", who);
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    }
+    created = ucp_ep_create(ucx->worker, &params, ep);
+    *reports = 0;
+    return weft_ucx_status(created, who);
 }
 
 void weft_ucx_close(weft_ucx_t *ucx)
@@ -104,32 +166,6 @@ int weft_ucx_arm(weft_ucx_t *ucx)
 {
     weft_ucx_progress(ucx);
     return ucp_worker_arm(ucx->worker) == UCS_OK;
-}
-
-weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,
-                            const char *what)
-{
-    ucs_status_t status;
-
-    if (request == NULL) {
-        return WEFT_OK;
-    }
-    if (UCS_PTR_IS_ERR(request)) {
-        return weft_ucx_status(UCS_PTR_STATUS(request), what);
-    }
-    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-        if (weft_time_ns() >= deadline_ns) {
-            ucp_request_cancel(ucx->worker, request);
-            weft_ucx_progress(ucx);
-            status = ucp_request_check_status(request);
-            ucp_request_free(request);
-            weft_log_error("ucx: %s did not complete in time", what);
-            return WEFT_ERR_TIMEOUT;
-        }
-        ucp_worker_progress(ucx->worker);
-    }
-    ucp_request_free(request);
-    return weft_ucx_status(status, what);
 }
 
 ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, uint64_t n,

@@ -20,14 +20,31 @@
 
 #define WEFT_UCX_PROTOCOL 1u
 
-/* A UCX context with RMA, and one worker (single-threaded use). */
+/* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {
     ucp_context_h context;
     ucp_worker_h  worker;
-    int           efd; /* becomes readable when the worker has work (after arm) */
+    int           efd;         /* becomes readable when the worker has work (after arm) */
+    int           peer_errors; /* WEFT_UCX_ERR_MODE=peer: endpoints report peer failures */
 } weft_ucx_t;
 
+/* Makes the context and worker and reads WEFT_UCX_ERR_MODE (a value other
+ * than peer or none: WEFT_ERR_INVALID_PARAM, logged). */
 weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who);
+
+/* Closes ep (forced where `force`: only with peer failure reports) and
+ * waits up to deadline_ns. A failure only means the peer went first: it is
+ * logged at info level, not as an error. */
+void weft_ucx_close_ep(weft_ucx_t *ucx, ucp_ep_h ep, int force, uint64_t deadline_ns);
+
+/*
+ * Creates an endpoint to `address` on ucx's worker, reporting its failures
+ * to `on_error` where ucx->peer_errors and its transport can (shared
+ * memory in UCX 1.13 cannot: then without, logged once per call as
+ * `who`). *reports says which it got, for closing (force only then).
+ */
+weft_status_t weft_ucx_connect(weft_ucx_t *ucx, const void *address, ucp_err_handler_cb_t on_error,
+                               void *arg, const char *who, ucp_ep_h *ep, int *reports);
 void          weft_ucx_close(weft_ucx_t *ucx);
 
 /* Logs a UCX failure and translates it. */
@@ -41,10 +58,6 @@ int weft_ucx_progress(weft_ucx_t *ucx);
  * in poll() on ucx->efd (it becomes readable on new work), 0 when more
  * work is already there. */
 int weft_ucx_arm(weft_ucx_t *ucx);
-
-/* Waits for a request from a *_nbx call (NULL: done already). */
-weft_status_t weft_ucx_wait(weft_ucx_t *ucx, ucs_status_ptr_t request, uint64_t deadline_ns,
-                            const char *what);
 
 /* Where a server's puts go: a consumer's endpoint and registered regions. */
 typedef struct weft_ucx_target {

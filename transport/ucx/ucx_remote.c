@@ -104,29 +104,16 @@ static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
 /*
  * An endpoint of our own to the server's worker, with peer failure
- * handling. UCX pairs it with the one the server makes to us; without it
- * the endpoint UCX makes for the server's puts has no error handling, and
- * a server that dies in the middle of a put would abort this process.
+ * handling (WEFT_UCX_ERR_MODE=peer). UCX pairs it with the one the server
+ * makes to us; without it the endpoint UCX makes for the server's puts has
+ * no error handling, and a server that dies in the middle of a put can
+ * abort this process (seen with UCX 1.13 over TCP): the price of
+ * WEFT_UCX_ERR_MODE=none.
  */
 static weft_status_t connect_back(struct ucx_remote *r)
 {
-    ucp_ep_params_t params = {
-        .field_mask  = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address     = r->server_address,
-        .err_mode    = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = server_ep_error, .arg = r},
-    };
-    ucs_status_t created = ucp_ep_create(r->ucx.worker, &params, &r->ep);
-
-    r->ep_err_mode = created == UCS_OK;
-    if (created == UCS_ERR_UNREACHABLE) {
-        /* Shared-memory transports cannot report a peer's failure. */
-        params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                         UCP_EP_PARAM_FIELD_ERR_HANDLER);
-        created = ucp_ep_create(r->ucx.worker, &params, &r->ep);
-    }
-    return weft_ucx_status(created, "connecting to the server's worker");
+    return weft_ucx_connect(&r->ucx, r->server_address, server_ep_error, r,
+                            "connecting to the server's worker", &r->ep, &r->ep_err_mode);
 }
 
 /* VIEWS → READY, or the server's refusal. */
@@ -183,10 +170,7 @@ static void remote_free(struct ucx_remote *r)
     weft_consume_disconnect(&r->base);
     if (r->ep != NULL) {
         /* Forcing needs peer failure handling; without it, flush. */
-        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                     .flags = r->ep_err_mode ? UCP_EP_CLOSE_FLAG_FORCE : 0};
-        (void)weft_ucx_wait(&r->ucx, ucp_ep_close_nbx(r->ep, &param),
-                            weft_deadline_ns(weft_time_ns(), 1000000), "closing the endpoint");
+        weft_ucx_close_ep(&r->ucx, r->ep, r->ep_err_mode, weft_deadline_ns(weft_time_ns(), 1000000));
     }
     free(r->server_address);
     for (uint32_t i = 0; r->memh != NULL && i < r->region_count; i++) {

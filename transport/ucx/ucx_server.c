@@ -228,36 +228,14 @@ static int ranges_in_regions(const peer_t *p)
     return 1;
 }
 
-/* The endpoint to a consumer's worker, with peer-failure reports where its
- * transport can give them. */
+/* The endpoint to a consumer's worker, with peer-failure reports where
+ * WEFT_UCX_ERR_MODE and its transport allow. */
 static weft_status_t connect_peer(peer_t *p, const void *address)
 {
-    struct ucx_server *s = p->server;
-    ucp_ep_params_t    ep_params = {
-           .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                         UCP_EP_PARAM_FIELD_ERR_HANDLER,
-           .address = address,
-           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-           .err_handler = {.cb = ep_error, .arg = p},
-    };
-    ucs_status_t created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
+    char who[96];
 
-    p->ep_err_mode = created == UCS_OK;
-
-    /* Shared-memory transports cannot report a peer's failure; without
-     * that mode the bootstrap connection and the timeout still catch a
-     * consumer that dies. */
-    if (created == UCS_ERR_UNREACHABLE) {
-        ep_params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                            UCP_EP_PARAM_FIELD_ERR_HANDLER);
-        created = ucp_ep_create(s->ucx.worker, &ep_params, &p->ep);
-        if (created == UCS_OK) {
-            weft_log_info("server: consumer \"%s\": its transport cannot report peer "
-                          "failures; relying on the bootstrap connection and timeouts",
-                          p->base.name);
-        }
-    }
-    return weft_ucx_status(created, "connecting to a consumer");
+    snprintf(who, sizeof(who), "connecting to consumer \"%s\"", p->base.name);
+    return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
 }
 
 static void on_views(peer_t *p, const weft_boot_msg_t *msg)
