@@ -47,6 +47,10 @@
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
+/* How long the server looks for an ack without sleeping after a notice: a
+ * consumer that is waiting answers within microseconds, and a sleep and
+ * wake-up cost more than that. */
+#define ACK_SPIN_NS          UINT64_C(200000)
 
 typedef enum peer_state {
     PEER_HELLO,    /* waiting for HELLO */
@@ -75,6 +79,7 @@ typedef struct peer {
     int                 put_failed;
     ucs_status_ptr_t    flush;
     ucs_status_ptr_t    close;
+    uint64_t            notified_ns; /* when the notice of the version went */
 } peer_t;
 
 struct ucx_server {
@@ -466,6 +471,7 @@ static void peer_advance(peer_t *p)
             return;
         }
         p->state = PEER_ACKING;
+        p->notified_ns = weft_time_ns();
         weft_log_debug("server: consumer \"%s\": version %" PRIu64 " flushed, notified",
                        p->base.name, p->base.version);
     }
@@ -634,13 +640,15 @@ static void *server_main(void *arg)
         uint64_t          after = UINT64_MAX;
         weft_serve_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVE_VERSION : WEFT_SERVE_SOCKETS;
 
-        /* Puts in flight need progress, not sleep; with every consumer
-         * ready, the next version is waited for on the registry (UCX's
-         * events then wait up to WEFT_SERVE_IDLE_WAIT_US). */
+        /* Puts in flight need progress, not sleep, and a fresh notice's
+         * ack is looked for (ACK_SPIN_NS); with every consumer ready, the
+         * next version is waited for on the registry (UCX's events then
+         * wait up to WEFT_SERVE_IDLE_WAIT_US). */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             const peer_t *p = peer_at(s, i);
 
-            if (p->state == PEER_SENDING || p->state == PEER_FLUSHING) {
+            if (p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
+                (p->state == PEER_ACKING && weft_time_ns() - p->notified_ns < ACK_SPIN_NS)) {
                 wait = WEFT_SERVE_BUSY;
             } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
                 wait = WEFT_SERVE_SOCKETS;
