@@ -36,6 +36,10 @@ extern "C" {
       "ucx: how GPU memory moves: direct (registered with UCX, GPUDirect RDMA where the "  \
       "NIC allows), staged (through pinned host bounce buffers), auto (direct where UCX " \
       "reports GPUDirect RDMA, staged otherwise)")                                       \
+    X(UCX_STAGE_BYTES, "transport", "256M",                                               \
+      "ucx: pinned host memory a consumer with staged device views receives through (K, " \
+      "M, G suffixes; at least 128K): two halves, a version larger than one half comes "  \
+      "in rounds; no more than the views span is taken")                                  \
     X(UCX_ERR_MODE, "transport", "peer",                                                  \
       "ucx: peer (endpoints report a peer's failure, and the server drops that consumer " \
       "at once; UCX then emulates puts over TCP in software, at about half the "          \

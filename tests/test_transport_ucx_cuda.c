@@ -4,7 +4,9 @@
  * registry into device views (exact bytes over many versions, read back
  * to the host; strided and contiguous views), on the path UCX's support
  * picks and with the staged path forced (WEFT_UCX_CUDA=staged), a version
- * larger than the server's window, a host registry into device views, a
+ * larger than the server's window, versions through a consumer staging
+ * ring far smaller than they are (in rounds; a ring under the minimum
+ * refused), a host registry into device views, a
  * GPU registry into host views, a consumer killed mid-run while another
  * goes on, WEFT_UCX_CUDA=direct where UCX reports no GPUDirect RDMA (a clear
  * refusal), host and device views mixed (refused). The server is on GPU
@@ -13,7 +15,7 @@
  *
  * WEFT_* variables are read once per process: the test runner itself
  * never calls libweft (its probes run in children), so each test sets
- * WEFT_UCX_CUDA before its processes start.
+ * WEFT_UCX_CUDA (and WEFT_UCX_STAGE_BYTES) before its processes start.
  */
 #include "config.h"
 
@@ -454,6 +456,50 @@ START_TEST(staged_version_larger_than_the_window)
 }
 END_TEST
 
+/*
+ * Device views staged through a ring much smaller than a version: 256 KiB
+ * (two halves of 128 KiB) for 4.6 MB, so each version comes in 36 rounds
+ * (ucx_rounds.h), with strided views (consumer 1), over TCP and shared
+ * memory, and with the server's own bounce ring cut to one put at a time.
+ * First a ring under the minimum is refused, which shows the variable
+ * reaches the consumers of this test.
+ */
+START_TEST(staged_in_rounds_through_a_small_ring)
+{
+    run_t run = {"tcp,self", "staged", 1, 1, 2, 8, 64u << 20};
+    pid_t pid;
+
+    set_env(&run);
+    ck_assert_int_eq(setenv("WEFT_UCX_STAGE_BYTES", "64K", 1), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        server_side_t   host;
+        consumer_side_t c;
+
+        registry_start(&host, 0);
+        WEFT_CHILD_CHECK(server_create(&host, 64u << 20), WEFT_OK, 90);
+        consumer_setup(&c, "small-ring", 1, 0);
+        WEFT_CHILD_CHECK(consumer_connect(&c, host.port), WEFT_ERR_INVALID_PARAM, 91);
+        c.remote = NULL;
+        consumer_free(&c);
+        server_stop(&host);
+        _exit(0);
+    }
+    ck_assert_int_eq(wait_child(pid), 0);
+    ck_assert_int_eq(setenv("WEFT_UCX_STAGE_BYTES", "256K", 1), 0);
+    run_versions(&run);
+    run.tls = "sm,self";
+    run_versions(&run);
+    run.tls = "tcp,self";
+    run.window = 1;
+    run_versions(&run);
+    run.gpu_registry = 0;
+    run_versions(&run);
+    ck_assert_int_eq(unsetenv("WEFT_UCX_STAGE_BYTES"), 0);
+}
+END_TEST
+
 START_TEST(host_registry_to_device_views)
 {
     run_t run = {"tcp,self", "staged", 0, 1, 2, 8, 64u << 20};
@@ -642,6 +688,7 @@ int main(void)
     ADD(gpu_registry_to_device_views_staged_over_tcp);
     ADD(gpu_registry_to_device_views_staged_over_shared_memory);
     ADD(staged_version_larger_than_the_window);
+    ADD(staged_in_rounds_through_a_small_ring);
     ADD(host_registry_to_device_views);
     ADD(gpu_registry_to_host_views);
     ADD(consumer_killed_others_go_on);

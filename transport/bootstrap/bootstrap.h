@@ -36,7 +36,9 @@ typedef enum weft_boot_type {
     WEFT_BOOT_ACK      = 7, /* consumer → server: version v received */
     WEFT_BOOT_FAILED   = 8, /* server → consumer: version v failed for you (status) */
     WEFT_BOOT_BYE      = 9, /* consumer → server: leaving on purpose */
-    WEFT_BOOT_WANT     = 10 /* consumer → server: write a version newer than v now (cuda_ipc push) */
+    WEFT_BOOT_WANT     = 10, /* consumer → server: write a version newer than v now (cuda_ipc push) */
+    WEFT_BOOT_ROUND    = 11, /* server → consumer: a round of v is in its staging ring (ucx) */
+    WEFT_BOOT_ROUND_DONE = 12 /* consumer → server: that round was copied out of the ring (ucx) */
 } weft_boot_type_t;
 
 typedef struct weft_boot_msg {

@@ -236,7 +236,7 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
             return WEFT_ERR_TIMEOUT;
         }
         /* The server's copy completed before it sent the notice. */
-        status = weft_consume_notice(&r->base, &v);
+        status = weft_consume_notice(&r->base, &v, 0, NULL);
         if (status == WEFT_OK) {
             status = weft_consume_ack(&r->base, v);
         }

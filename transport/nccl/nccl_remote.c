@@ -316,7 +316,7 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
             status = WEFT_ERR_TIMEOUT;
             break;
         }
-        status = weft_consume_notice(&r->base, &v);
+        status = weft_consume_notice(&r->base, &v, 0, NULL);
         if (status == WEFT_OK) {
             status = receive_version(r, v);
         }

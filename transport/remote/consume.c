@@ -96,7 +96,8 @@ weft_status_t weft_consume_views(weft_consume_t *c, const weft_boot_buf_t *buf,
     return status == WEFT_OK ? expect(c, ready, WEFT_BOOT_READY, "the views") : status;
 }
 
-weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version)
+weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_type,
+                                  weft_boot_msg_t *extra)
 {
     weft_boot_msg_t    msg;
     weft_boot_cursor_t cur;
@@ -109,6 +110,10 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version)
                        weft_status_string(status));
         weft_consume_disconnect(c);
         return WEFT_ERR_CONNECTION;
+    }
+    if (extra_type != 0 && msg.type == extra_type) {
+        *extra = msg;
+        return WEFT_INPROGRESS;
     }
     cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
     v = weft_boot_get_u64(&cur);
@@ -127,6 +132,17 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version)
     free(msg.payload);
     weft_consume_disconnect(c);
     return status;
+}
+
+weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf)
+{
+    if (buf->failed) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    return weft_boot_send(c->fd, type, buf->data, (uint32_t)buf->length,
+                          weft_deadline_ns(weft_time_ns(), MESSAGE_US)) == WEFT_OK
+               ? WEFT_OK
+               : WEFT_ERR_CONNECTION;
 }
 
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)

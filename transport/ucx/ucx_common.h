@@ -18,7 +18,8 @@
 #include <ucp/api/ucp.h>
 #pragma GCC diagnostic pop
 
-#define WEFT_UCX_PROTOCOL 1u
+/* 2: VIEWS ends with the staging ring's half (ucx_rounds.h). */
+#define WEFT_UCX_PROTOCOL 2u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {
@@ -80,7 +81,9 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
 
 /*
  * VIEWS: blob worker address; u32 regions, each u64 base, u64 bytes, blob
- *        packed rkey; then the views (remote/wire.h).
+ *        packed rkey; then the views (remote/wire.h); then u64 ring half:
+ *        0, or the half of the staging ring that is the one region, for
+ *        device views staged in rounds (ucx_rounds.h: ROUND, ROUND_DONE).
  * WELCOME: the server's worker address. READY: the head of serve.h.
  * The other payloads, and their helpers, are remote/wire.h's.
  */

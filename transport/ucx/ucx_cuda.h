@@ -35,10 +35,11 @@
 typedef struct weft_ucx_ring weft_ucx_ring_t;
 
 /*
- * The consumer's staging area for device views (the staged path): pinned
- * host memory as large as the views' merged spans together, which the
- * consumer registers and sends instead of the views; after each version's
- * notice it is copied into the spans on a stream of the views' GPU.
+ * The consumer's staging ring for device views (the staged path): pinned
+ * host memory of two halves, which the consumer registers and sends
+ * instead of the views; the server puts each version there in rounds
+ * (ucx_rounds.h), and each round is copied into the views on a stream of
+ * the views' GPU before the server may put into its half again.
  */
 typedef struct weft_ucx_stage weft_ucx_stage_t;
 
@@ -89,23 +90,24 @@ weft_status_t weft_ucx_ring_advance(weft_ucx_ring_t *ring, const weft_ucx_target
 /* 1 when no copy and no put of the ring is in flight. */
 int weft_ucx_ring_idle(weft_ucx_ring_t *ring);
 
-/* On the views' GPU (current). spans: the views' merged byte spans. */
-weft_status_t weft_ucx_stage_create(const weft_wire_span_t *spans, uint32_t count,
+/* On the views' GPU (current). spans: the views' merged byte spans (the
+ * only device memory a round may be copied into); a ring of 2 × half. */
+weft_status_t weft_ucx_stage_create(const weft_wire_span_t *spans, uint32_t count, uint64_t half,
                                     weft_ucx_stage_t **stage);
 void          weft_ucx_stage_destroy(weft_ucx_stage_t *stage);
 
-/* The pinned area: the one region to register and send. */
+/* The pinned ring: the one region to register and send. */
 weft_wire_span_t weft_ucx_stage_area(const weft_ucx_stage_t *stage);
+uint64_t         weft_ucx_stage_half(const weft_ucx_stage_t *stage);
 
-/* A copy of views (malloc'd) whose data point where their bytes land in
- * the area; what the server is told. Also lays out the runs of elements
- * that weft_ucx_stage_commit copies. */
-weft_status_t weft_ucx_stage_views(weft_ucx_stage_t *stage, const weft_recv_view_t *views,
-                                   size_t count, weft_recv_view_t **staged);
-
-/* Copies the views' elements from the area into the views, and no other
- * byte (a strided view's gaps belong to the engine), and waits. */
-weft_status_t weft_ucx_stage_commit(weft_ucx_stage_t *stage);
+/*
+ * A ROUND message (ucx_rounds.h): checks it (WEFT_ERR_CORRUPT: malformed,
+ * or a piece outside its half of the ring or outside the views), copies
+ * its pieces into the views and waits (WEFT_ERR_CUDA). *version, *round
+ * and *rounds say which.
+ */
+weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage, const weft_boot_msg_t *msg,
+                                   uint64_t *version, uint32_t *round, uint32_t *rounds);
 
 #else /* no CUDA: nothing of GPU memory reaches the transport */
 
@@ -160,10 +162,11 @@ static inline int weft_ucx_ring_idle(weft_ucx_ring_t *ring)
 }
 
 static inline weft_status_t weft_ucx_stage_create(const weft_wire_span_t *spans, uint32_t count,
-                                                  weft_ucx_stage_t **stage)
+                                                  uint64_t half, weft_ucx_stage_t **stage)
 {
     (void)spans;
     (void)count;
+    (void)half;
     (void)stage;
     return WEFT_ERR_UNSUPPORTED;
 }
@@ -179,20 +182,21 @@ static inline weft_wire_span_t weft_ucx_stage_area(const weft_ucx_stage_t *stage
     return (weft_wire_span_t){0, 0};
 }
 
-static inline weft_status_t weft_ucx_stage_views(weft_ucx_stage_t *stage,
-                                                 const weft_recv_view_t *views, size_t count,
-                                                 weft_recv_view_t **staged)
+static inline uint64_t weft_ucx_stage_half(const weft_ucx_stage_t *stage)
 {
     (void)stage;
-    (void)views;
-    (void)count;
-    (void)staged;
-    return WEFT_ERR_UNSUPPORTED;
+    return 0;
 }
 
-static inline weft_status_t weft_ucx_stage_commit(weft_ucx_stage_t *stage)
+static inline weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage,
+                                                 const weft_boot_msg_t *msg, uint64_t *version,
+                                                 uint32_t *round, uint32_t *rounds)
 {
     (void)stage;
+    (void)msg;
+    (void)version;
+    (void)round;
+    (void)rounds;
     return WEFT_ERR_UNSUPPORTED;
 }
 

@@ -8,12 +8,15 @@
  *
  * Device views (all on one GPU) take the path ucx_gpu.h picks: direct,
  * their memory registered with UCX as CUDA memory; or staged, a pinned
- * host area as large as their merged spans registered and sent instead
- * (the server puts there), copied into the views after each notice and
- * acknowledged only once that copy completed.
+ * host ring of WEFT_UCX_STAGE_BYTES at most registered and sent instead:
+ * the server puts each version there in rounds (ucx_rounds.h), each
+ * round is copied into the views and answered before the server reuses
+ * its half, and the version is acknowledged only after its last round's
+ * copy completed.
  */
 #include "config.h"
 
+#include "common/env_config.h"
 #include "common/log.h"
 #include "common/time_util.h"
 #include "transport/remote/consume.h"
@@ -23,6 +26,7 @@
 #include "ucx_common.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
+#include "ucx_rounds.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -54,7 +58,12 @@ struct ucx_remote {
     int              device;   /* their GPU; -1 for host views */
     weft_memory_kind_t region_memory; /* of the registered regions */
     weft_ucx_stage_t *stage;   /* staged device views; NULL otherwise */
+    /* Staged: the rounds of the version arriving (ucx_rounds.h). */
+    uint64_t         round_version;
+    uint32_t         round_next, round_total;
 };
+
+#define STAGE_BYTES_MIN (UINT64_C(128) << 10)
 
 static weft_status_t register_regions(struct ucx_remote *r)
 {
@@ -148,6 +157,7 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
         }
     }
     weft_wire_put_views(&buf, views, count);
+    weft_boot_put_u64(&buf, r->stage != NULL ? weft_ucx_stage_half(r->stage) : 0);
     if (status == WEFT_OK) {
         status = weft_consume_views(&r->base, &buf, deadline, &msg);
     }
@@ -186,18 +196,38 @@ static void remote_free(struct ucx_remote *r)
 }
 
 /*
+ * The half of the staging ring for views spanning `spans` bytes:
+ * WEFT_UCX_STAGE_BYTES split in two, no more than the views need.
+ */
+static weft_status_t stage_half(uint64_t spans, uint64_t *half)
+{
+    uint64_t      bytes;
+    weft_status_t status = weft_config_size(WEFT_CONFIG_UCX_STAGE_BYTES, &bytes);
+
+    if (status != WEFT_OK || bytes < STAGE_BYTES_MIN) {
+        weft_log_error("remote: WEFT_UCX_STAGE_BYTES must be a size of at least %" PRIu64 " bytes",
+                       STAGE_BYTES_MIN);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    *half = bytes / 2 < spans ? bytes / 2 : spans;
+    if (*half == 0) {
+        *half = 1;
+    }
+    return WEFT_OK;
+}
+
+/*
  * What the consumer registers and tells the server: the views' spans, or
- * for staged device views the staging area and views moved into it
- * (*sent: a copy to free, or the caller's views).
+ * for staged device views the staging ring (the views are sent as they
+ * are: the server cuts its puts into rounds through the ring).
  */
 static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t *views,
-                                    size_t count, const weft_recv_view_t **sent)
+                                    size_t count)
 {
     weft_ucx_gpu_path_t path = WEFT_UCX_GPU_STAGED;
-    weft_recv_view_t   *staged;
+    uint64_t            spans = 0, half;
     weft_status_t       status;
 
-    *sent = views;
     r->region_memory = WEFT_MEMORY_HOST;
     status = weft_wire_view_spans(views, count, &r->regions, &r->region_count);
     if (status != WEFT_OK || r->memory != WEFT_MEMORY_CUDA) {
@@ -211,18 +241,18 @@ static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t
         r->region_memory = WEFT_MEMORY_CUDA;
         return WEFT_OK;
     }
-    status = weft_ucx_stage_create(r->regions, r->region_count, &r->stage);
+    for (uint32_t i = 0; i < r->region_count; i++) {
+        spans += r->regions[i].bytes;
+    }
+    status = stage_half(spans, &half);
     if (status == WEFT_OK) {
-        status = weft_ucx_stage_views(r->stage, views, count, &staged);
+        status = weft_ucx_stage_create(r->regions, r->region_count, half, &r->stage);
     }
     if (status != WEFT_OK) {
         return status;
     }
-    /* One region, the whole area: ranges the server merges may run from
-     * one span's bytes into the next one's there. */
     r->regions[0] = weft_ucx_stage_area(r->stage);
     r->region_count = 1;
-    *sent = staged;
     return WEFT_OK;
 }
 
@@ -230,7 +260,6 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
                                         const weft_recv_view_t *views, size_t count, void **out)
 {
     struct ucx_remote      *r;
-    const weft_recv_view_t *sent = views;
     uint64_t                deadline;
     int                     saved = -1, entered = 0;
     weft_status_t           status;
@@ -259,16 +288,13 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = connect_back(r);
     }
     if (status == WEFT_OK) {
-        status = receive_memory(r, views, count, &sent);
+        status = receive_memory(r, views, count);
     }
     if (status == WEFT_OK) {
         status = register_regions(r);
     }
     if (status == WEFT_OK) {
-        status = send_views(r, sent, count, deadline);
-    }
-    if (sent != views) {
-        free((void *)(uintptr_t)sent);
+        status = send_views(r, views, count, deadline);
     }
     if (status != WEFT_OK) {
         int device = r->device;
@@ -294,27 +320,58 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     return WEFT_OK;
 }
 
-/* Staged device views: the version landed in the staging area; copy it
- * into the views before it may be acknowledged. */
-static weft_status_t stage_commit(struct ucx_remote *r, uint64_t v)
+/*
+ * Staged device views: round k of version v is in the staging ring. Copy
+ * it into the views, then tell the server that half of the ring is free.
+ * Rounds come in order, all of one version before its notice.
+ */
+static weft_status_t stage_round(struct ucx_remote *r, const weft_boot_msg_t *msg)
 {
-    int           saved;
-    weft_status_t status;
+    weft_boot_buf_t buf = {0};
+    uint64_t        v = 0;
+    uint32_t        k = 0, total = 0;
+    int             saved;
+    weft_status_t   status = weft_ucx_cuda_enter(r->device, &saved);
 
-    if (r->stage == NULL) {
-        return WEFT_OK;
-    }
-    status = weft_ucx_cuda_enter(r->device, &saved);
     if (status == WEFT_OK) {
-        status = weft_ucx_stage_commit(r->stage);
+        status = weft_ucx_stage_round(r->stage, msg, &v, &k, &total);
         weft_ucx_cuda_leave(r->device, saved);
     }
-    if (status != WEFT_OK) {
-        weft_log_error("remote: version %" PRIu64 " from %s: copying it into the device views on "
-                       "GPU %d failed (%s); not acknowledged",
-                       v, r->base.server, r->device, weft_status_string(status));
+    if (status == WEFT_OK && k != (k == 0 ? 0 : r->round_next)) {
+        status = WEFT_ERR_CORRUPT;
     }
+    if (status == WEFT_OK && k != 0 && (v != r->round_version || total != r->round_total)) {
+        status = WEFT_ERR_CORRUPT;
+    }
+    if (status != WEFT_OK) {
+        weft_log_error("remote: round %u of version %" PRIu64 " from %s: %s; not acknowledged", k,
+                       v, r->base.server,
+                       status == WEFT_ERR_CORRUPT ? "out of turn or malformed"
+                                                  : "copying it into the device views failed");
+        return status;
+    }
+    r->round_version = v;
+    r->round_total = total;
+    r->round_next = k + 1;
+    weft_boot_put_u64(&buf, v);
+    weft_boot_put_u32(&buf, k);
+    status = weft_consume_send(&r->base, WEFT_BOOT_ROUND_DONE, &buf);
+    weft_boot_buf_free(&buf);
     return status;
+}
+
+/* Staged device views: the notice of v is worth an ack only after every
+ * round of v was copied (a version of no bytes has none). */
+static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
+{
+    if (r->stage == NULL || r->bytes == 0 ||
+        (r->round_version == v && r->round_next == r->round_total)) {
+        return WEFT_OK;
+    }
+    weft_log_error("remote: the notice of version %" PRIu64 " from %s came before all its "
+                   "rounds; not acknowledged",
+                   v, r->base.server);
+    return WEFT_ERR_CORRUPT;
 }
 
 static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
@@ -329,8 +386,9 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     last_work = weft_time_ns();
     for (;;) {
-        weft_status_t status;
-        uint64_t      v;
+        weft_status_t   status;
+        uint64_t        v;
+        weft_boot_msg_t round;
 
         /* Puts over some transports (TCP) need the target to progress. */
         if (weft_ucx_progress(&r->ucx)) {
@@ -354,11 +412,20 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             }
             continue;
         }
-        status = weft_consume_notice(&r->base, &v);
+        status = weft_consume_notice(&r->base, &v, r->stage != NULL ? WEFT_BOOT_ROUND : 0, &round);
+        if (status == WEFT_INPROGRESS) {
+            status = stage_round(r, &round);
+            free(round.payload);
+            if (status != WEFT_OK) {
+                weft_consume_disconnect(&r->base);
+                return status;
+            }
+            continue;
+        }
         if (status != WEFT_OK) {
             return status;
         }
-        status = stage_commit(r, v);
+        status = stage_complete(r, v);
         if (status == WEFT_OK) {
             /* Every byte of v is here: acknowledge, then report it. */
             status = weft_consume_ack(&r->base, v);

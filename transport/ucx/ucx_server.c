@@ -35,6 +35,7 @@
 #include "ucx_common.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
+#include "ucx_rounds.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -80,6 +81,10 @@ typedef struct peer {
     ucs_status_ptr_t    flush;
     ucs_status_ptr_t    close;
     uint64_t            notified_ns; /* when the notice of the version went */
+    /* A consumer staging through a bounded ring (ucx_rounds.h): the
+     * version's rounds, the one being sent, and how many it copied. */
+    weft_ucx_rounds_t   rounds;
+    uint32_t            round, rounds_done;
 } peer_t;
 
 struct ucx_server {
@@ -160,6 +165,7 @@ static void peer_free(peer_t *p)
     }
     free(p->rkeys);
     free(p->regions);
+    weft_ucx_rounds_free(&p->rounds);
     weft_ucx_ring_destroy(p->ring);
     weft_serve_peer_fini(&p->base);
     free(p);
@@ -252,6 +258,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     const void       **rkey_blobs = NULL; /* into msg, valid during this call */
     uint32_t           view_count = 0, address_length;
     const void        *address;
+    uint64_t           ring_half;
     weft_status_t      status;
 
     if (msg->type != WEFT_BOOT_VIEWS) {
@@ -280,6 +287,13 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         rkey_blobs[r] = weft_boot_get_blob(&cur, &rkey_length);
     }
     status = cur.failed ? WEFT_ERR_CORRUPT : weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
+    ring_half = weft_boot_get_u64(&cur);
+    if (status == WEFT_OK && (cur.failed || (ring_half != 0 && (p->region_count != 1 ||
+                                                                 p->regions[0].bytes / 2 < ring_half)))) {
+        free(views);
+        free(names);
+        status = WEFT_ERR_CORRUPT;
+    }
     if (status != WEFT_OK) {
         free(rkey_blobs);
         refuse(p, status, "malformed views or keys");
@@ -293,7 +307,17 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         peer_drop(p, status, "refused");
         return;
     }
-    if (!ranges_in_regions(p)) {
+    /* Staged through a ring: the views are device memory the consumer
+     * copies into itself; every put goes into the ring. */
+    status = ring_half != 0 ? weft_ucx_rounds_build(&p->base.plan->ranges, p->regions[0].base,
+                                                    ring_half, &p->rounds)
+                            : WEFT_OK;
+    if (status != WEFT_OK) {
+        free(rkey_blobs);
+        refuse(p, status, "its staging ring cannot hold a version in rounds");
+        return;
+    }
+    if (ring_half == 0 && !ranges_in_regions(p)) {
         free(rkey_blobs);
         refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return;
@@ -341,9 +365,10 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
-                  " ranges",
+                  " ranges%s",
                   p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
-                  p->base.plan->ranges.count);
+                  p->base.plan->ranges.count,
+                  p->rounds.count != 0 ? ", in rounds through its staging ring" : "");
 }
 
 /* ------------------------------------------------------------ versions */
@@ -359,11 +384,27 @@ static void put_done(void *request, ucs_status_t status, void *arg)
     ucp_request_free(request);
 }
 
+/* What is put now: the plan's ranges, or for a consumer with a staging
+ * ring those of the round being sent (into the ring). */
+static const weft_range_list_t *peer_ranges(const peer_t *p)
+{
+    return p->rounds.count != 0 ? &p->rounds.round[p->round].puts : &p->base.plan->ranges;
+}
+
+/* Starts putting the ranges of peer_ranges() from the first. */
+static void peer_start_ranges(peer_t *p)
+{
+    p->range = p->range_offset = 0;
+    if (p->ring != NULL) {
+        weft_ucx_ring_start(p->ring, peer_ranges(p), p->arena);
+    }
+}
+
 /* Posts puts until the window is full or every range is posted. */
 static void peer_post(peer_t *p)
 {
     struct ucx_server       *s = p->server;
-    const weft_range_list_t *list = &p->base.plan->ranges;
+    const weft_range_list_t *list = peer_ranges(p);
     const weft_ucx_target_t  target = {.ep = p->ep, .regions = p->regions, .rkeys = p->rkeys,
                                        .region_count = p->region_count};
     uint64_t                 window = s->base.window;
@@ -394,6 +435,44 @@ static void peer_post(peer_t *p)
     }
 }
 
+/*
+ * After a round's flush: ROUND to the consumer, then the next round
+ * (state SENDING) or, after the last, stay FLUSHING for the notice.
+ * 0 when the consumer was dropped.
+ */
+static int send_round(peer_t *p)
+{
+    weft_boot_buf_t buf = {0};
+    weft_status_t   status;
+
+    weft_ucx_put_round(&buf, p->base.version, &p->rounds, p->round);
+    status = weft_serve_send(&p->base, WEFT_BOOT_ROUND, &buf);
+    weft_boot_buf_free(&buf);
+    if (status != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "a round's notice was not sent");
+        return 0;
+    }
+    if (++p->round < p->rounds.count) {
+        peer_start_ranges(p);
+        p->state = PEER_SENDING;
+    }
+    return 1;
+}
+
+/* The consumer copied a round out of its ring: that half is free. */
+static void on_round_done(peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           v = weft_boot_get_u64(&cur);
+    uint32_t           k = weft_boot_get_u32(&cur);
+
+    if (cur.failed || v != p->base.version || k != p->rounds_done || k >= p->round) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "a round done out of turn");
+        return;
+    }
+    p->rounds_done++;
+}
+
 /* Advances one consumer's transfer of the version in flight. */
 static void peer_advance(peer_t *p)
 {
@@ -410,6 +489,12 @@ static void peer_advance(peer_t *p)
          p->state == PEER_HELLO || p->state == PEER_VIEWS) &&
         weft_time_ns() > p->base.deadline) {
         peer_drop(p, WEFT_ERR_TIMEOUT, "no progress within the timeout");
+        return;
+    }
+    /* A round goes into the half of the ring that round - 2 used: only
+     * once the consumer copied that one out. */
+    if (p->state == PEER_SENDING && p->rounds.count != 0 && p->round >= 2 &&
+        p->rounds_done + 1 < p->round) {
         return;
     }
     if (p->state == PEER_SENDING) {
@@ -433,7 +518,7 @@ static void peer_advance(peer_t *p)
                 peer_drop(p, WEFT_ERR_CONNECTION, "a put failed");
                 return;
             }
-            posted = p->range == p->base.plan->ranges.count && p->in_flight == 0;
+            posted = p->range == peer_ranges(p)->count && p->in_flight == 0;
         }
         if (posted) {
             ucp_request_param_t param = {0};
@@ -463,6 +548,13 @@ static void peer_advance(peer_t *p)
         if (status != UCS_OK) {
             peer_drop(p, WEFT_ERR_CONNECTION, "the flush failed");
             return;
+        }
+        /* A round is in the consumer's ring: tell it, go on with the next. */
+        if (p->rounds.count != 0 && !send_round(p)) {
+            return;
+        }
+        if (p->state != PEER_FLUSHING) {
+            return; /* the next round is being sent */
         }
         /* Every byte of v is in the consumer's memory: now tell it. */
         if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_VERSION, p->base.version,
@@ -496,6 +588,12 @@ static void peer_read(weft_serve_peer_t *base)
 
     if (!weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what)) {
         peer_drop(p, why, what);
+        return;
+    }
+    if (msg.type == WEFT_BOOT_ROUND_DONE && p->rounds.count != 0 &&
+        (p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING)) {
+        on_round_done(p, &msg);
+        free(msg.payload);
         return;
     }
     switch (p->state) {
@@ -580,11 +678,9 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         peer_drop(p, status, "the version cannot be read here");
         return;
     }
-    p->range = p->range_offset = 0;
     p->put_failed = 0;
-    if (p->ring != NULL) {
-        weft_ucx_ring_start(p->ring, &p->base.plan->ranges, p->arena);
-    }
+    p->round = p->rounds_done = 0;
+    peer_start_ranges(p);
     weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
                    p->base.name, p->base.version, p->base.lease.slot);
 }
