@@ -81,15 +81,20 @@ wait_for() { # pid seconds → its exit status, or 124
     wait "$1"
 }
 
+# Every byte of 20 versions to both hosts, nobody dropped; logs *N.log.
+exact_versions() { # N (the phase)
+    serve 20 2 "serve$1.log"
+    consume "$A" wa 10.201.0.1 host-a 20 "a$1.log"; a=$last
+    consume "$B" wb 10.201.0.1 host-b 20 "b$1.log"; b=$last
+    wait_for "$a" 120 || fail "host A (phase $1)"
+    wait_for "$b" 120 || fail "host B (phase $1)"
+    wait_for "$server" 30 || fail "server (phase $1)"
+    grep -q "received 20" "$work/a$1.log" && grep -q "received 20" "$work/b$1.log" || fail "phase $1 versions"
+    grep -q "served 20 dropped 0" "$work/serve$1.log" || fail "phase $1 server"
+}
+
 echo "phase 1: 20 versions of 48 MiB to two hosts"
-serve 20 2 serve1.log
-consume "$A" wa 10.201.0.1 host-a 20 a1.log; a=$last
-consume "$B" wb 10.201.0.1 host-b 20 b1.log; b=$last
-wait_for "$a" 120 || fail "host A (phase 1)"
-wait_for "$b" 120 || fail "host B (phase 1)"
-wait_for "$server" 30 || fail "server (phase 1)"
-grep -q "received 20" "$work/a1.log" && grep -q "received 20" "$work/b1.log" || fail "phase 1 versions"
-grep -q "served 20 dropped 0" "$work/serve1.log" || fail "phase 1 server"
+exact_versions 1
 
 echo "phase 2: B's link goes down mid-version, comes back, B rejoins"
 serve 120 2 serve2.log "$work/hold"
@@ -145,14 +150,7 @@ echo "phase 4: endpoints without peer-failure reports (WEFT_UCX_ERR_MODE=none)"
 # UCX's native TCP puts instead of its software emulation; every byte of 20
 # versions to both hosts again. Then an unknown mode: the server refuses.
 export WEFT_UCX_ERR_MODE=none
-serve 20 2 serve4.log
-consume "$A" wa 10.201.0.1 host-a 20 a4.log; a=$last
-consume "$B" wb 10.201.0.1 host-b 20 b4.log; b=$last
-wait_for "$a" 120 || fail "host A (phase 4)"
-wait_for "$b" 120 || fail "host B (phase 4)"
-wait_for "$server" 30 || fail "server (phase 4)"
-grep -q "received 20" "$work/a4.log" && grep -q "received 20" "$work/b4.log" || fail "phase 4 versions"
-grep -q "served 20 dropped 0" "$work/serve4.log" || fail "phase 4 server"
+exact_versions 4
 ip netns exec "$T" env WEFT_UCX_ERR_MODE=sometimes "$node" serve "$work/port5" "$TOKEN" 1 1 "$TIMEOUT" > "$work/serve5.log" 2>&1
 rc=$?
 [ $rc != 0 ] && [ ! -e "$work/port5" ] || fail "an unknown WEFT_UCX_ERR_MODE was not refused (exit $rc)"
