@@ -33,6 +33,7 @@
 #include "config.h"
 
 #include "args.h"
+#include "gpu_buf.h"
 #include "json.h"
 #include "perf.h"
 #include "proc.h"
@@ -73,7 +74,7 @@
 #define PERFTEST_TRYS 5                   /* message sizes tried for the expert version */
 #define PERFTEST_MAX_BYTES (UINT64_C(4) << 30) /* moved by one ucx_perftest run at most */
 
-enum { TR_TCP_NETNS = 1, TR_SHM = 2 };
+enum { TR_TCP_NETNS = 1, TR_SHM = 2, TR_TCP_LO = 4 };
 
 typedef struct ucx_options {
     int      transports; /* TR_* bits */
@@ -81,6 +82,7 @@ typedef struct ucx_options {
     size_t   nsizes;
     int      expert, json;
     int      err_none; /* --err-mode: 1 none, 0 peer, -1 as the environment says */
+    int      gpu;      /* --memory cuda: a GPU registry into device views */
     uint64_t iters, warmup;
     /* Hidden: the processes this command runs itself as. */
     const char *role, *listen, *connect, *token, *registry;
@@ -95,7 +97,8 @@ static int ucx_usage(FILE *out)
             "  consumer -> ack), beside ucx_perftest -t ucp_put_bw at the same size over\n"
             "  the same UCX transport.\n"
             "  --transport T        tcp-netns (two network namespaces, a veth pair;\n"
-            "                       needs root), shm (this host) or all (default all)\n"
+            "                       needs root), shm (this host), tcp-lo (TCP over this\n"
+            "                       host's loopback) or all (tcp-netns and shm; default)\n"
             "  --sizes LIST         one-tensor sizes, comma-separated, K/M/G suffixes\n"
             "                       (default 65536,1048576,16777216,67108864)\n"
             "  --expert-version     also a whole FP8 expert version of one Qwen3-30B-A3B\n"
@@ -103,6 +106,11 @@ static int ucx_usage(FILE *out)
             "  --no-expert-version  skip it\n"
             "  --iterations N       timed versions (default 20)\n"
             "  --warmup N           untimed versions first (default 3)\n"
+            "  --memory M           host (default) or cuda: weft moves a GPU registry on\n"
+            "                       GPU 0 into device views on GPU 1 (GPU 0 with one\n"
+            "                       GPU), staged through pinned host memory where UCX\n"
+            "                       has no GPUDirect RDMA; ucx_perftest still moves\n"
+            "                       host memory, the network's own figure\n"
             "  --err-mode M         WEFT_UCX_ERR_MODE for weft's server and consumer:\n"
             "                       peer (the default: endpoints report peer failures;\n"
             "                       UCX then emulates puts over TCP in software) or none\n"
@@ -114,8 +122,10 @@ static int ucx_usage(FILE *out)
 }
 
 static const perf_arg_word_t transport_words[] = {
-    {"tcp-netns", TR_TCP_NETNS}, {"shm", TR_SHM}, {"all", TR_TCP_NETNS | TR_SHM}, {NULL, 0}};
+    {"tcp-netns", TR_TCP_NETNS}, {"shm", TR_SHM}, {"tcp-lo", TR_TCP_LO},
+    {"all", TR_TCP_NETNS | TR_SHM}, {NULL, 0}};
 static const perf_arg_word_t err_mode_words[] = {{"peer", 0}, {"none", 1}, {NULL, 0}};
+static const perf_arg_word_t memory_words[] = {{"host", 0}, {"cuda", 1}, {NULL, 0}};
 
 static int parse_sizes(const char *text, ucx_options_t *o)
 {
@@ -154,7 +164,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"expert-version", no_argument, NULL, 'e'},  {"no-expert-version", no_argument, NULL, 'E'},
         {"iterations", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
         {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
-        {"err-mode", required_argument, NULL, 'm'},
+        {"err-mode", required_argument, NULL, 'm'},  {"memory", required_argument, NULL, 'M'},
         {"role", required_argument, NULL, 'R'},      {"case", required_argument, NULL, 'C'},
         {"listen", required_argument, NULL, 'L'},    {"connect", required_argument, NULL, 'c'},
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
@@ -178,6 +188,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, MAX_ITERS, &o->warmup); break;
         case 'j': o->json = 1; break;
         case 'm': bad = perf_arg_word("--err-mode", optarg, err_mode_words, &o->err_none); break;
+        case 'M': bad = perf_arg_word("--memory", optarg, memory_words, &o->gpu); break;
         case 'h': return ucx_usage(stdout) + 1;
         case 'R': o->role = optarg; break;
         case 'C': bad = parse_case(optarg, &o->case_bytes); break;
@@ -332,13 +343,15 @@ static int weft_ok(weft_status_t status, const char *what)
 
 /* ------------------------------------------------------ the server role */
 
-static int create_registry(const char *name, const ucx_workload_t *w, weft_registry_h *out)
+static int create_registry(const char *name, const ucx_workload_t *w, int gpu, weft_registry_h *out)
 {
-    weft_registry_h reg = NULL;
-    weft_status_t   status;
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY,
+                                     .memory = gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST, .device = 0};
+    weft_registry_h        reg = NULL;
+    weft_status_t          status;
 
     (void)weft_registry_unlink(name);
-    status = weft_registry_create(name, NULL, &reg);
+    status = weft_registry_create(name, &params, &reg);
     for (uint32_t i = 0; i < w->count && status == WEFT_OK; i++) {
         const ucx_tensor_t *t = &w->t[i];
         weft_tensor_desc_t  d = {.name = t->name, .layer = t->expert >= 0 ? 0 : -1, .expert = t->expert,
@@ -382,8 +395,9 @@ static int wait_for_consumer(weft_server_h server)
     }
 }
 
-/* Writes version v (not timed). */
-static int fill_version(weft_registry_h reg, const ucx_workload_t *w, uint64_t v)
+/* Writes version v (not timed); a GPU registry's tensors through `host`,
+ * as large as the largest tensor (NULL for a host registry). */
+static int fill_version(weft_registry_h reg, const ucx_workload_t *w, uint64_t v, uint8_t *host)
 {
     if (!weft_ok(weft_registry_write_begin(reg, WAIT_US, NULL), "weft_registry_write_begin")) {
         return -1;
@@ -394,9 +408,27 @@ static int fill_version(weft_registry_h reg, const ucx_workload_t *w, uint64_t v
         if (!weft_ok(weft_registry_write_tensor(reg, i, &data), "weft_registry_write_tensor")) {
             return -1;
         }
-        pattern_fill(data, w->t[i].bytes, v, i);
+        if (host == NULL) {
+            pattern_fill(data, w->t[i].bytes, v, i);
+        } else {
+            pattern_fill(host, w->t[i].bytes, v, i);
+            if (perf_gpu_upload(data, host, w->t[i].bytes) != 0) {
+                return -1;
+            }
+        }
     }
     return 0;
+}
+
+/* The largest tensor's bytes. */
+static uint64_t largest_tensor(const ucx_workload_t *w)
+{
+    uint64_t most = 0;
+
+    for (uint32_t i = 0; i < w->count; i++) {
+        most = w->t[i].bytes > most ? w->t[i].bytes : most;
+    }
+    return most;
 }
 
 /* Publishes version v; *ns gets the time until the consumer acked it. */
@@ -430,16 +462,19 @@ static int serve_versions(const ucx_options_t *o, const ucx_workload_t *w, weft_
 {
     const uint64_t versions = o->warmup + o->iters;
     uint64_t      *ns = calloc(o->iters, sizeof(*ns)), n = 0;
+    uint8_t       *host = o->gpu ? malloc(largest_tensor(w)) : NULL;
     perf_latency_t lat;
     int            rc = -1;
 
-    if (ns == NULL) {
+    if (ns == NULL || (o->gpu && host == NULL)) {
+        free(ns);
+        free(host);
         return -1;
     }
     for (uint64_t v = 1; v <= versions; v++) {
         uint64_t t;
 
-        if (fill_version(reg, w, v) != 0 || send_version(reg, server, v, &t) != 0) {
+        if (fill_version(reg, w, v, host) != 0 || send_version(reg, server, v, &t) != 0) {
             goto out;
         }
         if (v > o->warmup) {
@@ -454,6 +489,7 @@ static int serve_versions(const ucx_options_t *o, const ucx_workload_t *w, weft_
     rc = 0;
 out:
     free(ns);
+    free(host);
     return rc;
 }
 
@@ -472,7 +508,7 @@ static int server_role(const ucx_options_t *o, const ucx_workload_t *w)
         return 2;
     }
     snprintf(listen, sizeof(listen), "%s:0", o->listen);
-    if (create_registry(o->registry, w, &reg) != 0) {
+    if (create_registry(o->registry, w, o->gpu, &reg) != 0) {
         return 1;
     }
     if (weft_ok(weft_server_create(reg, &params, &server), "weft_server_create") &&
@@ -493,7 +529,7 @@ static int server_role(const ucx_options_t *o, const ucx_workload_t *w)
 
 /* ---------------------------------------------------- the consumer role */
 
-static void build_views(const ucx_workload_t *w, uint8_t *buf, weft_recv_view_t *views)
+static void build_views(const ucx_workload_t *w, uint8_t *buf, int gpu, weft_recv_view_t *views)
 {
     for (uint32_t i = 0; i < w->count; i++) {
         const ucx_tensor_t *t = &w->t[i];
@@ -501,7 +537,31 @@ static void build_views(const ucx_workload_t *w, uint8_t *buf, weft_recv_view_t 
         views[i] = (weft_recv_view_t){.name = t->name, .role = t->role, .dtype = t->dtype, .ndim = t->ndim,
                                       .shape = {t->shape[0], t->ndim == 2 ? t->shape[1] : 0},
                                       .data = buf + t->offset};
+        if (gpu) {
+            views[i].field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
+            views[i].memory = WEFT_MEMORY_CUDA;
+        }
     }
+}
+
+/* Wrong bytes of the last version in the views (device views through
+ * `host`, as large as the largest tensor); UINT64_MAX when a copy failed. */
+static uint64_t check_views(const ucx_workload_t *w, const uint8_t *buf, uint8_t *host, uint64_t v)
+{
+    uint64_t wrong = 0;
+
+    for (uint32_t i = 0; i < w->count; i++) {
+        const uint8_t *at = buf + w->t[i].offset;
+
+        if (host != NULL) {
+            if (perf_gpu_download(host, at, w->t[i].bytes) != 0) {
+                return UINT64_MAX;
+            }
+            at = host;
+        }
+        wrong += pattern_check(at, w->t[i].bytes, v, i);
+    }
+    return wrong;
 }
 
 /* Receives every version; returns the last one, 0 on failure. */
@@ -526,7 +586,7 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
     weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                    .server = o->connect, .token = o->token, .name = "weft-perf-ucx",
                                    .timeout_us = (uint64_t)READY_MS * 1000};
-    uint8_t             *buf = malloc(w->bytes);
+    uint8_t             *buf = NULL, *host = NULL; /* the views' memory; GPU: where they are checked */
     weft_recv_view_t    *views = calloc(w->count, sizeof(*views));
     weft_remote_h        remote = NULL;
     uint64_t             last = 0, wrong = 0;
@@ -537,21 +597,27 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
         rc = 2;
         goto out;
     }
-    if (buf == NULL || views == NULL) {
+    if (o->gpu) {
+        /* The other GPU than the registry's where there are two. */
+        if (perf_gpu_alloc(perf_gpu_count() > 1 ? 1 : 0, w->bytes, (void **)&buf) != 0) {
+            goto out;
+        }
+        host = malloc(largest_tensor(w));
+    } else if ((buf = malloc(w->bytes)) != NULL) {
+        memset(buf, 0, w->bytes); /* every page faulted in before the first put */
+    }
+    if (buf == NULL || views == NULL || (o->gpu && host == NULL)) {
         fprintf(stderr, "weft-perf ucx: out of memory (%llu bytes)\n", (unsigned long long)w->bytes);
         goto out;
     }
-    memset(buf, 0, w->bytes); /* every page faulted in before the first put */
-    build_views(w, buf, views);
+    build_views(w, buf, o->gpu, views);
     if (!weft_ok(weft_remote_connect(&params, views, w->count, &remote), "weft_remote_connect")) {
         goto out;
     }
     last = receive_versions(remote, o->warmup + o->iters);
     if (last != 0) {
         /* Nothing is sent after the last version: its bytes stay put. */
-        for (uint32_t i = 0; i < w->count; i++) {
-            wrong += pattern_check(buf + w->t[i].offset, w->t[i].bytes, last, i);
-        }
+        wrong = check_views(w, buf, host, last);
         printf("received %llu wrong %llu\n", (unsigned long long)last, (unsigned long long)wrong);
         fflush(stdout);
         rc = wrong == 0 ? 0 : 4;
@@ -559,7 +625,12 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
 out:
     (void)weft_remote_close(remote);
     free(views);
-    free(buf);
+    if (o->gpu) {
+        perf_gpu_free(buf);
+    } else {
+        free(buf);
+    }
+    free(host);
     return rc;
 }
 
@@ -1090,7 +1161,8 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     snprintf(wu, sizeof(wu), "%llu", (unsigned long long)o->warmup);
     {
         char *const argv[] = {ctx->self, "ucx", "--role", "server", "--case", cs, "--iterations", it, "--warmup", wu,
-                              "--listen", (char *)tr->side[0].ip, "--token", ctx->token, "--registry", reg, NULL};
+                              "--listen", (char *)tr->side[0].ip, "--token", ctx->token, "--registry", reg,
+                              "--memory", o->gpu ? "cuda" : "host", NULL};
 
         if (proc_start(ctx, &p[0], "weft server", tr, 0, argv, 0) != 0 ||
             proc_wait(ctx, p, 1, "port ", deadline_in_s(READY_MS / 1000.0), 1) != 0) {
@@ -1101,7 +1173,8 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     snprintf(addr, sizeof(addr), "%s:%u", tr->side[0].ip, (unsigned)strtoul(port, NULL, 10));
     {
         char *const argv[] = {ctx->self, "ucx", "--role", "consumer", "--case", cs, "--iterations", it, "--warmup", wu,
-                              "--connect", addr, "--token", ctx->token, NULL};
+                              "--connect", addr, "--token", ctx->token, "--memory", o->gpu ? "cuda" : "host",
+                              NULL};
 
         if (proc_start(ctx, &p[1], "weft consumer", tr, 1, argv, 0) != 0) {
             proc_kill_all(ctx, p, 2);
@@ -1375,6 +1448,11 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
     perf_print_host(stdout, cpus);
     printf("# UCX %s; ucx_perftest: %s; WEFT_UCX_ERR_MODE=%s\n", ucx_version,
            ctx->perftest[0] ? ctx->perftest : "not found (no peer)", err_mode());
+    if (o->gpu) {
+        printf("# --memory cuda: weft moves a GPU registry (GPU 0) into device views (GPU %d); ucx_perftest "
+               "moves host memory: the ratio is against the network's own figure\n",
+               perf_gpu_count() > 1 ? 1 : 0);
+    }
     printf("# weft: a server process (host registry + weft_server) and a consumer process (weft_remote_receive into "
            "host memory);\n# median time from weft_registry_publish to weft_registry_wait_consumers over %llu versions "
            "after %llu warm-up\n# (fill not timed; the last version checked byte for byte); GB/s = 1e9 bytes/s\n",
@@ -1386,7 +1464,7 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
            ctx->perftest_mpi ? " -P 0 (built with MPI; run without mpirun)" : "",
            (unsigned long long)(PERFTEST_MAX_BYTES >> 30));
     printf("# tcp-netns: namespaces weftPA%d (10.202.0.1) and weftPB%d (10.202.0.2), a veth pair, UCX_TLS=tcp; "
-           "shm: this host, UCX_TLS=sm,self\n",
+           "shm: this host, UCX_TLS=sm,self; tcp-lo: this host's loopback, UCX_TLS=tcp\n",
            (int)getpid(), (int)getpid());
     printf("# expert: one Qwen3-30B-A3B layer's FP8 experts, 128 x (W, WT, scale) of gate_up_proj and down_proj\n");
     printf("# target: ratio (weft / ucx_perftest) >= %.1f\n", TARGET);
@@ -1421,6 +1499,7 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_str(&j, "libweft", weft_version());
     perf_json_str(&j, "ucx_version", ucx_version);
     perf_json_str(&j, "weft_ucx_err_mode", err_mode());
+    perf_json_str(&j, "memory", ctx->o->gpu ? "cuda" : "host");
     perf_json_str(&j, "transport", r->transport);
     perf_json_str(&j, "case", r->c.name);
     perf_json_uint(&j, "bytes", r->bytes);
@@ -1550,6 +1629,8 @@ static int run_all(ucx_ctx_t *ctx, const char *ucx_version)
 {
     const ucx_transport_t shm = {.name = "shm", .tls = "sm,self",
                                  .side = {{.ip = "127.0.0.1"}, {.ip = "127.0.0.1"}}};
+    const ucx_transport_t tcp_lo = {.name = "tcp-lo", .tls = "tcp",
+                                    .side = {{.dev = "lo", .ip = "127.0.0.1"}, {.dev = "lo", .ip = "127.0.0.1"}}};
     int                   failed = 0, rows = 0;
 
     if (ctx->o->transports & TR_TCP_NETNS) {
@@ -1565,6 +1646,9 @@ static int run_all(ucx_ctx_t *ctx, const char *ucx_version)
     }
     if ((ctx->o->transports & TR_SHM) && !interrupted(ctx)) {
         failed |= run_transport(ctx, &shm, ucx_version, &rows);
+    }
+    if ((ctx->o->transports & TR_TCP_LO) && !interrupted(ctx)) {
+        failed |= run_transport(ctx, &tcp_lo, ucx_version, &rows);
     }
     if (rows == 0 && !failed && !interrupted(ctx)) {
         fprintf(stderr, "weft-perf ucx: nothing measured: skipped\n");
@@ -1589,6 +1673,10 @@ int perf_cmd_ucx(int argc, char **argv)
     if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled || !info.available) {
         fprintf(stderr, "weft-perf ucx: libweft has no usable UCX (%s): skipped\n",
                 info.compiled ? "not found at run time" : "not in this build");
+        return EXIT_SKIP;
+    }
+    if (o.gpu && perf_gpu_count() == 0) {
+        fprintf(stderr, "weft-perf ucx: --memory cuda needs a GPU (and libweft and weft-perf built with CUDA): skipped\n");
         return EXIT_SKIP;
     }
     if (o.err_none >= 0) {
