@@ -85,6 +85,10 @@ typedef struct peer {
      * version's rounds, the one being sent, and how many it copied. */
     weft_ucx_rounds_t   rounds;
     uint32_t            round, rounds_done;
+    /* The consumer asks for each version (WANT), so that its views change
+     * only while it waits in weft_remote_receive. */
+    int                 wanting;
+    uint64_t            want_after;
 } peer_t;
 
 struct ucx_server {
@@ -578,6 +582,21 @@ static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
     p->state = PEER_READY;
 }
 
+/* WANT(a): the consumer waits in weft_remote_receive for a version > a.
+ * It may come in any state: a request after one that timed out. */
+static void on_want(peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           after = weft_boot_get_u64(&cur);
+
+    if (cur.failed) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
+        return;
+    }
+    p->wanting = 1;
+    p->want_after = after;
+}
+
 /* Reads what a consumer sent, in whatever state it is. */
 static void peer_read(weft_serve_peer_t *base)
 {
@@ -588,6 +607,11 @@ static void peer_read(weft_serve_peer_t *base)
 
     if (!weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what)) {
         peer_drop(p, why, what);
+        return;
+    }
+    if (msg.type == WEFT_BOOT_WANT && p->state != PEER_HELLO && p->state != PEER_VIEWS) {
+        on_want(p, &msg);
+        free(msg.payload);
         return;
     }
     if (msg.type == WEFT_BOOT_ROUND_DONE && p->rounds.count != 0 &&
@@ -662,7 +686,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
     peer_t       *p = (peer_t *)base;
     weft_status_t status;
 
-    if (p->state != PEER_READY || p->base.acked >= latest) {
+    if (p->state != PEER_READY || p->base.acked >= latest || !p->wanting || latest <= p->want_after) {
         return;
     }
     if (p->ep_failed) {
@@ -673,6 +697,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         return;
     }
     p->state = PEER_SENDING; /* from here a failure is recorded for this version */
+    p->wanting = 0;          /* this version answers the request */
     status = lease_arena(p);
     if (status != WEFT_OK) {
         peer_drop(p, status, "the version cannot be read here");
@@ -738,8 +763,9 @@ static void *server_main(void *arg)
 
         /* Puts in flight need progress, not sleep, and a fresh notice's
          * ack is looked for (ACK_SPIN_NS); with every consumer ready, the
-         * next version is waited for on the registry (UCX's events then
-         * wait up to WEFT_SERVE_IDLE_WAIT_US). */
+         * next version is waited for on the registry for those that ask
+         * (UCX's events then wait up to WEFT_SERVE_IDLE_WAIT_US), and with
+         * none asking only the sockets are (QUIET). */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             const peer_t *p = peer_at(s, i);
 
@@ -749,7 +775,14 @@ static void *server_main(void *arg)
             } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
                 wait = WEFT_SERVE_SOCKETS;
             }
-            after = p->base.acked < after ? p->base.acked : after;
+            if (p->state == PEER_READY && p->wanting) {
+                const uint64_t a = p->want_after > p->base.acked ? p->want_after : p->base.acked;
+
+                after = a < after ? a : after;
+            }
+        }
+        if (wait == WEFT_SERVE_VERSION && after == UINT64_MAX) {
+            wait = WEFT_SERVE_QUIET;
         }
         /* Sleep only when UCX has nothing to do either: its fd wakes us. */
         if (wait != WEFT_SERVE_BUSY && !weft_ucx_arm(&s->ucx)) {
