@@ -314,9 +314,10 @@ typedef struct weft_remote_params {
  * device memory (WEFT_MEMORY_CUDA) of one GPU (mixed:
  * WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly
  * where UCX reports GPUDirect RDMA; otherwise (or with
- * WEFT_UCX_CUDA=staged) the consumer allocates pinned host memory as
- * large as the views' merged spans together, receives there and copies
- * each version into the views before acknowledging it. nccl:
+ * WEFT_UCX_CUDA=staged) the consumer allocates a staging ring of pinned
+ * host memory (WEFT_UCX_STAGE_BYTES, default 256 MiB, no more than the
+ * views span), receives each version there in rounds and copies each
+ * round into the views. nccl:
  * views in device memory (WEFT_MEMORY_CUDA), all on one GPU that is not
  * the server's; that GPU becomes the calling thread's current device, and
  * the call returns once the consumer's NCCL communicator with the server
@@ -346,15 +347,18 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
  * only after that stream completed. cuda_ipc: the call asks the server for
  * a version newer than after_version, which it copies into the views from
  * its own process (the latest it has) and announces once the copy
- * completed. Between calls the server does not touch the views, except
- * after a call that timed out: its request stands, and the views may
- * change until the next call returns. ucx with staged device views: after
- * the notice the bytes are copied from the pinned staging memory into
- * the views, and acknowledged only once that copy completed; a failed
- * copy gives WEFT_ERR_CUDA, nothing is acknowledged (connect again).
- * While it waits it also drives the
- * transport's progress, which puts need on some transports (TCP): call it
- * in a loop, from one thread (nccl: with the views' GPU current).
+ * completed. ucx and cuda_ipc: between calls the server does not touch
+ * the views (each call asks it for the next version), except after a
+ * call that timed out: its request stands, and the views may change
+ * until the next call returns; weft_registry_wait_consumers on the
+ * trainer's side therefore waits for the engines to ask. ucx with staged
+ * device views: each round of the version is copied from the pinned
+ * staging ring into the views inside the call, and the version is
+ * acknowledged only once the last copy completed; a failed copy gives
+ * WEFT_ERR_CUDA, nothing is acknowledged (connect again). While it waits
+ * it also drives the transport's progress, which puts need on some
+ * transports (TCP): call it in a loop, from one thread (nccl: with the
+ * views' GPU current).
  * Errors: WEFT_ERR_TIMEOUT (nothing came; the connection stays; nccl: or
  * a transfer in flight did not finish in time: the communicator is
  * aborted, connect again), WEFT_ERR_CONNECTION (the server or the link
