@@ -225,8 +225,10 @@ typedef struct weft_server_params {
 
 /*
  * Starts serving `reg` (borrowed: close it only after weft_server_destroy)
- * on a thread of its own. A consumer that becomes ready is sent the latest
- * version published, then each newer one.
+ * on a thread of its own. A ready consumer is sent the latest version
+ * published: nccl, once it is ready and then each newer one; ucx and
+ * cuda_ipc, each time it asks (weft_remote_receive), the latest newer
+ * than the one it asked after.
  * ucx: host or GPU registries. A GPU registry's GPU must be visible in
  * this process (WEFT_ERR_NO_DEVICE otherwise); the server thread makes it
  * its current device. Its memory is registered with UCX directly where
