@@ -457,6 +457,25 @@ START_TEST(staged_version_larger_than_the_window)
 END_TEST
 
 /*
+ * In a child: a server of a host registry starts (else exit code), and a
+ * consumer with device views named `name` is refused with `want` (else
+ * code + 1).
+ */
+static void device_views_refused(const char *name, weft_status_t want, int code)
+{
+    server_side_t   host;
+    consumer_side_t c;
+
+    registry_start(&host, 0);
+    WEFT_CHILD_CHECK(server_create(&host, 64u << 20), WEFT_OK, code);
+    consumer_setup(&c, name, 1, 0);
+    WEFT_CHILD_CHECK(consumer_connect(&c, host.port), want, code + 1);
+    c.remote = NULL;
+    consumer_free(&c);
+    server_stop(&host);
+}
+
+/*
  * Device views staged through a ring much smaller than a version: 256 KiB
  * (two halves of 128 KiB) for 4.6 MB, so each version comes in 36 rounds
  * (ucx_rounds.h), with strided views (consumer 1), over TCP and shared
@@ -474,16 +493,7 @@ START_TEST(staged_in_rounds_through_a_small_ring)
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        server_side_t   host;
-        consumer_side_t c;
-
-        registry_start(&host, 0);
-        WEFT_CHILD_CHECK(server_create(&host, 64u << 20), WEFT_OK, 90);
-        consumer_setup(&c, "small-ring", 1, 0);
-        WEFT_CHILD_CHECK(consumer_connect(&c, host.port), WEFT_ERR_INVALID_PARAM, 91);
-        c.remote = NULL;
-        consumer_free(&c);
-        server_stop(&host);
+        device_views_refused("small-ring", WEFT_ERR_INVALID_PARAM, 90);
         _exit(0);
     }
     ck_assert_int_eq(wait_child(pid), 0);
@@ -578,8 +588,7 @@ START_TEST(direct_without_ucx_cuda_support_is_refused)
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        server_side_t   gpu, host;
-        consumer_side_t c;
+        server_side_t gpu;
 
         /* A GPU registry cannot be served directly... */
         registry_start(&gpu, 1);
@@ -587,13 +596,7 @@ START_TEST(direct_without_ucx_cuda_support_is_refused)
         WEFT_CHILD_CHECK(weft_registry_close(gpu.reg), WEFT_OK, 81);
         weft_registry_unlink(gpu.name);
         /* ...nor device views received directly; host memory still works. */
-        registry_start(&host, 0);
-        WEFT_CHILD_CHECK(server_create(&host, 64u << 20), WEFT_OK, 82);
-        consumer_setup(&c, "direct", 1, 0);
-        WEFT_CHILD_CHECK(consumer_connect(&c, host.port), WEFT_ERR_UNSUPPORTED, 83);
-        c.remote = NULL;
-        consumer_free(&c);
-        server_stop(&host);
+        device_views_refused("direct", WEFT_ERR_UNSUPPORTED, 82);
         _exit(0);
     }
     ck_assert_int_eq(wait_child(pid), 0);
