@@ -5,9 +5,16 @@
  * core's checks and merged ranges), and sends every newly published
  * version to every ready consumer:
  *
+ *   WANT(a) from the consumer's weft_remote_receive → (v > a published)
  *   lease v → RMA puts of every range (in chunks, at most `window` bytes
  *   in flight per consumer) → flush the endpoint → VERSION(v) on the
  *   bootstrap connection → ACK(v) → weft_registry_consumer_received(v)
+ *
+ * Only a request starts a version, so a consumer's views never change
+ * between its receive calls. A consumer staging device views through a
+ * bounded ring gets each version in rounds (ucx_rounds.h): puts of a
+ * round into one half of its ring, flush, ROUND, and the next round; a
+ * half is put into again only after the consumer's ROUND_DONE for it.
  *
  * Each consumer holds its own lease on the version it is receiving, so a
  * slow or stuck consumer never holds the others back: each gets the latest
