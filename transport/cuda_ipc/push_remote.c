@@ -31,8 +31,6 @@ struct push_remote {
     uint64_t       timeout_us; /* the handshake; the server's unmapping at close */
     uint32_t       consumer;   /* the server's registry consumer id */
     uint64_t       bytes;      /* per version */
-    int            wanting;    /* a WANT is outstanding */
-    uint64_t       want_after; /* its argument */
 };
 
 typedef CUresult (*get_address_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
@@ -218,15 +216,8 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
         return WEFT_ERR_CONNECTION;
     }
     /* The server writes only when asked (a request that timed out stands). */
-    if (!r->wanting || r->want_after != after_version) {
-        if (weft_wire_send_u64(r->base.fd, WEFT_BOOT_WANT, after_version,
-                               weft_deadline_ns(weft_time_ns(), r->timeout_us)) != WEFT_OK) {
-            weft_log_error("remote: lost the connection to %s", r->base.server);
-            weft_consume_disconnect(&r->base);
-            return WEFT_ERR_CONNECTION;
-        }
-        r->wanting = 1;
-        r->want_after = after_version;
+    if (weft_consume_ask(&r->base, after_version) != WEFT_OK) {
+        return WEFT_ERR_CONNECTION;
     }
     for (;;) {
         weft_status_t status;
@@ -244,7 +235,6 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
             weft_consume_disconnect(&r->base);
             return status;
         }
-        r->wanting = 0;
         if (v > after_version) {
             *version = v;
             return WEFT_OK;

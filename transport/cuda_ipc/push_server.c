@@ -52,8 +52,6 @@ typedef struct peer {
     peer_state_t        state;
     void              **mapped; /* its allocations, opened here */
     uint32_t            mapped_count;
-    int                 wanting;    /* a WANT came and no version answered it yet */
-    uint64_t            want_after; /* its argument */
 } peer_t;
 
 struct push_server {
@@ -338,20 +336,6 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 
 /* ------------------------------------------------------------ versions */
 
-/* WANT(a): the consumer waits in weft_remote_receive for a version > a. */
-static void on_want(peer_t *p, const weft_boot_msg_t *msg)
-{
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           after = weft_boot_get_u64(&cur);
-
-    if (msg->type != WEFT_BOOT_WANT || cur.failed) {
-        peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
-        return;
-    }
-    p->wanting = 1;
-    p->want_after = after;
-}
-
 /* Reads what a consumer sent, in whatever state it is. */
 static void peer_read(weft_serve_peer_t *base)
 {
@@ -372,7 +356,10 @@ static void peer_read(weft_serve_peer_t *base)
         on_views(p, &msg);
         break;
     case PEER_READY:
-        on_want(p, &msg);
+        /* WANT(a): it waits in weft_remote_receive for a version > a. */
+        if (weft_serve_want(&p->base, &msg) != WEFT_OK) {
+            peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
+        }
         break;
     case PEER_ACKING:
         if (weft_serve_ack(&p->base, &msg) != WEFT_OK) {
@@ -394,7 +381,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
     peer_t       *p = (peer_t *)base;
     weft_status_t status;
 
-    if (p->state != PEER_READY || !p->wanting || latest <= p->want_after ||
+    if (p->state != PEER_READY || !weft_serve_wants(&p->base, latest) ||
         !weft_serve_lease_next(&p->base, latest)) {
         return;
     }
@@ -408,7 +395,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
     /* Every byte is in its views: the lease is no longer needed, and the
      * request is answered. */
     weft_serve_release(&p->base);
-    p->wanting = 0;
+    p->base.wanting = 0;
     if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_VERSION, p->base.version,
                            weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
@@ -458,9 +445,8 @@ static weft_serve_wait_t what_to_wait_for(const struct push_server *s, uint64_t 
         if (p->state != PEER_READY) {
             return WEFT_SERVE_SOCKETS;
         }
-        if (p->wanting) {
-            uint64_t a = p->want_after > p->base.acked ? p->want_after : p->base.acked;
-            floor = a < floor ? a : floor;
+        if (weft_serve_want_floor(&p->base) < floor) {
+            floor = weft_serve_want_floor(&p->base);
         }
     }
     *after = floor;

@@ -20,6 +20,8 @@
 uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
 {
     c->fd = -1;
+    c->wanting = 0;
+    c->want_after = 0;
     snprintf(c->server, sizeof(c->server), "%s", p->server);
     return (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
 }
@@ -119,6 +121,7 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
     v = weft_boot_get_u64(&cur);
     if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
         free(msg.payload);
+        c->wanting = 0;
         *version = v;
         return WEFT_OK;
     }
@@ -132,6 +135,22 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
     free(msg.payload);
     weft_consume_disconnect(c);
     return status;
+}
+
+weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after)
+{
+    if (c->wanting && c->want_after == after) {
+        return WEFT_OK;
+    }
+    if (weft_wire_send_u64(c->fd, WEFT_BOOT_WANT, after,
+                           weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
+        weft_log_error("remote: lost the connection to %s", c->server);
+        weft_consume_disconnect(c);
+        return WEFT_ERR_CONNECTION;
+    }
+    c->wanting = 1;
+    c->want_after = after;
+    return WEFT_OK;
 }
 
 weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf)

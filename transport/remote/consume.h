@@ -14,8 +14,10 @@
 #include <weft/transport.h>
 
 typedef struct weft_consume {
-    int  fd;          /* -1 once closed */
-    char server[256]; /* host:port, for the log */
+    int      fd;          /* -1 once closed */
+    char     server[256]; /* host:port, for the log */
+    int      wanting;     /* a WANT is outstanding (ucx, cuda_ipc) */
+    uint64_t want_after;  /* its argument */
 } weft_consume_t;
 
 /* No connection yet; returns the handshake's timeout (params or default). */
@@ -67,6 +69,14 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
 /* Sends a message with buf's payload (a transport's own: WEFT_ERR_NO_MEMORY
  * when building it failed): WEFT_ERR_CONNECTION when it could not be sent. */
 weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf);
+
+/*
+ * For transports whose server writes only when asked (ucx, cuda_ipc):
+ * sends WANT(after) unless that very request is outstanding (one that
+ * timed out stands). WEFT_ERR_CONNECTION (logged, the connection closed)
+ * when it could not be sent. A VERSION notice answers it (wanting = 0).
+ */
+weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after);
 
 /* Acknowledges version v: WEFT_ERR_CONNECTION when it could not be sent. */
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v);

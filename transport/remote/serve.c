@@ -299,6 +299,32 @@ weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
     return WEFT_OK;
 }
 
+weft_status_t weft_serve_want(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           after = weft_boot_get_u64(&cur);
+
+    if (msg->type != WEFT_BOOT_WANT || cur.failed) {
+        return WEFT_ERR_CORRUPT;
+    }
+    p->wanting = 1;
+    p->want_after = after;
+    return WEFT_OK;
+}
+
+int weft_serve_wants(const weft_serve_peer_t *p, uint64_t latest)
+{
+    return p->wanting && latest > p->want_after;
+}
+
+uint64_t weft_serve_want_floor(const weft_serve_peer_t *p)
+{
+    if (!p->wanting) {
+        return UINT64_MAX;
+    }
+    return p->want_after > p->acked ? p->want_after : p->acked;
+}
+
 weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
 {
     weft_status_t status =

@@ -127,7 +127,25 @@ struct weft_serve_peer {
     int           leased;
     uint64_t      leased_ns;   /* when `version` was leased */
     uint64_t      in_place_ns; /* when its bytes were in place, if the transport knows; 0 */
+    /* Transports whose consumers ask for each version (ucx, cuda_ipc): a
+     * WANT came and no version answered it yet, and its argument. */
+    int           wanting;
+    uint64_t      want_after;
 };
+
+/*
+ * WANT(a): the consumer waits in weft_remote_receive for a version > a;
+ * it may come in any state (a request after one that timed out).
+ * WEFT_ERR_CORRUPT when malformed.
+ */
+weft_status_t weft_serve_want(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
+
+/* 1 when the consumer asked for a version that `latest` answers. */
+int weft_serve_wants(const weft_serve_peer_t *p, uint64_t latest);
+
+/* For the server's sleep: the newest version the consumer has or asked
+ * past (a publish beyond it is work); UINT64_MAX when it is not asking. */
+uint64_t weft_serve_want_floor(const weft_serve_peer_t *p);
 
 /*
  * The peer table, on the server thread. weft_serve_poll_fds puts the

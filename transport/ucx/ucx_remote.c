@@ -36,7 +36,6 @@
 #include <unistd.h>
 
 #define RECEIVE_POLL_MS    100 /* at most, between looks at the deadline */
-#define ASK_US             5000000u /* to send a request to the server */
 /* After UCX last had work, keep driving it this long before sleeping: a
  * version arrives over TCP or shared memory as many small events, and a
  * sleep and wake-up between each costs more than the event. */
@@ -62,8 +61,6 @@ struct ucx_remote {
     /* Staged: the rounds of the version arriving (ucx_rounds.h). */
     uint64_t         round_version;
     uint32_t         round_next, round_total;
-    int              wanting;    /* a WANT is outstanding */
-    uint64_t         want_after; /* its argument */
 };
 
 #define STAGE_BYTES_MIN (UINT64_C(128) << 10)
@@ -377,20 +374,6 @@ static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
     return WEFT_ERR_CORRUPT;
 }
 
-/* WANT(after): the server may put the next version newer than after. */
-static weft_status_t ask(struct ucx_remote *r, uint64_t after)
-{
-    if (weft_wire_send_u64(r->base.fd, WEFT_BOOT_WANT, after,
-                           weft_deadline_ns(weft_time_ns(), ASK_US)) != WEFT_OK) {
-        weft_log_error("remote: lost the connection to %s", r->base.server);
-        weft_consume_disconnect(&r->base);
-        return WEFT_ERR_CONNECTION;
-    }
-    r->wanting = 1;
-    r->want_after = after;
-    return WEFT_OK;
-}
-
 static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
                                         uint64_t timeout_us, uint64_t *version)
 {
@@ -404,7 +387,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     last_work = weft_time_ns();
     /* The server puts into the views only when asked (a request that
      * timed out stands), so between calls they do not change. */
-    if ((!r->wanting || r->want_after != after_version) && ask(r, after_version) != WEFT_OK) {
+    if (weft_consume_ask(&r->base, after_version) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
     for (;;) {
@@ -457,13 +440,12 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             weft_consume_disconnect(&r->base);
             return status;
         }
-        r->wanting = 0;
         if (v > after_version) {
             *version = v;
             return WEFT_OK;
         }
         /* An older request's version: ask again. */
-        if (ask(r, after_version) != WEFT_OK) {
+        if (weft_consume_ask(&r->base, after_version) != WEFT_OK) {
             return WEFT_ERR_CONNECTION;
         }
     }

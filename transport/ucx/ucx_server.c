@@ -92,10 +92,6 @@ typedef struct peer {
      * version's rounds, the one being sent, and how many it copied. */
     weft_ucx_rounds_t   rounds;
     uint32_t            round, rounds_done;
-    /* The consumer asks for each version (WANT), so that its views change
-     * only while it waits in weft_remote_receive. */
-    int                 wanting;
-    uint64_t            want_after;
 } peer_t;
 
 struct ucx_server {
@@ -589,21 +585,6 @@ static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
     p->state = PEER_READY;
 }
 
-/* WANT(a): the consumer waits in weft_remote_receive for a version > a.
- * It may come in any state: a request after one that timed out. */
-static void on_want(peer_t *p, const weft_boot_msg_t *msg)
-{
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           after = weft_boot_get_u64(&cur);
-
-    if (cur.failed) {
-        peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
-        return;
-    }
-    p->wanting = 1;
-    p->want_after = after;
-}
-
 /* Reads what a consumer sent, in whatever state it is. */
 static void peer_read(weft_serve_peer_t *base)
 {
@@ -616,8 +597,12 @@ static void peer_read(weft_serve_peer_t *base)
         peer_drop(p, why, what);
         return;
     }
+    /* The consumer asks for each version, so that its views change only
+     * while it waits in weft_remote_receive. */
     if (msg.type == WEFT_BOOT_WANT && p->state != PEER_HELLO && p->state != PEER_VIEWS) {
-        on_want(p, &msg);
+        if (weft_serve_want(&p->base, &msg) != WEFT_OK) {
+            peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
+        }
         free(msg.payload);
         return;
     }
@@ -693,7 +678,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
     peer_t       *p = (peer_t *)base;
     weft_status_t status;
 
-    if (p->state != PEER_READY || p->base.acked >= latest || !p->wanting || latest <= p->want_after) {
+    if (p->state != PEER_READY || p->base.acked >= latest || !weft_serve_wants(&p->base, latest)) {
         return;
     }
     if (p->ep_failed) {
@@ -704,7 +689,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         return;
     }
     p->state = PEER_SENDING; /* from here a failure is recorded for this version */
-    p->wanting = 0;          /* this version answers the request */
+    p->base.wanting = 0;     /* this version answers the request */
     status = lease_arena(p);
     if (status != WEFT_OK) {
         peer_drop(p, status, "the version cannot be read here");
@@ -782,10 +767,8 @@ static void *server_main(void *arg)
             } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
                 wait = WEFT_SERVE_SOCKETS;
             }
-            if (p->state == PEER_READY && p->wanting) {
-                const uint64_t a = p->want_after > p->base.acked ? p->want_after : p->base.acked;
-
-                after = a < after ? a : after;
+            if (p->state == PEER_READY && weft_serve_want_floor(&p->base) < after) {
+                after = weft_serve_want_floor(&p->base);
             }
         }
         if (wait == WEFT_SERVE_VERSION && after == UINT64_MAX) {
