@@ -337,7 +337,7 @@ static weft_status_t stage_round(struct ucx_remote *r, const weft_boot_msg_t *ms
         status = weft_ucx_stage_round(r->stage, msg, &v, &k, &total);
         weft_ucx_cuda_leave(r->device, saved);
     }
-    if (status == WEFT_OK && k != (k == 0 ? 0 : r->round_next)) {
+    if (status == WEFT_OK && k != 0 && k != r->round_next) { /* round 0 starts a version */
         status = WEFT_ERR_CORRUPT;
     }
     if (status == WEFT_OK && k != 0 && (v != r->round_version || total != r->round_total)) {
