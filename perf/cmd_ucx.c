@@ -17,10 +17,26 @@
  * (one per registry slot, whose first put registers it); GB/s is 1e9
  * bytes per second. The last version's bytes are checked at the consumer.
  *
- * Cases: one tensor of each --sizes size, and a whole FP8 expert version
- * of one Qwen3-30B-A3B MoE layer (128 experts × W, WT and block scales of
- * gate_up_proj and down_proj: 768 tensors, 1,208,107,008 bytes), viewed by
- * the consumer in fused per-kind buffers as an engine holds them.
+ * Cases: for each --sizes size S, versions of K = --version-bytes / S
+ * tensors of S bytes (at least one), each its own put: the consumer lays
+ * its views out in the reverse order of the registry's, so that no two
+ * tensors' ranges merge into one larger put. That is what ucx_perftest's
+ * put bandwidth at S measures (many S-byte puts, then a completion), with
+ * one notice and ack per K puts; --version-bytes 0 makes each version one
+ * tensor, a round trip's latency more than a bandwidth. And a whole FP8
+ * expert version of one Qwen3-30B-A3B MoE layer (128 experts × W, WT and
+ * block scales of gate_up_proj and down_proj: 768 tensors, 1,208,107,008
+ * bytes), viewed by the consumer in fused per-kind buffers as an engine
+ * holds them.
+ *
+ * ucx_perftest moves as many S-byte puts as weft does (-n iterations × K,
+ * -w warm-up × K); the target is against that figure. Where weft's
+ * endpoints handle peer failures (WEFT_UCX_ERR_MODE=peer, the default),
+ * UCX emulates puts over TCP in software, and ucx_perftest -e (the same
+ * error handling) runs too: that "same" figure says how much of the gap
+ * is UCX's, not libweft's. Where UCX cannot connect with -e (its shared-
+ * memory transports), weft's endpoints go without it too
+ * (ucx_common.c), and the same setup is the first run's.
  *
  * Transports: tcp-netns, the server in one network namespace and the
  * consumer in another, joined by a veth pair that this command creates and
@@ -73,6 +89,8 @@
 #define SLOW_BYTES_S  20e6                /* a transfer slower than this is stuck */
 #define PERFTEST_TRYS 5                   /* message sizes tried for the expert version */
 #define PERFTEST_MAX_BYTES (UINT64_C(4) << 30) /* moved by one ucx_perftest run at most */
+#define VERSION_BYTES UINT64_C(16777216)        /* --version-bytes' default */
+#define MAX_TENSORS   65536u                     /* a size case's tensors a version, at most */
 
 enum { TR_TCP_NETNS = 1, TR_SHM = 2, TR_TCP_LO = 4 };
 
@@ -84,9 +102,11 @@ typedef struct ucx_options {
     int      err_none; /* --err-mode: 1 none, 0 peer, -1 as the environment says */
     int      gpu;      /* --memory cuda: a GPU registry into device views */
     uint64_t iters, warmup;
+    uint64_t version_bytes; /* a size case's versions: this many bytes of its size's tensors */
     /* Hidden: the processes this command runs itself as. */
     const char *role, *listen, *connect, *token, *registry;
     uint64_t    case_bytes; /* 0: the expert version */
+    uint64_t    tensors;    /* of case_bytes each */
 } ucx_options_t;
 
 static int ucx_usage(FILE *out)
@@ -99,8 +119,11 @@ static int ucx_usage(FILE *out)
             "  --transport T        tcp-netns (two network namespaces, a veth pair;\n"
             "                       needs root), shm (this host), tcp-lo (TCP over this\n"
             "                       host's loopback) or all (tcp-netns and shm; default)\n"
-            "  --sizes LIST         one-tensor sizes, comma-separated, K/M/G suffixes\n"
-            "                       (default 65536,1048576,16777216,67108864)\n"
+            "  --sizes LIST         put sizes, comma-separated, K/M/G suffixes (default\n"
+            "                       65536,1048576,16777216,67108864): versions of\n"
+            "                       tensors of that size, each its own put\n"
+            "  --version-bytes B    a size's versions hold B / size tensors, at least\n"
+            "                       one (default 16M; 0: one tensor a version)\n"
             "  --expert-version     also a whole FP8 expert version of one Qwen3-30B-A3B\n"
             "                       layer, 1.2 GB (default on; ~5 GB of host memory)\n"
             "  --no-expert-version  skip it\n"
@@ -113,7 +136,8 @@ static int ucx_usage(FILE *out)
             "                       host memory, the network's own figure\n"
             "  --err-mode M         WEFT_UCX_ERR_MODE for weft's server and consumer:\n"
             "                       peer (the default: endpoints report peer failures;\n"
-            "                       UCX then emulates puts over TCP in software) or none\n"
+            "                       UCX then emulates puts over TCP in software, and\n"
+            "                       ucx_perftest also runs with -e, the same) or none\n"
             "  --json               one JSON object per row instead of the table\n"
             "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
             "succeeded, %d when libweft has no UCX.\n",
@@ -168,13 +192,14 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"role", required_argument, NULL, 'R'},      {"case", required_argument, NULL, 'C'},
         {"listen", required_argument, NULL, 'L'},    {"connect", required_argument, NULL, 'c'},
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
+        {"version-bytes", required_argument, NULL, 'V'}, {"tensors", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
     int opt;
 
     *o = (ucx_options_t){.transports = TR_TCP_NETNS | TR_SHM, .nsizes = 4,
                          .sizes = {65536, 1048576, 16777216, 67108864}, .expert = 1, .iters = 20,
-                         .warmup = 3, .err_none = -1};
+                         .warmup = 3, .err_none = -1, .version_bytes = VERSION_BYTES, .tensors = 1};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -196,6 +221,8 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'c': o->connect = optarg; break;
         case 'T': o->token = optarg; break;
         case 'r': o->registry = optarg; break;
+        case 'V': bad = perf_arg_size("--version-bytes", optarg, 0, MAX_SIZE, &o->version_bytes); break;
+        case 'K': bad = perf_arg_u64("--tensors", optarg, 1, MAX_TENSORS, &o->tensors); break;
         default: return ucx_usage(stderr);
         }
         if (bad) {
@@ -262,22 +289,36 @@ static void add_tensor(ucx_workload_t *w, int32_t expert, weft_tensor_role_t rol
     w->bytes += t->bytes;
 }
 
+/* A size case's tensors a version: version_bytes of them, at least one. */
+static uint64_t case_tensors(uint64_t case_bytes, uint64_t version_bytes)
+{
+    uint64_t k = case_bytes > 0 ? version_bytes / case_bytes : 1;
+
+    return k < 1 ? 1 : k > MAX_TENSORS ? MAX_TENSORS : k;
+}
+
 /*
- * case_bytes > 0: one FP8 tensor of that many bytes. 0: the expert
+ * case_bytes > 0: `tensors` FP8 tensors of that many bytes, which the
+ * consumer holds in the reverse order: the registry's arena has them side
+ * by side, the views do not, so each is a put of its own. 0: the expert
  * version, declared kind by kind, each kind's experts side by side, so
  * that the consumer's buffer holds one fused tensor per kind.
  */
-static int workload_make(uint64_t case_bytes, ucx_workload_t *w)
+static int workload_make(uint64_t case_bytes, uint64_t tensors, ucx_workload_t *w)
 {
     memset(w, 0, sizeof(*w));
-    w->t = calloc(case_bytes > 0 ? 1 : KINDS * EXPERTS, sizeof(*w->t));
+    w->t = calloc(case_bytes > 0 ? tensors : KINDS * EXPERTS, sizeof(*w->t));
     if (w->t == NULL) {
         fprintf(stderr, "weft-perf ucx: out of memory\n");
         return -1;
     }
     if (case_bytes > 0) {
-        add_tensor(w, -1, WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 1, case_bytes, 0);
-        snprintf(w->t[0].name, sizeof(w->t[0].name), "weft_perf.ucx.tensor_%llu", (unsigned long long)case_bytes);
+        for (uint64_t i = 0; i < tensors; i++) {
+            add_tensor(w, -1, WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 1, case_bytes, 0);
+            w->t[i].offset = (tensors - 1 - i) * case_bytes;
+            snprintf(w->t[i].name, sizeof(w->t[i].name), "weft_perf.ucx.tensor_%llu.%llu",
+                     (unsigned long long)case_bytes, (unsigned long long)i);
+        }
         return 0;
     }
     for (uint32_t k = 0; k < KINDS; k++) {
@@ -345,8 +386,9 @@ static int weft_ok(weft_status_t status, const char *what)
 
 static int create_registry(const char *name, const ucx_workload_t *w, int gpu, weft_registry_h *out)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY,
-                                     .memory = gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST, .device = 0};
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS,
+                                     .memory = gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST, .device = 0,
+                                     .max_tensors = w->count};
     weft_registry_h        reg = NULL;
     weft_status_t          status;
 
@@ -639,7 +681,7 @@ static int run_role(const ucx_options_t *o)
     ucx_workload_t w;
     int            rc;
 
-    if (workload_make(o->case_bytes, &w) != 0) {
+    if (workload_make(o->case_bytes, o->tensors, &w) != 0) {
         return 1;
     }
     if (strcmp(o->role, "server") == 0) {
@@ -1055,7 +1097,8 @@ static int netns_setup(ucx_ctx_t *ctx, ucx_transport_t *tr, char *why, size_t si
 
 typedef struct ucx_case {
     char     name[32];
-    uint64_t bytes; /* 0: the expert version */
+    uint64_t bytes;   /* of each tensor; 0: the expert version */
+    uint64_t tensors; /* a size case's tensors a version (1 for the expert version) */
 } ucx_case_t;
 
 typedef struct ucx_row {
@@ -1065,6 +1108,8 @@ typedef struct ucx_row {
     double      weft_s, weft_min_s, weft_max_s; /* NaN: not measured */
     double      perftest_gbps;
     uint64_t    perftest_bytes, perftest_iters, perftest_warmup;
+    double      perftest_same_gbps; /* with weft's endpoints' error handling; NaN: no figure */
+    char        perftest_same[80];  /* which: "-e", or why it is the first run */
     int         ok;    /* every version acked, the last one's bytes right */
     int         clean; /* and both weft processes exited with 0 */
     char        note[1024];
@@ -1150,7 +1195,7 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
 {
     const ucx_options_t *o = ctx->o;
     const uint64_t       versions = o->warmup + o->iters;
-    char                 reg[WEFT_REGISTRY_NAME_MAX], cs[32], it[32], wu[32], addr[128];
+    char                 reg[WEFT_REGISTRY_NAME_MAX], cs[32], it[32], wu[32], ks[32], addr[128];
     ucx_proc_t           p[2];
     const char          *port;
 
@@ -1159,9 +1204,10 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     case_text(&r->c, cs, sizeof(cs));
     snprintf(it, sizeof(it), "%llu", (unsigned long long)o->iters);
     snprintf(wu, sizeof(wu), "%llu", (unsigned long long)o->warmup);
+    snprintf(ks, sizeof(ks), "%llu", (unsigned long long)r->c.tensors);
     {
-        char *const argv[] = {ctx->self, "ucx", "--role", "server", "--case", cs, "--iterations", it, "--warmup", wu,
-                              "--listen", (char *)tr->side[0].ip, "--token", ctx->token, "--registry", reg,
+        char *const argv[] = {ctx->self, "ucx", "--role", "server", "--case", cs, "--tensors", ks,
+                              "--iterations", it, "--warmup", wu, "--listen", (char *)tr->side[0].ip, "--token", ctx->token, "--registry", reg,
                               "--memory", o->gpu ? "cuda" : "host", NULL};
 
         if (proc_start(ctx, &p[0], "weft server", tr, 0, argv, 0) != 0 ||
@@ -1172,8 +1218,8 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     port = proc_line(&p[0], "port ");
     snprintf(addr, sizeof(addr), "%s:%u", tr->side[0].ip, (unsigned)strtoul(port, NULL, 10));
     {
-        char *const argv[] = {ctx->self, "ucx", "--role", "consumer", "--case", cs, "--iterations", it, "--warmup", wu,
-                              "--connect", addr, "--token", ctx->token, "--memory", o->gpu ? "cuda" : "host",
+        char *const argv[] = {ctx->self, "ucx", "--role", "consumer", "--case", cs, "--tensors", ks,
+                              "--iterations", it, "--warmup", wu, "--connect", addr, "--token", ctx->token, "--memory", o->gpu ? "cuda" : "host",
                               NULL};
 
         if (proc_start(ctx, &p[1], "weft consumer", tr, 1, argv, 0) != 0) {
@@ -1202,6 +1248,15 @@ out:
 }
 
 /* ---------------------------------------------------------- ucx_perftest */
+
+/* WEFT_UCX_ERR_MODE as weft's processes get it. */
+static const char *err_mode(void)
+{
+    const char *mode = getenv("WEFT_UCX_ERR_MODE");
+
+    return mode != NULL ? mode : "peer";
+}
+
 
 /* A TCP port free on this host now, for ucx_perftest's exchange. */
 static unsigned free_port(void)
@@ -1282,25 +1337,29 @@ static double perftest_gbps(const ucx_proc_t *client)
 /* One ucx_perftest run: its size and counts, what it gave. */
 typedef struct perftest_run {
     uint64_t bytes, iters, warmup;
+    int      err_peer; /* -e: peer failure handling, as weft's endpoints */
     double   gbps;     /* NaN: none */
     int      own_fail; /* the client failed by itself (not killed) */
 } perftest_run_t;
 
 /*
- * ucx_perftest moves n × bytes where weft moves one version per timed
- * iteration, and its ucp_put_bw over UCX 1.13's tcp can run at tens of
- * MB/s: past PERFTEST_MAX_BYTES in all, its counts are cut (noted).
+ * ucx_perftest puts as many messages of the case's size as weft does: n
+ * × puts, where weft's versions are puts tensors each. Its ucp_put_bw
+ * over UCX 1.13's tcp can run at tens of MB/s: past PERFTEST_MAX_BYTES in
+ * all, its counts are cut (noted).
  */
-static void perftest_counts(const ucx_options_t *o, uint64_t bytes, perftest_run_t *run)
+static void perftest_counts(const ucx_options_t *o, uint64_t bytes, uint64_t puts, perftest_run_t *run)
 {
+    const uint64_t iters = o->iters * puts, warmup = o->warmup * puts;
+
     run->bytes = bytes;
-    run->iters = o->iters;
-    run->warmup = o->warmup;
-    if (bytes * (o->iters + o->warmup) > PERFTEST_MAX_BYTES) {
+    run->iters = iters;
+    run->warmup = warmup;
+    if (bytes * (iters + warmup) > PERFTEST_MAX_BYTES) {
         uint64_t n = PERFTEST_MAX_BYTES / bytes;
 
-        run->iters = n < 2 ? 2 : n < o->iters ? n : o->iters;
-        run->warmup = o->warmup < 1 ? o->warmup : 1;
+        run->iters = n < 2 ? 2 : n < iters ? n : iters;
+        run->warmup = warmup < 1 ? warmup : 1;
     }
 }
 
@@ -1327,10 +1386,31 @@ static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perft
 {
     const unsigned port = free_port();
     char           ps[16], sz[32], it[32], wu[32];
-    /* The trailing "-P 0" only where perftest_mpi; a NULL ends argv before. */
-    char *const    server[] = {ctx->perftest, "-p", ps, ctx->perftest_mpi ? "-P" : NULL, "0", NULL};
-    char *const    client[] = {ctx->perftest, (char *)tr->side[1].ip, "-p", ps, "-t", "ucp_put_bw", "-s", sz,
-                               "-n", it, "-w", wu, ctx->perftest_mpi ? "-P" : NULL, "0", NULL};
+    char          *server[8], *client[24];
+    int            n = 0, c = 0;
+
+    server[n++] = client[c++] = ctx->perftest;
+    server[n++] = "-p";
+    server[n++] = ps;
+    client[c++] = (char *)tr->side[1].ip;
+    client[c++] = "-p";
+    client[c++] = ps;
+    client[c++] = "-t";
+    client[c++] = "ucp_put_bw";
+    client[c++] = "-s";
+    client[c++] = sz;
+    client[c++] = "-n";
+    client[c++] = it;
+    client[c++] = "-w";
+    client[c++] = wu;
+    if (run->err_peer) {
+        client[c++] = "-e";
+    }
+    if (ctx->perftest_mpi) {
+        server[n++] = client[c++] = "-P";
+        server[n++] = client[c++] = "0";
+    }
+    server[n] = client[c] = NULL;
 
     snprintf(ps, sizeof(ps), "%u", port);
     snprintf(sz, sizeof(sz), "%llu", (unsigned long long)run->bytes);
@@ -1371,15 +1451,46 @@ static void perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_ru
 }
 
 /*
- * ucx_perftest at the row's size. For the expert version, one message of
- * the whole version's bytes; should ucx_perftest refuse it (fail on its
- * own, not run out of time), smaller ones, halving, noted. A failure is a
- * note, not a failed row.
+ * ucx_perftest with the error handling of weft's endpoints (see the top):
+ * -e where they handle peer failures, unless UCX cannot connect so (as
+ * weft's connect then goes without, ucx_common.c).
+ */
+static void run_perftest_same(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *first, ucx_row_t *r)
+{
+    perftest_run_t same = *first;
+    char           why[sizeof(r->note)] = "";
+
+    r->perftest_same_gbps = first->gbps;
+    if (strcmp(err_mode(), "peer") != 0) {
+        snprintf(r->perftest_same, sizeof(r->perftest_same), "the first run (WEFT_UCX_ERR_MODE=none)");
+        return;
+    }
+    same.err_peer = 1;
+    perftest_once(ctx, tr, &same, why, sizeof(why));
+    if (isnan(same.gbps) && strstr(why, "unreachable") != NULL) {
+        snprintf(r->perftest_same, sizeof(r->perftest_same), "the first run (UCX cannot connect with -e here)");
+        return;
+    }
+    r->perftest_same_gbps = same.gbps;
+    snprintf(r->perftest_same, sizeof(r->perftest_same), "-e");
+    if (why[0] != '\0') {
+        add_note(r->note, sizeof(r->note), "ucx_perftest -e: %s", why);
+    }
+}
+
+/*
+ * ucx_perftest at the row's put size, as many puts as weft's. For the
+ * expert version, one message of the whole version's bytes; should
+ * ucx_perftest refuse it (fail on its own, not run out of time), smaller
+ * ones, halving, noted. A failure is a note, not a failed row. Then
+ * again set up as weft's puts, at the size that worked.
  */
 static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
 {
     perftest_run_t run = {.gbps = NAN, .own_fail = 1};
-    uint64_t       bytes = r->bytes;
+    const uint64_t size = r->c.bytes != 0 ? r->c.bytes : r->bytes;
+    const uint64_t puts = r->c.bytes != 0 ? r->c.tensors : 1;
+    uint64_t       bytes = size;
 
     if (ctx->perftest[0] == '\0') {
         add_note(r->note, sizeof(r->note), "ucx_perftest: not found on PATH (Debian: ucx-utils)");
@@ -1388,7 +1499,7 @@ static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r
     for (int i = 0; i < (r->c.bytes == 0 ? PERFTEST_TRYS : 1) && isnan(run.gbps) && run.own_fail &&
                     !interrupted(ctx);
          i++, bytes /= 2) {
-        perftest_counts(ctx->o, bytes, &run);
+        perftest_counts(ctx->o, bytes, puts, &run);
         perftest_once(ctx, tr, &run, r->note, sizeof(r->note));
     }
     r->perftest_gbps = run.gbps;
@@ -1398,11 +1509,14 @@ static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r
     if (isnan(run.gbps)) {
         return;
     }
-    if (run.bytes != r->bytes) {
+    if (!interrupted(ctx)) {
+        run_perftest_same(ctx, tr, &run, r);
+    }
+    if (run.bytes != size) {
         add_note(r->note, sizeof(r->note), "ucx_perftest measured at %llu-byte messages",
                  (unsigned long long)run.bytes);
     }
-    if (run.iters != ctx->o->iters || run.warmup != ctx->o->warmup) {
+    if (run.iters != ctx->o->iters * puts || run.warmup != ctx->o->warmup * puts) {
         add_note(r->note, sizeof(r->note), "ucx_perftest ran -n %llu -w %llu (%llu GiB at most in all)",
                  (unsigned long long)run.iters, (unsigned long long)run.warmup,
                  (unsigned long long)(PERFTEST_MAX_BYTES >> 30));
@@ -1416,8 +1530,8 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
     memset(r, 0, sizeof(*r));
     r->transport = tr->name;
     r->c = *c;
-    r->weft_s = r->weft_min_s = r->weft_max_s = r->perftest_gbps = NAN;
-    if (workload_make(c->bytes, &w) != 0) {
+    r->weft_s = r->weft_min_s = r->weft_max_s = r->perftest_gbps = r->perftest_same_gbps = NAN;
+    if (workload_make(c->bytes, c->tensors, &w) != 0) {
         add_note(r->note, sizeof(r->note), "out of memory");
         return;
     }
@@ -1432,14 +1546,6 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
 
 /* -------------------------------------------------------------- output */
 
-
-/* WEFT_UCX_ERR_MODE as weft's processes get it. */
-static const char *err_mode(void)
-{
-    const char *mode = getenv("WEFT_UCX_ERR_MODE");
-
-    return mode != NULL ? mode : "peer";
-}
 
 static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cpus)
 {
@@ -1457,29 +1563,39 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
            "host memory);\n# median time from weft_registry_publish to weft_registry_wait_consumers over %llu versions "
            "after %llu warm-up\n# (fill not timed; the last version checked byte for byte); GB/s = 1e9 bytes/s\n",
            (unsigned long long)o->iters, (unsigned long long)o->warmup);
-    printf("# ucx_perftest -t ucp_put_bw -s BYTES -n %llu -w %llu%s, its Final overall bandwidth (MB = 2^20 bytes) in "
-           "GB/s;\n# its client puts from the weft server's side to its server on the consumer's side; past %llu GiB "
-           "in all, fewer iterations (noted)\n",
+    printf("# a size case: versions of tensors of that size, %llu bytes a version (at least one tensor), each tensor "
+           "its own put\n",
+           (unsigned long long)o->version_bytes);
+    printf("# ucx_perftest -t ucp_put_bw -s SIZE -n %llu*tensors -w %llu*tensors%s, as many puts as weft's; its Final "
+           "overall bandwidth (MB = 2^20 bytes) in GB/s;\n# its client puts from the weft server's side to its server "
+           "on the consumer's side; past %llu GiB in all, fewer iterations (noted)\n",
            (unsigned long long)o->iters, (unsigned long long)o->warmup,
            ctx->perftest_mpi ? " -P 0 (built with MPI; run without mpirun)" : "",
            (unsigned long long)(PERFTEST_MAX_BYTES >> 30));
+    printf("# perftest_same: ucx_perftest with weft's endpoints' error handling: -e with WEFT_UCX_ERR_MODE=peer (over "
+           "TCP UCX then emulates puts\n# in software), unless UCX cannot connect so (shared memory: weft's endpoints "
+           "go without it too); otherwise the first run;\n# ratio_same against it (the target is against the "
+           "first)\n");
     printf("# tcp-netns: namespaces weftPA%d (10.202.0.1) and weftPB%d (10.202.0.2), a veth pair, UCX_TLS=tcp; "
            "shm: this host, UCX_TLS=sm,self; tcp-lo: this host's loopback, UCX_TLS=tcp\n",
            (int)getpid(), (int)getpid());
     printf("# expert: one Qwen3-30B-A3B layer's FP8 experts, 128 x (W, WT, scale) of gate_up_proj and down_proj\n");
     printf("# target: ratio (weft / ucx_perftest) >= %.1f\n", TARGET);
-    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s\n", "transport", "case", "bytes", "tensors", "weft_med_ms",
-           "weft_GB/s", "perftest_GB/s", "ratio");
+    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s %14s %10s\n", "transport", "case", "bytes", "tensors",
+           "weft_med_ms", "weft_GB/s", "perftest_GB/s", "ratio", "perftest_same", "ratio_same");
 }
 
 static void print_row(const ucx_row_t *r)
 {
     const double weft = perf_gbps(r->bytes, r->weft_s);
-    char         b[4][32];
+    char         b[6][32];
 
-    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s%s\n", r->transport, r->c.name, (unsigned long long)r->bytes,
-           (unsigned long long)r->tensors, perf_num(b[0], 32, r->weft_s * 1e3, 3), perf_num(b[1], 32, weft, 3),
-           perf_num(b[2], 32, r->perftest_gbps, 3), perf_num(b[3], 32, weft / r->perftest_gbps, 3), !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
+    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s %14s %10s%s\n", r->transport, r->c.name,
+           (unsigned long long)r->bytes, (unsigned long long)r->tensors, perf_num(b[0], 32, r->weft_s * 1e3, 3),
+           perf_num(b[1], 32, weft, 3), perf_num(b[2], 32, r->perftest_gbps, 3),
+           perf_num(b[3], 32, weft / r->perftest_gbps, 3), perf_num(b[4], 32, r->perftest_same_gbps, 3),
+           perf_num(b[5], 32, weft / r->perftest_same_gbps, 3),
+           !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
     if (r->note[0] != '\0') {
         printf("#   %s %s: %s\n", r->transport, r->c.name, r->note);
     }
@@ -1504,6 +1620,9 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_str(&j, "case", r->c.name);
     perf_json_uint(&j, "bytes", r->bytes);
     perf_json_uint(&j, "tensors", r->tensors);
+    if (r->c.bytes != 0) {
+        perf_json_uint(&j, "tensor_bytes", r->c.bytes); /* each its own put */
+    }
     perf_json_uint(&j, "iterations", ctx->o->iters);
     perf_json_uint(&j, "warmup", ctx->o->warmup);
     perf_json_number_g(&j, "weft_seconds_median", r->weft_s);
@@ -1521,6 +1640,9 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
         perf_json_uint(&j, "ucx_perftest_warmup", r->perftest_warmup);
     }
     perf_json_double(&j, "ratio_ucx_perftest", weft / r->perftest_gbps);
+    perf_json_str(&j, "ucx_perftest_same_setup", r->perftest_same);
+    perf_json_double(&j, "ucx_perftest_same_setup_gbps", r->perftest_same_gbps);
+    perf_json_double(&j, "ratio_ucx_perftest_same_setup", weft / r->perftest_same_gbps);
     perf_json_double(&j, "target", TARGET);
     perf_json_bool(&j, "ok", r->ok);
     perf_json_bool(&j, "clean_exit", r->clean);
@@ -1591,13 +1713,14 @@ static int run_transport(ucx_ctx_t *ctx, const ucx_transport_t *tr, const char *
     int                  failed = 0;
 
     for (size_t i = 0; i < o->nsizes + (o->expert ? 1 : 0) && !interrupted(ctx); i++) {
-        ucx_case_t c = {.bytes = i < o->nsizes ? o->sizes[i] : 0};
+        ucx_case_t c = {.bytes = i < o->nsizes ? o->sizes[i] : 0, .tensors = 1};
         ucx_row_t  r;
 
         if (c.bytes == 0) {
             snprintf(c.name, sizeof(c.name), "expert");
         } else {
             size_name(c.bytes, c.name, sizeof(c.name));
+            c.tensors = case_tensors(c.bytes, o->version_bytes);
         }
         measure_row(ctx, tr, &c, &r);
         if (interrupted(ctx)) {

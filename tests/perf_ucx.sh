@@ -1,0 +1,79 @@
+#!/bin/sh
+# weft-perf ucx over shared memory, short: a size case moves versions of
+# many tensors of that size, each its own put, and every byte of the last
+# version arrives; ucx_perftest (where installed) moves as many puts of
+# that size; --version-bytes 0 makes a version one tensor. Speed is not
+# checked here (weft-perf's figures are for benchmarks, not tests).
+set -u
+: "${top_builddir:=..}"
+perf="$top_builddir/perf/weft-perf"
+fail=0
+
+run() {
+    out=$("$perf" ucx --transport shm --no-expert-version --iterations 3 --warmup 1 --json "$@" 2>err.perf_ucx)
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        cat err.perf_ucx
+        echo "SKIP: weft-perf ucx has no usable UCX"
+        exit 77
+    fi
+    echo "$out"
+    [ $rc -eq 0 ] || { cat err.perf_ucx; echo "FAIL: weft-perf ucx $* exited $rc"; fail=1; }
+}
+field() { # field NAME: its value in $out, quotes removed
+    echo "$out" | sed -n "s/.*\"$1\": *\"\{0,1\}\([^\",}]*\).*/\1/p" | head -n 1
+}
+expect() { # expect NAME VALUE
+    [ "$(field "$1")" = "$2" ] || { echo "FAIL: $1 is '$(field "$1")', expected '$2' ($run_args)"; fail=1; }
+}
+
+run_args="64K, 1M a version"
+run --sizes 64K --version-bytes 1M
+expect tensors 16
+expect tensor_bytes 65536
+expect bytes 1048576
+expect ok true
+expect clean_exit true
+if command -v ucx_perftest >/dev/null 2>&1; then
+    expect ucx_perftest_bytes 65536
+    expect ucx_perftest_iterations 48 # 3 versions x 16 puts
+    echo "$(field ucx_perftest_gbps)" | grep -Eq '^[0-9]' ||
+        { echo "FAIL: no ucx_perftest figure"; fail=1; }
+    # The error handling of weft's endpoints (peer, the default): -e, or
+    # the first run where UCX cannot connect so.
+    echo "$(field ucx_perftest_same_setup_gbps)" | grep -Eq '^[0-9]' ||
+        { echo "FAIL: no figure for ucx_perftest set up as weft's endpoints"; fail=1; }
+    echo "$(field ucx_perftest_same_setup)" | grep -Eq '^(-e|the first run \(UCX cannot connect with -e here\))$' ||
+        { echo "FAIL: ucx_perftest_same_setup is '$(field ucx_perftest_same_setup)'"; fail=1; }
+fi
+
+run_args="one tensor a version"
+run --sizes 64K --version-bytes 0
+expect tensors 1
+expect bytes 65536
+expect ok true
+if command -v ucx_perftest >/dev/null 2>&1; then
+    expect ucx_perftest_iterations 3
+fi
+
+# Without peer error handling the same setup is the first run.
+run_args="err-mode none"
+run --sizes 64K --version-bytes 256K --err-mode none
+expect tensors 4
+expect ok true
+expect weft_ucx_err_mode none
+if command -v ucx_perftest >/dev/null 2>&1; then
+    expect ucx_perftest_same_setup "the first run (WEFT_UCX_ERR_MODE=none)"
+    [ "$(field ucx_perftest_same_setup_gbps)" = "$(field ucx_perftest_gbps)" ] ||
+        { echo "FAIL: with none, the same setup's figure is not the first run's"; fail=1; }
+fi
+
+# A size larger than --version-bytes: one tensor.
+run_args="larger than a version"
+run --sizes 2M --version-bytes 1M
+expect tensors 1
+expect bytes 2097152
+expect ok true
+
+rm -f err.perf_ucx
+exit $fail
