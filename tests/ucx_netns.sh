@@ -7,6 +7,10 @@
 #   2. B's link goes down in the middle of a version: B gets an error within
 #      its timeout, the server drops B and goes on with A; the link comes
 #      back, B restarts, rejoins and receives the last version whole;
+#   2b. B's link goes down between versions, while B waits for one the
+#      server holds back: the server drops B within about its timeout (TCP
+#      keepalive on the bootstrap connection), so the trainer's wait for
+#      its consumers does not wait for B, and A gets the version;
 #   3. A is killed: B goes on; the server is killed: B gets an error at once;
 #   4. phase 1 again without peer-failure reports (WEFT_UCX_ERR_MODE=none),
 #      and an unknown mode refused.
@@ -126,6 +130,30 @@ wait_for "$server" 30 || fail "server (phase 2)"
 grep -q "received 120" "$work/a2.log" && grep -q "received 120" "$work/b3.log" || fail "phase 2 versions"
 grep -q "served 120 dropped [1-9]" "$work/serve2.log" || fail "phase 2: the server did not count the drop"
 
+echo "phase 2b: B's link goes down between versions"
+rm -f "$work/hold"
+serve 10 2 serve2b.log "$work/hold"
+consume "$A" wa 10.201.0.1 host-a 10 a2b.log; a=$last
+consume "$B" wb 10.201.0.1 host-b 10 b2b.log; b=$last
+# Both hold version 9 and ask for 10, which the server holds back: no
+# version is in flight, so no transfer's deadline can notice B.
+i=0; while ! { grep -q "^got 9" "$work/a2b.log" && grep -q "^got 9" "$work/b2b.log"; } && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "^got 9" "$work/b2b.log" && grep -q "^got 9" "$work/a2b.log" || fail "phase 2b: the hosts did not get version 9"
+ip -n "$T" link set wt2 down || fail "link down"
+# About 1.3 × TIMEOUT (bootstrap.h); 10 s bounds it with room for a loaded machine.
+i=0; while ! grep -q 'dropping consumer "host-b"' "$work/serve2b.log" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+grep -q 'dropping consumer "host-b"' "$work/serve2b.log" || fail "phase 2b: the server did not drop B within 10 s"
+touch "$work/hold"
+# The server exits 2 if the trainer's wait for version 10 timed out.
+wait_for "$a" 60 || fail "host A (phase 2b)"
+wait_for "$server" 30 || fail "server (phase 2b)"
+grep -q "received 10" "$work/a2b.log" || fail "phase 2b: host A did not get version 10"
+grep -q "served 10 dropped 1" "$work/serve2b.log" || fail "phase 2b: the server did not count the drop"
+wait_for "$b" 30; rc=$?
+[ $rc = 3 ] || fail "host B should have failed (phase 2b, exit $rc)"
+ip -n "$T" link set wt2 up || fail "link up"
+carrier "$T" wt2 || fail "no carrier after the link came back (phase 2b)"
+
 echo "phase 3: A is killed, then the server"
 # Between versions: with UCX 1.13's software RMA over TCP, a server killed
 # in the middle of a put can make UCX abort the consumer (its internal
@@ -157,5 +185,5 @@ rc=$?
 grep -q "WEFT_UCX_ERR_MODE" "$work/serve5.log" || fail "the refusal does not name WEFT_UCX_ERR_MODE"
 unset WEFT_UCX_ERR_MODE
 echo "ucx_netns: all phases passed"
-for f in a1 b1 serve1 a2 b2 b3 serve2 b3b a4 b4 serve4; do printf '%s: %s\n' "$f" "$(tail -n 1 "$work/$f.log")"; done
+for f in a1 b1 serve1 a2 b2 b3 serve2 a2b b2b serve2b b3b a4 b4 serve4; do printf '%s: %s\n' "$f" "$(tail -n 1 "$work/$f.log")"; done
 exit 0

@@ -192,7 +192,12 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
  *
  * A consumer that dies, or whose link fails or does not answer within the
  * timeout, is dropped and its failure recorded in the registry
- * (weft_registry_consumer_failed); the others go on. A consumer whose
+ * (weft_registry_consumer_failed); the others go on. That holds between
+ * versions too: a consumer whose link or host went away while it was not
+ * receiving is dropped, and leaves the registry's table, within about
+ * 1.3 × the timeout (TCP keepalive on the bootstrap connection), so that
+ * weft_registry_wait_consumers stops waiting for it; one that is alive but
+ * busy elsewhere stays (its kernel answers the probes). A consumer whose
  * server dies or whose link fails gets WEFT_ERR_CONNECTION or
  * WEFT_ERR_TIMEOUT and records nothing; it may connect again and receives
  * the next version.
@@ -213,7 +218,8 @@ typedef struct weft_server_params {
     const char      *listen;     /* "host:port"; port 0 picks one (weft_server_port) */
     const char      *token;      /* shared secret, 1..WEFT_TOKEN_MAX bytes */
     /* A handshake, one consumer's transfer of a version, an ack: each must
-     * finish within this; default 30 s. */
+     * finish within this; a consumer's connection that stops answering
+     * ends about 1.3 × this after (even between versions). Default 30 s. */
     uint64_t         timeout_us;
     /* Bytes in flight per consumer at most (bounds the transport's
      * buffers); default 64 MiB. ucx: at least one 4 MiB put. nccl: the
@@ -303,7 +309,8 @@ typedef struct weft_remote_params {
     const char      *token;     /* the server's token */
     const char      *name;      /* this consumer, for the registry (1..63 bytes) */
     /* Connecting and the handshake; nccl: also the transfer of one
-     * version once its notice came. Default 30 s. */
+     * version once its notice came; a server's connection that stops
+     * answering ends about 1.3 × this after. Default 30 s. */
     uint64_t         timeout_us;
 } weft_remote_params_t;
 

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -89,6 +90,22 @@ static void socket_options(int fd)
     /* Notifications are small and latency-bound. */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+}
+
+void weft_boot_dead_peer_timeout(int fd, uint64_t timeout_us)
+{
+    const uint64_t ms = timeout_us / 1000 < INT_MAX ? timeout_us / 1000 : INT_MAX;
+    const uint64_t third_s = ms / 3000;
+    int            idle = third_s < 1 ? 1 : third_s > 32767 ? 32767 : (int)third_s; /* the kernel's bound */
+    int            count = 3;
+    unsigned int   user_timeout = ms > 0 ? (unsigned int)ms : 1;
+
+    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout)) != 0) {
+        weft_log_debug("bootstrap: cannot bound the wait for a dead peer: %s", strerror(errno));
+    }
 }
 
 static int set_nonblocking(int fd)

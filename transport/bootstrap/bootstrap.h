@@ -61,6 +61,19 @@ weft_status_t weft_boot_accept(int listen_fd, int *fd, char *peer, size_t peer_s
 /* Connects to host:port before the deadline. */
 weft_status_t weft_boot_connect(const char *addr, uint64_t deadline_ns, int *fd);
 
+/*
+ * Makes the kernel give up on the connection about timeout_us after its
+ * peer stops answering, even while neither side has anything to say: TCP
+ * keepalive probes from a third of the timeout on (at least a second),
+ * and TCP_USER_TIMEOUT, after which unanswered data or probes end it. A
+ * peer whose link or host went away then shows as an error on fd within
+ * about 1.3 × timeout_us, where Linux's defaults take hours for an idle
+ * connection. A peer that is alive answers the probes from its kernel, so
+ * an engine busy elsewhere keeps its connection. Failures are logged at
+ * debug level and otherwise ignored: the connection works without it.
+ */
+void weft_boot_dead_peer_timeout(int fd, uint64_t timeout_us);
+
 /* Sends one message, whole. */
 weft_status_t weft_boot_send(int fd, uint32_t type, const void *payload, uint32_t length,
                              uint64_t deadline_ns);

@@ -23,12 +23,18 @@ uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
     c->wanting = 0;
     c->want_after = 0;
     snprintf(c->server, sizeof(c->server), "%s", p->server);
-    return (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+    c->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+    return c->timeout_us;
 }
 
 weft_status_t weft_consume_connect(weft_consume_t *c, uint64_t deadline_ns)
 {
-    return weft_boot_connect(c->server, deadline_ns, &c->fd);
+    weft_status_t status = weft_boot_connect(c->server, deadline_ns, &c->fd);
+
+    if (status == WEFT_OK) {
+        weft_boot_dead_peer_timeout(c->fd, c->timeout_us);
+    }
+    return status;
 }
 
 weft_status_t weft_consume_refused(const weft_consume_t *c, const weft_boot_msg_t *msg,

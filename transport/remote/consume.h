@@ -18,12 +18,15 @@ typedef struct weft_consume {
     char     server[256]; /* host:port, for the log */
     int      wanting;     /* a WANT is outstanding (ucx, cuda_ipc) */
     uint64_t want_after;  /* its argument */
+    uint64_t timeout_us;  /* the handshake's, and how soon a dead server shows (bootstrap) */
 } weft_consume_t;
 
 /* No connection yet; returns the handshake's timeout (params or default). */
 uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p);
 
-/* Connects to p->server (weft_consume_init named it) before the deadline. */
+/* Connects to p->server (weft_consume_init named it) before the deadline;
+ * a server that stops answering then shows within about the timeout, even
+ * between versions (weft_boot_dead_peer_timeout). */
 weft_status_t weft_consume_connect(weft_consume_t *c, uint64_t deadline_ns);
 
 /*

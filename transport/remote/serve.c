@@ -161,6 +161,10 @@ void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const c
     p->server = s;
     p->fd = fd;
     p->deadline = weft_deadline_ns(weft_time_ns(), s->timeout_us);
+    /* A consumer between versions is not waited on by any deadline: its
+     * connection going quiet (a link or host gone) must end it, so that
+     * it leaves the registry's table and trainers stop waiting for it. */
+    weft_boot_dead_peer_timeout(fd, s->timeout_us);
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
 }
 
