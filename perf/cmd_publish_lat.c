@@ -19,7 +19,12 @@
  *   t1 = now; sample = t1 − t0 ◄──────
  *
  * The ack comes just before the wait, so the delay (at least 10 µs by
- * default) is what makes sure the reader waits when the publish comes. The
+ * default) is what makes sure the reader waits when the publish comes. A
+ * turn ends with a version (or message) that pauses the reader, which the
+ * reader acknowledges too: only then does the next mode's turn publish. A
+ * registry reader leases the latest version, so one that was slow to wake
+ * would otherwise find the next turn's versions there, miss its pause,
+ * and take the other reader's versions for its own. The
  * ack is a word in shared memory that the producer spins on, not a pipe:
  * a producer woken from a sleep would add its own wake-up time to the
  * delay, which must stay below the reader's spin budget.
@@ -395,11 +400,12 @@ static int reader_registry(lat_run_t *run, enum lat_mode mode, int start_fd)
             if (woken == 0) {
                 goto out;
             }
-            if (round == LAT_STOP_ROUND) {
-                rc = 0;
-                goto out;
-            }
-            if (round == LAT_PAUSE_ROUND) {
+            if (round == LAT_STOP_ROUND || round == LAT_PAUSE_ROUND) {
+                atomic_store(&result->ack, ++acks); /* the end of the turn: seen */
+                if (round == LAT_STOP_ROUND) {
+                    rc = 0;
+                    goto out;
+                }
                 break;
             }
             record(run, mode, &expected, round, t0, woken);
@@ -446,10 +452,11 @@ static int reader_socket(lat_run_t *run, int start_fd, int sock_fd)
                         n < 0 ? strerror(errno) : "short message or end of file");
                 return -1;
             }
-            if (t0 == LAT_SOCK_STOP) {
-                return 0;
-            }
-            if (t0 == LAT_SOCK_PAUSE) {
+            if (t0 == LAT_SOCK_STOP || t0 == LAT_SOCK_PAUSE) {
+                atomic_store(&result->ack, ++acks); /* the end of the turn: seen */
+                if (t0 == LAT_SOCK_STOP) {
+                    return 0;
+                }
                 break;
             }
             /* The round is implicit: messages are neither lost nor reordered. */
@@ -657,7 +664,8 @@ static int run_turn(lat_run_t *run, enum lat_mode mode, uint64_t first, uint64_t
     if (acked == 0 || notify(run, mode, end_round, acked) != 0) {
         return -1;
     }
-    return 0;
+    /* The reader saw the pause (or stop) before anyone publishes again. */
+    return await_ack(run, mode) == 0 ? -1 : 0;
 }
 
 /* The measurement: turns of every mode in order until the rounds are done
