@@ -85,6 +85,21 @@ wait_for() { # pid seconds → its exit status, or 124
     wait "$1"
 }
 
+# A consumer on host B after B's link came back: retried while the path
+# comes back (neighbour entries, bridge port), as a supervisor would
+# restart it, until it says it connected; $b is its pid.
+consume_b_again() { # name versions log
+    n=0
+    while :; do
+        consume "$B" wb 10.201.0.1 "$1" "$2" "$3"; b=$last
+        i=0; while ! grep -q "connected\|^error" "$work/$3" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+        grep -q "^connected" "$work/$3" && return 0
+        wait "$b" 2>/dev/null; n=$((n + 1))
+        [ $n -lt 40 ] || fail "host B could not connect again ($3)"
+        sleep 0.25
+    done
+}
+
 # Every byte of 20 versions to both hosts, nobody dropped; logs *N.log.
 exact_versions() { # N (the phase)
     serve 20 2 "serve$1.log"
@@ -112,17 +127,7 @@ ms=$(sed -n 's/^error .* after \([0-9]*\) ms.*/\1/p' "$work/b2.log")
 [ -n "$ms" ] && [ "$ms" -le $((WAIT + 2000)) ] || fail "host B's error came late or not at all (${ms:-none} ms)"
 ip -n "$T" link set wt2 up || fail "link up"
 carrier "$T" wt2 || fail "no carrier after the link came back"
-# The restarted consumer retries while the path comes back (neighbour
-# entries, bridge port), as a supervisor would restart it.
-n=0
-while :; do
-    consume "$B" wb 10.201.0.1 host-b-again 120 b3.log; b=$last
-    i=0; while ! grep -q "connected\|^error" "$work/b3.log" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-    grep -q "^connected" "$work/b3.log" && break
-    wait "$b" 2>/dev/null; n=$((n + 1))
-    [ $n -lt 40 ] || fail "host B could not connect again"
-    sleep 0.25
-done
+consume_b_again host-b-again 120 b3.log
 touch "$work/hold" # the last version waits for the rejoined host
 wait_for "$a" 300 || fail "host A (phase 2)"
 wait_for "$b" 300 || fail "host B restarted (phase 2)"
@@ -161,7 +166,7 @@ echo "phase 3: A is killed, then the server"
 rm -f "$work/hold"
 serve 30 2 serve3.log "$work/hold"
 consume "$A" wa 10.201.0.1 host-a 30 a3.log; a=$last
-consume "$B" wb 10.201.0.1 host-b 30 b3b.log; b=$last
+consume_b_again host-b 30 b3b.log # B's link came back at the end of phase 2b
 # Both hold version 29 and the server holds back 30: nothing in flight.
 i=0; while ! { grep -q "^got 29" "$work/a3.log" && grep -q "^got 29" "$work/b3b.log"; } && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q "^got 29" "$work/b3b.log" || fail "phase 3: host B did not get version 29"
