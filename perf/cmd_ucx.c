@@ -1206,9 +1206,12 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     snprintf(wu, sizeof(wu), "%llu", (unsigned long long)o->warmup);
     snprintf(ks, sizeof(ks), "%llu", (unsigned long long)r->c.tensors);
     {
-        char *const argv[] = {ctx->self, "ucx", "--role", "server", "--case", cs, "--tensors", ks,
-                              "--iterations", it, "--warmup", wu, "--listen", (char *)tr->side[0].ip, "--token", ctx->token, "--registry", reg,
-                              "--memory", o->gpu ? "cuda" : "host", NULL};
+        char *const argv[] = {ctx->self,     "ucx",      "--role",   "server",
+                              "--case",      cs,         "--tensors", ks,
+                              "--iterations", it,        "--warmup", wu,
+                              "--listen",    (char *)tr->side[0].ip, "--token", ctx->token,
+                              "--registry",  reg,        "--memory", o->gpu ? "cuda" : "host",
+                              NULL};
 
         if (proc_start(ctx, &p[0], "weft server", tr, 0, argv, 0) != 0 ||
             proc_wait(ctx, p, 1, "port ", deadline_in_s(READY_MS / 1000.0), 1) != 0) {
@@ -1218,9 +1221,11 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     port = proc_line(&p[0], "port ");
     snprintf(addr, sizeof(addr), "%s:%u", tr->side[0].ip, (unsigned)strtoul(port, NULL, 10));
     {
-        char *const argv[] = {ctx->self, "ucx", "--role", "consumer", "--case", cs, "--tensors", ks,
-                              "--iterations", it, "--warmup", wu, "--connect", addr, "--token", ctx->token, "--memory", o->gpu ? "cuda" : "host",
-                              NULL};
+        char *const argv[] = {ctx->self,     "ucx",      "--role",   "consumer",
+                              "--case",      cs,         "--tensors", ks,
+                              "--iterations", it,        "--warmup", wu,
+                              "--connect",   addr,       "--token",  ctx->token,
+                              "--memory",    o->gpu ? "cuda" : "host", NULL};
 
         if (proc_start(ctx, &p[1], "weft consumer", tr, 1, argv, 0) != 0) {
             proc_kill_all(ctx, p, 2);
@@ -1256,7 +1261,6 @@ static const char *err_mode(void)
 
     return mode != NULL ? mode : "peer";
 }
-
 
 /* A TCP port free on this host now, for ucx_perftest's exchange. */
 static unsigned free_port(void)
@@ -1386,31 +1390,21 @@ static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perft
 {
     const unsigned port = free_port();
     char           ps[16], sz[32], it[32], wu[32];
-    char          *server[8], *client[24];
-    int            n = 0, c = 0;
+    /* The trailing "-P 0" only where perftest_mpi; a NULL ends argv before. */
+    char *const    server[] = {ctx->perftest, "-p", ps, ctx->perftest_mpi ? "-P" : NULL, "0", NULL};
+    /* The client's options end with "-e" and "-P 0" where they apply. */
+    char          *client[16] = {ctx->perftest, (char *)tr->side[1].ip, "-p", ps, "-t", "ucp_put_bw", "-s", sz,
+                                 "-n", it, "-w", wu};
+    int            c = 12;
 
-    server[n++] = client[c++] = ctx->perftest;
-    server[n++] = "-p";
-    server[n++] = ps;
-    client[c++] = (char *)tr->side[1].ip;
-    client[c++] = "-p";
-    client[c++] = ps;
-    client[c++] = "-t";
-    client[c++] = "ucp_put_bw";
-    client[c++] = "-s";
-    client[c++] = sz;
-    client[c++] = "-n";
-    client[c++] = it;
-    client[c++] = "-w";
-    client[c++] = wu;
     if (run->err_peer) {
         client[c++] = "-e";
     }
     if (ctx->perftest_mpi) {
-        server[n++] = client[c++] = "-P";
-        server[n++] = client[c++] = "0";
+        client[c++] = "-P";
+        client[c++] = "0";
     }
-    server[n] = client[c] = NULL;
+    client[c] = NULL;
 
     snprintf(ps, sizeof(ps), "%u", port);
     snprintf(sz, sizeof(sz), "%llu", (unsigned long long)run->bytes);
