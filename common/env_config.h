@@ -40,6 +40,11 @@ extern "C" {
       "ucx: pinned host memory a consumer with staged device views receives through (K, " \
       "M, G suffixes; at least 128K): two halves, a version larger than one half comes "  \
       "in rounds; no more than the views span is taken")                                  \
+    X(UCX_LANES, "transport", "auto",                                                     \
+      "ucx: lanes, threads with a UCX worker each, that a host registry's server spreads " \
+      "its puts to one consumer over, and that a consumer with host views receives "      \
+      "them on (1..16; 1: the server's or the consumer's own thread); auto: a quarter "   \
+      "of the online CPUs, 1 to 4")                                                       \
     X(UCX_ERR_MODE, "transport", "peer",                                                  \
       "ucx: peer (endpoints report a peer's failure, and the server drops that consumer " \
       "at once; UCX then emulates puts over TCP in software, at about half the "          \

@@ -101,6 +101,7 @@ typedef struct ucx_options {
     int      expert, json;
     int      err_none; /* --err-mode: 1 none, 0 peer, -1 as the environment says */
     int      gpu;      /* --memory cuda: a GPU registry into device views */
+    uint64_t lanes;    /* --lanes: WEFT_UCX_LANES for the server; 0 as the environment says */
     uint64_t iters, warmup;
     uint64_t version_bytes; /* a size case's versions: this many bytes of its size's tensors */
     /* Hidden: the processes this command runs itself as. */
@@ -138,6 +139,10 @@ static int ucx_usage(FILE *out)
             "                       peer (the default: endpoints report peer failures;\n"
             "                       UCX then emulates puts over TCP in software, and\n"
             "                       ucx_perftest also runs with -e, the same) or none\n"
+            "  --lanes N            WEFT_UCX_LANES for weft's server: threads with UCX\n"
+            "                       workers of their own that a version's puts are\n"
+            "                       spread over (1..16; default: the environment's,\n"
+            "                       else auto, a quarter of the CPUs, 1 to 4)\n"
             "  --json               one JSON object per row instead of the table\n"
             "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
             "succeeded, %d when libweft has no UCX.\n",
@@ -193,6 +198,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"listen", required_argument, NULL, 'L'},    {"connect", required_argument, NULL, 'c'},
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
         {"version-bytes", required_argument, NULL, 'V'}, {"tensors", required_argument, NULL, 'K'},
+        {"lanes", required_argument, NULL, 'N'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -223,6 +229,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'r': o->registry = optarg; break;
         case 'V': bad = perf_arg_size("--version-bytes", optarg, 0, MAX_SIZE, &o->version_bytes); break;
         case 'K': bad = perf_arg_u64("--tensors", optarg, 1, MAX_TENSORS, &o->tensors); break;
+        case 'N': bad = perf_arg_u64("--lanes", optarg, 1, 16, &o->lanes); break;
         default: return ucx_usage(stderr);
         }
         if (bad) {
@@ -1262,6 +1269,14 @@ static const char *err_mode(void)
     return mode != NULL ? mode : "peer";
 }
 
+/* WEFT_UCX_LANES as weft's server gets it. */
+static const char *lanes(void)
+{
+    const char *n = getenv("WEFT_UCX_LANES");
+
+    return n != NULL ? n : "auto";
+}
+
 /* A TCP port free on this host now, for ucx_perftest's exchange. */
 static unsigned free_port(void)
 {
@@ -1546,8 +1561,8 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
     const ucx_options_t *o = ctx->o;
 
     perf_print_host(stdout, cpus);
-    printf("# UCX %s; ucx_perftest: %s; WEFT_UCX_ERR_MODE=%s\n", ucx_version,
-           ctx->perftest[0] ? ctx->perftest : "not found (no peer)", err_mode());
+    printf("# UCX %s; ucx_perftest: %s; WEFT_UCX_ERR_MODE=%s; WEFT_UCX_LANES=%s\n", ucx_version,
+           ctx->perftest[0] ? ctx->perftest : "not found (no peer)", err_mode(), lanes());
     if (o->gpu) {
         printf("# --memory cuda: weft moves a GPU registry (GPU 0) into device views (GPU %d); ucx_perftest "
                "moves host memory: the ratio is against the network's own figure\n",
@@ -1609,6 +1624,7 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_str(&j, "libweft", weft_version());
     perf_json_str(&j, "ucx_version", ucx_version);
     perf_json_str(&j, "weft_ucx_err_mode", err_mode());
+    perf_json_str(&j, "weft_ucx_lanes", lanes());
     perf_json_str(&j, "memory", ctx->o->gpu ? "cuda" : "host");
     perf_json_str(&j, "transport", r->transport);
     perf_json_str(&j, "case", r->c.name);
@@ -1798,6 +1814,12 @@ int perf_cmd_ucx(int argc, char **argv)
     }
     if (o.err_none >= 0) {
         setenv("WEFT_UCX_ERR_MODE", o.err_none ? "none" : "peer", 1); /* for the roles' processes */
+    }
+    if (o.lanes != 0) {
+        char n[8];
+
+        snprintf(n, sizeof(n), "%u", (unsigned)o.lanes);
+        setenv("WEFT_UCX_LANES", n, 1);
     }
     memset(&ctx, 0, sizeof(ctx));
     ctx.o = &o;

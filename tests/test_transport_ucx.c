@@ -46,15 +46,23 @@ typedef struct server_side {
     uint16_t        port;
 } server_side_t;
 
+/* The server's put lanes and the consumers' receive lanes (the params'
+ * `lanes`): 0 leaves them to WEFT_UCX_LANES (auto: one on a small machine
+ * such as CI's). The *_on_lanes tests set more, so that each version's
+ * puts go over several lanes into several receiving threads. */
+static uint32_t server_lanes, consumer_lanes;
+
 static void server_start(server_side_t *s, uint64_t window)
 {
     weft_server_params_t params = {
-        .field_mask   = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW,
+        .field_mask   = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW |
+                        (server_lanes != 0 ? WEFT_SERVER_PARAM_LANES : 0),
         .transport    = WEFT_TRANSPORT_UCX,
         .listen       = "127.0.0.1:0",
         .token        = TOKEN,
         .timeout_us   = 5000000,
         .window_bytes = window,
+        .lanes        = server_lanes,
     };
 
     snprintf(s->name, sizeof(s->name), "t-ucx-%d", (int)getpid());
@@ -113,7 +121,9 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
                                       const char *name, uint64_t rows)
 {
     char                 addr[64];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT |
+                                                 (consumer_lanes != 0 ? WEFT_REMOTE_PARAM_LANES : 0),
+                                   .lanes      = consumer_lanes,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .server     = addr,
                                    .token      = token,
@@ -249,6 +259,24 @@ START_TEST(ucx_versions_exact_over_shared_memory)
 }
 END_TEST
 
+/* Three put lanes, 2304 ranges of 1000 bytes: each lane puts every
+ * third, into two receive lanes (the third put lane shares the first). */
+START_TEST(ucx_versions_exact_on_lanes_over_tcp)
+{
+    server_lanes = 3;
+    consumer_lanes = 2;
+    run_versions("tcp,self", 2, 12, 64u << 20);
+}
+END_TEST
+
+START_TEST(ucx_versions_exact_on_lanes_over_shared_memory)
+{
+    server_lanes = 3;
+    consumer_lanes = 3;
+    run_versions("sm,self", 2, 12, 64u << 20);
+}
+END_TEST
+
 /* Between two weft_remote_receive calls the views do not change: a
  * version published meanwhile waits until the consumer asks. Over shared
  * memory the sender writes into the consumer's memory by itself (over
@@ -291,6 +319,15 @@ START_TEST(ucx_version_larger_than_the_window)
 }
 END_TEST
 
+START_TEST(ucx_version_larger_than_the_window_on_lanes)
+{
+    /* Sixteen lanes share that window: each still has one put in flight. */
+    server_lanes = 16;
+    consumer_lanes = 4;
+    run_versions("tcp,self", 3, 6, 1);
+}
+END_TEST
+
 START_TEST(ucx_wrong_token_and_bad_views_are_refused)
 {
     pid_t pid = fork();
@@ -323,7 +360,11 @@ START_TEST(ucx_wrong_token_and_bad_views_are_refused)
 }
 END_TEST
 
-START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
+/* The versions after the victim's drop: the survivor's, the rejoined's. */
+#define SURVIVED 100000u
+#define REJOINED 100001u
+
+static void consumer_killed_others_go_on_restarted_rejoins(void)
 {
     pid_t    server, victim, survivor, rejoined;
     uint16_t port;
@@ -343,17 +384,25 @@ START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
         server_start(&s, 1);
         CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 90);
         server_wait_ready(&s, 2);
-        for (v = 1; v <= 20; v++) {
+        /* Versions until the victim, killed meanwhile, is dropped (however
+         * fast this machine moves them): its record goes, the wait ends. */
+        for (v = 1;; v++) {
+            CHILD_CHECK(v < SURVIVED, 92);
             server_publish(&s, v);
-            /* The victim dies meanwhile: its record goes, the wait ends. */
             CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK, 91);
+            CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 92);
+            if (st.dropped >= 1) {
+                break;
+            }
         }
-        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK && st.dropped >= 1, 92);
+        /* The survivor goes on. */
+        server_publish(&s, SURVIVED);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, SURVIVED, WAIT_US, NULL) == WEFT_OK, 91);
         /* A consumer restarted after the crash joins and gets the next one. */
         CHILD_CHECK(read(go[0], &byte, 1) == 1, 93);
         server_wait_ready(&s, 2);
-        server_publish(&s, 21);
-        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 21, WAIT_US, NULL) == WEFT_OK, 94);
+        server_publish(&s, REJOINED);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, REJOINED, WAIT_US, NULL) == WEFT_OK, 94);
         server_stop(&s);
         _exit(0);
     }
@@ -361,13 +410,13 @@ START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
     victim = fork();
     ck_assert_int_ge(victim, 0);
     if (victim == 0) {
-        consumer_run(port, "victim", 1000); /* never ends by itself */
+        consumer_run(port, "victim", UINT64_MAX); /* never ends by itself */
         _exit(0);
     }
     survivor = fork();
     ck_assert_int_ge(survivor, 0);
     if (survivor == 0) {
-        consumer_run(port, "survivor", 21);
+        consumer_run(port, "survivor", REJOINED);
         _exit(0);
     }
     usleep(300000);
@@ -383,7 +432,7 @@ START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
         CHILD_CHECK(write(go[1], "g", 1) == 1, 101);
         /* As a restarted engine would: whatever is newer than what it has
          * (nothing), until the version published for it. */
-        while (got < 21) {
+        while (got < REJOINED) {
             uint64_t v;
 
             CHILD_CHECK(weft_remote_receive(c.remote, got, WAIT_US, &v) == WEFT_OK, 102);
@@ -397,6 +446,21 @@ START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
     ck_assert_int_eq(wait_child(rejoined), 0);
     ck_assert_int_eq(wait_child(survivor), 0);
     ck_assert_int_eq(wait_child(server), 0);
+}
+
+START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
+{
+    consumer_killed_others_go_on_restarted_rejoins();
+}
+END_TEST
+
+/* The victim dies with puts in flight on every lane: its lanes close, the
+ * survivor's carry on. */
+START_TEST(ucx_consumer_killed_on_lanes_others_go_on)
+{
+    server_lanes = 4;
+    consumer_lanes = 2;
+    consumer_killed_others_go_on_restarted_rejoins();
 }
 END_TEST
 
@@ -481,10 +545,27 @@ START_TEST(ucx_bad_arguments)
     sp.listen = "127.0.0.1";
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM); /* no port */
     sp.listen = "127.0.0.1:0";
+    sp.field_mask = WEFT_SERVER_PARAM_LANES;
+    sp.lanes = 0;
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
+    sp.lanes = 17;
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
+    sp.lanes = 2;
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_OK);
+    ck_assert_int_eq(weft_server_destroy(server), WEFT_OK);
+    sp.field_mask = 1u << 31; /* a field this build does not know */
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
+    sp.field_mask = 0;
     sp.transport = WEFT_TRANSPORT_HOST;
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* no port */
     rp.server = "127.0.0.1:1"; /* nobody listens there */
+    rp.field_mask = WEFT_REMOTE_PARAM_LANES; /* lanes 0 or 17: refused before connecting */
+    rp.lanes = 0;
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
+    rp.lanes = 17;
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
+    rp.field_mask = 0;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_CONNECTION);
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 0, &remote), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_plan_create(reg, WEFT_TRANSPORT_UCX, &view, 1, (weft_plan_h *)&remote),
@@ -517,10 +598,14 @@ int main(void)
     } while (0)
     ADD(ucx_versions_exact_over_tcp);
     ADD(ucx_versions_exact_over_shared_memory);
+    ADD(ucx_versions_exact_on_lanes_over_tcp);
+    ADD(ucx_versions_exact_on_lanes_over_shared_memory);
     ADD(ucx_version_larger_than_the_window);
+    ADD(ucx_version_larger_than_the_window_on_lanes);
     ADD(ucx_views_stay_put_between_receives);
     ADD(ucx_wrong_token_and_bad_views_are_refused);
     ADD(ucx_consumer_killed_others_go_on_restarted_rejoins);
+    ADD(ucx_consumer_killed_on_lanes_others_go_on);
     ADD(ucx_server_killed_consumer_gets_an_error_in_time);
     ADD(ucx_bad_arguments);
 #undef ADD

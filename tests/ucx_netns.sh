@@ -12,8 +12,11 @@
 #      keepalive on the bootstrap connection), so the trainer's wait for
 #      its consumers does not wait for B, and A gets the version;
 #   3. A is killed: B goes on; the server is killed: B gets an error at once;
-#   4. phase 1 again without peer-failure reports (WEFT_UCX_ERR_MODE=none),
-#      and an unknown mode refused.
+#   4. phase 1 again without peer-failure reports (WEFT_UCX_ERR_MODE=none)
+#      and with one lane, and an unknown mode refused.
+# Phases 1-3 run with three lanes on each side (WEFT_UCX_LANES=3: the
+# server's puts to a host spread over three endpoints, each to one of the
+# host's receive lanes), so that every fault meets puts on several lanes.
 # Needs root and ip-netns; exits 77 (skipped) otherwise.
 set -u
 node=${top_builddir:-..}/tests/ucx_node
@@ -59,7 +62,7 @@ carrier "$T" wbr || fail "no carrier"
 
 # Newer UCX (1.18 here) leaves bridge interfaces out unless told; 1.13
 # does not know the variable, and unused variables are not warned about.
-export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n UCX_TCP_BRIDGE_ENABLE=y
+export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n UCX_TCP_BRIDGE_ENABLE=y WEFT_UCX_LANES=3
 TOKEN="netns-$$-token"
 # The server drops a consumer that makes no progress for TIMEOUT ms; the
 # trainer (serve) waits that long at most for its consumers before the next
@@ -179,10 +182,10 @@ wait_for "$b" 20; rc=$?
 [ $rc = 3 ] || fail "host B should report the server's death (exit $rc)"
 ms=$(sed -n 's/^error .* after \([0-9]*\) ms.*/\1/p' "$work/b3b.log")
 [ -n "$ms" ] && [ "$ms" -le 2000 ] || fail "host B's error came late (${ms:-none} ms)"
-echo "phase 4: endpoints without peer-failure reports (WEFT_UCX_ERR_MODE=none)"
+echo "phase 4: endpoints without peer-failure reports (WEFT_UCX_ERR_MODE=none), one lane"
 # UCX's native TCP puts instead of its software emulation; every byte of 20
 # versions to both hosts again. Then an unknown mode: the server refuses.
-export WEFT_UCX_ERR_MODE=none
+export WEFT_UCX_ERR_MODE=none WEFT_UCX_LANES=1
 exact_versions 4
 ip netns exec "$T" env WEFT_UCX_ERR_MODE=sometimes "$node" serve "$work/port5" "$TOKEN" 1 1 "$TIMEOUT" > "$work/serve5.log" 2>&1
 rc=$?

@@ -209,7 +209,8 @@ typedef struct weft_remote *weft_remote_h;
 
 enum weft_server_params_field {
     WEFT_SERVER_PARAM_TIMEOUT = 1u << 0,
-    WEFT_SERVER_PARAM_WINDOW  = 1u << 1
+    WEFT_SERVER_PARAM_WINDOW  = 1u << 1,
+    WEFT_SERVER_PARAM_LANES   = 1u << 2
 };
 
 typedef struct weft_server_params {
@@ -222,11 +223,22 @@ typedef struct weft_server_params {
      * ends about 1.3 × this after (even between versions). Default 30 s. */
     uint64_t         timeout_us;
     /* Bytes in flight per consumer at most (bounds the transport's
-     * buffers); default 64 MiB. ucx: at least one 4 MiB put. nccl: the
-     * bytes of one ncclGroupStart/End batch of sends (each send at most
-     * this much, at least 64 KiB); a batch starts when the one before
-     * it completed. */
+     * buffers); default 64 MiB. ucx: at least one 4 MiB put per lane
+     * (`lanes` below). nccl: the bytes of one ncclGroupStart/End batch of
+     * sends (each send at most this much, at least 64 KiB); a batch
+     * starts when the one before it completed. */
     uint64_t         window_bytes;
+    /* ucx, host registries: lanes, threads (1..16) each with a UCX worker
+     * of its own, that the puts of a version to one consumer are spread
+     * over (4 MiB pieces in turn); each has its own endpoint, to one of
+     * the consumer's receive lanes in turn (weft_remote_connect), and up
+     * to its share of the window in flight. Puts that UCX emulates (into
+     * memory the consumer allocated itself over shared memory; TCP) move
+     * at what one core copies on each side; lanes on both sides multiply
+     * that. 1: the server thread puts them itself. Default WEFT_UCX_LANES
+     * (auto: a quarter of the online CPUs, 1 to 4). Ignored by other
+     * transports and by GPU registries. */
+    uint32_t         lanes;
 } weft_server_params_t;
 
 /*
@@ -299,7 +311,8 @@ WEFT_API weft_status_t weft_server_get_stats(weft_server_h server, weft_server_s
 WEFT_API weft_status_t weft_server_destroy(weft_server_h server);
 
 enum weft_remote_params_field {
-    WEFT_REMOTE_PARAM_TIMEOUT = 1u << 0
+    WEFT_REMOTE_PARAM_TIMEOUT = 1u << 0,
+    WEFT_REMOTE_PARAM_LANES   = 1u << 1
 };
 
 typedef struct weft_remote_params {
@@ -312,6 +325,10 @@ typedef struct weft_remote_params {
      * version once its notice came; a server's connection that stops
      * answering ends about 1.3 × this after. Default 30 s. */
     uint64_t         timeout_us;
+    /* ucx, host views: receive lanes (1..16; see weft_remote_connect).
+     * Default WEFT_UCX_LANES. Ignored by other transports and for device
+     * views. */
+    uint32_t         lanes;
 } weft_remote_params_t;
 
 /*
@@ -321,7 +338,11 @@ typedef struct weft_remote_params {
  * registers this consumer there under `name`. The views must stay valid
  * until weft_remote_close(). ucx: views all in host memory or all in
  * device memory (WEFT_MEMORY_CUDA) of one GPU (mixed:
- * WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly
+ * WEFT_ERR_INVALID_PARAM). Host views get `lanes` receive lanes
+ * (default WEFT_UCX_LANES; auto: a quarter of the online CPUs, 1 to 4):
+ * threads, each with a UCX
+ * worker of its own that the server's put lanes connect to, which copy
+ * in the puts UCX emulates; they run until weft_remote_close(). Device views are registered with UCX directly
  * where UCX reports GPUDirect RDMA; otherwise (or with
  * WEFT_UCX_CUDA=staged) the consumer allocates a staging ring of pinned
  * host memory (WEFT_UCX_STAGE_BYTES, default 256 MiB, no more than the

@@ -73,7 +73,8 @@ static int token_ok(const char *token)
 WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                           weft_server_h *out)
 {
-    const uint64_t      known = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW;
+    const uint64_t      known =
+        WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW | WEFT_SERVER_PARAM_LANES;
     struct weft_server *s;
     weft_status_t       status;
 
@@ -144,7 +145,7 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
 
     if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
         p->token == NULL || p->name == NULL || !served(p->transport) ||
-        (p->field_mask & ~(uint64_t)WEFT_REMOTE_PARAM_TIMEOUT)) {
+        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES))) {
         weft_log_error("remote: invalid argument (params, views, count, transport ucx, nccl or cuda_ipc, "
                        "server, token and name are required)");
         return WEFT_ERR_INVALID_PARAM;

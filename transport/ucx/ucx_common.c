@@ -34,10 +34,9 @@ weft_status_t weft_ucx_status(ucs_status_t status, const char *what)
     }
 }
 
-weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
+/* A worker on ucx->context, and its wake-up fd. */
+static weft_status_t make_worker(weft_ucx_t *ucx)
 {
-    ucp_params_t        params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                                  .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
     ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE |
                                                  UCP_WORKER_PARAM_FIELD_EVENTS,
                                    /* Serialized, not single: the worker is
@@ -50,8 +49,29 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
                                    /* Puts emulated over TCP or shared memory
                                     * need the target to progress: wake it. */
                                    .events = UCP_WAKEUP_RMA | UCP_WAKEUP_TX | UCP_WAKEUP_RX};
-    ucp_config_t       *config;
     weft_status_t       status;
+
+    status = weft_ucx_status(ucp_worker_create(ucx->context, &wparams, &ucx->worker),
+                             "ucp_worker_create");
+    if (status != WEFT_OK) {
+        ucx->worker = NULL;
+        return status;
+    }
+    status = weft_ucx_status(ucp_worker_get_efd(ucx->worker, &ucx->efd), "ucp_worker_get_efd");
+    if (status != WEFT_OK) {
+        ucp_worker_destroy(ucx->worker);
+        ucx->worker = NULL;
+    }
+    return status;
+}
+
+weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
+{
+    ucp_params_t  params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+                            .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+                            .mt_workers_shared = shared != 0};
+    ucp_config_t *config;
+    weft_status_t status;
 
     memset(ucx, 0, sizeof(*ucx));
     if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "peer") == 0) {
@@ -70,16 +90,8 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
     if (status != WEFT_OK) {
         return status;
     }
-    status = weft_ucx_status(ucp_worker_create(ucx->context, &wparams, &ucx->worker),
-                             "ucp_worker_create");
+    status = make_worker(ucx);
     if (status != WEFT_OK) {
-        ucp_cleanup(ucx->context);
-        ucx->context = NULL;
-        return status;
-    }
-    status = weft_ucx_status(ucp_worker_get_efd(ucx->worker, &ucx->efd), "ucp_worker_get_efd");
-    if (status != WEFT_OK) {
-        ucp_worker_destroy(ucx->worker);
         ucp_cleanup(ucx->context);
         memset(ucx, 0, sizeof(*ucx));
         return status;
@@ -87,6 +99,28 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who)
     weft_log_debug("ucx: %s: context and worker ready (UCX %s, WEFT_UCX_ERR_MODE=%s)", who,
                    ucp_get_version_string(), ucx->peer_errors ? "peer" : "none");
     return WEFT_OK;
+}
+
+weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent)
+{
+    weft_status_t status;
+
+    memset(ucx, 0, sizeof(*ucx));
+    ucx->context = parent->context;
+    ucx->peer_errors = parent->peer_errors;
+    status = make_worker(ucx);
+    if (status != WEFT_OK) {
+        memset(ucx, 0, sizeof(*ucx));
+    }
+    return status;
+}
+
+void weft_ucx_close_worker(weft_ucx_t *ucx)
+{
+    if (ucx->worker != NULL) {
+        ucp_worker_destroy(ucx->worker);
+    }
+    memset(ucx, 0, sizeof(*ucx));
 }
 
 void weft_ucx_close_ep(weft_ucx_t *ucx, ucp_ep_h ep, int force, uint64_t deadline_ns)

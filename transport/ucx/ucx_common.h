@@ -18,8 +18,9 @@
 #include <ucp/api/ucp.h>
 #pragma GCC diagnostic pop
 
-/* 2: VIEWS ends with the staging ring's half (ucx_rounds.h). */
-#define WEFT_UCX_PROTOCOL 2u
+/* 2: VIEWS ends with the staging ring's half (ucx_rounds.h).
+ * 3: then the consumer's receive lanes' worker addresses (ucx_lanes.h). */
+#define WEFT_UCX_PROTOCOL 3u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {
@@ -30,8 +31,15 @@ typedef struct weft_ucx {
 } weft_ucx_t;
 
 /* Makes the context and worker and reads WEFT_UCX_ERR_MODE (a value other
- * than peer or none: WEFT_ERR_INVALID_PARAM, logged). */
-weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who);
+ * than peer or none: WEFT_ERR_INVALID_PARAM, logged). `shared`: other
+ * threads will drive workers of this context too (weft_ucx_open_worker),
+ * so UCX guards the context's shared state. */
+weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared);
+
+/* Another worker on parent's context (opened `shared`), with its error
+ * mode; weft_ucx_close_worker destroys it and leaves the context. */
+weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent);
+void          weft_ucx_close_worker(weft_ucx_t *ucx);
 
 /* Closes ep (forced where `force`: only with peer failure reports) and
  * waits up to deadline_ns. A failure only means the peer went first: it is
@@ -83,7 +91,10 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
  * VIEWS: blob worker address; u32 regions, each u64 base, u64 bytes, blob
  *        packed rkey; then the views (remote/wire.h); then u64 ring half:
  *        0, or the half of the staging ring that is the one region, for
- *        device views staged in rounds (ucx_rounds.h: ROUND, ROUND_DONE).
+ *        device views staged in rounds (ucx_rounds.h: ROUND, ROUND_DONE);
+ *        then u32 receive lanes (0..WEFT_UCX_LANES_MAX), each a blob
+ *        worker address: the server's put lanes connect to them in turn
+ *        (to the first worker address when there are none).
  * WELCOME: the server's worker address. READY: the head of serve.h.
  * The other payloads, and their helpers, are remote/wire.h's.
  */

@@ -6,6 +6,11 @@
  * connection only after the server's flush completed, so when it is read
  * every byte of v is in place.
  *
+ * Host views get receive lanes (ucx_lanes.h) where WEFT_UCX_LANES gives
+ * more than one: threads with workers of their own, sent in VIEWS, that
+ * the server's put lanes connect to, so that puts UCX emulates (shared
+ * memory into our own memory, TCP) are copied in by several threads.
+ *
  * Device views (all on one GPU) take the path ucx_gpu.h picks: direct,
  * their memory registered with UCX as CUDA memory; or staged, a pinned
  * host ring of WEFT_UCX_STAGE_BYTES at most registered and sent instead:
@@ -26,6 +31,7 @@
 #include "ucx_common.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
+#include "ucx_lanes.h"
 #include "ucx_rounds.h"
 
 #include <inttypes.h>
@@ -58,6 +64,7 @@ struct ucx_remote {
     int              device;   /* their GPU; -1 for host views */
     weft_memory_kind_t region_memory; /* of the registered regions */
     weft_ucx_stage_t *stage;   /* staged device views; NULL otherwise */
+    weft_ucx_lanes_t *lanes;   /* host views: receive lanes; NULL with one */
     /* Staged: the rounds of the version arriving (ucx_rounds.h). */
     uint64_t         round_version;
     uint32_t         round_next, round_total;
@@ -158,6 +165,14 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
     }
     weft_wire_put_views(&buf, views, count);
     weft_boot_put_u64(&buf, r->stage != NULL ? weft_ucx_stage_half(r->stage) : 0);
+    weft_boot_put_u32(&buf, r->lanes != NULL ? weft_ucx_lanes_count(r->lanes) : 0);
+    for (uint32_t i = 0; r->lanes != NULL && i < weft_ucx_lanes_count(r->lanes); i++) {
+        const void *lane_address;
+        size_t      lane_address_length;
+
+        weft_ucx_lanes_address(r->lanes, i, &lane_address, &lane_address_length);
+        weft_boot_put_blob(&buf, lane_address, (uint32_t)lane_address_length);
+    }
     if (status == WEFT_OK) {
         status = weft_consume_views(&r->base, &buf, deadline, &msg);
     }
@@ -183,6 +198,8 @@ static void remote_free(struct ucx_remote *r)
         weft_ucx_close_ep(&r->ucx, r->ep, r->ep_err_mode, weft_deadline_ns(weft_time_ns(), 1000000));
     }
     free(r->server_address);
+    /* The lanes' workers go before the memory they receive into. */
+    weft_ucx_lanes_destroy(r->lanes);
     for (uint32_t i = 0; r->memh != NULL && i < r->region_count; i++) {
         if (r->memh[i] != NULL) {
             (void)ucp_mem_unmap(r->ucx.context, r->memh[i]);
@@ -262,6 +279,7 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     struct ucx_remote      *r;
     uint64_t                deadline;
     int                     saved = -1, entered = 0;
+    uint32_t                lanes = 1;
     weft_status_t           status;
 
     r = calloc(1, sizeof(*r));
@@ -270,6 +288,16 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     }
     deadline = weft_deadline_ns(weft_time_ns(), weft_consume_init(&r->base, p));
     status = weft_views_memory(views, count, "remote", &r->memory, &r->device);
+    /* The parameters before the server is asked anything. */
+    if (status == WEFT_OK && r->memory != WEFT_MEMORY_CUDA) {
+        int given = (p->field_mask & WEFT_REMOTE_PARAM_LANES) != 0;
+
+        status = given && p->lanes == 0 ? WEFT_ERR_INVALID_PARAM
+                                         : weft_ucx_lanes_count_for(given ? p->lanes : 0, &lanes);
+        if (status != WEFT_OK) {
+            weft_log_error("remote: lanes must be 1 to %u", WEFT_UCX_LANES_MAX);
+        }
+    }
     /* Device views: their GPU is current while UCX and CUDA set them up. */
     if (status == WEFT_OK && r->memory == WEFT_MEMORY_CUDA) {
         status = weft_ucx_cuda_enter(r->device, &saved);
@@ -282,7 +310,11 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = say_hello(r, p, deadline);
     }
     if (status == WEFT_OK) {
-        status = weft_ucx_open(&r->ucx, "remote consumer");
+        status = weft_ucx_open(&r->ucx, "remote consumer", lanes > 1);
+    }
+    if (status == WEFT_OK && lanes > 1) {
+        /* Receive lanes only drive their workers: no puts of their own. */
+        status = weft_ucx_lanes_create(&r->ucx, lanes, 1, 1, &r->lanes);
     }
     if (status == WEFT_OK) {
         status = connect_back(r);
@@ -309,13 +341,13 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         weft_ucx_cuda_leave(r->device, saved);
     }
     weft_log_info("remote: connected to %s as consumer %u, %" PRIu64 " bytes per version into "
-                  "%s memory%s in %u registered regions",
+                  "%s memory%s in %u registered regions, %u receive lane%s",
                   p->server, r->consumer, r->bytes,
                   r->memory == WEFT_MEMORY_CUDA ? "device" : "host",
                   r->memory != WEFT_MEMORY_CUDA ? ""
                   : r->stage != NULL            ? " (staged through pinned host memory)"
                                                 : " (registered directly)",
-                  r->region_count);
+                  r->region_count, lanes, lanes > 1 ? "s" : " (the receiving thread)");
     *out = r;
     return WEFT_OK;
 }

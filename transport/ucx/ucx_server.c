@@ -23,7 +23,11 @@
  * step takes longer than the timeout; the others carry on.
  *
  * Where the puts read from: a host registry's slots, registered once at
- * create. A GPU registry (the thread makes its GPU current) takes the
+ * create. Their puts to a consumer are spread over the put lanes
+ * (ucx_lanes.h: threads with workers of their own) where there are more
+ * than one; the server thread then waits for the lanes instead of
+ * putting, and goes on with the notice once each flushed.
+ * A GPU registry (the thread makes its GPU current) takes the
  * path ucx_gpu.h picks: direct, each slot's arena registered as CUDA
  * memory when first leased (again after a reload moved it); or staged,
  * each consumer's bounce ring (ucx_cuda.h) of window bytes, device-to-
@@ -42,6 +46,7 @@
 #include "ucx_common.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
+#include "ucx_lanes.h"
 #include "ucx_rounds.h"
 
 #include <inttypes.h>
@@ -84,6 +89,7 @@ typedef struct peer {
     uint64_t            in_flight;           /* puts not completed yet */
     const uint8_t      *arena;               /* of the leased slot, here */
     weft_ucx_ring_t    *ring;                /* staged GPU registry: its bounce ring */
+    weft_ucx_lane_set_t *lanes;              /* its puts go on the lanes */
     int                 put_failed;
     ucs_status_ptr_t    flush;
     ucs_status_ptr_t    close;
@@ -107,6 +113,7 @@ struct ucx_server {
     int             device;        /* their GPU; -1 for host */
     weft_ucx_gpu_path_t path;      /* GPU registry: direct or staged */
     int             broken;        /* the thread could not use the GPU: refuse everyone */
+    weft_ucx_lanes_t *lanes;       /* host registry with more than one lane */
 
     int             stopping; /* the thread is shutting down: close at once */
 };
@@ -160,11 +167,23 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
         p->close = ucp_ep_close_nbx(p->ep, &param);
         p->ep = NULL;
     }
+    if (p->lanes != NULL) {
+        weft_ucx_lane_set_close(p->lanes, s->stopping);
+    }
     p->state = PEER_CLOSING;
 }
 
 static void peer_free(peer_t *p)
 {
+    /* Only at shutdown is a request left: a graceful close towards a host
+     * that went away. Released, UCX completes it as the worker goes (a
+     * request not released trips an assertion in UCX 1.13 then). */
+    if (p->close != NULL && !UCS_PTR_IS_ERR(p->close)) {
+        ucp_request_free(p->close);
+    }
+    if (p->flush != NULL && !UCS_PTR_IS_ERR(p->flush)) {
+        ucp_request_free(p->flush);
+    }
     for (uint32_t i = 0; p->rkeys != NULL && i < p->region_count; i++) {
         if (p->rkeys[i] != NULL) {
             ucp_rkey_destroy(p->rkeys[i]);
@@ -172,6 +191,7 @@ static void peer_free(peer_t *p)
     }
     free(p->rkeys);
     free(p->regions);
+    weft_ucx_lane_set_free(p->lanes);
     weft_ucx_rounds_free(&p->rounds);
     weft_ucx_ring_destroy(p->ring);
     weft_serve_peer_fini(&p->base);
@@ -184,7 +204,8 @@ static int peer_reap(weft_serve_peer_t *base)
     peer_t *p = (peer_t *)base;
 
     if (p->state != PEER_CLOSING || p->in_flight > 0 ||
-        (p->ring != NULL && !weft_ucx_ring_idle(p->ring))) {
+        (p->ring != NULL && !weft_ucx_ring_idle(p->ring)) ||
+        (p->lanes != NULL && !weft_ucx_lane_set_closed(p->lanes))) {
         return 0;
     }
     if (p->flush != NULL) {
@@ -263,8 +284,9 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     weft_recv_view_t  *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     const void       **rkey_blobs = NULL; /* into msg, valid during this call */
-    uint32_t           view_count = 0, address_length;
+    uint32_t           view_count = 0, address_length, lane_count;
     const void        *address;
+    const void        *lane_addresses[WEFT_UCX_LANES_MAX]; /* into msg */
     uint64_t           ring_half;
     weft_status_t      status;
 
@@ -295,8 +317,15 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     }
     status = cur.failed ? WEFT_ERR_CORRUPT : weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
     ring_half = weft_boot_get_u64(&cur);
-    if (status == WEFT_OK && (cur.failed || (ring_half != 0 && (p->region_count != 1 ||
-                                                                 p->regions[0].bytes / 2 < ring_half)))) {
+    lane_count = weft_boot_get_u32(&cur);
+    for (uint32_t i = 0; i < lane_count && i < WEFT_UCX_LANES_MAX; i++) {
+        uint32_t length;
+
+        lane_addresses[i] = weft_boot_get_blob(&cur, &length);
+    }
+    if (status == WEFT_OK && (cur.failed || lane_count > WEFT_UCX_LANES_MAX ||
+                              (ring_half != 0 && (p->region_count != 1 ||
+                                                  p->regions[0].bytes / 2 < ring_half)))) {
         free(views);
         free(names);
         status = WEFT_ERR_CORRUPT;
@@ -342,6 +371,19 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey_blobs[r], &p->rkeys[r]),
                                  "unpacking a consumer's key");
     }
+    /* A host registry's plain puts go on the lanes: each makes its own
+     * endpoint and keys. A staging ring's rounds stay on this thread. */
+    if (status == WEFT_OK && s->lanes != NULL && p->rounds.count == 0) {
+        status = weft_ucx_lane_set_create(s->lanes, p->regions, p->region_count, p->base.name,
+                                          &p->lanes);
+        /* To the consumer's receive lanes in turn, or its one worker. */
+        if (status == WEFT_OK) {
+            status = weft_ucx_lane_set_connect(
+                p->lanes, lane_count != 0 ? lane_addresses : &address,
+                lane_count != 0 ? lane_count : 1, rkey_blobs,
+                weft_deadline_ns(weft_time_ns(), s->base.timeout_us));
+        }
+    }
     free(rkey_blobs);
     if (status != WEFT_OK) {
         refuse(p, status, "cannot reach it or use its memory keys");
@@ -372,10 +414,12 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
-                  " ranges%s",
+                  " ranges%s, puts on %u lane%s",
                   p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
                   p->base.plan->ranges.count,
-                  p->rounds.count != 0 ? ", in rounds through its staging ring" : "");
+                  p->rounds.count != 0 ? ", in rounds through its staging ring" : "",
+                  p->lanes != NULL ? weft_ucx_lanes_count(s->lanes) : 1,
+                  p->lanes != NULL ? "s" : " (the server thread)");
 }
 
 /* ------------------------------------------------------------ versions */
@@ -505,9 +549,21 @@ static void peer_advance(peer_t *p)
         return;
     }
     if (p->state == PEER_SENDING) {
-        int posted;
+        int posted = 0;
 
-        if (p->ring != NULL) {
+        if (p->lanes != NULL) {
+            weft_status_t status = weft_ucx_lane_set_poll(p->lanes);
+
+            if (status == WEFT_INPROGRESS) {
+                return;
+            }
+            if (status != WEFT_OK) {
+                peer_drop(p, status, "a put or flush on a lane failed");
+                return;
+            }
+            /* Each lane flushed its endpoint: every byte is there. */
+            p->state = PEER_FLUSHING;
+        } else if (p->ring != NULL) {
             const weft_ucx_target_t target = {.ep = p->ep, .regions = p->regions,
                                               .rkeys = p->rkeys, .region_count = p->region_count};
             weft_status_t           status = weft_ucx_ring_advance(p->ring, &target);
@@ -675,8 +731,9 @@ static weft_status_t lease_arena(peer_t *p)
 /* Starts sending the latest version to a ready consumer that lacks it. */
 static void peer_start(weft_serve_peer_t *base, uint64_t latest)
 {
-    peer_t       *p = (peer_t *)base;
-    weft_status_t status;
+    peer_t            *p = (peer_t *)base;
+    struct ucx_server *s = p->server;
+    weft_status_t      status;
 
     if (p->state != PEER_READY || p->base.acked >= latest || !weft_serve_wants(&p->base, latest)) {
         return;
@@ -698,6 +755,10 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
     p->put_failed = 0;
     p->round = p->rounds_done = 0;
     peer_start_ranges(p);
+    if (p->lanes != NULL) {
+        weft_ucx_lane_set_send(p->lanes, &p->base.plan->ranges, p->arena,
+                               s->slot_memh[p->base.lease.slot]);
+    }
     weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
                    p->base.name, p->base.version, p->base.lease.slot);
 }
@@ -732,7 +793,8 @@ static void unregister_slots(struct ucx_server *s)
 static void *server_main(void *arg)
 {
     struct ucx_server *s = arg;
-    struct pollfd     *fds = calloc(WEFT_SERVE_MAX_PEERS + 2, sizeof(*fds)); /* UCX, listener, peers */
+    /* UCX, listener, peers, lanes */
+    struct pollfd     *fds = calloc(WEFT_SERVE_MAX_PEERS + 3, sizeof(*fds));
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -761,7 +823,7 @@ static void *server_main(void *arg)
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             const peer_t *p = peer_at(s, i);
 
-            if (p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
+            if ((p->state == PEER_SENDING && p->lanes == NULL) || p->state == PEER_FLUSHING ||
                 (p->state == PEER_ACKING && weft_time_ns() - p->notified_ns < ACK_SPIN_NS)) {
                 wait = WEFT_SERVE_BUSY;
             } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
@@ -778,9 +840,17 @@ static void *server_main(void *arg)
         if (wait != WEFT_SERVE_BUSY && !weft_ucx_arm(&s->ucx)) {
             wait = WEFT_SERVE_BUSY;
         }
+        /* A lane that finished a job (a consumer's puts waited on in
+         * SOCKETS) wakes the poll through its eventfd. */
         fds[0] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
         n = 1 + weft_serve_poll_fds(&s->base, fds + 1);
-        weft_serve_sleep(&s->base, fds, n, wait, after);
+        if (s->lanes != NULL) {
+            fds[n] = (struct pollfd){.fd = weft_ucx_lanes_fd(s->lanes), .events = POLLIN};
+        }
+        weft_serve_sleep(&s->base, fds, n + (s->lanes != NULL), wait, after);
+        if (s->lanes != NULL) {
+            weft_ucx_lanes_drain(s->lanes);
+        }
         weft_ucx_progress(&s->ucx);
         weft_serve_poll_events(&s->base, fds + 1, n - 1);
         weft_serve_start_versions(&s->base);
@@ -804,6 +874,11 @@ static void *server_main(void *arg)
         weft_ucx_progress(&s->ucx);
         weft_serve_reap(&s->base);
     }
+    /* Nothing runs on the lanes from here: what they still hold of a
+     * consumer goes with it below, their endpoints with their workers. */
+    if (s->lanes != NULL) {
+        weft_ucx_lanes_stop(s->lanes);
+    }
     /* What is left is freed here, where its streams' GPU is current. */
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
         weft_serve_release(&peer_at(s, i)->base);
@@ -820,6 +895,8 @@ static void *server_main(void *arg)
 /* The peers and GPU slots went with the thread (server_main frees them). */
 static void server_free(struct ucx_server *s)
 {
+    weft_ucx_lanes_destroy(s->lanes);
+    s->lanes = NULL;
     unregister_slots(s);
     if (s->address != NULL) {
         ucp_worker_release_address(s->ucx.worker, s->address);
@@ -875,6 +952,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     struct ucx_server    *s;
     weft_registry_stats_t rs;
     weft_arena_info_t     arenas;
+    uint32_t              lanes = 1;
     weft_status_t         status;
 
     status = weft_registry_get_stats(reg, &rs);
@@ -897,11 +975,23 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     s->memory = arenas.memory;
     s->device = arenas.device;
 
-    /* The address first: a bad one is the caller's error, whatever UCX
-     * would say of registering the slots. */
-    status = weft_serve_listen(&s->base, params->listen);
+    /* The parameters and the address first: a bad one is the caller's
+     * error, whatever UCX would say of registering the slots. */
+    if (s->memory != WEFT_MEMORY_CUDA) {
+        int given = (params->field_mask & WEFT_SERVER_PARAM_LANES) != 0;
+
+        status = given && params->lanes == 0 ? WEFT_ERR_INVALID_PARAM
+                                              : weft_ucx_lanes_count_for(given ? params->lanes : 0,
+                                                                         &lanes);
+        if (status != WEFT_OK) {
+            weft_log_error("server: lanes must be 1 to %u", WEFT_UCX_LANES_MAX);
+        }
+    }
     if (status == WEFT_OK) {
-        status = weft_ucx_open(&s->ucx, "server");
+        status = weft_serve_listen(&s->base, params->listen);
+    }
+    if (status == WEFT_OK) {
+        status = weft_ucx_open(&s->ucx, "server", lanes > 1);
     }
     if (status == WEFT_OK) {
         status = weft_ucx_status(ucp_worker_get_address(s->ucx.worker, &s->address,
@@ -912,6 +1002,12 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
         status = check_gpu_registry(s);
     } else if (status == WEFT_OK) {
         status = register_host_slots(s, reg);
+    }
+    /* Each lane may have its share of the window in flight. */
+    if (status == WEFT_OK && lanes > 1) {
+        uint64_t puts = s->base.window / CHUNK_BYTES / lanes;
+
+        status = weft_ucx_lanes_create(&s->ucx, lanes, CHUNK_BYTES, puts ? puts : 1, &s->lanes);
     }
     if (status == WEFT_OK) {
         status = weft_serve_start(&s->base, server_main, s);
@@ -926,9 +1022,10 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
                       s->base.port, s->device, weft_ucx_gpu_path_name(s->path), s->base.window,
                       s->base.timeout_us);
     } else {
-        weft_log_info("server: serving on port %u (ucx, window %" PRIu64 " bytes, timeout %" PRIu64
-                      " us)",
-                      s->base.port, s->base.window, s->base.timeout_us);
+        weft_log_info("server: serving on port %u (ucx, %u put lane%s, window %" PRIu64
+                      " bytes, timeout %" PRIu64 " us)",
+                      s->base.port, lanes, lanes > 1 ? "s" : "", s->base.window,
+                      s->base.timeout_us);
     }
     *out = s;
     return WEFT_OK;
