@@ -43,8 +43,8 @@ extern "C" {
     X(UCX_LANES, "transport", "auto",                                                     \
       "ucx: lanes, threads with a UCX worker each, that a host registry's server spreads " \
       "its puts to one consumer over, and that a consumer with host views receives "      \
-      "them on (1..16; 1: the server's or the consumer's own thread); auto: a quarter "   \
-      "of the online CPUs, 1 to 4")                                                       \
+      "them on (1..16; 1: the server's or the consumer's own thread); auto: half the "    \
+      "online CPUs, 1 to 8")                                                              \
     X(UCX_ERR_MODE, "transport", "peer",                                                  \
       "ucx: peer (endpoints report a peer's failure, and the server drops that consumer " \
       "at once; UCX then emulates puts over TCP in software, at about half the "          \

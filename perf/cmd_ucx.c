@@ -142,7 +142,7 @@ static int ucx_usage(FILE *out)
             "  --lanes N            WEFT_UCX_LANES for weft's server: threads with UCX\n"
             "                       workers of their own that a version's puts are\n"
             "                       spread over (1..16; default: the environment's,\n"
-            "                       else auto, a quarter of the CPUs, 1 to 4)\n"
+            "                       else auto, half the CPUs, 1 to 8)\n"
             "  --json               one JSON object per row instead of the table\n"
             "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
             "succeeded, %d when libweft has no UCX.\n",

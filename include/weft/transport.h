@@ -236,7 +236,7 @@ typedef struct weft_server_params {
      * memory the consumer allocated itself over shared memory; TCP) move
      * at what one core copies on each side; lanes on both sides multiply
      * that. 1: the server thread puts them itself. Default WEFT_UCX_LANES
-     * (auto: a quarter of the online CPUs, 1 to 4). Ignored by other
+     * (auto: half the online CPUs, 1 to 8). Ignored by other
      * transports and by GPU registries. */
     uint32_t         lanes;
 } weft_server_params_t;
@@ -339,7 +339,7 @@ typedef struct weft_remote_params {
  * until weft_remote_close(). ucx: views all in host memory or all in
  * device memory (WEFT_MEMORY_CUDA) of one GPU (mixed:
  * WEFT_ERR_INVALID_PARAM). Host views get `lanes` receive lanes
- * (default WEFT_UCX_LANES; auto: a quarter of the online CPUs, 1 to 4):
+ * (default WEFT_UCX_LANES; auto: half the online CPUs, 1 to 8):
  * threads, each with a UCX
  * worker of its own that the server's put lanes connect to, which copy
  * in the puts UCX emulates; they run until weft_remote_close(). Device views are registered with UCX directly

@@ -39,8 +39,9 @@ typedef struct weft_ucx_lane_set weft_ucx_lane_set_t;
 
 /*
  * The lane count in force: params_lanes when nonzero, else WEFT_UCX_LANES
- * (auto: a quarter of the online CPUs, 1 to 4). 1 means no lanes: the
- * server thread puts itself. A value outside 1..WEFT_UCX_LANES_MAX is
+ * (auto: half the online CPUs, 1 to 8). 1 means no lanes: the server's
+ * (or the consumer's) own thread does the work. A value outside
+ * 1..WEFT_UCX_LANES_MAX is
  * WEFT_ERR_INVALID_PARAM, logged.
  */
 weft_status_t weft_ucx_lanes_count_for(uint32_t params_lanes, uint32_t *count);
