@@ -321,7 +321,8 @@ END_TEST
 
 START_TEST(ucx_version_larger_than_the_window_on_lanes)
 {
-    /* Sixteen lanes share that window: each still has one put in flight. */
+    /* Sixteen lanes share that window (four 1 MiB puts): each still has
+     * one put in flight. */
     server_lanes = 16;
     consumer_lanes = 4;
     run_versions("tcp,self", 3, 6, 1);

@@ -223,14 +223,14 @@ typedef struct weft_server_params {
      * ends about 1.3 × this after (even between versions). Default 30 s. */
     uint64_t         timeout_us;
     /* Bytes in flight per consumer at most (bounds the transport's
-     * buffers); default 64 MiB. ucx: at least one 4 MiB put per lane
-     * (`lanes` below). nccl: the bytes of one ncclGroupStart/End batch of
-     * sends (each send at most this much, at least 64 KiB); a batch
-     * starts when the one before it completed. */
+     * buffers); default 64 MiB. ucx: at least one 4 MiB put, or with
+     * lanes (`lanes` below) one 1 MiB put per lane. nccl: the bytes of
+     * one ncclGroupStart/End batch of sends (each send at most this much,
+     * at least 64 KiB); a batch starts when the one before it completed. */
     uint64_t         window_bytes;
     /* ucx, host registries: lanes, threads (1..16) each with a UCX worker
      * of its own, that the puts of a version to one consumer are spread
-     * over (4 MiB pieces in turn); each has its own endpoint, to one of
+     * over (1 MiB pieces in turn); each has its own endpoint, to one of
      * the consumer's receive lanes in turn (weft_remote_connect), and up
      * to its share of the window in flight. Puts that UCX emulates (into
      * memory the consumer allocated itself over shared memory; TCP) move

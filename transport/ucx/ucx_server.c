@@ -60,6 +60,9 @@
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
+/* One put at most on a lane: smaller, so that a version of a few large
+ * tensors still spreads over every lane (a 16 MiB tensor over 16 lanes). */
+#define LANE_PIECE_BYTES     (UINT64_C(1) << 20)
 /* How long the server looks for an ack without sleeping after a notice: a
  * consumer that is waiting answers within microseconds, and a sleep and
  * wake-up cost more than that. */
@@ -1005,9 +1008,10 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     }
     /* Each lane may have its share of the window in flight. */
     if (status == WEFT_OK && lanes > 1) {
-        uint64_t puts = s->base.window / CHUNK_BYTES / lanes;
+        uint64_t puts = s->base.window / LANE_PIECE_BYTES / lanes;
 
-        status = weft_ucx_lanes_create(&s->ucx, lanes, CHUNK_BYTES, puts ? puts : 1, &s->lanes);
+        status = weft_ucx_lanes_create(&s->ucx, lanes, LANE_PIECE_BYTES, puts ? puts : 1,
+                                       &s->lanes);
     }
     if (status == WEFT_OK) {
         status = weft_serve_start(&s->base, server_main, s);
