@@ -32,6 +32,8 @@
  * before sleeping: puts arrive (or complete) as many small events, and a
  * sleep and wake-up between each costs more than the event. */
 #define LANE_SPIN_NS      UINT64_C(200000)
+/* A stopping lane gives its endpoints this long to close. */
+#define LANE_STOP_NS      UINT64_C(1000000000)
 
 typedef enum job_kind {
     JOB_CONNECT,
@@ -80,6 +82,9 @@ struct weft_ucx_lane_set {
     const weft_wire_span_t *regions;
     uint32_t                region_count;
     char                    name[64];
+    /* connect: the addresses and keys, copied (the entries point in) */
+    uint8_t                *copy;
+    const void            **rkey_copies;
     lane_entry_t            entry[]; /* one per lane */
 };
 
@@ -269,7 +274,12 @@ static int advance_send(lane_entry_t *e)
     return 0;
 }
 
-/* Closes the entry's endpoint, ending its job. Returns 1 while it runs. */
+/*
+ * Closes the entry's endpoint, ending its job. Returns 1 while puts it
+ * started may still be completing (they need progress, not sleep); a close
+ * that only waits for its peer (a graceful close towards a host that went
+ * away may never end) lets the lane sleep on its worker between looks.
+ */
 static int advance_close(lane_entry_t *e, int forced)
 {
     if (!e->closing) {
@@ -288,14 +298,14 @@ static int advance_close(lane_entry_t *e, int forced)
     }
     if (e->close != NULL) {
         if (ucp_request_check_status(e->close) == UCS_INPROGRESS) {
-            return 1;
+            return e->in_flight > 0;
         }
         ucp_request_free(e->close);
         e->close = NULL;
     }
     if (e->flush != NULL) {
         if (ucp_request_check_status(e->flush) == UCS_INPROGRESS) {
-            return 1;
+            return e->in_flight > 0;
         }
         ucp_request_free(e->flush);
         e->flush = NULL;
@@ -379,6 +389,31 @@ static void lane_teardown(lane_t *l)
     weft_ucx_close_worker(&l->ucx);
 }
 
+/*
+ * A stopping lane closes, forced, what it still has open, for a bounded
+ * time: endpoints then go with no puts in flight and keys after them, as
+ * UCX asks. What does not close in time is left to lane_teardown.
+ */
+static void lane_close_all(lane_t *l)
+{
+    uint64_t deadline = weft_time_ns() + LANE_STOP_NS;
+    int      open;
+
+    do {
+        open = 0;
+        pthread_mutex_lock(&l->lock);
+        for (lane_entry_t *e = l->entries; e != NULL; e = e->next) {
+            if (!atomic_load_explicit(&e->closed, memory_order_relaxed)) {
+                atomic_store_explicit(&e->close_asked, 2, memory_order_relaxed);
+                (void)advance_entry(e);
+                open |= !atomic_load_explicit(&e->closed, memory_order_relaxed);
+            }
+        }
+        pthread_mutex_unlock(&l->lock);
+        weft_ucx_progress(&l->ucx);
+    } while (open && weft_time_ns() < deadline);
+}
+
 static void *lane_main(void *arg)
 {
     lane_t  *l = arg;
@@ -406,6 +441,7 @@ static void *lane_main(void *arg)
             }
         }
     }
+    lane_close_all(l);
     lane_teardown(l);
     return NULL;
 }
@@ -496,12 +532,17 @@ void weft_ucx_lanes_drain(weft_ucx_lanes_t *lanes)
 
 void weft_ucx_lanes_stop(weft_ucx_lanes_t *lanes)
 {
+    /* Every lane wakes first, so that their last closes run together. */
     atomic_store(&lanes->stop, 1);
+    for (uint32_t i = 0; i < lanes->count; i++) {
+        if (lanes->lane[i].running) {
+            signal_fd(lanes->lane[i].wake_fd);
+        }
+    }
     for (uint32_t i = 0; i < lanes->count; i++) {
         lane_t *l = &lanes->lane[i];
 
         if (l->running) {
-            signal_fd(l->wake_fd);
             pthread_join(l->thread, NULL);
             l->running = 0;
         }
@@ -589,16 +630,55 @@ weft_status_t weft_ucx_lane_set_poll(const weft_ucx_lane_set_t *set)
     return result;
 }
 
-weft_status_t weft_ucx_lane_set_connect(weft_ucx_lane_set_t *set, const void *const *addresses,
-                                        uint32_t address_count, const void *const *rkey_blobs,
+/* Copies the addresses and keys into set->copy; *at[i]: address i's copy. */
+static weft_status_t copy_blobs(weft_ucx_lane_set_t *set, const weft_ucx_blob_t *addresses,
+                                uint32_t address_count, const weft_ucx_blob_t *rkeys,
+                                const void **at)
+{
+    uint64_t bytes = 0, used = 0;
+
+    for (uint32_t i = 0; i < address_count; i++) {
+        bytes += addresses[i].length;
+    }
+    for (uint32_t r = 0; r < set->region_count; r++) {
+        bytes += rkeys[r].length;
+    }
+    set->copy = malloc(bytes ? bytes : 1);
+    set->rkey_copies = calloc(set->region_count ? set->region_count : 1, sizeof(*set->rkey_copies));
+    if (set->copy == NULL || set->rkey_copies == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < address_count; i++) {
+        memcpy(set->copy + used, addresses[i].data, addresses[i].length);
+        at[i] = set->copy + used;
+        used += addresses[i].length;
+    }
+    for (uint32_t r = 0; r < set->region_count; r++) {
+        memcpy(set->copy + used, rkeys[r].data, rkeys[r].length);
+        set->rkey_copies[r] = set->copy + used;
+        used += rkeys[r].length;
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft_ucx_lane_set_connect(weft_ucx_lane_set_t *set, const weft_ucx_blob_t *addresses,
+                                        uint32_t address_count, const weft_ucx_blob_t *rkeys,
                                         uint64_t deadline_ns)
 {
+    const void   *address_copies[WEFT_UCX_LANES_MAX];
     weft_status_t status;
 
+    if (address_count == 0 || address_count > WEFT_UCX_LANES_MAX || set->copy != NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    status = copy_blobs(set, addresses, address_count, rkeys, address_copies);
+    if (status != WEFT_OK) {
+        return status;
+    }
     for (uint32_t i = 0; i < set->lanes->count; i++) {
         set->entry[i].kind = JOB_CONNECT;
-        set->entry[i].address = addresses[i % address_count];
-        set->entry[i].rkey_blobs = rkey_blobs;
+        set->entry[i].address = address_copies[i % address_count];
+        set->entry[i].rkey_blobs = set->rkey_copies;
     }
     post(set);
     /* Making an endpoint by address and unpacking keys is local work: the
@@ -664,5 +744,7 @@ void weft_ucx_lane_set_free(weft_ucx_lane_set_t *set)
         }
         pthread_mutex_unlock(&l->lock);
     }
+    free(set->rkey_copies);
+    free(set->copy);
     free(set);
 }

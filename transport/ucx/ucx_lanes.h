@@ -37,6 +37,12 @@
 typedef struct weft_ucx_lanes    weft_ucx_lanes_t;
 typedef struct weft_ucx_lane_set weft_ucx_lane_set_t;
 
+/* Bytes from a message: a worker address, a packed remote key. */
+typedef struct weft_ucx_blob {
+    const void *data;
+    uint32_t    length;
+} weft_ucx_blob_t;
+
 /*
  * The lane count in force: params_lanes when nonzero, else WEFT_UCX_LANES
  * (auto: half the online CPUs, 1 to 8). 1 means no lanes: the server's
@@ -87,13 +93,14 @@ weft_status_t weft_ucx_lane_set_create(weft_ucx_lanes_t *lanes, const weft_wire_
 /*
  * Lane i makes its endpoint to the consumer's worker addresses[i mod
  * address_count] (with peer-failure reports where weft_ucx_connect gives
- * them) and unpacks the regions' packed keys (rkey_blobs[r] for
- * regions[r]). Blocks until every lane answered or deadline_ns
- * (WEFT_ERR_TIMEOUT); addresses and blobs need to live only during the
- * call. On failure the set must still be closed.
+ * them) and unpacks the regions' packed keys (rkeys[r] for regions[r]).
+ * The set keeps copies of both (a lane may still read them after a
+ * timeout), so the caller's need to live only during the call. Blocks
+ * until every lane answered or deadline_ns (WEFT_ERR_TIMEOUT). Once only;
+ * on failure the set must still be closed.
  */
-weft_status_t weft_ucx_lane_set_connect(weft_ucx_lane_set_t *set, const void *const *addresses,
-                                        uint32_t address_count, const void *const *rkey_blobs,
+weft_status_t weft_ucx_lane_set_connect(weft_ucx_lane_set_t *set, const weft_ucx_blob_t *addresses,
+                                        uint32_t address_count, const weft_ucx_blob_t *rkeys,
                                         uint64_t deadline_ns);
 
 /*

@@ -193,8 +193,8 @@ static void peer_free(peer_t *p)
         }
     }
     free(p->rkeys);
+    weft_ucx_lane_set_free(p->lanes); /* it points at the regions */
     free(p->regions);
-    weft_ucx_lane_set_free(p->lanes);
     weft_ucx_rounds_free(&p->rounds);
     weft_ucx_ring_destroy(p->ring);
     weft_serve_peer_fini(&p->base);
@@ -286,10 +286,10 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t  *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
-    const void       **rkey_blobs = NULL; /* into msg, valid during this call */
+    weft_ucx_blob_t   *rkey_blobs = NULL; /* into msg, valid during this call */
     uint32_t           view_count = 0, address_length, lane_count;
     const void        *address;
-    const void        *lane_addresses[WEFT_UCX_LANES_MAX]; /* into msg */
+    weft_ucx_blob_t    lane_addresses[WEFT_UCX_LANES_MAX]; /* into msg */
     uint64_t           ring_half;
     weft_status_t      status;
 
@@ -312,21 +312,20 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         return;
     }
     for (uint32_t r = 0; r < p->region_count && !cur.failed; r++) {
-        uint32_t rkey_length;
-
         p->regions[r].base = weft_boot_get_u64(&cur);
         p->regions[r].bytes = weft_boot_get_u64(&cur);
-        rkey_blobs[r] = weft_boot_get_blob(&cur, &rkey_length);
+        rkey_blobs[r].data = weft_boot_get_blob(&cur, &rkey_blobs[r].length);
     }
     status = cur.failed ? WEFT_ERR_CORRUPT : weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
     ring_half = weft_boot_get_u64(&cur);
     lane_count = weft_boot_get_u32(&cur);
     for (uint32_t i = 0; i < lane_count && i < WEFT_UCX_LANES_MAX; i++) {
-        uint32_t length;
-
-        lane_addresses[i] = weft_boot_get_blob(&cur, &length);
+        lane_addresses[i].data = weft_boot_get_blob(&cur, &lane_addresses[i].length);
+        /* UCX reads a worker address without its length: an empty one
+         * would be read past the end of the message. */
+        cur.failed |= lane_addresses[i].length == 0;
     }
-    if (status == WEFT_OK && (cur.failed || lane_count > WEFT_UCX_LANES_MAX ||
+    if (status == WEFT_OK && (cur.failed || address_length == 0 || lane_count > WEFT_UCX_LANES_MAX ||
                               (ring_half != 0 && (p->region_count != 1 ||
                                                   p->regions[0].bytes / 2 < ring_half)))) {
         free(views);
@@ -371,7 +370,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
      * refused consumer does), can trip an assertion inside UCX 1.13. */
     status = connect_peer(p, address);
     for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
-        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey_blobs[r], &p->rkeys[r]),
+        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey_blobs[r].data, &p->rkeys[r]),
                                  "unpacking a consumer's key");
     }
     /* A host registry's plain puts go on the lanes: each makes its own
@@ -381,8 +380,10 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
                                           &p->lanes);
         /* To the consumer's receive lanes in turn, or its one worker. */
         if (status == WEFT_OK) {
+            const weft_ucx_blob_t worker = {.data = address, .length = address_length};
+
             status = weft_ucx_lane_set_connect(
-                p->lanes, lane_count != 0 ? lane_addresses : &address,
+                p->lanes, lane_count != 0 ? lane_addresses : &worker,
                 lane_count != 0 ? lane_count : 1, rkey_blobs,
                 weft_deadline_ns(weft_time_ns(), s->base.timeout_us));
         }
