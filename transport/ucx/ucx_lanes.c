@@ -109,24 +109,24 @@ struct weft_ucx_lanes {
     lane_t      lane[];
 };
 
-weft_status_t weft_ucx_lanes_count_for(uint32_t params_lanes, uint32_t *count)
+weft_status_t weft_ucx_lanes_count_for(int given, uint32_t params_lanes, uint32_t *count)
 {
     long n = params_lanes;
 
-    if (n == 0 && strcasecmp(weft_config_value(WEFT_CONFIG_UCX_LANES), "auto") == 0) {
+    if (given) {
+        if (n < 1 || n > (long)WEFT_UCX_LANES_MAX) {
+            weft_log_error("ucx: lanes %ld: 1 to %u expected", n, WEFT_UCX_LANES_MAX);
+            return WEFT_ERR_INVALID_PARAM;
+        }
+    } else if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_LANES), "auto") == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
         /* Eight lanes on each side of the H200 host's 16 CPUs moved 3-4
          * times what one did over shared memory, four about 3 times. */
         n = cpus / 2;
         n = n < 1 ? 1 : n > 8 ? 8 : n;
-    } else if (n == 0 &&
-               weft_config_long(WEFT_CONFIG_UCX_LANES, 1, WEFT_UCX_LANES_MAX, &n) != WEFT_OK) {
-        return WEFT_ERR_INVALID_PARAM;
-    }
-    if (n < 1 || n > (long)WEFT_UCX_LANES_MAX) {
-        weft_log_error("ucx: %ld put lanes: 1 to %u expected", n, WEFT_UCX_LANES_MAX);
-        return WEFT_ERR_INVALID_PARAM;
+    } else if (weft_config_long(WEFT_CONFIG_UCX_LANES, 1, WEFT_UCX_LANES_MAX, &n) != WEFT_OK) {
+        return WEFT_ERR_INVALID_PARAM; /* logged, with the variable's name */
     }
     *count = (uint32_t)n;
     return WEFT_OK;

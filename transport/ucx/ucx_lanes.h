@@ -44,13 +44,13 @@ typedef struct weft_ucx_blob {
 } weft_ucx_blob_t;
 
 /*
- * The lane count in force: params_lanes when nonzero, else WEFT_UCX_LANES
- * (auto: half the online CPUs, 1 to 8). 1 means no lanes: the server's
- * (or the consumer's) own thread does the work. A value outside
- * 1..WEFT_UCX_LANES_MAX is
- * WEFT_ERR_INVALID_PARAM, logged.
+ * The lane count in force: params_lanes where the caller's params set it
+ * (`given`), else WEFT_UCX_LANES (auto: half the online CPUs, 1 to 8).
+ * 1 means no lanes: the server's (or the consumer's) own thread does the
+ * work. A value outside 1..WEFT_UCX_LANES_MAX is WEFT_ERR_INVALID_PARAM,
+ * logged.
  */
-weft_status_t weft_ucx_lanes_count_for(uint32_t params_lanes, uint32_t *count);
+weft_status_t weft_ucx_lanes_count_for(int given, uint32_t params_lanes, uint32_t *count);
 
 /*
  * Starts `count` (2..WEFT_UCX_LANES_MAX) lanes on ucx's context, which

@@ -290,13 +290,8 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     status = weft_views_memory(views, count, "remote", &r->memory, &r->device);
     /* The parameters before the server is asked anything. */
     if (status == WEFT_OK && r->memory != WEFT_MEMORY_CUDA) {
-        int given = (p->field_mask & WEFT_REMOTE_PARAM_LANES) != 0;
-
-        status = given && p->lanes == 0 ? WEFT_ERR_INVALID_PARAM
-                                         : weft_ucx_lanes_count_for(given ? p->lanes : 0, &lanes);
-        if (status != WEFT_OK) {
-            weft_log_error("remote: lanes must be 1 to %u", WEFT_UCX_LANES_MAX);
-        }
+        status = weft_ucx_lanes_count_for((p->field_mask & WEFT_REMOTE_PARAM_LANES) != 0, p->lanes,
+                                          &lanes);
     }
     /* Device views: their GPU is current while UCX and CUDA set them up. */
     if (status == WEFT_OK && r->memory == WEFT_MEMORY_CUDA) {

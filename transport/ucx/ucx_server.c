@@ -982,14 +982,8 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     /* The parameters and the address first: a bad one is the caller's
      * error, whatever UCX would say of registering the slots. */
     if (s->memory != WEFT_MEMORY_CUDA) {
-        int given = (params->field_mask & WEFT_SERVER_PARAM_LANES) != 0;
-
-        status = given && params->lanes == 0 ? WEFT_ERR_INVALID_PARAM
-                                              : weft_ucx_lanes_count_for(given ? params->lanes : 0,
-                                                                         &lanes);
-        if (status != WEFT_OK) {
-            weft_log_error("server: lanes must be 1 to %u", WEFT_UCX_LANES_MAX);
-        }
+        status = weft_ucx_lanes_count_for((params->field_mask & WEFT_SERVER_PARAM_LANES) != 0,
+                                          params->lanes, &lanes);
     }
     if (status == WEFT_OK) {
         status = weft_serve_listen(&s->base, params->listen);
