@@ -101,6 +101,7 @@ typedef struct ucx_options {
     int      expert, json;
     int      err_none; /* --err-mode: 1 none, 0 peer, -1 as the environment says */
     int      gpu;      /* --memory cuda: a GPU registry into device views */
+    int      recv_user; /* --recv-memory user: host views in malloc'd memory, not UCX's */
     uint64_t lanes;    /* --lanes: WEFT_UCX_LANES for the server; 0 as the environment says */
     uint64_t iters, warmup;
     uint64_t version_bytes; /* a size case's versions: this many bytes of its size's tensors */
@@ -139,6 +140,11 @@ static int ucx_usage(FILE *out)
             "                       peer (the default: endpoints report peer failures;\n"
             "                       UCX then emulates puts over TCP in software, and\n"
             "                       ucx_perftest also runs with -e, the same) or none\n"
+            "  --recv-memory R      the consumer's host views: ucx (default: in memory\n"
+            "                       from weft_ucx_memory_alloc, which UCX allocates\n"
+            "                       and maps, as ucx_perftest's is) or user (malloc'd,\n"
+            "                       as an engine's own buffers: UCX 1.13 emulates puts\n"
+            "                       into it over shared memory)\n"
             "  --lanes N            WEFT_UCX_LANES for weft's server: threads with UCX\n"
             "                       workers of their own that a version's puts are\n"
             "                       spread over (1..16; default: the environment's,\n"
@@ -155,6 +161,7 @@ static const perf_arg_word_t transport_words[] = {
     {"all", TR_TCP_NETNS | TR_SHM}, {NULL, 0}};
 static const perf_arg_word_t err_mode_words[] = {{"peer", 0}, {"none", 1}, {NULL, 0}};
 static const perf_arg_word_t memory_words[] = {{"host", 0}, {"cuda", 1}, {NULL, 0}};
+static const perf_arg_word_t recv_memory_words[] = {{"ucx", 0}, {"user", 1}, {NULL, 0}};
 
 static int parse_sizes(const char *text, ucx_options_t *o)
 {
@@ -198,7 +205,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"listen", required_argument, NULL, 'L'},    {"connect", required_argument, NULL, 'c'},
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
         {"version-bytes", required_argument, NULL, 'V'}, {"tensors", required_argument, NULL, 'K'},
-        {"lanes", required_argument, NULL, 'N'},
+        {"lanes", required_argument, NULL, 'N'},     {"recv-memory", required_argument, NULL, 'U'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -230,6 +237,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'V': bad = perf_arg_size("--version-bytes", optarg, 0, MAX_SIZE, &o->version_bytes); break;
         case 'K': bad = perf_arg_u64("--tensors", optarg, 1, MAX_TENSORS, &o->tensors); break;
         case 'N': bad = perf_arg_u64("--lanes", optarg, 1, 16, &o->lanes); break;
+        case 'U': bad = perf_arg_word("--recv-memory", optarg, recv_memory_words, &o->recv_user); break;
         default: return ucx_usage(stderr);
         }
         if (bad) {
@@ -636,6 +644,7 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
                                    .server = o->connect, .token = o->token, .name = "weft-perf-ucx",
                                    .timeout_us = (uint64_t)READY_MS * 1000};
     uint8_t             *buf = NULL, *host = NULL; /* the views' memory; GPU: where they are checked */
+    weft_ucx_memory_h    memory = NULL; /* buf's, for host views in UCX's memory */
     weft_recv_view_t    *views = calloc(w->count, sizeof(*views));
     weft_remote_h        remote = NULL;
     uint64_t             last = 0, wrong = 0;
@@ -652,8 +661,14 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
             goto out;
         }
         host = malloc(largest_tensor(w));
+    } else if (!o->recv_user) {
+        if (weft_ok(weft_ucx_memory_alloc(w->bytes, &memory, (void **)&buf), "weft_ucx_memory_alloc")) {
+            memset(buf, 0, w->bytes); /* every page faulted in before the first put */
+            params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
+            params.memory = memory;
+        }
     } else if ((buf = malloc(w->bytes)) != NULL) {
-        memset(buf, 0, w->bytes); /* every page faulted in before the first put */
+        memset(buf, 0, w->bytes);
     }
     if (buf == NULL || views == NULL || (o->gpu && host == NULL)) {
         fprintf(stderr, "weft-perf ucx: out of memory (%llu bytes)\n", (unsigned long long)w->bytes);
@@ -676,7 +691,9 @@ out:
     free(views);
     if (o->gpu) {
         perf_gpu_free(buf);
-    } else {
+    } else if (memory != NULL) {
+        (void)weft_ok(weft_ucx_memory_free(memory), "weft_ucx_memory_free");
+    } else if (o->recv_user) {
         free(buf);
     }
     free(host);
@@ -1232,7 +1249,8 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
                               "--case",      cs,         "--tensors", ks,
                               "--iterations", it,        "--warmup", wu,
                               "--connect",   addr,       "--token",  ctx->token,
-                              "--memory",    o->gpu ? "cuda" : "host", NULL};
+                              "--memory",    o->gpu ? "cuda" : "host",
+                              "--recv-memory", o->recv_user ? "user" : "ucx", NULL};
 
         if (proc_start(ctx, &p[1], "weft consumer", tr, 1, argv, 0) != 0) {
             proc_kill_all(ctx, p, 2);
@@ -1563,6 +1581,11 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
     perf_print_host(stdout, cpus);
     printf("# UCX %s; ucx_perftest: %s; WEFT_UCX_ERR_MODE=%s; WEFT_UCX_LANES=%s\n", ucx_version,
            ctx->perftest[0] ? ctx->perftest : "not found (no peer)", err_mode(), lanes());
+    if (!o->gpu) {
+        printf("# the consumer's host views: %s\n",
+               o->recv_user ? "malloc'd (--recv-memory user): over shared memory UCX 1.13 emulates puts into them"
+                            : "in memory from weft_ucx_memory_alloc (UCX allocates and maps it, as ucx_perftest's)");
+    }
     if (o->gpu) {
         printf("# --memory cuda: weft moves a GPU registry (GPU 0) into device views (GPU %d); ucx_perftest "
                "moves host memory: the ratio is against the network's own figure\n",
@@ -1626,6 +1649,9 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_str(&j, "weft_ucx_err_mode", err_mode());
     perf_json_str(&j, "weft_ucx_lanes", lanes());
     perf_json_str(&j, "memory", ctx->o->gpu ? "cuda" : "host");
+    if (!ctx->o->gpu) {
+        perf_json_str(&j, "recv_memory", ctx->o->recv_user ? "user" : "ucx");
+    }
     perf_json_str(&j, "transport", r->transport);
     perf_json_str(&j, "case", r->c.name);
     perf_json_uint(&j, "bytes", r->bytes);

@@ -34,6 +34,7 @@ expect tensor_bytes 65536
 expect bytes 1048576
 expect ok true
 expect clean_exit true
+expect recv_memory ucx # the default: views in weft_ucx_memory_alloc's memory
 if command -v ucx_perftest >/dev/null 2>&1; then
     expect ucx_perftest_bytes 65536
     expect ucx_perftest_iterations 48 # 3 versions x 16 puts
@@ -67,6 +68,13 @@ if command -v ucx_perftest >/dev/null 2>&1; then
     [ "$(field ucx_perftest_same_setup_gbps)" = "$(field ucx_perftest_gbps)" ] ||
         { echo "FAIL: with none, the same setup's figure is not the first run's"; fail=1; }
 fi
+
+# The consumer's views in malloc'd memory, as an engine's own buffers.
+run_args="recv-memory user"
+run --sizes 64K --version-bytes 256K --recv-memory user
+expect recv_memory user
+expect ok true
+expect clean_exit true
 
 # A size larger than --version-bytes: one tensor.
 run_args="larger than a version"

@@ -7,7 +7,9 @@
  * views that do not match, a consumer killed mid-stream (the others go
  * on; a restarted one rejoins and gets the next version), a server killed
  * (the consumer gets an error in time and records nothing), views that
- * stay put between receive calls while newer versions are published.
+ * stay put between receive calls while newer versions are published;
+ * the same into memory from weft_ucx_memory_alloc, which UCX's shared
+ * memory writes into directly.
  * tests/ucx_netns.sh runs the same across network namespaces.
  */
 #include "config.h"
@@ -108,8 +110,13 @@ static void server_stop(server_side_t *s)
 
 /* ----------------------------------------------------------- consumer */
 
+/* The consumers' views in memory from weft_ucx_memory_alloc (the
+ * *_in_ucx_memory tests) instead of malloc's. */
+static int consumer_ucx_memory;
+
 typedef struct consumer_side {
     uint8_t         *fused; /* [TENSORS, ROWS, COLS + PAD] */
+    weft_ucx_memory_h memory; /* where fused lies, or NULL: malloc'd */
     weft_remote_h    remote;
     weft_recv_view_t views[TENSORS];
     char             names[TENSORS][WEFT_TENSOR_NAME_MAX];
@@ -131,7 +138,18 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
                                    .timeout_us = 5000000};
 
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    c->fused = malloc(FUSED_BYTES);
+    c->memory = NULL;
+    if (consumer_ucx_memory) {
+        void *base;
+
+        /* The views a page into it: the memory is larger than they span. */
+        CHILD_CHECK(weft_ucx_memory_alloc(FUSED_BYTES + 8192, &c->memory, &base) == WEFT_OK, 51);
+        c->fused = (uint8_t *)base + 4096;
+        params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
+        params.memory = c->memory;
+    } else {
+        c->fused = malloc(FUSED_BYTES);
+    }
     CHILD_CHECK(c->fused != NULL, 50);
     memset(c->fused, 0xA5, FUSED_BYTES);
     for (uint32_t t = 0; t < TENSORS; t++) {
@@ -143,6 +161,16 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
                                          .data = c->fused + (uint64_t)t * ROWS * (COLS + PAD)};
     }
     return weft_remote_connect(&params, c->views, TENSORS, &c->remote);
+}
+
+/* After weft_remote_close (or a failed connect). */
+static void consumer_free(consumer_side_t *c)
+{
+    if (c->memory != NULL) {
+        CHILD_CHECK(weft_ucx_memory_free(c->memory) == WEFT_OK, 52);
+    } else {
+        free(c->fused);
+    }
 }
 
 static uint64_t consumer_wrong(const consumer_side_t *c, uint64_t v)
@@ -169,6 +197,8 @@ static void consumer_run(uint16_t port, const char *name, uint64_t last)
     uint64_t        v = 0;
 
     CHILD_CHECK(consumer_connect(&c, port, TOKEN, name, ROWS) == WEFT_OK, 60);
+    /* UCX memory stays while a consumer uses it. */
+    CHILD_CHECK(c.memory == NULL || weft_ucx_memory_free(c.memory) == WEFT_ERR_BUSY, 65);
     while (v < last) {
         uint64_t got;
 
@@ -178,7 +208,7 @@ static void consumer_run(uint16_t port, const char *name, uint64_t last)
         v = got;
     }
     CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 64);
-    free(c.fused);
+    consumer_free(&c);
 }
 
 /* --------------------------------------------------------------- tests */
@@ -277,11 +307,37 @@ START_TEST(ucx_versions_exact_on_lanes_over_shared_memory)
 }
 END_TEST
 
+/* Views in memory from weft_ucx_memory_alloc: over shared memory UCX puts
+ * straight into it; over TCP as into any memory. */
+START_TEST(ucx_versions_exact_in_ucx_memory_over_shared_memory)
+{
+    consumer_ucx_memory = 1;
+    run_versions("sm,self", 2, 12, 64u << 20);
+}
+END_TEST
+
+START_TEST(ucx_versions_exact_in_ucx_memory_over_tcp)
+{
+    consumer_ucx_memory = 1;
+    run_versions("tcp,self", 2, 12, 64u << 20);
+}
+END_TEST
+
+START_TEST(ucx_versions_exact_in_ucx_memory_on_lanes)
+{
+    server_lanes = 3;
+    consumer_lanes = 2;
+    consumer_ucx_memory = 1;
+    run_versions("sm,self", 2, 12, 64u << 20);
+}
+END_TEST
+
 /* Between two weft_remote_receive calls the views do not change: a
  * version published meanwhile waits until the consumer asks. Over shared
- * memory the sender writes into the consumer's memory by itself (over
- * TCP, UCX's emulated puts would wait for the consumer's progress). */
-START_TEST(ucx_views_stay_put_between_receives)
+ * memory, UCX 1.13 emulates puts into malloc'd views (they land as the
+ * consumer's receive lanes, or its receiving thread, copy them in); into
+ * UCX's memory the sender writes by itself (below). */
+static void views_stay_put_between_receives(void)
 {
     pid_t    server, consumer;
     uint16_t port;
@@ -303,11 +359,25 @@ START_TEST(ucx_views_stay_put_between_receives)
             CHILD_CHECK(consumer_wrong(&c, v) == 0, 112);
         }
         CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 113);
-        free(c.fused);
+        consumer_free(&c);
         _exit(0);
     }
     ck_assert_int_eq(wait_child(consumer), 0);
     ck_assert_int_eq(wait_child(server), 0);
+}
+
+START_TEST(ucx_views_stay_put_between_receives)
+{
+    views_stay_put_between_receives();
+}
+END_TEST
+
+/* Into UCX's memory the server's side writes by itself, with no progress
+ * of the consumer's: only the protocol holds it back. */
+START_TEST(ucx_views_stay_put_between_receives_in_ucx_memory)
+{
+    consumer_ucx_memory = 1;
+    views_stay_put_between_receives();
 }
 END_TEST
 
@@ -344,12 +414,12 @@ START_TEST(ucx_wrong_token_and_bad_views_are_refused)
         server_start(&s, 64u << 20);
         CHILD_CHECK(consumer_connect(&c, s.port, "not-the-token", "intruder", ROWS) == WEFT_ERR_AUTH,
                     80);
-        free(c.fused);
+        consumer_free(&c);
         /* A view whose shape differs from the registry's tensor. */
         CHILD_CHECK(consumer_connect(&c, s.port, TOKEN, "bad-shape", ROWS - 1) ==
                         WEFT_ERR_INVALID_PARAM,
                     81);
-        free(c.fused);
+        consumer_free(&c);
         CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 82);
         CHILD_CHECK(st.refused == 2 && st.accepted == 0, 83);
         /* Nothing was registered for either. */
@@ -365,13 +435,13 @@ END_TEST
 #define SURVIVED 100000u
 #define REJOINED 100001u
 
-static void consumer_killed_others_go_on_restarted_rejoins(void)
+static void consumer_killed_others_go_on_restarted_rejoins(const char *tls)
 {
     pid_t    server, victim, survivor, rejoined;
     uint16_t port;
     int      go[2];
 
-    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(setenv("UCX_TLS", tls, 1), 0);
     ck_assert_int_eq(pipe(port_pipe), 0);
     ck_assert_int_eq(pipe(go), 0);
     server = fork();
@@ -441,7 +511,7 @@ static void consumer_killed_others_go_on_restarted_rejoins(void)
             got = v;
         }
         weft_remote_close(c.remote);
-        free(c.fused);
+        consumer_free(&c);
         _exit(0);
     }
     ck_assert_int_eq(wait_child(rejoined), 0);
@@ -451,7 +521,7 @@ static void consumer_killed_others_go_on_restarted_rejoins(void)
 
 START_TEST(ucx_consumer_killed_others_go_on_restarted_rejoins)
 {
-    consumer_killed_others_go_on_restarted_rejoins();
+    consumer_killed_others_go_on_restarted_rejoins("tcp,self");
 }
 END_TEST
 
@@ -461,7 +531,19 @@ START_TEST(ucx_consumer_killed_on_lanes_others_go_on)
 {
     server_lanes = 4;
     consumer_lanes = 2;
-    consumer_killed_others_go_on_restarted_rejoins();
+    consumer_killed_others_go_on_restarted_rejoins("tcp,self");
+}
+END_TEST
+
+/* Over shared memory into UCX's memory, the server's lanes write into the
+ * victim's memory themselves, and go on doing so after it died (the
+ * mapping outlives it): UCX 1.13 reports no failure there, the bootstrap
+ * connection does. */
+START_TEST(ucx_consumer_killed_in_ucx_memory_others_go_on)
+{
+    server_lanes = 2;
+    consumer_ucx_memory = 1;
+    consumer_killed_others_go_on_restarted_rejoins("sm,self");
 }
 END_TEST
 
@@ -506,7 +588,7 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
         CHILD_CHECK(consumer_wrong(&c, 1) == 0, 125);
         CHILD_CHECK(weft_remote_receive(c.remote, 1, 1000, &got) == WEFT_ERR_CONNECTION, 126);
         weft_remote_close(c.remote);
-        free(c.fused);
+        consumer_free(&c);
         _exit(0);
     }
     usleep(1000000);
@@ -532,6 +614,8 @@ START_TEST(ucx_bad_arguments)
     weft_server_h        server;
     weft_remote_h        remote;
     weft_registry_h      reg;
+    weft_ucx_memory_h    memory;
+    void                *base;
     weft_tensor_desc_t   d = {.name = "x", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
                               .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {1}};
     char                 name[64];
@@ -568,6 +652,26 @@ START_TEST(ucx_bad_arguments)
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
     rp.field_mask = 0;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_CONNECTION);
+    /* UCX memory: none given, a view outside it, a failed connect. */
+    ck_assert_int_eq(weft_ucx_memory_alloc(0, &memory, &base), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_ucx_memory_alloc(4096, NULL, &base), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_ucx_memory_alloc(4096, &memory, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_ucx_memory_free(NULL), WEFT_OK);
+    ck_assert_int_eq(weft_ucx_memory_alloc(4096, &memory, &base), WEFT_OK);
+    ck_assert_ptr_nonnull(memory);
+    ck_assert_ptr_nonnull(base);
+    rp.field_mask = WEFT_REMOTE_PARAM_MEMORY;
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* NULL */
+    rp.memory = memory;
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* outside */
+    view.data = (uint8_t *)base + 4096; /* one past its end */
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
+    view.data = (uint8_t *)base + 4095; /* its last byte */
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_CONNECTION);
+    /* Nothing holds it after a failed connect. */
+    ck_assert_int_eq(weft_ucx_memory_free(memory), WEFT_OK);
+    view.data = &view;
+    rp.field_mask = 0;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 0, &remote), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_plan_create(reg, WEFT_TRANSPORT_UCX, &view, 1, (weft_plan_h *)&remote),
                      WEFT_ERR_UNSUPPORTED);
@@ -603,10 +707,15 @@ int main(void)
     ADD(ucx_versions_exact_on_lanes_over_shared_memory);
     ADD(ucx_version_larger_than_the_window);
     ADD(ucx_version_larger_than_the_window_on_lanes);
+    ADD(ucx_versions_exact_in_ucx_memory_over_shared_memory);
+    ADD(ucx_versions_exact_in_ucx_memory_over_tcp);
+    ADD(ucx_versions_exact_in_ucx_memory_on_lanes);
     ADD(ucx_views_stay_put_between_receives);
+    ADD(ucx_views_stay_put_between_receives_in_ucx_memory);
     ADD(ucx_wrong_token_and_bad_views_are_refused);
     ADD(ucx_consumer_killed_others_go_on_restarted_rejoins);
     ADD(ucx_consumer_killed_on_lanes_others_go_on);
+    ADD(ucx_consumer_killed_in_ucx_memory_others_go_on);
     ADD(ucx_server_killed_consumer_gets_an_error_in_time);
     ADD(ucx_bad_arguments);
 #undef ADD

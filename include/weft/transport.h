@@ -204,6 +204,7 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
  */
 typedef struct weft_server *weft_server_h;
 typedef struct weft_remote *weft_remote_h;
+typedef struct weft_ucx_memory *weft_ucx_memory_h;
 
 #define WEFT_TOKEN_MAX 255 /* bytes of a token, without the NUL */
 
@@ -312,7 +313,8 @@ WEFT_API weft_status_t weft_server_destroy(weft_server_h server);
 
 enum weft_remote_params_field {
     WEFT_REMOTE_PARAM_TIMEOUT = 1u << 0,
-    WEFT_REMOTE_PARAM_LANES   = 1u << 1
+    WEFT_REMOTE_PARAM_LANES   = 1u << 1,
+    WEFT_REMOTE_PARAM_MEMORY  = 1u << 2
 };
 
 typedef struct weft_remote_params {
@@ -329,7 +331,37 @@ typedef struct weft_remote_params {
      * Default WEFT_UCX_LANES. Ignored by other transports and for device
      * views. */
     uint32_t         lanes;
+    /* ucx, host views: the memory from weft_ucx_memory_alloc() that every
+     * view lies in. Ignored by other transports. */
+    weft_ucx_memory_h memory;
 } weft_remote_params_t;
+
+/*
+ * Host memory for a ucx consumer's views that UCX allocates and maps
+ * itself, as ucx_perftest's is. Puts between processes of one node
+ * (shared memory) then land with one copy, made by the server's side,
+ * with no work on this side. Into memory UCX did not allocate, UCX 1.13
+ * emulates them: the server copies each put into a queue and the consumer
+ * copies it out (newer UCX uses the kernel's cross-memory copy). Across
+ * nodes it works as any host memory does. Give it to weft_remote_connect()
+ * in params->memory, with every host view inside [*base, *base + bytes).
+ * The memory has a UCX context of its own, made here with the UCX_* and
+ * WEFT_UCX_ERR_MODE settings of now; the consumers that use it make their
+ * workers on it. It is zeroed by the kernel where shared memory backs it;
+ * otherwise its contents are unspecified. Thread-safe; several consumers
+ * may use one memory at once.
+ * Errors: WEFT_ERR_INVALID_PARAM (bytes 0, a NULL pointer, a bad
+ * WEFT_UCX_ERR_MODE), WEFT_ERR_UCX, WEFT_ERR_NO_MEMORY,
+ * WEFT_ERR_UNSUPPORTED (libweft built without UCX).
+ */
+WEFT_API weft_status_t weft_ucx_memory_alloc(uint64_t bytes, weft_ucx_memory_h *memory, void **base);
+
+/*
+ * Frees the memory and its UCX context. NULL is a no-op. Refused with
+ * WEFT_ERR_BUSY (nothing freed) while a consumer that was connected with
+ * it is not yet closed (weft_remote_close).
+ */
+WEFT_API weft_status_t weft_ucx_memory_free(weft_ucx_memory_h memory);
 
 /*
  * Connects to a server and sets up the receive side: registers the memory
@@ -342,7 +374,11 @@ typedef struct weft_remote_params {
  * (default WEFT_UCX_LANES; auto: half the online CPUs, 1 to 8):
  * threads, each with a UCX
  * worker of its own that the server's put lanes connect to, which copy
- * in the puts UCX emulates; they run until weft_remote_close(). Device views are registered with UCX directly
+ * in the puts UCX emulates; they run until weft_remote_close(). Host
+ * views in params->memory (WEFT_REMOTE_PARAM_MEMORY) need no
+ * registration: the consumer uses that memory's UCX context, and the
+ * memory must stay until weft_remote_close() (a view outside it, or
+ * device views: WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly
  * where UCX reports GPUDirect RDMA; otherwise (or with
  * WEFT_UCX_CUDA=staged) the consumer allocates a staging ring of pinned
  * host memory (WEFT_UCX_STAGE_BYTES, default 256 MiB, no more than the

@@ -145,7 +145,8 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
 
     if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
         p->token == NULL || p->name == NULL || !served(p->transport) ||
-        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES))) {
+        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES |
+                                     WEFT_REMOTE_PARAM_MEMORY))) {
         weft_log_error("remote: invalid argument (params, views, count, transport ucx, nccl or cuda_ipc, "
                        "server, token and name are required)");
         return WEFT_ERR_INVALID_PARAM;
@@ -191,3 +192,25 @@ WEFT_API weft_status_t weft_remote_close(weft_remote_h r)
     }
     return WEFT_OK;
 }
+
+#if !HAVE_UCX
+/* ucx/ucx_memory.c's calls, in a library built without UCX. */
+WEFT_API weft_status_t weft_ucx_memory_alloc(uint64_t bytes, weft_ucx_memory_h *memory, void **base)
+{
+    (void)bytes;
+    if (memory != NULL) {
+        *memory = NULL;
+    }
+    if (base != NULL) {
+        *base = NULL;
+    }
+    weft_log_error("libweft was built without UCX: no UCX memory");
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+WEFT_API weft_status_t weft_ucx_memory_free(weft_ucx_memory_h memory)
+{
+    (void)memory; /* none can have been made */
+    return WEFT_OK;
+}
+#endif

@@ -65,7 +65,7 @@ static weft_status_t make_worker(weft_ucx_t *ucx)
     return status;
 }
 
-weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
+weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared)
 {
     ucp_params_t  params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                             .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
@@ -88,17 +88,27 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
     status = weft_ucx_status(ucp_init(&params, config, &ucx->context), "ucp_init");
     ucp_config_release(config);
     if (status != WEFT_OK) {
+        ucx->context = NULL;
+        return status;
+    }
+    weft_log_debug("ucx: %s: context ready (UCX %s, WEFT_UCX_ERR_MODE=%s)", who,
+                   ucp_get_version_string(), ucx->peer_errors ? "peer" : "none");
+    return WEFT_OK;
+}
+
+weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
+{
+    weft_status_t status = weft_ucx_open_context(ucx, who, shared);
+
+    if (status != WEFT_OK) {
         return status;
     }
     status = make_worker(ucx);
     if (status != WEFT_OK) {
         ucp_cleanup(ucx->context);
         memset(ucx, 0, sizeof(*ucx));
-        return status;
     }
-    weft_log_debug("ucx: %s: context and worker ready (UCX %s, WEFT_UCX_ERR_MODE=%s)", who,
-                   ucp_get_version_string(), ucx->peer_errors ? "peer" : "none");
-    return WEFT_OK;
+    return status;
 }
 
 weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent)

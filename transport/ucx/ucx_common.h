@@ -36,6 +36,11 @@ typedef struct weft_ucx {
  * so UCX guards the context's shared state. */
 weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared);
 
+/* The same without the worker (ucx->worker NULL): a context that only
+ * workers made with weft_ucx_open_worker drive (ucx_memory.h).
+ * weft_ucx_close frees it. */
+weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared);
+
 /* Another worker on parent's context (opened `shared`), with its error
  * mode; weft_ucx_close_worker destroys it and leaves the context. */
 weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent);

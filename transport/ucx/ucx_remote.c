@@ -32,6 +32,7 @@
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
 #include "ucx_lanes.h"
+#include "ucx_memory.h"
 #include "ucx_rounds.h"
 
 #include <inttypes.h>
@@ -65,6 +66,9 @@ struct ucx_remote {
     weft_memory_kind_t region_memory; /* of the registered regions */
     weft_ucx_stage_t *stage;   /* staged device views; NULL otherwise */
     weft_ucx_lanes_t *lanes;   /* host views: receive lanes; NULL with one */
+    /* Host views in memory UCX allocated (ucx_memory.h): its context, its
+     * one region; NULL otherwise. */
+    struct weft_ucx_memory *borrowed;
     /* Staged: the rounds of the version arriving (ucx_rounds.h). */
     uint64_t         round_version;
     uint32_t         round_next, round_total;
@@ -77,6 +81,10 @@ static weft_status_t register_regions(struct ucx_remote *r)
     r->memh = calloc(r->region_count + 1, sizeof(*r->memh));
     if (r->memh == NULL) {
         return WEFT_ERR_NO_MEMORY;
+    }
+    if (r->borrowed != NULL) {
+        r->memh[0] = r->borrowed->memh; /* the memory's, not ours to unmap */
+        return WEFT_OK;
     }
     for (uint32_t i = 0; i < r->region_count; i++) {
         weft_status_t status =
@@ -200,14 +208,19 @@ static void remote_free(struct ucx_remote *r)
     free(r->server_address);
     /* The lanes' workers go before the memory they receive into. */
     weft_ucx_lanes_destroy(r->lanes);
-    for (uint32_t i = 0; r->memh != NULL && i < r->region_count; i++) {
+    for (uint32_t i = 0; r->borrowed == NULL && r->memh != NULL && i < r->region_count; i++) {
         if (r->memh[i] != NULL) {
             (void)ucp_mem_unmap(r->ucx.context, r->memh[i]);
         }
     }
     free(r->memh);
     free(r->regions);
-    weft_ucx_close(&r->ucx);
+    if (r->borrowed != NULL) {
+        weft_ucx_close_worker(&r->ucx); /* the context is the memory's */
+        weft_ucx_memory_release(r->borrowed);
+    } else {
+        weft_ucx_close(&r->ucx);
+    }
     weft_ucx_stage_destroy(r->stage);
     free(r);
 }
@@ -247,6 +260,13 @@ static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t
 
     r->region_memory = WEFT_MEMORY_HOST;
     status = weft_wire_view_spans(views, count, &r->regions, &r->region_count);
+    if (status == WEFT_OK && r->borrowed != NULL) {
+        /* Checked before anything was asked of the server (memory_views). */
+        r->regions[0] = (weft_wire_span_t){.base = (uint64_t)(uintptr_t)r->borrowed->base,
+                                           .bytes = r->borrowed->bytes};
+        r->region_count = 1;
+        return WEFT_OK;
+    }
     if (status != WEFT_OK || r->memory != WEFT_MEMORY_CUDA) {
         return status;
     }
@@ -273,6 +293,40 @@ static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t
     return WEFT_OK;
 }
 
+/*
+ * Views in memory from weft_ucx_memory_alloc: host views, all inside it.
+ * The consumer then uses the memory until it is freed (remote_free).
+ */
+static weft_status_t memory_views(struct ucx_remote *r, const weft_remote_params_t *p,
+                                  const weft_recv_view_t *views, size_t count)
+{
+    weft_wire_span_t *spans = NULL;
+    uint32_t          span_count = 0;
+    weft_status_t     status;
+
+    if (p->memory == NULL) {
+        weft_log_error("remote: WEFT_REMOTE_PARAM_MEMORY with no memory");
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (r->memory == WEFT_MEMORY_CUDA) {
+        weft_log_error("remote: memory from weft_ucx_memory_alloc is host memory; the views are "
+                       "device memory");
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    status = weft_wire_view_spans(views, count, &spans, &span_count);
+    if (status == WEFT_OK && !weft_ucx_memory_holds(p->memory, spans, span_count)) {
+        weft_log_error("remote: a view lies outside the memory given (%p, %" PRIu64 " bytes)",
+                       (void *)p->memory->base, p->memory->bytes);
+        status = WEFT_ERR_INVALID_PARAM;
+    }
+    free(spans);
+    if (status == WEFT_OK) {
+        weft_ucx_memory_use(p->memory);
+        r->borrowed = p->memory;
+    }
+    return status;
+}
+
 static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
                                         const weft_recv_view_t *views, size_t count, void **out)
 {
@@ -293,6 +347,9 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = weft_ucx_lanes_count_for((p->field_mask & WEFT_REMOTE_PARAM_LANES) != 0, p->lanes,
                                           &lanes);
     }
+    if (status == WEFT_OK && (p->field_mask & WEFT_REMOTE_PARAM_MEMORY)) {
+        status = memory_views(r, p, views, count);
+    }
     /* Device views: their GPU is current while UCX and CUDA set them up. */
     if (status == WEFT_OK && r->memory == WEFT_MEMORY_CUDA) {
         status = weft_ucx_cuda_enter(r->device, &saved);
@@ -305,7 +362,8 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = say_hello(r, p, deadline);
     }
     if (status == WEFT_OK) {
-        status = weft_ucx_open(&r->ucx, "remote consumer", lanes > 1);
+        status = r->borrowed != NULL ? weft_ucx_open_worker(&r->ucx, &r->borrowed->ucx)
+                                     : weft_ucx_open(&r->ucx, "remote consumer", lanes > 1);
     }
     if (status == WEFT_OK && lanes > 1) {
         /* Receive lanes only drive their workers: no puts of their own. */
@@ -339,7 +397,8 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
                   "%s memory%s in %u registered regions, %u receive lane%s",
                   p->server, r->consumer, r->bytes,
                   r->memory == WEFT_MEMORY_CUDA ? "device" : "host",
-                  r->memory != WEFT_MEMORY_CUDA ? ""
+                  r->borrowed != NULL           ? " (UCX's, from weft_ucx_memory_alloc)"
+                  : r->memory != WEFT_MEMORY_CUDA ? ""
                   : r->stage != NULL            ? " (staged through pinned host memory)"
                                                 : " (registered directly)",
                   r->region_count, lanes, lanes > 1 ? "s" : " (the receiving thread)");
