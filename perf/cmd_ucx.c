@@ -49,6 +49,7 @@
 #include "config.h"
 
 #include "args.h"
+#include "copy_ceiling.h"
 #include "gpu_buf.h"
 #include "json.h"
 #include "perf.h"
@@ -750,6 +751,7 @@ typedef struct ucx_ctx {
     perf_children_t      children;
     char                 self[4096], perftest[4096], token[64], date[32];
     int                  perftest_mpi; /* built with MPI: run it with -P 0 */
+    int                  cpus;         /* this process may run on: the copy ceiling's threads */
     char                 ns[2][32]; /* the namespaces made; "" when none */
     int                  cleaning;  /* interrupts no longer cut waits short */
     int                  number;    /* of the next registry */
@@ -1133,6 +1135,7 @@ typedef struct ucx_row {
     double      perftest_gbps;
     uint64_t    perftest_bytes, perftest_iters, perftest_warmup;
     double      perftest_same_gbps; /* with weft's endpoints' error handling; NaN: no figure */
+    double      ceiling_s; /* shm: the host's copy ceiling for the version's bytes; NaN: none */
     char        perftest_same[80];  /* which: "-e", or why it is the first run */
     int         ok;    /* every version acked, the last one's bytes right */
     int         clean; /* and both weft processes exited with 0 */
@@ -1558,6 +1561,7 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
     r->transport = tr->name;
     r->c = *c;
     r->weft_s = r->weft_min_s = r->weft_max_s = r->perftest_gbps = r->perftest_same_gbps = NAN;
+    r->ceiling_s = NAN;
     if (workload_make(c->bytes, c->tensors, &w) != 0) {
         add_note(r->note, sizeof(r->note), "out of memory");
         return;
@@ -1568,6 +1572,11 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
     run_weft(ctx, tr, r);
     if (!interrupted(ctx)) {
         run_perftest(ctx, tr, r);
+    }
+    /* Over shared memory a put is one copy: the host's most bounds it. */
+    if (!interrupted(ctx) && strcmp(tr->name, "shm") == 0 &&
+        perf_copy_ceiling(r->bytes, (uint32_t)ctx->cpus, (uint32_t)ctx->o->iters, &r->ceiling_s) != 0) {
+        add_note(r->note, sizeof(r->note), "no copy ceiling");
     }
 }
 
@@ -1611,22 +1620,28 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
     printf("# tcp-netns: namespaces weftPA%d (10.202.0.1) and weftPB%d (10.202.0.2), a veth pair, UCX_TLS=tcp; "
            "shm: this host, UCX_TLS=sm,self; tcp-lo: this host's loopback, UCX_TLS=tcp\n",
            (int)getpid(), (int)getpid());
+    printf("# ceiling (shm): the host's copy ceiling, the version's bytes copied from a freshly written buffer into another\n"
+           "# by %d spinning threads in one process (no wake-up timed), median of %llu; a put over shared memory is one\n"
+           "# copy; ucx_perftest's one buffer, cache-hot, can beat it at small sizes\n",
+           ctx->cpus, (unsigned long long)o->iters);
     printf("# expert: one Qwen3-30B-A3B layer's FP8 experts, 128 x (W, WT, scale) of gate_up_proj and down_proj\n");
     printf("# target: ratio (weft / ucx_perftest) >= %.1f\n", TARGET);
-    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s %14s %10s\n", "transport", "case", "bytes", "tensors",
-           "weft_med_ms", "weft_GB/s", "perftest_GB/s", "ratio", "perftest_same", "ratio_same");
+    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s %14s %10s %12s %9s\n", "transport", "case", "bytes", "tensors",
+           "weft_med_ms", "weft_GB/s", "perftest_GB/s", "ratio", "perftest_same", "ratio_same", "ceiling_GB/s",
+           "r_ceiling");
 }
 
 static void print_row(const ucx_row_t *r)
 {
-    const double weft = perf_gbps(r->bytes, r->weft_s);
-    char         b[6][32];
+    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
+    char         b[8][32];
 
-    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s %14s %10s%s\n", r->transport, r->c.name,
+    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s %14s %10s %12s %9s%s\n", r->transport, r->c.name,
            (unsigned long long)r->bytes, (unsigned long long)r->tensors, perf_num(b[0], 32, r->weft_s * 1e3, 3),
            perf_num(b[1], 32, weft, 3), perf_num(b[2], 32, r->perftest_gbps, 3),
            perf_num(b[3], 32, weft / r->perftest_gbps, 3), perf_num(b[4], 32, r->perftest_same_gbps, 3),
-           perf_num(b[5], 32, weft / r->perftest_same_gbps, 3),
+           perf_num(b[5], 32, weft / r->perftest_same_gbps, 3), perf_num(b[6], 32, ceiling, 1),
+           perf_num(b[7], 32, weft / ceiling, 3),
            !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
     if (r->note[0] != '\0') {
         printf("#   %s %s: %s\n", r->transport, r->c.name, r->note);
@@ -1679,6 +1694,9 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     perf_json_str(&j, "ucx_perftest_same_setup", r->perftest_same);
     perf_json_double(&j, "ucx_perftest_same_setup_gbps", r->perftest_same_gbps);
     perf_json_double(&j, "ratio_ucx_perftest_same_setup", weft / r->perftest_same_gbps);
+    perf_json_double(&j, "copy_ceiling_gbps", perf_gbps(r->bytes, r->ceiling_s));
+    perf_json_uint(&j, "copy_ceiling_threads", (uint64_t)ctx->cpus);
+    perf_json_double(&j, "ratio_copy_ceiling", weft / perf_gbps(r->bytes, r->ceiling_s));
     perf_json_double(&j, "target", TARGET);
     perf_json_bool(&j, "ok", r->ok);
     perf_json_bool(&j, "clean_exit", r->clean);
@@ -1858,6 +1876,7 @@ int perf_cmd_ucx(int argc, char **argv)
              (unsigned long long)perf_now_ns());
     utc_date(ctx.date, sizeof(ctx.date));
     cpus = perf_cpus_allowed(cpu);
+    ctx.cpus = cpus > 0 ? cpus : 1;
     if (!o.json) {
         print_preamble(&ctx, info.version[0] ? info.version : "unknown", cpus);
         fflush(stdout);

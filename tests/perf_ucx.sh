@@ -35,6 +35,8 @@ expect bytes 1048576
 expect ok true
 expect clean_exit true
 expect recv_memory ucx # the default: views in weft_ucx_memory_alloc's memory
+echo "$(field copy_ceiling_gbps)" | grep -Eq '^[0-9]' ||
+    { echo "FAIL: no copy ceiling over shared memory"; fail=1; }
 if command -v ucx_perftest >/dev/null 2>&1; then
     expect ucx_perftest_bytes 65536
     expect ucx_perftest_iterations 48 # 3 versions x 16 puts

@@ -1,0 +1,134 @@
+/* weft-perf: the host's copy ceiling (copy_ceiling.h). */
+#include "config.h"
+
+#include "copy_ceiling.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_THREADS 256
+#define MAX_RUNS    1001
+
+typedef struct ceiling {
+    uint8_t         *src, *dst;
+    uint64_t         bytes;
+    uint32_t         threads;
+    _Atomic uint32_t round; /* raised to start a copy; UINT32_MAX: stop */
+    _Atomic uint32_t done;  /* threads done with the current round */
+} ceiling_t;
+
+typedef struct worker {
+    ceiling_t *c;
+    uint32_t   index;
+} worker_t;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Thread i's block: the bytes split evenly, 64-byte aligned. */
+static void copy_block(ceiling_t *c, uint32_t i)
+{
+    uint64_t per = (c->bytes / c->threads + 63) & ~UINT64_C(63);
+    uint64_t begin = per * i;
+    uint64_t end = begin + per < c->bytes ? begin + per : c->bytes;
+
+    if (begin < end) {
+        memcpy(c->dst + begin, c->src + begin, end - begin);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    ceiling_t *c = w->c;
+    uint32_t   seen = 0;
+
+    for (;;) {
+        uint32_t round;
+
+        while ((round = atomic_load_explicit(&c->round, memory_order_acquire)) == seen) {
+            /* spin: the copy, not a wake-up, is what is timed */
+        }
+        if (round == UINT32_MAX) {
+            return NULL;
+        }
+        seen = round;
+        copy_block(c, w->index);
+        atomic_fetch_add_explicit(&c->done, 1, memory_order_acq_rel);
+    }
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, double *median_s)
+{
+    ceiling_t  c = {.bytes = bytes, .threads = threads};
+    pthread_t  tid[MAX_THREADS];
+    worker_t   w[MAX_THREADS];
+    uint64_t  *ns = NULL;
+    uint32_t   started = 0;
+    int        rc = -1;
+
+    if (threads == 0 || threads > MAX_THREADS || iterations == 0 || iterations > MAX_RUNS ||
+        bytes == 0) {
+        fprintf(stderr, "weft-perf: copy ceiling: bad arguments\n");
+        return -1;
+    }
+    c.src = aligned_alloc(4096, (bytes + 4095) & ~UINT64_C(4095));
+    c.dst = aligned_alloc(4096, (bytes + 4095) & ~UINT64_C(4095));
+    ns = calloc(iterations, sizeof(*ns));
+    if (c.src == NULL || c.dst == NULL || ns == NULL) {
+        fprintf(stderr, "weft-perf: copy ceiling: out of memory (2 x %llu bytes)\n",
+                (unsigned long long)bytes);
+        goto out;
+    }
+    memset(c.dst, 0xA5, bytes); /* every page of both faulted in */
+    for (uint32_t i = 1; i < threads; i++) {
+        w[i] = (worker_t){.c = &c, .index = i};
+        if (pthread_create(&tid[i], NULL, worker_main, &w[i]) != 0) {
+            fprintf(stderr, "weft-perf: copy ceiling: cannot start thread %u\n", i);
+            goto stop;
+        }
+        started++;
+    }
+    for (uint32_t r = 0; r <= iterations; r++) {
+        uint64_t t0;
+
+        memset(c.src, (int)(r % 255) + 1, bytes); /* a fresh version */
+        atomic_store_explicit(&c.done, 0, memory_order_relaxed);
+        t0 = now_ns();
+        atomic_store_explicit(&c.round, r + 1, memory_order_release);
+        copy_block(&c, 0);
+        while (atomic_load_explicit(&c.done, memory_order_acquire) != threads - 1) {
+        }
+        if (r > 0) { /* the first is untimed */
+            ns[r - 1] = now_ns() - t0;
+        }
+    }
+    qsort(ns, iterations, sizeof(*ns), compare_u64);
+    *median_s = (double)ns[iterations / 2] * 1e-9;
+    rc = 0;
+stop:
+    atomic_store_explicit(&c.round, UINT32_MAX, memory_order_release);
+    for (uint32_t i = 1; i <= started; i++) {
+        pthread_join(tid[i], NULL);
+    }
+out:
+    free(c.src);
+    free(c.dst);
+    free(ns);
+    return rc;
+}
