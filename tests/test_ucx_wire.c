@@ -1,0 +1,311 @@
+/*
+ * The ucx server against malformed handshakes: a client that passes the
+ * token, then sends VIEWS that are truncated, empty, out of bounds or
+ * inconsistent (no worker address, no regions or too many, more lanes
+ * than there can be, an empty lane address, a staging ring larger than
+ * its region, views outside the memory it registered), or another
+ * message instead. Each is refused with REFUSED before UCX reads any of
+ * it, nothing is registered, and the server goes on: a real consumer
+ * connects afterwards and receives a version byte for byte. (UCX itself
+ * parses worker addresses and keys without a length check: only clients
+ * that know the token reach that, and these tests stop short of it.)
+ */
+#include "config.h"
+
+#include "child.h"
+#include "transport_fixture.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+#if HAVE_UCX
+#include "common/time_util.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/remote/wire.h"
+#include "transport/ucx/ucx_common.h"
+#include "transport/ucx/ucx_lanes.h"
+
+#define TOKEN   "wire-token"
+#define ROWS    64
+#define COLS    512
+#define WAIT_US 30000000u
+
+typedef struct server_side {
+    char            name[64], addr[64];
+    weft_registry_h reg;
+    weft_server_h   server;
+} server_side_t;
+
+static server_side_t srv;
+
+static void server_start(void)
+{
+    weft_tensor_desc_t   d = {.name = "w", .layer = 0, .expert = 0, .role = WEFT_ROLE_W,
+                              .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {ROWS, COLS}};
+    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT,
+                                   .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
+                                   .token = TOKEN, .timeout_us = 5000000};
+    uint16_t             port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    snprintf(srv.name, sizeof(srv.name), "t-ucx-wire-%d", (int)getpid());
+    weft_registry_unlink(srv.name);
+    ck_assert_int_eq(weft_registry_create(srv.name, NULL, &srv.reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_declare(srv.reg, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_seal(srv.reg), WEFT_OK);
+    ck_assert_int_eq(weft_server_create(srv.reg, &params, &srv.server), WEFT_OK);
+    ck_assert_int_eq(weft_server_port(srv.server, &port), WEFT_OK);
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+}
+
+static void server_stop(void)
+{
+    fixture_server_stop(srv.server, srv.reg, srv.name);
+}
+
+/* The one view the registry holds, at `base` (never touched here). */
+static weft_recv_view_t view_at(uint64_t base)
+{
+    return (weft_recv_view_t){.name = "w", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3,
+                              .ndim = 2, .shape = {ROWS, COLS}, .data = (void *)(uintptr_t)base};
+}
+
+/* Connects and passes the token: the server then waits for VIEWS. */
+static int handshake(void)
+{
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    int             fd;
+
+    ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
+    weft_wire_put_hello(&buf, WEFT_UCX_PROTOCOL, TOKEN, "wire-client");
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
+                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                     WEFT_OK);
+    weft_boot_buf_free(&buf);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
+    ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME);
+    free(msg.payload);
+    return fd;
+}
+
+/* Sends `type` with buf's bytes after the token and expects REFUSED
+ * for `why` (the server's reason: which check caught it), one more
+ * refusal in the server's count and nobody registered. */
+static void expect_refused(uint32_t type, const weft_boot_buf_t *buf, const char *what,
+                           const char *why)
+{
+    weft_server_stats_t   before, after;
+    weft_registry_stats_t rs;
+    weft_boot_msg_t       msg;
+    char                  reason[256] = "";
+    int                   fd = handshake();
+
+    ck_assert_int_eq(weft_server_get_stats(srv.server, &before), WEFT_OK);
+    ck_assert_int_eq(weft_boot_send(fd, type, buf->data, (uint32_t)buf->length,
+                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                     WEFT_OK);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
+    ck_assert_msg(msg.type == WEFT_BOOT_REFUSED, "%s: answered with message %u", what, msg.type);
+    ck_assert_int_ne(weft_wire_parse_refused(&msg, reason, sizeof(reason)), WEFT_OK);
+    ck_assert_msg(strcmp(reason, why) == 0, "%s: refused for \"%s\", not \"%s\"", what, reason, why);
+    free(msg.payload);
+    close(fd);
+    ck_assert_int_eq(weft_server_get_stats(srv.server, &after), WEFT_OK);
+    ck_assert_msg(after.refused == before.refused + 1, "%s: %llu refusals after, %llu before", what,
+                  (unsigned long long)after.refused, (unsigned long long)before.refused);
+    ck_assert_uint_eq(after.accepted, 0);
+    ck_assert_int_eq(weft_registry_get_stats(srv.reg, &rs), WEFT_OK);
+    ck_assert_uint_eq(rs.consumers, 0);
+}
+
+/* VIEWS as the consumer writes it (ucx_common.h), each part given. */
+typedef struct views_msg {
+    uint32_t         address_length;       /* of a worker address of that many bytes */
+    uint32_t         regions;              /* how many are announced */
+    uint32_t         regions_written;      /* how many follow */
+    uint64_t         region_base, region_bytes;
+    int              with_views;
+    uint64_t         ring_half;
+    uint32_t         lanes, lane_address_length;
+    int              truncate_views; /* drop the last bytes of the views */
+} views_msg_t;
+
+#define REGION_BASE UINT64_C(0x7f0000000000)
+/* The server's reasons for the checks before any UCX call. */
+#define MALFORMED         "malformed views"
+#define MALFORMED_OR_KEYS "malformed views or keys"
+
+static void build_views_msg(const views_msg_t *m, weft_boot_buf_t *buf)
+{
+    static const uint8_t junk[64] = {1, 2, 3, 4, 5, 6, 7, 8};
+    weft_recv_view_t     view = view_at(REGION_BASE);
+
+    weft_boot_put_blob(buf, junk, m->address_length);
+    weft_boot_put_u32(buf, m->regions);
+    for (uint32_t r = 0; r < m->regions_written; r++) {
+        weft_boot_put_u64(buf, m->region_base);
+        weft_boot_put_u64(buf, m->region_bytes);
+        weft_boot_put_blob(buf, junk, 16);
+    }
+    if (!m->with_views) {
+        return;
+    }
+    weft_wire_put_views(buf, &view, 1);
+    if (m->truncate_views) {
+        buf->length -= 5;
+        return;
+    }
+    weft_boot_put_u64(buf, m->ring_half);
+    weft_boot_put_u32(buf, m->lanes);
+    for (uint32_t i = 0; i < m->lanes; i++) {
+        weft_boot_put_blob(buf, junk, m->lane_address_length);
+    }
+}
+
+/* Everything well formed: a region covering the view, no ring, no lanes.
+ * The cases change one thing each. */
+static views_msg_t good_views(void)
+{
+    return (views_msg_t){.address_length = 32, .regions = 1, .regions_written = 1,
+                         .region_base = REGION_BASE, .region_bytes = (uint64_t)ROWS * COLS,
+                         .with_views = 1};
+}
+
+static void refused_views(const views_msg_t *m, const char *what, const char *why)
+{
+    weft_boot_buf_t buf = {0};
+
+    build_views_msg(m, &buf);
+    expect_refused(WEFT_BOOT_VIEWS, &buf, what, why);
+    weft_boot_buf_free(&buf);
+}
+
+/* A real consumer, in a child: connects and checks version 1's bytes. */
+static pid_t fork_consumer(void)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uint8_t             *buf = malloc((size_t)ROWS * COLS);
+        weft_recv_view_t     view;
+        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+                                  .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
+                                  .token = TOKEN, .name = "real", .timeout_us = 5000000};
+        weft_remote_h        remote;
+        uint64_t             got = 0;
+
+        CHILD_CHECK(buf != NULL, 50);
+        view = view_at((uint64_t)(uintptr_t)buf);
+        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 51);
+        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 52);
+        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+            CHILD_CHECK(buf[i] == pattern(1, 0, i), 53);
+        }
+        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 54);
+        free(buf);
+        _exit(0);
+    }
+    return pid;
+}
+
+START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
+{
+    weft_boot_buf_t buf = {0};
+    views_msg_t     m;
+    pid_t           consumer;
+    uint8_t        *data;
+
+    server_start();
+
+    weft_boot_put_u64(&buf, 1);
+    expect_refused(WEFT_BOOT_ACK, &buf, "an ack instead of the views", "views expected");
+    weft_boot_buf_free(&buf);
+    expect_refused(WEFT_BOOT_VIEWS, &buf, "empty views", MALFORMED);
+
+    m = good_views();
+    m.address_length = 0;
+    refused_views(&m, "no worker address", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.regions = m.regions_written = 0;
+    refused_views(&m, "no region", MALFORMED);
+    m = good_views();
+    m.regions = (1u << 20) + 1;
+    m.regions_written = 0;
+    m.with_views = 0;
+    refused_views(&m, "too many regions", MALFORMED);
+    m = good_views();
+    m.regions = 3;
+    m.with_views = 0;
+    refused_views(&m, "regions cut short", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.truncate_views = 1;
+    refused_views(&m, "views cut short", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.lanes = WEFT_UCX_LANES_MAX + 1;
+    m.lane_address_length = 32;
+    refused_views(&m, "more receive lanes than there can be", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.lanes = 2;
+    m.lane_address_length = 0;
+    refused_views(&m, "an empty lane address", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.ring_half = m.region_bytes; /* more than half the one region */
+    refused_views(&m, "a staging ring half larger than half its region", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.region_bytes -= 1; /* the view's last byte outside it */
+    refused_views(&m, "a view outside the memory it registered",
+                  "a view lies outside the memory it registered");
+
+    /* Still serving: a real consumer gets version 1. */
+    consumer = fork_consumer();
+    fixture_wait_ready(srv.server, 1, 30);
+    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
+    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+        data[i] = pattern(1, 0, i);
+    }
+    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    server_stop();
+}
+END_TEST
+
+int main(void)
+{
+    Suite              *s;
+    TCase              *tc;
+    SRunner            *sr;
+    int                 failed;
+    weft_backend_info_t info;
+
+    if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.available) {
+        printf("test_ucx_wire: UCX is not usable here\n");
+        return 77;
+    }
+    s = suite_create("ucx_wire");
+    tc = tcase_create("ucx_malformed_handshakes_are_refused_and_the_server_goes_on");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, ucx_malformed_handshakes_are_refused_and_the_server_goes_on);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+#else
+int main(void)
+{
+    printf("test_ucx_wire: libweft was built without UCX\n");
+    return 77;
+}
+#endif
