@@ -663,11 +663,12 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
         }
         host = malloc(largest_tensor(w));
     } else if (!o->recv_user) {
-        if (weft_ok(weft_ucx_memory_alloc(w->bytes, &memory, (void **)&buf), "weft_ucx_memory_alloc")) {
-            memset(buf, 0, w->bytes); /* every page faulted in before the first put */
-            params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
-            params.memory = memory;
+        if (!weft_ok(weft_ucx_memory_alloc(w->bytes, &memory, (void **)&buf), "weft_ucx_memory_alloc")) {
+            goto out; /* said why */
         }
+        memset(buf, 0, w->bytes); /* every page faulted in before the first put */
+        params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
+        params.memory = memory;
     } else if ((buf = malloc(w->bytes)) != NULL) {
         memset(buf, 0, w->bytes);
     }

@@ -13,6 +13,15 @@
 #define MAX_THREADS 256
 #define MAX_RUNS    1001
 
+/* A spinning thread's pause: lets its core's other hyperthread run. */
+#if defined(__x86_64__) || defined(__i386__)
+#define spin_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define spin_pause() __asm__ __volatile__("yield")
+#else
+#define spin_pause() ((void)0)
+#endif
+
 typedef struct ceiling {
     uint8_t         *src, *dst;
     uint64_t         bytes;
@@ -34,10 +43,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Thread i's block: the bytes split evenly, 64-byte aligned. */
+/* Thread i's block: the bytes split evenly, 64-byte aligned (the last
+ * threads may get less, or nothing). */
 static void copy_block(ceiling_t *c, uint32_t i)
 {
-    uint64_t per = (c->bytes / c->threads + 63) & ~UINT64_C(63);
+    uint64_t per = ((c->bytes + c->threads - 1) / c->threads + 63) & ~UINT64_C(63);
     uint64_t begin = per * i;
     uint64_t end = begin + per < c->bytes ? begin + per : c->bytes;
 
@@ -56,7 +66,7 @@ static void *worker_main(void *arg)
         uint32_t round;
 
         while ((round = atomic_load_explicit(&c->round, memory_order_acquire)) == seen) {
-            /* spin: the copy, not a wake-up, is what is timed */
+            spin_pause(); /* the copy, not a wake-up, is what is timed */
         }
         if (round == UINT32_MAX) {
             return NULL;
@@ -82,8 +92,10 @@ int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, dou
     uint32_t   started = 0;
     int        rc = -1;
 
-    if (threads == 0 || threads > MAX_THREADS || iterations == 0 || iterations > MAX_RUNS ||
-        bytes == 0) {
+    threads = threads > MAX_THREADS ? MAX_THREADS : threads;
+    iterations = iterations > MAX_RUNS ? MAX_RUNS : iterations;
+    c.threads = threads;
+    if (threads == 0 || iterations == 0 || bytes == 0) {
         fprintf(stderr, "weft-perf: copy ceiling: bad arguments\n");
         return -1;
     }
@@ -95,7 +107,7 @@ int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, dou
                 (unsigned long long)bytes);
         goto out;
     }
-    memset(c.dst, 0xA5, bytes); /* every page of both faulted in */
+    memset(c.dst, 0xA5, bytes); /* its pages faulted in; the source's by the untimed round */
     for (uint32_t i = 1; i < threads; i++) {
         w[i] = (worker_t){.c = &c, .index = i};
         if (pthread_create(&tid[i], NULL, worker_main, &w[i]) != 0) {
@@ -113,6 +125,7 @@ int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, dou
         atomic_store_explicit(&c.round, r + 1, memory_order_release);
         copy_block(&c, 0);
         while (atomic_load_explicit(&c.done, memory_order_acquire) != threads - 1) {
+            spin_pause();
         }
         if (r > 0) { /* the first is untimed */
             ns[r - 1] = now_ns() - t0;

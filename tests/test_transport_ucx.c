@@ -381,6 +381,130 @@ START_TEST(ucx_views_stay_put_between_receives_in_ucx_memory)
 }
 END_TEST
 
+/* A consumer that leaves while a version is being put into UCX's memory
+ * (which the server's side writes by itself, and which stays mapped):
+ * once weft_remote_close returned, the server is done with it (it holds
+ * no lease: no put of it reads the slot) and nothing lands in the memory
+ * any more. One 64 MiB tensor on four lanes, so that the puts outlast a
+ * close that would not wait: without the wait the lease was still held
+ * in every run. */
+#define BIG_BYTES (UINT64_C(64) << 20)
+
+static void big_server(uint16_t *port_out, int left_fd)
+{
+    weft_tensor_desc_t   d = {.name = "big", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
+                              .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {BIG_BYTES}};
+    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_LANES,
+                                   .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
+                                   .token = TOKEN, .timeout_us = 5000000, .lanes = 4};
+    server_side_t        s;
+    char                 byte;
+
+    snprintf(s.name, sizeof(s.name), "t-ucx-big-%d", (int)getpid());
+    weft_registry_unlink(s.name);
+    CHILD_CHECK(weft_registry_create(s.name, NULL, &s.reg) == WEFT_OK, 120);
+    CHILD_CHECK(weft_registry_declare(s.reg, &d, NULL) == WEFT_OK, 120);
+    CHILD_CHECK(weft_registry_seal(s.reg) == WEFT_OK, 120);
+    CHILD_CHECK(weft_server_create(s.reg, &params, &s.server) == WEFT_OK, 120);
+    CHILD_CHECK(weft_server_port(s.server, &s.port) == WEFT_OK, 120);
+    CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 121);
+    (void)port_out;
+    server_wait_ready(&s, 1);
+    for (uint64_t v = 1; v <= 2; v++) {
+        uint8_t *data;
+
+        CHILD_CHECK(weft_registry_write_begin(s.reg, WAIT_US, NULL) == WEFT_OK, 122);
+        CHILD_CHECK(weft_registry_write_tensor(s.reg, 0, (void **)&data) == WEFT_OK, 122);
+        memset(data, (int)v, BIG_BYTES);
+        CHILD_CHECK(weft_registry_publish(s.reg, v, NULL) == WEFT_OK, 122);
+        if (v == 1) {
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 123);
+        }
+    }
+    /* The consumer's weft_remote_close returned: by then this server is
+     * done with it, its puts and the lease they read from included. */
+    CHILD_CHECK(read(left_fd, &byte, 1) == 1, 124);
+    {
+        weft_registry_stats_t rs;
+
+        CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK, 134);
+        if (rs.leases_held != 0) {
+            fprintf(stderr, "server: %u leases held after the consumer's close returned\n",
+                    rs.leases_held);
+        }
+        CHILD_CHECK(rs.leases_held == 0, 135);
+    }
+    CHILD_CHECK(read(left_fd, &byte, 1) == 1, 124); /* it checked its memory */
+    server_stop(&s);
+    _exit(0);
+}
+
+/* A sample of the memory: every 4 KiB page's first byte. */
+static uint64_t big_sample(const uint8_t *at)
+{
+    uint64_t sum = 0;
+
+    for (uint64_t i = 0; i < BIG_BYTES; i += 4096) {
+        sum = sum * 31 + at[i];
+    }
+    return sum;
+}
+
+START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
+{
+    pid_t    server, consumer;
+    uint16_t port;
+    int      left[2];
+
+    ck_assert_int_eq(setenv("UCX_TLS", "sm,self", 1), 0);
+    ck_assert_int_eq(pipe(port_pipe), 0);
+    ck_assert_int_eq(pipe(left), 0);
+    server = fork();
+    ck_assert_int_ge(server, 0);
+    if (server == 0) {
+        big_server(NULL, left[0]);
+    }
+    port = read_port();
+    consumer = fork();
+    ck_assert_int_ge(consumer, 0);
+    if (consumer == 0) {
+        char                 addr[64];
+        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_MEMORY,
+                                  .transport = WEFT_TRANSPORT_UCX, .server = addr, .token = TOKEN,
+                                  .name = "leaving", .timeout_us = 5000000};
+        weft_recv_view_t     view = {.name = "big", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8,
+                                     .ndim = 1, .shape = {BIG_BYTES}};
+        weft_remote_h        remote;
+        volatile uint8_t    *at;
+        void                *base;
+        uint64_t             got = 0, sum;
+
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+        CHILD_CHECK(weft_ucx_memory_alloc(BIG_BYTES, &p.memory, &base) == WEFT_OK, 125);
+        at = base;
+        view.data = base;
+        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 126);
+        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 127);
+        CHILD_CHECK(at[0] == 1 && at[BIG_BYTES - 1] == 1, 128);
+        /* Ask for version 2; leave as soon as its first bytes landed. */
+        (void)weft_remote_receive(remote, 1, 1, &got);
+        for (time_t until = time(NULL) + 20; at[0] != 2 && at[UINT64_C(4) << 20] != 2;) {
+            CHILD_CHECK(time(NULL) < until, 133); /* the request stands: it must come */
+        }
+        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 129);
+        CHILD_CHECK(write(left[1], "c", 1) == 1, 132);
+        sum = big_sample((const uint8_t *)base);
+        usleep(300000);
+        CHILD_CHECK(big_sample((const uint8_t *)base) == sum, 130);
+        CHILD_CHECK(weft_ucx_memory_free(p.memory) == WEFT_OK, 131);
+        CHILD_CHECK(write(left[1], "l", 1) == 1, 132);
+        _exit(0);
+    }
+    ck_assert_int_eq(wait_child(consumer), 0);
+    ck_assert_int_eq(wait_child(server), 0);
+}
+END_TEST
+
 START_TEST(ucx_version_larger_than_the_window)
 {
     /* 2.3 MB per version through a 4 MiB window of 4 MiB puts: at most
@@ -712,6 +836,7 @@ int main(void)
     ADD(ucx_versions_exact_in_ucx_memory_on_lanes);
     ADD(ucx_views_stay_put_between_receives);
     ADD(ucx_views_stay_put_between_receives_in_ucx_memory);
+    ADD(ucx_nothing_lands_after_close_in_ucx_memory);
     ADD(ucx_wrong_token_and_bad_views_are_refused);
     ADD(ucx_consumer_killed_others_go_on_restarted_rejoins);
     ADD(ucx_consumer_killed_on_lanes_others_go_on);

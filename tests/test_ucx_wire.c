@@ -52,7 +52,6 @@ static void server_start(void)
                                    .token = TOKEN, .timeout_us = 5000000};
     uint16_t             port;
 
-    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     snprintf(srv.name, sizeof(srv.name), "t-ucx-wire-%d", (int)getpid());
     weft_registry_unlink(srv.name);
     ck_assert_int_eq(weft_registry_create(srv.name, NULL, &srv.reg), WEFT_OK);
@@ -186,8 +185,10 @@ static void refused_views(const views_msg_t *m, const char *what, const char *wh
     weft_boot_buf_free(&buf);
 }
 
-/* A real consumer, in a child: connects and checks version 1's bytes. */
-static pid_t fork_consumer(void)
+/* A real consumer, in a child forked before this process has any UCX
+ * state (UCX's async thread does not survive a fork): once it reads the
+ * server's address from `go`, it connects and checks version 1's bytes. */
+static pid_t fork_consumer(int go)
 {
     pid_t pid = fork();
 
@@ -202,6 +203,7 @@ static pid_t fork_consumer(void)
         uint64_t             got = 0;
 
         CHILD_CHECK(buf != NULL, 50);
+        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 55);
         view = view_at((uint64_t)(uintptr_t)buf);
         CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 51);
         CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 52);
@@ -221,7 +223,11 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
     views_msg_t     m;
     pid_t           consumer;
     uint8_t        *data;
+    int             go[2];
 
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer(go[0]);
     server_start();
 
     weft_boot_put_u64(&buf, 1);
@@ -264,7 +270,7 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
                   "a view lies outside the memory it registered");
 
     /* Still serving: a real consumer gets version 1. */
-    consumer = fork_consumer();
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fixture_wait_ready(srv.server, 1, 30);
     ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);

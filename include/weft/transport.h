@@ -347,9 +347,13 @@ typedef struct weft_remote_params {
  * in params->memory, with every host view inside [*base, *base + bytes).
  * The memory has a UCX context of its own, made here with the UCX_* and
  * WEFT_UCX_ERR_MODE settings of now; the consumers that use it make their
- * workers on it. It is zeroed by the kernel where shared memory backs it;
- * otherwise its contents are unspecified. Thread-safe; several consumers
- * may use one memory at once.
+ * workers on it and keep that error mode. The key a consumer sends covers
+ * the whole memory (UCX cannot key part of memory it allocated): its
+ * server may write anywhere in it, and writes only into the views. It is
+ * zeroed by the kernel where shared memory backs it; otherwise its
+ * contents are unspecified. Several consumers may use one memory at once,
+ * from any threads; weft_ucx_memory_free must not run while a
+ * weft_remote_connect() given the memory may.
  * Errors: WEFT_ERR_INVALID_PARAM (bytes 0, a NULL pointer, a bad
  * WEFT_UCX_ERR_MODE), WEFT_ERR_UCX, WEFT_ERR_NO_MEMORY,
  * WEFT_ERR_UNSUPPORTED (libweft built without UCX).
@@ -359,7 +363,7 @@ WEFT_API weft_status_t weft_ucx_memory_alloc(uint64_t bytes, weft_ucx_memory_h *
 /*
  * Frees the memory and its UCX context. NULL is a no-op. Refused with
  * WEFT_ERR_BUSY (nothing freed) while a consumer that was connected with
- * it is not yet closed (weft_remote_close).
+ * it is not yet closed (weft_remote_close). The handle is gone after.
  */
 WEFT_API weft_status_t weft_ucx_memory_free(weft_ucx_memory_h memory);
 
@@ -440,7 +444,11 @@ WEFT_API weft_status_t weft_remote_receive(weft_remote_h remote, uint64_t after_
  * Disconnects and frees. NULL is a no-op. cuda_ipc: returns once the
  * server closed its mapping of the views (or after the connect timeout,
  * logged), so the views' memory may be freed or reused afterwards; an
- * engine that re-allocates its weights closes and connects again.
+ * engine that re-allocates its weights closes and connects again. ucx:
+ * returns once the server closed the connection, which it does when no
+ * put of it can land in the views any more (or after the connect
+ * timeout, logged): this matters for memory from weft_ucx_memory_alloc,
+ * which the server writes by itself and which stays mapped.
  */
 WEFT_API weft_status_t weft_remote_close(weft_remote_h remote);
 

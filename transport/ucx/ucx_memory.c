@@ -8,6 +8,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+/* `users` while weft_ucx_memory_free takes the memory: no connect may. */
+#define USERS_FREEING UINT32_MAX
+
 WEFT_API weft_status_t weft_ucx_memory_alloc(uint64_t bytes, weft_ucx_memory_h *out, void **base)
 {
     struct weft_ucx_memory *m;
@@ -72,8 +75,8 @@ WEFT_API weft_status_t weft_ucx_memory_free(weft_ucx_memory_h m)
     if (m == NULL) {
         return WEFT_OK;
     }
-    users = atomic_load(&m->users);
-    if (users != 0) {
+    users = 0;
+    if (!atomic_compare_exchange_strong(&m->users, &users, USERS_FREEING)) {
         weft_log_error("ucx: receive memory at %p still has %u consumer%s; not freed",
                        (void *)m->base, users, users == 1 ? "" : "s");
         return WEFT_ERR_BUSY;
@@ -98,9 +101,16 @@ int weft_ucx_memory_holds(const struct weft_ucx_memory *m, const weft_wire_span_
     return 1;
 }
 
-void weft_ucx_memory_use(struct weft_ucx_memory *m)
+int weft_ucx_memory_use(struct weft_ucx_memory *m)
 {
-    atomic_fetch_add(&m->users, 1);
+    uint32_t users = atomic_load(&m->users);
+
+    do {
+        if (users == USERS_FREEING || users == USERS_FREEING - 1) {
+            return 0;
+        }
+    } while (!atomic_compare_exchange_weak(&m->users, &users, users + 1));
+    return 1;
 }
 
 void weft_ucx_memory_release(struct weft_ucx_memory *m)

@@ -26,9 +26,10 @@ struct weft_ucx_memory {
 int weft_ucx_memory_holds(const struct weft_ucx_memory *memory, const weft_wire_span_t *spans,
                           uint32_t count);
 
-/* A consumer starts and stops using the memory (weft_ucx_memory_free
- * refuses while any does). */
-void weft_ucx_memory_use(struct weft_ucx_memory *memory);
+/* A consumer starts and stops using the memory: weft_ucx_memory_free
+ * refuses while any does. use returns 0 (and does nothing) when a free
+ * has taken the memory. */
+int  weft_ucx_memory_use(struct weft_ucx_memory *memory);
 void weft_ucx_memory_release(struct weft_ucx_memory *memory);
 
 #endif

@@ -313,6 +313,11 @@ static weft_status_t memory_views(struct ucx_remote *r, const weft_remote_params
                        "device memory");
         return WEFT_ERR_INVALID_PARAM;
     }
+    /* Taken first: from here weft_ucx_memory_free refuses. */
+    if (!weft_ucx_memory_use(p->memory)) {
+        weft_log_error("remote: the memory given is being freed");
+        return WEFT_ERR_BUSY;
+    }
     status = weft_wire_view_spans(views, count, &spans, &span_count);
     if (status == WEFT_OK && !weft_ucx_memory_holds(p->memory, spans, span_count)) {
         weft_log_error("remote: a view lies outside the memory given (%p, %" PRIu64 " bytes)",
@@ -321,8 +326,9 @@ static weft_status_t memory_views(struct ucx_remote *r, const weft_remote_params
     }
     free(spans);
     if (status == WEFT_OK) {
-        weft_ucx_memory_use(p->memory);
         r->borrowed = p->memory;
+    } else {
+        weft_ucx_memory_release(p->memory);
     }
     return status;
 }
@@ -537,11 +543,50 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     }
 }
 
+/*
+ * After BYE: the server closes the connection once none of its puts can
+ * still land here (its endpoint and lanes to us closed), and only then
+ * are the views the engine's again. Into memory UCX allocated the server
+ * writes by itself, and that memory stays mapped after we go. The
+ * server's endpoints close with our workers' help: ours is driven here,
+ * the receive lanes drive theirs. What else comes (a notice of a version
+ * sent before the server read the BYE) is skipped.
+ */
+static void wait_for_server_close(struct ucx_remote *r)
+{
+    const uint64_t deadline = weft_deadline_ns(weft_time_ns(), r->base.timeout_us);
+
+    while (r->base.fd >= 0) {
+        struct pollfd pfd[2] = {{.fd = r->base.fd, .events = POLLIN},
+                                {.fd = r->ucx.efd, .events = POLLIN}};
+        weft_boot_msg_t msg;
+
+        weft_ucx_progress(&r->ucx);
+        if (weft_boot_readable(r->base.fd)) {
+            if (weft_boot_recv(r->base.fd, &msg, deadline) != WEFT_OK) {
+                return; /* closed */
+            }
+            free(msg.payload);
+            continue;
+        }
+        if (weft_time_ns() >= deadline) {
+            weft_log_warn("remote: %s did not close within %" PRIu64 " us after this consumer "
+                          "left: it may still write into the views",
+                          r->base.server, r->base.timeout_us);
+            return;
+        }
+        if (weft_ucx_arm(&r->ucx)) {
+            (void)poll(pfd, 2, RECEIVE_POLL_MS);
+        }
+    }
+}
+
 static void ucx_remote_close(void *remote)
 {
     struct ucx_remote *r = remote;
 
     weft_consume_bye(&r->base);
+    wait_for_server_close(r);
     if (r->stage != NULL) {
         int device = r->device, saved;
         int entered = weft_ucx_cuda_enter(device, &saved) == WEFT_OK;

@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
@@ -97,6 +98,10 @@ typedef struct peer {
     ucs_status_ptr_t    flush;
     ucs_status_ptr_t    close;
     uint64_t            notified_ns; /* when the notice of the version went */
+    /* A dropped consumer's connection, held open until no put of it can
+     * still land: its close then tells the consumer (weft_remote_close
+     * waits for it) that its memory is its own again. -1: none. */
+    int                 linger_fd;
     /* A consumer staging through a bounded ring (ucx_rounds.h): the
      * version's rounds, the one being sent, and how many it copied. */
     weft_ucx_rounds_t   rounds;
@@ -156,6 +161,10 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
     if (p->state == PEER_CLOSING) {
         return;
     }
+    /* Only a consumer that got keys can be written to (after VIEWS). */
+    if (p->base.fd >= 0 && (p->ep != NULL || p->lanes != NULL)) {
+        p->linger_fd = fcntl(p->base.fd, F_DUPFD_CLOEXEC, 0);
+    }
     weft_serve_drop(&p->base, why, what,
                     p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
                         p->state == PEER_ACKING,
@@ -178,6 +187,9 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
 
 static void peer_free(peer_t *p)
 {
+    if (p->linger_fd >= 0) {
+        close(p->linger_fd);
+    }
     /* Only at shutdown is a request left: a graceful close towards a host
      * that went away. Released, UCX completes it as the worker goes (a
      * request not released trips an assertion in UCX 1.13 then). */
@@ -774,6 +786,7 @@ static void peer_init(weft_serve_peer_t *base)
 
     p->server = (struct ucx_server *)base->server; /* weft_serve_t is its first member */
     p->state = PEER_HELLO;
+    p->linger_fd = -1;
 }
 
 static const weft_serve_peer_ops_t peer_ops = {
