@@ -1595,8 +1595,7 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
         printf("# the consumer's host views: %s\n",
                o->recv_user ? "malloc'd (--recv-memory user): over shared memory UCX 1.13 emulates puts into them"
                             : "in memory from weft_ucx_memory_alloc (UCX allocates and maps it, as ucx_perftest's)");
-    }
-    if (o->gpu) {
+    } else {
         printf("# --memory cuda: weft moves a GPU registry (GPU 0) into device views (GPU %d); ucx_perftest "
                "moves host memory: the ratio is against the network's own figure\n",
                perf_gpu_count() > 1 ? 1 : 0);

@@ -49,6 +49,7 @@
 #include "ucx_lanes.h"
 #include "ucx_rounds.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -56,7 +57,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
