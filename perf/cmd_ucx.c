@@ -45,6 +45,13 @@
  * run again with the hidden --role option, under `ip netns exec` for
  * tcp-netns. ucx_perftest runs the same way: its server on the receiving
  * side, its client (which puts) on the server's side.
+ *
+ * Rounds: a shared host's speed drifts between runs of a few seconds (the
+ * same build's 64 KiB ratio ran from 0.83 to 1.35 in one session), so each
+ * row is --rounds rounds of (weft, ucx_perftest, the copy ceiling), one
+ * after the other. A round's ratio pairs figures taken within seconds of
+ * each other; the row reports the median round's ratio and the least and
+ * greatest, and the median of each figure.
  */
 #include "config.h"
 
@@ -79,6 +86,7 @@
 
 #define EXIT_SKIP     77 /* the automake "skipped" status */
 #define MAX_ITERS     10000
+#define MAX_ROUNDS    9
 #define MAX_SIZES     16
 #define MAX_SIZE      (UINT64_C(16) << 30)
 #define TARGET        0.9
@@ -105,6 +113,7 @@ typedef struct ucx_options {
     int      recv_user; /* --recv-memory user: host views in malloc'd memory, not UCX's */
     uint64_t lanes;    /* --lanes: WEFT_UCX_LANES for the server; 0 as the environment says */
     uint64_t iters, warmup;
+    uint64_t rounds;   /* of each row */
     uint64_t version_bytes; /* a size case's versions: this many bytes of its size's tensors */
     /* Hidden: the processes this command runs itself as. */
     const char *role, *listen, *connect, *token, *registry;
@@ -132,6 +141,9 @@ static int ucx_usage(FILE *out)
             "  --no-expert-version  skip it\n"
             "  --iterations N       timed versions (default 20)\n"
             "  --warmup N           untimed versions first (default 3)\n"
+            "  --rounds N           each row measured N times, weft then ucx_perftest\n"
+            "                       each time; the median round's ratio is reported\n"
+            "                       with the least and greatest (default 3, at most %d)\n"
             "  --memory M           host (default) or cuda: weft moves a GPU registry on\n"
             "                       GPU 0 into device views on GPU 1 (GPU 0 with one\n"
             "                       GPU), staged through pinned host memory where UCX\n"
@@ -153,7 +165,7 @@ static int ucx_usage(FILE *out)
             "  --json               one JSON object per row instead of the table\n"
             "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
             "succeeded, %d when libweft has no UCX.\n",
-            TARGET, EXIT_SKIP);
+            MAX_ROUNDS, TARGET, EXIT_SKIP);
     return out == stdout ? 0 : 2;
 }
 
@@ -207,13 +219,13 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
         {"version-bytes", required_argument, NULL, 'V'}, {"tensors", required_argument, NULL, 'K'},
         {"lanes", required_argument, NULL, 'N'},     {"recv-memory", required_argument, NULL, 'U'},
-        {NULL, 0, NULL, 0},
+        {"rounds", required_argument, NULL, 'O'},    {NULL, 0, NULL, 0},
     };
     int opt;
 
     *o = (ucx_options_t){.transports = TR_TCP_NETNS | TR_SHM, .nsizes = 4,
                          .sizes = {65536, 1048576, 16777216, 67108864}, .expert = 1, .iters = 20,
-                         .warmup = 3, .err_none = -1, .version_bytes = VERSION_BYTES, .tensors = 1};
+                         .warmup = 3, .rounds = 3, .err_none = -1, .version_bytes = VERSION_BYTES, .tensors = 1};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -225,6 +237,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'E': o->expert = 0; break;
         case 'i': bad = perf_arg_u64("--iterations", optarg, 1, MAX_ITERS, &o->iters); break;
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, MAX_ITERS, &o->warmup); break;
+        case 'O': bad = perf_arg_u64("--rounds", optarg, 1, MAX_ROUNDS, &o->rounds); break;
         case 'j': o->json = 1; break;
         case 'm': bad = perf_arg_word("--err-mode", optarg, err_mode_words, &o->err_none); break;
         case 'M': bad = perf_arg_word("--memory", optarg, memory_words, &o->gpu); break;
@@ -1141,6 +1154,10 @@ typedef struct ucx_row {
     int         ok;    /* every version acked, the last one's bytes right */
     int         clean; /* and both weft processes exited with 0 */
     char        note[1024];
+    /* A row of rounds (measure_row): the figures above are the rounds'
+     * medians; weft's figure over each peer's, each round's own. */
+    uint64_t      rounds;
+    perf_spread_t ratio, ratio_same, ratio_ceiling;
 } ucx_row_t;
 
 static void case_text(const ucx_case_t *c, char *buf, size_t size)
@@ -1554,7 +1571,8 @@ static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r
     }
 }
 
-static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_case_t *c, ucx_row_t *r)
+/* One round of a row: weft, ucx_perftest, the copy ceiling (shm). */
+static void measure_round(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_case_t *c, ucx_row_t *r)
 {
     ucx_workload_t w;
 
@@ -1579,6 +1597,76 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
         perf_copy_ceiling(r->bytes, (uint32_t)ctx->cpus, (uint32_t)ctx->o->iters, &r->ceiling_s) != 0) {
         add_note(r->note, sizeof(r->note), "no copy ceiling");
     }
+}
+
+/* weft's figure over another's, in a round: NaN where either is missing. */
+static double round_ratio(const ucx_row_t *round, double other_gbps)
+{
+    return perf_gbps(round->bytes, round->weft_s) / other_gbps;
+}
+
+/* The n rounds folded into r: each figure the rounds' median (the fastest
+ * and slowest weft versions of all of them), each ratio the median of the
+ * rounds' own, with their least and greatest; ok and clean only when
+ * every round was; the notes of each round. */
+static void fold_rounds(const ucx_row_t *round, uint64_t n, ucx_row_t *r)
+{
+    double        weft[MAX_ROUNDS], lo[MAX_ROUNDS], hi[MAX_ROUNDS], perftest[MAX_ROUNDS], same[MAX_ROUNDS];
+    double        ceiling[MAX_ROUNDS], ratio[MAX_ROUNDS], ratio_same[MAX_ROUNDS], ratio_ceiling[MAX_ROUNDS];
+    perf_spread_t s;
+
+    *r = round[0]; /* what every round shares: the case, its bytes and counts */
+    r->rounds = n;
+    r->note[0] = '\0';
+    for (uint64_t i = 0; i < n; i++) {
+        weft[i] = round[i].weft_s;
+        lo[i] = round[i].weft_min_s;
+        hi[i] = round[i].weft_max_s;
+        perftest[i] = round[i].perftest_gbps;
+        same[i] = round[i].perftest_same_gbps;
+        ceiling[i] = round[i].ceiling_s;
+        ratio[i] = round_ratio(&round[i], round[i].perftest_gbps);
+        ratio_same[i] = round_ratio(&round[i], round[i].perftest_same_gbps);
+        ratio_ceiling[i] = round_ratio(&round[i], perf_gbps(round[i].bytes, round[i].ceiling_s));
+        r->ok &= round[i].ok;
+        r->clean &= round[i].clean;
+        if (round[i].note[0] != '\0') {
+            if (n > 1) {
+                add_note(r->note, sizeof(r->note), "round %llu: %s", (unsigned long long)i + 1, round[i].note);
+            } else {
+                add_note(r->note, sizeof(r->note), "%s", round[i].note);
+            }
+        }
+    }
+    perf_spread_of(weft, n, &s);
+    r->weft_s = s.median;
+    perf_spread_of(lo, n, &s);
+    r->weft_min_s = s.min;
+    perf_spread_of(hi, n, &s);
+    r->weft_max_s = s.max;
+    perf_spread_of(perftest, n, &s);
+    r->perftest_gbps = s.median;
+    perf_spread_of(same, n, &s);
+    r->perftest_same_gbps = s.median;
+    perf_spread_of(ceiling, n, &s);
+    r->ceiling_s = s.median;
+    perf_spread_of(ratio, n, &r->ratio);
+    perf_spread_of(ratio_same, n, &r->ratio_same);
+    perf_spread_of(ratio_ceiling, n, &r->ratio_ceiling);
+}
+
+/* --rounds rounds of a row, one after the other; a round whose weft
+ * transfer failed ends the row (the failure is the row's result). */
+static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_case_t *c, ucx_row_t *r)
+{
+    ucx_row_t round[MAX_ROUNDS];
+    uint64_t  n = 0;
+
+    do {
+        measure_round(ctx, tr, c, &round[n]);
+        n++;
+    } while (n < ctx->o->rounds && round[n - 1].ok && !interrupted(ctx));
+    fold_rounds(round, n, r);
 }
 
 /* -------------------------------------------------------------- output */
@@ -1625,24 +1713,28 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
            "# copy; ucx_perftest's one buffer, cache-hot, can beat it at small sizes\n",
            ctx->cpus, (unsigned long long)o->iters);
     printf("# expert: one Qwen3-30B-A3B layer's FP8 experts, 128 x (W, WT, scale) of gate_up_proj and down_proj\n");
+    printf("# rounds: each row %llu times, weft then ucx_perftest (then the ceiling) each time; each figure is the "
+           "rounds' median,\n# each ratio the median of the rounds' own (weft over the peer measured beside it), "
+           "ratio_range the least-greatest\n",
+           (unsigned long long)o->rounds);
     printf("# target: ratio (weft / ucx_perftest) >= %.1f\n", TARGET);
-    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s %14s %10s %12s %9s\n", "transport", "case", "bytes", "tensors",
-           "weft_med_ms", "weft_GB/s", "perftest_GB/s", "ratio", "perftest_same", "ratio_same", "ceiling_GB/s",
-           "r_ceiling");
+    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s %13s %14s %10s %12s %9s\n", "transport", "case", "bytes",
+           "tensors", "weft_med_ms", "weft_GB/s", "perftest_GB/s", "ratio", "ratio_range", "perftest_same",
+           "ratio_same", "ceiling_GB/s", "r_ceiling");
 }
 
 static void print_row(const ucx_row_t *r)
 {
     const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
-    char         b[8][32];
+    char         b[10][32], range[72];
 
-    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s %14s %10s %12s %9s%s\n", r->transport, r->c.name,
+    snprintf(range, sizeof(range), "%s-%s", perf_num(b[8], 32, r->ratio.min, 2), perf_num(b[9], 32, r->ratio.max, 2));
+    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s %13s %14s %10s %12s %9s%s\n", r->transport, r->c.name,
            (unsigned long long)r->bytes, (unsigned long long)r->tensors, perf_num(b[0], 32, r->weft_s * 1e3, 3),
-           perf_num(b[1], 32, weft, 3), perf_num(b[2], 32, r->perftest_gbps, 3),
-           perf_num(b[3], 32, weft / r->perftest_gbps, 3), perf_num(b[4], 32, r->perftest_same_gbps, 3),
-           perf_num(b[5], 32, weft / r->perftest_same_gbps, 3), perf_num(b[6], 32, ceiling, 1),
-           perf_num(b[7], 32, weft / ceiling, 3),
-           !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
+           perf_num(b[1], 32, weft, 3), perf_num(b[2], 32, r->perftest_gbps, 3), perf_num(b[3], 32, r->ratio.median, 3),
+           r->ratio.count > 1 ? range : "-", perf_num(b[4], 32, r->perftest_same_gbps, 3),
+           perf_num(b[5], 32, r->ratio_same.median, 3), perf_num(b[6], 32, ceiling, 1),
+           perf_num(b[7], 32, r->ratio_ceiling.median, 3), !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
     if (r->note[0] != '\0') {
         printf("#   %s %s: %s\n", r->transport, r->c.name, r->note);
     }
@@ -1676,6 +1768,7 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     }
     perf_json_uint(&j, "iterations", ctx->o->iters);
     perf_json_uint(&j, "warmup", ctx->o->warmup);
+    perf_json_uint(&j, "rounds", r->rounds);
     perf_json_number_g(&j, "weft_seconds_median", r->weft_s);
     perf_json_number_g(&j, "weft_seconds_min", r->weft_min_s);
     perf_json_number_g(&j, "weft_seconds_max", r->weft_max_s);
@@ -1690,13 +1783,17 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
         perf_json_uint(&j, "ucx_perftest_iterations", r->perftest_iters);
         perf_json_uint(&j, "ucx_perftest_warmup", r->perftest_warmup);
     }
-    perf_json_double(&j, "ratio_ucx_perftest", weft / r->perftest_gbps);
+    /* Each ratio: the median of the rounds' own (not weft_gbps over the
+     * peer's median), with their least and greatest. */
+    perf_json_double(&j, "ratio_ucx_perftest", r->ratio.median);
+    perf_json_double(&j, "ratio_ucx_perftest_min", r->ratio.min);
+    perf_json_double(&j, "ratio_ucx_perftest_max", r->ratio.max);
     perf_json_str(&j, "ucx_perftest_same_setup", r->perftest_same);
     perf_json_double(&j, "ucx_perftest_same_setup_gbps", r->perftest_same_gbps);
-    perf_json_double(&j, "ratio_ucx_perftest_same_setup", weft / r->perftest_same_gbps);
+    perf_json_double(&j, "ratio_ucx_perftest_same_setup", r->ratio_same.median);
     perf_json_double(&j, "copy_ceiling_gbps", perf_gbps(r->bytes, r->ceiling_s));
     perf_json_uint(&j, "copy_ceiling_threads", (uint64_t)ctx->cpus);
-    perf_json_double(&j, "ratio_copy_ceiling", weft / perf_gbps(r->bytes, r->ceiling_s));
+    perf_json_double(&j, "ratio_copy_ceiling", r->ratio_ceiling.median);
     perf_json_double(&j, "target", TARGET);
     perf_json_bool(&j, "ok", r->ok);
     perf_json_bool(&j, "clean_exit", r->clean);

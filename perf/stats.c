@@ -42,6 +42,34 @@ void perf_latency_summarize(uint64_t *samples, size_t n, perf_latency_t *out)
     out->max_us = n > 0 ? (double)samples[n - 1] / 1e3 : 0.0;
 }
 
+static int compare_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+void perf_spread_of(const double *values, size_t n, perf_spread_t *out)
+{
+    double finite[PERF_SPREAD_MAX];
+    size_t count = 0;
+
+    for (size_t i = 0; i < n && i < PERF_SPREAD_MAX; i++) {
+        if (isfinite(values[i])) {
+            finite[count++] = values[i];
+        }
+    }
+    out->count = count;
+    if (count == 0) {
+        out->median = out->min = out->max = NAN;
+        return;
+    }
+    qsort(finite, count, sizeof(finite[0]), compare_double);
+    out->median = finite[(count - 1) / 2];
+    out->min = finite[0];
+    out->max = finite[count - 1];
+}
+
 double perf_gbps(uint64_t bytes, double seconds)
 {
     return (double)bytes / seconds / 1e9;

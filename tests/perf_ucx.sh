@@ -2,7 +2,9 @@
 # weft-perf ucx over shared memory, short: a size case moves versions of
 # many tensors of that size, each its own put, and every byte of the last
 # version arrives; ucx_perftest (where installed) moves as many puts of
-# that size; --version-bytes 0 makes a version one tensor. Speed is not
+# that size; --version-bytes 0 makes a version one tensor; a row of two
+# rounds reports the median round's ratio between its least and greatest.
+# Speed is not
 # checked here (weft-perf's figures are for benchmarks, not tests).
 set -u
 : "${top_builddir:=..}"
@@ -10,7 +12,7 @@ perf="$top_builddir/perf/weft-perf"
 fail=0
 
 run() {
-    out=$("$perf" ucx --transport shm --no-expert-version --iterations 3 --warmup 1 --json "$@" 2>err.perf_ucx)
+    out=$("$perf" ucx --transport shm --no-expert-version --iterations 3 --warmup 1 --rounds 1 --json "$@" 2>err.perf_ucx)
     rc=$?
     if [ $rc -eq 77 ]; then
         cat err.perf_ucx
@@ -27,8 +29,9 @@ expect() { # expect NAME VALUE
     [ "$(field "$1")" = "$2" ] || { echo "FAIL: $1 is '$(field "$1")', expected '$2' ($run_args)"; fail=1; }
 }
 
-run_args="64K, 1M a version"
-run --sizes 64K --version-bytes 1M
+run_args="64K, 1M a version, two rounds"
+run --sizes 64K --version-bytes 1M --rounds 2
+expect rounds 2
 expect tensors 16
 expect tensor_bytes 65536
 expect bytes 1048576
@@ -48,6 +51,11 @@ if command -v ucx_perftest >/dev/null 2>&1; then
         { echo "FAIL: no figure for ucx_perftest set up as weft's endpoints"; fail=1; }
     echo "$(field ucx_perftest_same_setup)" | grep -Eq '^(-e|the first run \(UCX cannot connect with -e here\))$' ||
         { echo "FAIL: ucx_perftest_same_setup is '$(field ucx_perftest_same_setup)'"; fail=1; }
+    # Two rounds' ratios: the median (the lower of two) is the least.
+    awk -v lo="$(field ratio_ucx_perftest_min)" -v med="$(field ratio_ucx_perftest)" \
+        -v hi="$(field ratio_ucx_perftest_max)" 'BEGIN { exit !(lo > 0 && lo == med && med <= hi) }' ||
+        { echo "FAIL: ratios over two rounds: min $(field ratio_ucx_perftest_min)," \
+               "median $(field ratio_ucx_perftest), max $(field ratio_ucx_perftest_max)"; fail=1; }
 fi
 
 run_args="one tensor a version"
