@@ -9,6 +9,10 @@
  * connects afterwards and receives a version byte for byte. (UCX itself
  * parses worker addresses and keys without a length check: only clients
  * that know the token reach that, and these tests stop short of it.)
+ *
+ * And what the server says while it sends a version, to a consumer
+ * spoken by hand: SENDING(v) when the puts begin, VERSION(v) once every
+ * byte is there, nothing else.
  */
 #include "config.h"
 
@@ -28,6 +32,7 @@
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/remote/wire.h"
 #include "transport/ucx/ucx_common.h"
+#include "transport/ucx/ucx_gpu.h"
 #include "transport/ucx/ucx_lanes.h"
 
 #define TOKEN   "wire-token"
@@ -217,6 +222,149 @@ static pid_t fork_consumer(int go)
     return pid;
 }
 
+/* VIEWS of a real consumer: ucx's worker address, buf as the one region
+ * with its key, the one view on it, no ring, no receive lanes. */
+static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_boot_buf_t *out)
+{
+    const weft_recv_view_t view = view_at((uint64_t)(uintptr_t)buf);
+    ucp_address_t         *address;
+    size_t                 address_length, rkey_length;
+    void                  *rkey;
+
+    if (ucp_worker_get_address(ucx->worker, &address, &address_length) != UCS_OK) {
+        return -1;
+    }
+    weft_boot_put_blob(out, address, (uint32_t)address_length);
+    ucp_worker_release_address(ucx->worker, address);
+    if (ucp_rkey_pack(ucx->context, memh, &rkey, &rkey_length) != UCS_OK) {
+        return -1;
+    }
+    weft_boot_put_u32(out, 1);
+    weft_boot_put_u64(out, (uint64_t)(uintptr_t)buf);
+    weft_boot_put_u64(out, (uint64_t)ROWS * COLS);
+    weft_boot_put_blob(out, rkey, (uint32_t)rkey_length);
+    ucp_rkey_buffer_release(rkey);
+    weft_wire_put_views(out, &view, 1);
+    weft_boot_put_u64(out, 0);
+    weft_boot_put_u32(out, 0);
+    return out->failed ? -1 : 0;
+}
+
+/* The server's next message, its worker driven meanwhile (puts over TCP
+ * land only with the target's progress); -1 by the deadline. */
+static int next_message(weft_ucx_t *ucx, int fd, uint64_t deadline, weft_boot_msg_t *msg)
+{
+    while (weft_time_ns() < deadline) {
+        weft_ucx_progress(ucx);
+        if (weft_boot_readable(fd)) {
+            return weft_boot_recv(fd, msg, deadline) == WEFT_OK ? 0 : -1;
+        }
+    }
+    return -1;
+}
+
+/* The u64 a message carries, UINT64_MAX when it carries something else. */
+static uint64_t message_u64(const weft_boot_msg_t *msg)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           v = weft_boot_get_u64(&cur);
+
+    return cur.failed || cur.at != cur.length ? UINT64_MAX : v;
+}
+
+/* The consumer spoken by hand, in a child forked before any UCX state:
+ * it asks for a version after 0 and must hear SENDING(1), then
+ * VERSION(1) with version 1's bytes in its buffer; it acks and leaves. */
+static pid_t fork_hand_consumer(int go)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
+        uint8_t        *buf = calloc(1, (size_t)ROWS * COLS);
+        weft_boot_buf_t views = {0}, hello = {0};
+        weft_boot_msg_t msg;
+        weft_ucx_t      ucx;
+        ucp_mem_h       memh;
+        int             fd;
+
+        CHILD_CHECK(buf != NULL, 60);
+        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 61);
+        CHILD_CHECK(weft_ucx_open(&ucx, "hand consumer", 0) == WEFT_OK, 62);
+        CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, (uint64_t)ROWS * COLS, WEFT_MEMORY_HOST, &memh,
+                                     "the hand consumer's buffer") == WEFT_OK,
+                    63);
+        CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0, 64);
+        weft_wire_put_hello(&hello, WEFT_UCX_PROTOCOL, TOKEN, "hand-consumer");
+        CHILD_CHECK(weft_boot_connect(srv.addr, deadline, &fd) == WEFT_OK, 65);
+        CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_HELLO, hello.data, (uint32_t)hello.length, deadline) == WEFT_OK,
+                    65);
+        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME, 66);
+        free(msg.payload);
+        CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_VIEWS, views.data, (uint32_t)views.length, deadline) == WEFT_OK,
+                    67);
+        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0 && msg.type == WEFT_BOOT_READY, 68);
+        free(msg.payload);
+        CHILD_CHECK(weft_wire_send_u64(fd, WEFT_BOOT_WANT, 0, deadline) == WEFT_OK, 69);
+
+        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0, 70);
+        if (msg.type != WEFT_BOOT_SENDING || message_u64(&msg) != 1) {
+            fprintf(stderr, "hand consumer: message %u first, not SENDING(1)\n", msg.type);
+            CHILD_FAIL(71);
+        }
+        free(msg.payload);
+        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0, 72);
+        if (msg.type != WEFT_BOOT_VERSION || message_u64(&msg) != 1) {
+            fprintf(stderr, "hand consumer: message %u after SENDING, not VERSION(1)\n", msg.type);
+            CHILD_FAIL(73);
+        }
+        free(msg.payload);
+        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+            CHILD_CHECK(buf[i] == pattern(1, 0, i), 74);
+        }
+        CHILD_CHECK(weft_wire_send_u64(fd, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK, 75);
+        /* Leaving: BYE, then the server closes once none of its puts can
+         * land here (everything it sends until then is skipped). */
+        CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_BYE, NULL, 0, deadline) == WEFT_OK, 76);
+        while (next_message(&ucx, fd, deadline, &msg) == 0) {
+            free(msg.payload);
+        }
+        close(fd);
+        ucp_mem_unmap(ucx.context, memh);
+        weft_ucx_close(&ucx);
+        weft_boot_buf_free(&views);
+        weft_boot_buf_free(&hello);
+        free(buf);
+        _exit(0);
+    }
+    return pid;
+}
+
+START_TEST(ucx_server_says_sending_then_the_notice)
+{
+    pid_t    consumer;
+    uint8_t *data;
+    int      go[2];
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_hand_consumer(go[0]);
+    server_start();
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fixture_wait_ready(srv.server, 1, 30);
+    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
+    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+        data[i] = pattern(1, 0, i);
+    }
+    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    server_stop();
+}
+END_TEST
+
 START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
 {
     weft_boot_buf_t buf = {0};
@@ -297,9 +445,10 @@ int main(void)
         return 77;
     }
     s = suite_create("ucx_wire");
-    tc = tcase_create("ucx_malformed_handshakes_are_refused_and_the_server_goes_on");
+    tc = tcase_create("ucx_wire");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, ucx_malformed_handshakes_are_refused_and_the_server_goes_on);
+    tcase_add_test(tc, ucx_server_says_sending_then_the_notice);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -38,8 +38,12 @@ typedef enum weft_boot_type {
     WEFT_BOOT_BYE      = 9, /* consumer → server: leaving on purpose */
     WEFT_BOOT_WANT     = 10, /* consumer → server: write a version newer than v now (cuda_ipc push) */
     WEFT_BOOT_ROUND    = 11, /* server → consumer: a round of v is in its staging ring (ucx) */
-    WEFT_BOOT_ROUND_DONE = 12 /* consumer → server: that round was copied out of the ring (ucx) */
+    WEFT_BOOT_ROUND_DONE = 12, /* consumer → server: that round was copied out of the ring (ucx) */
+    WEFT_BOOT_SENDING  = 13  /* server → consumer: the puts of v have begun; its notice is near (ucx) */
 } weft_boot_type_t;
+
+/* A set of message types, for calls that take several. */
+#define WEFT_BOOT_TYPE_BIT(type) (UINT32_C(1) << (type))
 
 typedef struct weft_boot_msg {
     uint32_t type;

@@ -104,7 +104,7 @@ weft_status_t weft_consume_views(weft_consume_t *c, const weft_boot_buf_t *buf,
     return status == WEFT_OK ? expect(c, ready, WEFT_BOOT_READY, "the views") : status;
 }
 
-weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_type,
+weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_types,
                                   weft_boot_msg_t *extra)
 {
     weft_boot_msg_t    msg;
@@ -119,7 +119,7 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
         weft_consume_disconnect(c);
         return WEFT_ERR_CONNECTION;
     }
-    if (extra_type != 0 && msg.type == extra_type) {
+    if (msg.type < 32 && (extra_types & WEFT_BOOT_TYPE_BIT(msg.type)) != 0) {
         *extra = msg;
         return WEFT_INPROGRESS;
     }

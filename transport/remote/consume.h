@@ -61,12 +61,13 @@ weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadl
 /*
  * Reads the server's next message, once its connection is readable: OK
  * and *version for a VERSION notice; WEFT_INPROGRESS and *extra (the
- * caller frees its payload) for a message of type extra_type, which the
- * transport handles (0: none). Otherwise logs why (the connection lost,
- * FAILED, anything else), closes the connection and returns
- * WEFT_ERR_CONNECTION, WEFT_ERR_CANCELED or WEFT_ERR_CORRUPT.
+ * caller frees its payload) for a message of a type in extra_types
+ * (WEFT_BOOT_TYPE_BIT of each), which the transport handles (0: none).
+ * Otherwise logs why (the connection lost, FAILED, anything else), closes
+ * the connection and returns WEFT_ERR_CONNECTION, WEFT_ERR_CANCELED or
+ * WEFT_ERR_CORRUPT.
  */
-weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_type,
+weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_types,
                                   weft_boot_msg_t *extra);
 
 /* Sends a message with buf's payload (a transport's own: WEFT_ERR_NO_MEMORY

@@ -19,8 +19,10 @@
 #pragma GCC diagnostic pop
 
 /* 2: VIEWS ends with the staging ring's half (ucx_rounds.h).
- * 3: then the consumer's receive lanes' worker addresses (ucx_lanes.h). */
-#define WEFT_UCX_PROTOCOL 3u
+ * 3: then the consumer's receive lanes' worker addresses (ucx_lanes.h).
+ * 4: SENDING before a version's puts (ucx_remote.c stays awake for the
+ *    notice). */
+#define WEFT_UCX_PROTOCOL 4u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {

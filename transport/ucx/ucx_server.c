@@ -68,6 +68,11 @@
  * consumer that is waiting answers within microseconds, and a sleep and
  * wake-up cost more than that. */
 #define ACK_SPIN_NS          UINT64_C(200000)
+/* How long the server looks for its lanes' end without sleeping after it
+ * gave them a version: a version of tens of MB is put within it over
+ * shared memory, and the wake-up on their eventfd costs more than a look;
+ * a longer transfer pays that once, after the spin. */
+#define LANES_SPIN_NS        UINT64_C(2000000)
 
 typedef enum peer_state {
     PEER_HELLO,    /* waiting for HELLO */
@@ -97,6 +102,7 @@ typedef struct peer {
     int                 put_failed;
     ucs_status_ptr_t    flush;
     ucs_status_ptr_t    close;
+    uint64_t            sending_ns;  /* when its version's puts began */
     uint64_t            notified_ns; /* when the notice of the version went */
     /* A dropped consumer's connection, held open until no put of it can
      * still land: its close then tells the consumer (weft_remote_close
@@ -775,6 +781,13 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         weft_ucx_lane_set_send(p->lanes, &p->base.plan->ranges, p->arena,
                                s->slot_memh[p->base.lease.slot]);
     }
+    /* After the lanes got it: the consumer may stay awake for the notice. */
+    p->sending_ns = weft_time_ns();
+    if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_SENDING, p->base.version,
+                           weft_deadline_ns(p->sending_ns, s->base.timeout_us)) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "SENDING was not sent");
+        return;
+    }
     weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
                    p->base.name, p->base.version, p->base.lease.slot);
 }
@@ -832,16 +845,18 @@ static void *server_main(void *arg)
         uint64_t          after = UINT64_MAX;
         weft_serve_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVE_VERSION : WEFT_SERVE_SOCKETS;
 
-        /* Puts in flight need progress, not sleep, and a fresh notice's
-         * ack is looked for (ACK_SPIN_NS); with every consumer ready, the
+        /* Puts in flight need progress, not sleep, lanes that just got a
+         * version are looked at (LANES_SPIN_NS) and a fresh notice's ack
+         * is looked for (ACK_SPIN_NS); with every consumer ready, the
          * next version is waited for on the registry for those that ask
          * (UCX's events then wait up to WEFT_SERVE_IDLE_WAIT_US), and with
          * none asking only the sockets are (QUIET). */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
-            const peer_t *p = peer_at(s, i);
+            const peer_t  *p = peer_at(s, i);
+            const uint64_t now = weft_time_ns();
 
-            if ((p->state == PEER_SENDING && p->lanes == NULL) || p->state == PEER_FLUSHING ||
-                (p->state == PEER_ACKING && weft_time_ns() - p->notified_ns < ACK_SPIN_NS)) {
+            if ((p->state == PEER_SENDING && (p->lanes == NULL || now - p->sending_ns < LANES_SPIN_NS)) ||
+                p->state == PEER_FLUSHING || (p->state == PEER_ACKING && now - p->notified_ns < ACK_SPIN_NS)) {
                 wait = WEFT_SERVE_BUSY;
             } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
                 wait = WEFT_SERVE_SOCKETS;
