@@ -7,6 +7,7 @@
 #include "common/time_util.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,10 @@ void weft_serve_sleep(weft_serve_t *s, struct pollfd *fds, uint32_t n, weft_serv
     switch (what) {
     case WEFT_SERVE_BUSY:
         break;
+    case WEFT_SERVE_SPIN:
+        (void)ppoll(fds, n, &ts, NULL);
+        (void)sched_yield();
+        return;
     case WEFT_SERVE_VERSION:
         /* A publish wakes a futex, which poll cannot wait on: the wait is
          * on the registry, and the fds are looked at after it. A wait

@@ -92,6 +92,9 @@ weft_status_t weft_serve_gpu_registry(weft_registry_h reg, const char *transport
 /* What the server thread waits for between two turns. */
 typedef enum weft_serve_wait {
     WEFT_SERVE_BUSY,    /* transfers in flight: no wait, they are polled */
+    WEFT_SERVE_SPIN,    /* something ends soon that no fd announces at once: no
+                         * wait, but the CPU is yielded to any thread that
+                         * waits for it (the transfer's own, say) */
     WEFT_SERVE_SOCKETS, /* a handshake or an ack: the fds, and new versions every
                          * WEFT_SERVE_POLL_US (1 ms with no consumer) */
     WEFT_SERVE_VERSION, /* every consumer idle, waiting for a version newer than
