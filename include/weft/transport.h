@@ -428,7 +428,11 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
  * WEFT_ERR_CUDA, nothing is acknowledged (connect again). While it waits
  * it also drives the transport's progress, which puts need on some
  * transports (TCP): call it in a loop, from one thread (nccl: with the
- * views' GPU current).
+ * views' GPU current). CPU: the calling thread sleeps between versions;
+ * ucx: once the server says it began putting a version, the thread stays
+ * awake (yielding its CPU to any thread that waits) for up to 1 ms when
+ * the version before took less, so that the notice is seen without a
+ * wake-up; it then sleeps again.
  * Errors: WEFT_ERR_TIMEOUT (nothing came; the connection stays; nccl: or
  * a transfer in flight did not finish in time: the communicator is
  * aborted, connect again), WEFT_ERR_CONNECTION (the server or the link
