@@ -12,7 +12,8 @@
  *
  * And what the server says while it sends a version, to a consumer
  * spoken by hand: SENDING(v) when the puts begin, VERSION(v) once every
- * byte is there, nothing else.
+ * byte is there, nothing else; and a real consumer told a malformed
+ * SENDING by a server spoken by hand leaves with WEFT_ERR_CORRUPT.
  */
 #include "config.h"
 
@@ -20,6 +21,7 @@
 #include "transport_fixture.h"
 
 #include <check.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +367,115 @@ START_TEST(ucx_server_says_sending_then_the_notice)
 }
 END_TEST
 
+/* A real consumer (one lane: no receive lanes) of the server at the
+ * address read from `go`, whose first receive must end in
+ * WEFT_ERR_CORRUPT within 5 s (the handshake may take longer on a loaded
+ * machine). */
+static pid_t fork_consumer_of_a_bad_server(int go)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uint8_t             *buf = calloc(1, (size_t)ROWS * COLS);
+        weft_recv_view_t     view;
+        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES,
+                                  .transport = WEFT_TRANSPORT_UCX, .server = srv.addr, .token = TOKEN,
+                                  .name = "told-bad", .timeout_us = WAIT_US, .lanes = 1};
+        weft_remote_h        remote;
+        weft_status_t        status;
+        uint64_t             got = 0;
+
+        CHILD_CHECK(buf != NULL, 80);
+        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 81);
+        view = view_at((uint64_t)(uintptr_t)buf);
+        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 82);
+        status = weft_remote_receive(remote, 0, 5000000, &got);
+        if (status != WEFT_ERR_CORRUPT) {
+            fprintf(stderr, "told a malformed SENDING, the receive gave %s\n", weft_status_string(status));
+            CHILD_FAIL(83);
+        }
+        (void)weft_remote_close(remote);
+        free(buf);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* The one connection to listen_fd (which does not block), once it came. */
+static int accept_one(int listen_fd)
+{
+    struct pollfd pfd = {.fd = listen_fd, .events = POLLIN};
+    char          peer[64];
+    int           fd = -1;
+
+    ck_assert_int_eq(poll(&pfd, 1, (int)(WAIT_US / 1000)), 1);
+    ck_assert_int_eq(weft_boot_accept(listen_fd, &fd, peer, sizeof(peer)), WEFT_OK);
+    ck_assert_int_ge(fd, 0);
+    return fd;
+}
+
+/* The next message from the consumer, of `type`; its payload freed. */
+static void expect_message(int fd, uint32_t type)
+{
+    weft_boot_msg_t msg;
+
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
+    ck_assert_msg(msg.type == type, "message %u, expected %u", msg.type, type);
+    free(msg.payload);
+}
+
+START_TEST(ucx_consumer_refuses_a_malformed_sending)
+{
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    weft_ucx_t      ucx;
+    ucp_address_t  *address;
+    size_t          address_length;
+    pid_t           consumer;
+    uint16_t        port;
+    int             go[2], listen_fd, fd;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer_of_a_bad_server(go[0]);
+    ck_assert_int_eq(weft_ucx_open(&ucx, "hand server", 0), WEFT_OK);
+    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fd = accept_one(listen_fd);
+
+    expect_message(fd, WEFT_BOOT_HELLO);
+    ck_assert_int_eq(ucp_worker_get_address(ucx.worker, &address, &address_length), UCS_OK);
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_WELCOME, address, (uint32_t)address_length,
+                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                     WEFT_OK);
+    ucp_worker_release_address(ucx.worker, address);
+    expect_message(fd, WEFT_BOOT_VIEWS);
+    weft_boot_put_u32(&buf, 0);                        /* its consumer id */
+    weft_boot_put_u64(&buf, (uint64_t)ROWS * COLS);    /* bytes a version */
+    weft_boot_put_u64(&buf, 1);                        /* ranges */
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_READY, buf.data, (uint32_t)buf.length,
+                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                     WEFT_OK);
+    weft_boot_buf_free(&buf);
+    expect_message(fd, WEFT_BOOT_WANT);
+    /* SENDING carries a u64: four bytes are not one. */
+    weft_boot_put_u32(&buf, 1);
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_SENDING, buf.data, (uint32_t)buf.length,
+                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                     WEFT_OK);
+    weft_boot_buf_free(&buf);
+    /* The consumer leaves at once: no ack, no goodbye, the connection closed. */
+    ck_assert_msg(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)) != WEFT_OK,
+                  "the consumer answered a malformed SENDING with message %u", msg.type);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    close(fd);
+    close(listen_fd);
+    weft_ucx_close(&ucx);
+}
+END_TEST
+
 START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
 {
     weft_boot_buf_t buf = {0};
@@ -449,6 +560,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, ucx_malformed_handshakes_are_refused_and_the_server_goes_on);
     tcase_add_test(tc, ucx_server_says_sending_then_the_notice);
+    tcase_add_test(tc, ucx_consumer_refuses_a_malformed_sending);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
