@@ -1605,6 +1605,14 @@ static double round_ratio(const ucx_row_t *round, double other_gbps)
     return perf_gbps(round->bytes, round->weft_s) / other_gbps;
 }
 
+static perf_spread_t spread(const double *values, uint64_t n)
+{
+    perf_spread_t s;
+
+    perf_spread_of(values, (size_t)n, &s);
+    return s;
+}
+
 /* The n rounds folded into r: each figure the rounds' median (the fastest
  * and slowest weft versions of all of them), each ratio the median of the
  * rounds' own, with their least and greatest; ok and clean only when
@@ -1613,7 +1621,6 @@ static void fold_rounds(const ucx_row_t *round, uint64_t n, ucx_row_t *r)
 {
     double        weft[MAX_ROUNDS], lo[MAX_ROUNDS], hi[MAX_ROUNDS], perftest[MAX_ROUNDS], same[MAX_ROUNDS];
     double        ceiling[MAX_ROUNDS], ratio[MAX_ROUNDS], ratio_same[MAX_ROUNDS], ratio_ceiling[MAX_ROUNDS];
-    perf_spread_t s;
 
     *r = round[0]; /* what every round shares: the case, its bytes and counts */
     r->rounds = n;
@@ -1638,21 +1645,15 @@ static void fold_rounds(const ucx_row_t *round, uint64_t n, ucx_row_t *r)
             }
         }
     }
-    perf_spread_of(weft, n, &s);
-    r->weft_s = s.median;
-    perf_spread_of(lo, n, &s);
-    r->weft_min_s = s.min;
-    perf_spread_of(hi, n, &s);
-    r->weft_max_s = s.max;
-    perf_spread_of(perftest, n, &s);
-    r->perftest_gbps = s.median;
-    perf_spread_of(same, n, &s);
-    r->perftest_same_gbps = s.median;
-    perf_spread_of(ceiling, n, &s);
-    r->ceiling_s = s.median;
-    perf_spread_of(ratio, n, &r->ratio);
-    perf_spread_of(ratio_same, n, &r->ratio_same);
-    perf_spread_of(ratio_ceiling, n, &r->ratio_ceiling);
+    r->weft_s = spread(weft, n).median;
+    r->weft_min_s = spread(lo, n).min;
+    r->weft_max_s = spread(hi, n).max;
+    r->perftest_gbps = spread(perftest, n).median;
+    r->perftest_same_gbps = spread(same, n).median;
+    r->ceiling_s = spread(ceiling, n).median;
+    r->ratio = spread(ratio, n);
+    r->ratio_same = spread(ratio_same, n);
+    r->ratio_ceiling = spread(ratio_ceiling, n);
 }
 
 /* --rounds rounds of a row, one after the other; a round whose weft

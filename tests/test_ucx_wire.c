@@ -224,6 +224,26 @@ static pid_t fork_consumer(int go)
     return pid;
 }
 
+/* Tells the consumer forked on the other end of `go` the server's
+ * address, publishes version 1 once it is ready, waits for its ack and
+ * its clean exit, and stops the server. */
+static void serve_version_1(pid_t consumer, int go)
+{
+    uint8_t *data;
+
+    ck_assert_int_eq(write(go, srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fixture_wait_ready(srv.server, 1, 30);
+    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
+    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+        data[i] = pattern(1, 0, i);
+    }
+    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    server_stop();
+}
+
 /* VIEWS of a real consumer: ucx's worker address, buf as the one region
  * with its key, the one view on it, no ring, no receive lanes. */
 static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_boot_buf_t *out)
@@ -345,25 +365,14 @@ static pid_t fork_hand_consumer(int go)
 
 START_TEST(ucx_server_says_sending_then_the_notice)
 {
-    pid_t    consumer;
-    uint8_t *data;
-    int      go[2];
+    pid_t consumer;
+    int   go[2];
 
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     ck_assert_int_eq(pipe(go), 0);
     consumer = fork_hand_consumer(go[0]);
     server_start();
-    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
-    fixture_wait_ready(srv.server, 1, 30);
-    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
-    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-        data[i] = pattern(1, 0, i);
-    }
-    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
-    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
-    ck_assert_int_eq(wait_child(consumer), 0);
-    server_stop();
+    serve_version_1(consumer, go[1]);
 }
 END_TEST
 
@@ -481,7 +490,6 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
     weft_boot_buf_t buf = {0};
     views_msg_t     m;
     pid_t           consumer;
-    uint8_t        *data;
     int             go[2];
 
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
@@ -529,17 +537,7 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
                   "a view lies outside the memory it registered");
 
     /* Still serving: a real consumer gets version 1. */
-    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
-    fixture_wait_ready(srv.server, 1, 30);
-    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
-    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-        data[i] = pattern(1, 0, i);
-    }
-    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
-    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
-    ck_assert_int_eq(wait_child(consumer), 0);
-    server_stop();
+    serve_version_1(consumer, go[1]);
 }
 END_TEST
 
