@@ -93,5 +93,13 @@ expect tensors 1
 expect bytes 2097152
 expect ok true
 
+# Rounds outside 1..9 are usage errors (exit 2), said before anything runs.
+for bad in 0 10 x; do
+    "$perf" ucx --transport shm --rounds "$bad" > /dev/null 2> err.perf_ucx
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--rounds '$bad'" err.perf_ucx ||
+        { cat err.perf_ucx; echo "FAIL: --rounds $bad exited $rc"; fail=1; }
+done
+
 rm -f err.perf_ucx
 exit $fail
