@@ -47,7 +47,7 @@
  * side, its client (which puts) on the server's side.
  *
  * Rounds: a shared host's speed drifts between runs of a few seconds (the
- * same build's 64 KiB ratio ran from 0.83 to 1.35 in one session), so each
+ * same build's 64 KiB ratio ran from 0.53 to 1.35 in one session), so each
  * row is --rounds rounds of (weft, ucx_perftest, the copy ceiling), one
  * after the other. A round's ratio pairs figures taken within seconds of
  * each other; the row reports the median round's ratio and the least and

@@ -4,8 +4,8 @@
 # version arrives; ucx_perftest (where installed) moves as many puts of
 # that size; --version-bytes 0 makes a version one tensor; a row of two
 # rounds reports the median round's ratio between its least and greatest.
-# Speed is not
-# checked here (weft-perf's figures are for benchmarks, not tests).
+# Speed is not checked here (weft-perf's figures are for benchmarks, not
+# tests).
 set -u
 : "${top_builddir:=..}"
 perf="$top_builddir/perf/weft-perf"
