@@ -192,6 +192,21 @@ static void refused_views(const views_msg_t *m, const char *what, const char *wh
     weft_boot_buf_free(&buf);
 }
 
+/* In a forked consumer: reads the server's address from `go` (into
+ * srv.addr, which p->server names), then connects p with the one view on
+ * buf. Exits with code, code + 1 or code + 2 where a step fails. */
+static weft_remote_h child_connect(int go, const weft_remote_params_t *p, uint8_t *buf, int code)
+{
+    weft_recv_view_t view;
+    weft_remote_h    remote;
+
+    CHILD_CHECK(buf != NULL, code);
+    CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), code + 1);
+    view = view_at((uint64_t)(uintptr_t)buf);
+    CHILD_CHECK(weft_remote_connect(p, &view, 1, &remote) == WEFT_OK, code + 2);
+    return remote;
+}
+
 /* A real consumer, in a child forked before this process has any UCX
  * state (UCX's async thread does not survive a fork): once it reads the
  * server's address from `go`, it connects and checks version 1's bytes. */
@@ -201,23 +216,18 @@ static pid_t fork_consumer(int go)
 
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        uint8_t             *buf = malloc((size_t)ROWS * COLS);
-        weft_recv_view_t     view;
-        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
-                                  .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
-                                  .token = TOKEN, .name = "real", .timeout_us = 5000000};
-        weft_remote_h        remote;
-        uint64_t             got = 0;
+        uint8_t                   *buf = malloc((size_t)ROWS * COLS);
+        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+                                        .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
+                                        .token = TOKEN, .name = "real", .timeout_us = 5000000};
+        weft_remote_h              remote = child_connect(go, &p, buf, 50);
+        uint64_t                   got = 0;
 
-        CHILD_CHECK(buf != NULL, 50);
-        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 55);
-        view = view_at((uint64_t)(uintptr_t)buf);
-        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 51);
-        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 52);
+        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 53);
         for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            CHILD_CHECK(buf[i] == pattern(1, 0, i), 53);
+            CHILD_CHECK(buf[i] == pattern(1, 0, i), 54);
         }
-        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 54);
+        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 55);
         free(buf);
         _exit(0);
     }
@@ -386,20 +396,15 @@ static pid_t fork_consumer_of_a_bad_server(int go)
 
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        uint8_t             *buf = calloc(1, (size_t)ROWS * COLS);
-        weft_recv_view_t     view;
-        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES,
-                                  .transport = WEFT_TRANSPORT_UCX, .server = srv.addr, .token = TOKEN,
-                                  .name = "told-bad", .timeout_us = WAIT_US, .lanes = 1};
-        weft_remote_h        remote;
-        weft_status_t        status;
-        uint64_t             got = 0;
+        uint8_t                   *buf = calloc(1, (size_t)ROWS * COLS);
+        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES,
+                                        .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
+                                        .token = TOKEN, .name = "told-bad", .timeout_us = WAIT_US,
+                                        .lanes = 1};
+        weft_remote_h              remote = child_connect(go, &p, buf, 80);
+        uint64_t                   got = 0;
+        weft_status_t              status = weft_remote_receive(remote, 0, 5000000, &got);
 
-        CHILD_CHECK(buf != NULL, 80);
-        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 81);
-        view = view_at((uint64_t)(uintptr_t)buf);
-        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 82);
-        status = weft_remote_receive(remote, 0, 5000000, &got);
         if (status != WEFT_ERR_CORRUPT) {
             fprintf(stderr, "told a malformed SENDING, the receive gave %s\n", weft_status_string(status));
             CHILD_FAIL(83);
