@@ -50,11 +50,7 @@ extern "C" {
       "at once; UCX then emulates puts over TCP in software, at about half the "          \
       "bandwidth) or none (UCX's native TCP puts; a failed peer is caught by its "         \
       "bootstrap connection and the timeout, and UCX treats the endpoint's failure as "   \
-      "unhandled)")                                                                       \
-    X(UCX_MAPPED_COPY, "transport", "on",                                                 \
-      "ucx: on (a boolean): a put from host memory into consumer memory that UCX maps "   \
-      "into the server (over shared memory: memory from weft_ucx_memory_alloc) is a "     \
-      "memcpy by the server's thread or lane; off: UCX's put there too")
+      "unhandled)")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help) WEFT_CONFIG_##name,

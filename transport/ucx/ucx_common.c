@@ -7,8 +7,6 @@
 #include "common/log.h"
 #include "common/time_util.h"
 
-#include <stdatomic.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -76,9 +74,6 @@ weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared
     weft_status_t status;
 
     memset(ucx, 0, sizeof(*ucx));
-    if (weft_config_bool(WEFT_CONFIG_UCX_MAPPED_COPY, &ucx->mapped_copy) != WEFT_OK) {
-        return WEFT_ERR_INVALID_PARAM; /* logged, with the variable's name */
-    }
     if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "peer") == 0) {
         ucx->peer_errors = 1;
     } else if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "none") != 0) {
@@ -96,9 +91,8 @@ weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared
         ucx->context = NULL;
         return status;
     }
-    weft_log_debug("ucx: %s: context ready (UCX %s, WEFT_UCX_ERR_MODE=%s, WEFT_UCX_MAPPED_COPY=%s)",
-                   who, ucp_get_version_string(), ucx->peer_errors ? "peer" : "none",
-                   ucx->mapped_copy ? "on" : "off");
+    weft_log_debug("ucx: %s: context ready (UCX %s, WEFT_UCX_ERR_MODE=%s)", who,
+                   ucp_get_version_string(), ucx->peer_errors ? "peer" : "none");
     return WEFT_OK;
 }
 
@@ -124,7 +118,6 @@ weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent)
     memset(ucx, 0, sizeof(*ucx));
     ucx->context = parent->context;
     ucx->peer_errors = parent->peer_errors;
-    ucx->mapped_copy = parent->mapped_copy;
     status = make_worker(ucx);
     if (status != WEFT_OK) {
         memset(ucx, 0, sizeof(*ucx));
@@ -219,35 +212,6 @@ int weft_ucx_arm(weft_ucx_t *ucx)
     return ucp_worker_arm(ucx->worker) == UCS_OK;
 }
 
-/* Where the n bytes at the consumer's address dst are mapped here, or
- * NULL. Both ends are asked: a mapping need not cover a whole region. */
-static uint8_t *mapped_at(ucp_rkey_h rkey, uint64_t dst, uint64_t n)
-{
-    void *first, *last;
-
-    if (ucp_rkey_ptr(rkey, dst, &first) != UCS_OK ||
-        ucp_rkey_ptr(rkey, dst + n - 1, &last) != UCS_OK ||
-        (uint8_t *)last - (uint8_t *)first != (ptrdiff_t)(n - 1)) {
-        return NULL;
-    }
-    return first;
-}
-
-int weft_ucx_region_mapped(ucp_rkey_h rkey, const weft_wire_span_t *region)
-{
-    return region->bytes != 0 && mapped_at(rkey, region->base, region->bytes) != NULL;
-}
-
-uint8_t *weft_ucx_copy_at(const weft_ucx_target_t *target, uint64_t dst, uint64_t n)
-{
-    const weft_wire_span_t *region = weft_wire_span_find(target->regions, target->region_count, dst, n);
-
-    if (!target->copy_mapped || n == 0 || region == NULL) {
-        return NULL;
-    }
-    return mapped_at(target->rkeys[region - target->regions], dst, n);
-}
-
 ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, uint64_t n,
                               uint64_t dst, ucp_mem_h memh, ucp_send_nbx_callback_t cb,
                               void *user_data)
@@ -261,18 +225,9 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
             .user_data = user_data,
             .memh = memh,
     };
-    uint8_t                *at;
 
     if (region == NULL) {
         return UCS_STATUS_PTR(UCS_ERR_INVALID_ADDR);
-    }
-    at = weft_ucx_copy_at(target, dst, n);
-    if (at != NULL) {
-        memcpy(at, src, n);
-        /* The notice goes after these stores, on this thread or after the
-         * lanes' hand-over: no store of the copy may pass it. */
-        atomic_thread_fence(memory_order_release);
-        return NULL;
     }
     return ucp_put_nbx(target->ep, src, n, dst, target->rkeys[region - target->regions], &param);
 }

@@ -30,12 +30,10 @@ typedef struct weft_ucx {
     ucp_worker_h  worker;
     int           efd;         /* becomes readable when the worker has work (after arm) */
     int           peer_errors; /* WEFT_UCX_ERR_MODE=peer: endpoints report peer failures */
-    int           mapped_copy; /* WEFT_UCX_MAPPED_COPY is on: see weft_ucx_put */
 } weft_ucx_t;
 
-/* Makes the context and worker and reads WEFT_UCX_ERR_MODE and
- * WEFT_UCX_MAPPED_COPY (a value other than peer or none, or than a
- * boolean: WEFT_ERR_INVALID_PARAM, logged). `shared`: other
+/* Makes the context and worker and reads WEFT_UCX_ERR_MODE (a value other
+ * than peer or none: WEFT_ERR_INVALID_PARAM, logged). `shared`: other
  * threads will drive workers of this context too (weft_ucx_open_worker),
  * so UCX guards the context's shared state. */
 weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared);
@@ -46,7 +44,7 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared);
 weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared);
 
 /* Another worker on parent's context (opened `shared`), with its error
- * mode and mapped_copy; weft_ucx_close_worker destroys it and leaves the context. */
+ * mode; weft_ucx_close_worker destroys it and leaves the context. */
 weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent);
 void          weft_ucx_close_worker(weft_ucx_t *ucx);
 
@@ -83,10 +81,6 @@ typedef struct weft_ucx_target {
     const weft_wire_span_t *regions;
     const ucp_rkey_h       *rkeys; /* one per region */
     uint32_t                region_count;
-    /* The sources are host memory and the ucx_t's mapped_copy is on: a put
-     * into a region UCX maps here is a memcpy (weft_ucx_put). Never for a
-     * GPU source: the CPU cannot read it. */
-    int                     copy_mapped;
 } weft_ucx_target_t;
 
 /*
@@ -95,28 +89,10 @@ typedef struct weft_ucx_target {
  * calls cb(request, status, user_data), which frees it. Returns what
  * ucp_put_nbx returns: NULL when already done, an error pointer, or the
  * request; an address outside the regions is UCS_ERR_INVALID_ADDR.
- *
- * Where target->copy_mapped and UCX maps the bytes at dst into this
- * process (ucp_rkey_ptr: over shared memory, the consumer's memory from
- * weft_ucx_memory_alloc), they are copied here with memcpy and NULL is
- * returned: the bytes are in place, and stores before the caller's next
- * message to the consumer. Why: UCX 1.13's put there moved 4 MiB in
- * 0.38 ms where memcpy into the same mapping took 0.22 (2-vCPU VM).
- * Like UCX's own shared-memory put, the copy trusts the consumer's key
- * to describe the memory it registered.
  */
 ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, uint64_t n,
                               uint64_t dst, ucp_mem_h memh, ucp_send_nbx_callback_t cb,
                               void *user_data);
-
-/* 1 when UCX maps region's memory (described by rkey) into this process,
- * so that weft_ucx_put copies into it where the target allows. */
-int weft_ucx_region_mapped(ucp_rkey_h rkey, const weft_wire_span_t *region);
-
-/* Where weft_ucx_put(target, ..., n, dst, ...) copies to: the n bytes at
- * the consumer's dst as mapped here, or NULL when it puts through UCX
- * (not copy_mapped, not mapped, no bytes, or outside the regions). */
-uint8_t *weft_ucx_copy_at(const weft_ucx_target_t *target, uint64_t dst, uint64_t n);
 
 /*
  * VIEWS: blob worker address; u32 regions, each u64 base, u64 bytes, blob

@@ -202,10 +202,8 @@ static void post_puts(lane_entry_t *e)
 {
     const weft_ucx_lanes_t  *all = e->lane->all;
     const weft_range_list_t *list = e->ranges;
-    /* Lanes serve host registries only: the slots are host memory. */
     const weft_ucx_target_t  target = {.ep = e->ep, .regions = e->set->regions, .rkeys = e->rkeys,
-                                       .region_count = e->set->region_count,
-                                       .copy_mapped = e->lane->ucx.mapped_copy};
+                                       .region_count = e->set->region_count};
 
     while (e->range < list->count && e->in_flight < all->max_in_flight && !e->put_failed) {
         const weft_copy_range_t *r = &list->ranges[e->range];

@@ -302,21 +302,6 @@ static weft_status_t connect_peer(peer_t *p, const void *address)
     return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
 }
 
-/* Says how a consumer's bytes will move: memcpy into its memory where
- * UCX maps it here (weft_ucx_put), UCX's puts otherwise. */
-static void log_put_path(const peer_t *p)
-{
-    const struct ucx_server *s = p->server;
-    const int                host_source = s->memory != WEFT_MEMORY_CUDA || p->ring != NULL;
-    const int                mapped = weft_ucx_region_mapped(p->rkeys[0], &p->regions[0]);
-
-    weft_log_info("server: consumer \"%s\": %s", p->base.name,
-                  !mapped ? "its memory is not mapped here: UCX's puts"
-                  : !s->ucx.mapped_copy ? "its memory is mapped here, but WEFT_UCX_MAPPED_COPY=off: UCX's puts"
-                  : !host_source ? "its memory is mapped here, but the source is GPU memory: UCX's puts"
-                                 : "its memory is mapped here (shared memory): memcpy");
-}
-
 static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 {
     struct ucx_server *s = p->server;
@@ -437,7 +422,6 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
             return;
         }
     }
-    log_put_path(p);
     status = weft_serve_register(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
@@ -498,11 +482,8 @@ static void peer_post(peer_t *p)
 {
     struct ucx_server       *s = p->server;
     const weft_range_list_t *list = peer_ranges(p);
-    /* From the slot: host memory, or GPU memory (the direct path). */
     const weft_ucx_target_t  target = {.ep = p->ep, .regions = p->regions, .rkeys = p->rkeys,
-                                       .region_count = p->region_count,
-                                       .copy_mapped = s->ucx.mapped_copy &&
-                                                      s->memory != WEFT_MEMORY_CUDA};
+                                       .region_count = p->region_count};
     uint64_t                 window = s->base.window;
     uint64_t                 max_in_flight = window / CHUNK_BYTES ? window / CHUNK_BYTES : 1;
 
@@ -610,10 +591,8 @@ static void peer_advance(peer_t *p)
             p->lanes_ns = weft_time_ns() - p->sending_ns;
             p->state = PEER_FLUSHING;
         } else if (p->ring != NULL) {
-            /* From the bounce ring: host memory. */
             const weft_ucx_target_t target = {.ep = p->ep, .regions = p->regions,
-                                              .rkeys = p->rkeys, .region_count = p->region_count,
-                                              .copy_mapped = s->ucx.mapped_copy};
+                                              .rkeys = p->rkeys, .region_count = p->region_count};
             weft_status_t           status = weft_ucx_ring_advance(p->ring, &target);
 
             if (status != WEFT_OK && status != WEFT_INPROGRESS) {
@@ -675,7 +654,6 @@ static void peer_advance(peer_t *p)
         }
         p->state = PEER_ACKING;
         p->notified_ns = weft_time_ns();
-        if (getenv("WEFT_TMP_T")) fprintf(stderr, "TMP copy %.3f\n", (p->notified_ns - p->sending_ns) / 1e6);
         weft_log_debug("server: consumer \"%s\": version %" PRIu64 " flushed, notified",
                        p->base.name, p->base.version);
     }
