@@ -546,8 +546,13 @@ static uint64_t await_ack(lat_run_t *run, enum lat_mode mode)
         }
         if (n % 4096 == 0) {
             int   status;
-            pid_t pid = perf_reap_exited(&run->children, &status);
+            /* Peeked, not reaped: a reader acknowledges its stop, then
+             * exits, and may do both between the load above and this. */
+            pid_t pid = perf_peek_exited(&run->children, &status);
 
+            if (pid > 0 && atomic_load_explicit(ack, memory_order_acquire) == expected) {
+                return perf_now_ns(); /* its exit is collected by measure() */
+            }
             if (pid != 0 || perf_interrupted || perf_now_ns() > deadline) {
                 char what[96];
 

@@ -83,7 +83,7 @@ static int compare_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, double *median_s)
+static int copy_median(uint64_t bytes, uint32_t threads, uint32_t iterations, double *median_s)
 {
     ceiling_t  c = {.bytes = bytes, .threads = threads};
     pthread_t  tid[MAX_THREADS];
@@ -144,4 +144,22 @@ out:
     free(c.dst);
     free(ns);
     return rc;
+}
+
+int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, double *median_s)
+{
+    double all, one;
+
+    if (copy_median(bytes, threads, iterations, &all) != 0) {
+        return -1;
+    }
+    /* Where another process holds one of the CPUs, every round of the
+     * spinning threads waits for a descheduled one (0.02-0.27 GB/s seen on
+     * a 2-CPU machine running tests beside it): one thread alone still
+     * copies at the memory's pace, and is as much a ceiling. */
+    if (threads > 1 && copy_median(bytes, 1, iterations, &one) == 0 && one < all) {
+        all = one;
+    }
+    *median_s = all;
+    return 0;
 }

@@ -15,7 +15,9 @@
  * untimed; before each, the source is written again on the calling
  * thread (a fresh version, never zeros), and the threads spin, so no
  * wake-up is timed. *median_s gets the median time from the start signal
- * to the last thread done. At most 256 threads and 1001 iterations are
+ * to the last thread done: the smaller of that median and one thread's
+ * alone (threads spinning for each other lose whole time slices where
+ * the CPUs are shared). At most 256 threads and 1001 iterations are
  * used. Returns 0, or -1 (out of memory or threads; said on stderr).
  */
 int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, double *median_s);

@@ -122,6 +122,28 @@ pid_t perf_reap_exited(perf_children_t *children, int *status)
     return 0;
 }
 
+pid_t perf_peek_exited(const perf_children_t *children, int *status)
+{
+    for (int i = 0; i < children->count; i++) {
+        siginfo_t info;
+
+        memset(&info, 0, sizeof(info));
+        if (waitid(P_PID, (id_t)children->pid[i], &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            fprintf(stderr, "weft-perf: waitid(%d) failed: %s\n", (int)children->pid[i], strerror(errno));
+            return -1;
+        }
+        if (info.si_pid == children->pid[i]) {
+            /* The wait status waitpid would give. */
+            *status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f;
+            return info.si_pid;
+        }
+    }
+    return 0;
+}
+
 void perf_kill_children(perf_children_t *children)
 {
     while (children->count > 0) {

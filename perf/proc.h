@@ -41,6 +41,10 @@ int perf_wait_child(perf_children_t *children, pid_t pid, unsigned timeout_ms, i
  * *status), 0 when none has exited, -1 on failure. */
 pid_t perf_reap_exited(perf_children_t *children, int *status);
 
+/* Like perf_reap_exited, but leaves the child to be reaped (WNOWAIT): for
+ * a caller that must look at what the child did before it exited. */
+pid_t perf_peek_exited(const perf_children_t *children, int *status);
+
 /* SIGKILLs every recorded child and reaps it. */
 void perf_kill_children(perf_children_t *children);
 

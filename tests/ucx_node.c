@@ -12,9 +12,14 @@
  *   ucx_node probe: exits 0 when libweft has UCX, 77 when not.
  *
  *   ucx_node consume ADDR TOKEN NAME VERSIONS TIMEOUT_MS
- *     connects, receives until version VERSIONS, checks every byte of each.
- *     Prints "got V" for each version and "received V" at the end, exits 0; on an error prints
- *     "error STATUS after MS ms, last V" and exits 3; wrong bytes exit 4.
+ *     connects, receives until version VERSIONS, checks every byte of each
+ *     (TIMEOUT_MS: the connect timeout and each receive's). Prints "got V"
+ *     for each version and "received V" at the end; on an error prints
+ *     "error STATUS after MS ms at T, last V" (T: the wall clock in ms,
+ *     for the script to measure from its own events). Then it closes and
+ *     prints "closed STATUS after MS ms at T". Exits 0 when every version
+ *     came and the close said ok, 3 after an error, 4 on wrong bytes, 5
+ *     when only the close failed.
  *
  * Versions are 48 tensors of 1 MiB (48 MiB), so that a link taken down is
  * taken down in the middle of one.
@@ -49,6 +54,27 @@ static uint64_t word(uint64_t v, uint32_t t, uint64_t i)
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     return x ^ (x >> 29);
+}
+
+/* The wall clock, which the script's `date +%s%3N` reads too. */
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Closes and says how it went: the server's confirmation, or not. */
+static weft_status_t close_remote(weft_remote_h remote)
+{
+    uint64_t      start = now_ms();
+    weft_status_t status = weft_remote_close(remote);
+
+    printf("closed %s after %" PRIu64 " ms at %" PRIu64 "\n",
+           status == WEFT_OK ? "ok" : weft_status_string(status), now_ms() - start, wall_ms());
+    fflush(stdout);
+    return status;
 }
 
 static void tensor_name(char *buf, size_t size, uint32_t t)
@@ -174,10 +200,10 @@ static int consume(const char *addr, const char *token, const char *name, uint64
         start = now_ms();
         status = weft_remote_receive(remote, v, timeout_ms * 1000, &got);
         if (status != WEFT_OK) {
-            printf("error %s after %" PRIu64 " ms, last %" PRIu64 "\n", weft_status_string(status),
-                   now_ms() - start, v);
+            printf("error %s after %" PRIu64 " ms at %" PRIu64 ", last %" PRIu64 "\n",
+                   weft_status_string(status), now_ms() - start, wall_ms(), v);
             fflush(stdout);
-            weft_remote_close(remote);
+            close_remote(remote);
             free(buf);
             return 3;
         }
@@ -187,7 +213,7 @@ static int consume(const char *addr, const char *token, const char *name, uint64
             for (uint64_t i = 0; i < (uint64_t)ROWS * COLS / 8; i++) {
                 if (data[i] != word(got, t, i)) {
                     printf("wrong bytes in version %" PRIu64 " tensor %u\n", got, t);
-                    weft_remote_close(remote);
+                    close_remote(remote);
                     free(buf);
                     return 4;
                 }
@@ -198,9 +224,9 @@ static int consume(const char *addr, const char *token, const char *name, uint64
         fflush(stdout);
     }
     printf("received %" PRIu64 "\n", v);
-    weft_remote_close(remote);
+    status = close_remote(remote);
     free(buf);
-    return 0;
+    return status == WEFT_OK ? 0 : 5;
 }
 
 int main(int argc, char **argv)

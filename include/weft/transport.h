@@ -445,14 +445,33 @@ WEFT_API weft_status_t weft_remote_receive(weft_remote_h remote, uint64_t after_
                                            uint64_t timeout_us, uint64_t *version);
 
 /*
- * Disconnects and frees. NULL is a no-op. cuda_ipc: returns once the
- * server closed its mapping of the views (or after the connect timeout,
- * logged), so the views' memory may be freed or reused afterwards; an
- * engine that re-allocates its weights closes and connects again. ucx:
- * returns once the server closed the connection, which it does when no
- * put of it can land in the views any more (or after the connect
- * timeout, logged): this matters for memory from weft_ucx_memory_alloc,
- * which the server writes by itself and which stays mapped.
+ * Disconnects and frees; the handle is gone after, whatever the return.
+ * NULL is a no-op (WEFT_OK). WEFT_OK means the server confirmed that
+ * nothing of it can land in the views any more: they are the caller's
+ * again. ucx and cuda_ipc: the call says goodbye and waits, up to the
+ * connect timeout, for the server to close the connection, which it does
+ * only once its writes are over (ucx: its endpoint and put lanes to this
+ * consumer closed; cuda_ipc: its mapping of the views closed); a server
+ * whose process ended confirms as well (its end of the connection
+ * closes). Without that (the link or the server's host went away, the
+ * server hangs) it returns WEFT_ERR_TIMEOUT after that timeout, or
+ * WEFT_ERR_CONNECTION at once where the connection was lost without the
+ * server's close before (a reset, the keepalive, an earlier failure), and
+ * then:
+ *  - ucx: before returning it destroyed this consumer's UCX workers and
+ *    unregistered the memory it registered, so no put that needs this
+ *    process (TCP, the puts UCX emulates over shared memory) or a key of
+ *    it (RDMA: the NIC refuses a key that was revoked) can land. A server
+ *    on this same host that writes by the kernel's cross-memory copy
+ *    (UCX's cma transport, for memory UCX did not allocate) needs
+ *    neither: keep such views' memory until that server's process is
+ *    known gone. Views in memory from weft_ucx_memory_alloc may be
+ *    written until weft_ucx_memory_free (the server writes its own
+ *    mapping of it; freed, it is no longer this process's memory).
+ *  - cuda_ipc: the server's process may still map the views: keep their
+ *    memory until that process is known gone.
+ * nccl: WEFT_OK once its communicator is aborted; NCCL writes nothing
+ * into the views after that.
  */
 WEFT_API weft_status_t weft_remote_close(weft_remote_h remote);
 

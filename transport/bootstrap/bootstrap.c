@@ -284,7 +284,7 @@ static weft_status_t send_all(int fd, const uint8_t *p, size_t n, uint64_t deadl
     return WEFT_OK;
 }
 
-static weft_status_t recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline_ns)
+static weft_status_t recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline_ns, int *peer_closed)
 {
     while (n > 0) {
         ssize_t got = recv(fd, p, n, 0);
@@ -294,8 +294,9 @@ static weft_status_t recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline_ns
             n -= (size_t)got;
             continue;
         }
-        if (got == 0) {
-            return WEFT_ERR_CONNECTION; /* the peer closed */
+        if (got == 0 || errno == ECONNRESET) {
+            *peer_closed = 1;
+            return WEFT_ERR_CONNECTION;
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
             weft_status_t status = wait_fd(fd, POLLIN, deadline_ns);
@@ -327,11 +328,19 @@ weft_status_t weft_boot_send(int fd, uint32_t type, const void *payload, uint32_
 
 weft_status_t weft_boot_recv(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns)
 {
+    int peer_closed = 0;
+
+    return weft_boot_recv_closed(fd, msg, deadline_ns, &peer_closed);
+}
+
+weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns,
+                                    int *peer_closed)
+{
     boot_header_t h;
     weft_status_t status;
 
     msg->payload = NULL;
-    status = recv_all(fd, (uint8_t *)&h, sizeof(h), deadline_ns);
+    status = recv_all(fd, (uint8_t *)&h, sizeof(h), deadline_ns, peer_closed);
     if (status != WEFT_OK) {
         return status;
     }
@@ -345,7 +354,7 @@ weft_status_t weft_boot_recv(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns)
     if (msg->payload == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    status = recv_all(fd, msg->payload, h.length, deadline_ns);
+    status = recv_all(fd, msg->payload, h.length, deadline_ns, peer_closed);
     if (status != WEFT_OK) {
         free(msg->payload);
         msg->payload = NULL;

@@ -86,6 +86,13 @@ weft_status_t weft_boot_send(int fd, uint32_t type, const void *payload, uint32_
  * its length, for text. */
 weft_status_t weft_boot_recv(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns);
 
+/* The same; when it fails because the peer closed its end (its FIN or
+ * its reset came: its socket is gone), also sets *peer_closed to 1. A
+ * peer that went silent (the keepalive's or the deadline's verdict) leaves
+ * it as it was. */
+weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns,
+                                    int *peer_closed);
+
 /* 1 when a message (or the peer's close) is waiting on fd. */
 int weft_boot_readable(int fd);
 

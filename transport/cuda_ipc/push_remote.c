@@ -245,31 +245,24 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
 /*
  * BYE, then the server's close, which comes after it unmapped the views;
  * whatever else it still sends (a notice of a version copied before it
- * read the BYE) is skipped.
+ * read the BYE) is skipped. Without it, the server's process may still
+ * hold its mapping of the views: the return says so (transport.h).
  */
-static void push_remote_close(void *remote)
+static weft_status_t push_remote_close(void *remote)
 {
     struct push_remote *r = remote;
-    uint64_t            deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
-
-    weft_status_t       status = WEFT_OK;
+    weft_status_t       status;
 
     weft_consume_bye(&r->base);
-    while (r->base.fd >= 0 && status == WEFT_OK) {
-        weft_boot_msg_t msg;
-
-        status = weft_boot_recv(r->base.fd, &msg, deadline);
-        if (status == WEFT_OK) {
-            free(msg.payload);
-        }
+    status = weft_consume_await_close(&r->base, weft_deadline_ns(weft_time_ns(), r->timeout_us),
+                                      NULL, NULL, NULL);
+    if (status != WEFT_OK) {
+        weft_log_warn("remote: %s did not confirm within %" PRIu64
+                      " us that it unmapped the views (%s): it may still map them",
+                      r->base.server, r->timeout_us, weft_status_string(status));
     }
-    if (status == WEFT_ERR_TIMEOUT) {
-        weft_log_warn("remote: %s did not close within %" PRIu64
-                      " us after this consumer left: it may still map the views",
-                      r->base.server, r->timeout_us);
-    }
-    weft_consume_disconnect(&r->base);
     free(r);
+    return status;
 }
 
 const weft_remote_ops_t weft_cuda_ipc_remote_ops = {

@@ -333,7 +333,8 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
     return status;
 }
 
-static void nccl_remote_close(void *remote)
+/* Once the communicator is aborted NCCL writes nothing more. */
+static weft_status_t nccl_remote_close(void *remote)
 {
     struct nccl_remote *r = remote;
     int                 device = r->device, saved;
@@ -345,6 +346,7 @@ static void nccl_remote_close(void *remote)
     if (entered) {
         weft_cuda_leave(device, saved);
     }
+    return WEFT_OK;
 }
 
 const weft_remote_ops_t weft_nccl_remote_ops = {

@@ -7,6 +7,8 @@
 #include "common/time_util.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@ uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
     c->fd = -1;
     c->wanting = 0;
     c->want_after = 0;
+    c->server_closed = 0;
     snprintf(c->server, sizeof(c->server), "%s", p->server);
     c->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
     return c->timeout_us;
@@ -60,7 +63,7 @@ static weft_status_t exchange(weft_consume_t *c, uint32_t type, const weft_boot_
                                        : weft_boot_send(c->fd, type, buf->data,
                                                         (uint32_t)buf->length, deadline_ns);
 
-    return status == WEFT_OK ? weft_boot_recv(c->fd, answer, deadline_ns) : status;
+    return status == WEFT_OK ? weft_boot_recv_closed(c->fd, answer, deadline_ns, &c->server_closed) : status;
 }
 
 /* OK when the answer is of type expect; else the refusal, the payload freed. */
@@ -112,7 +115,8 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
     weft_status_t      status;
     uint64_t           v;
 
-    status = weft_boot_recv(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+    status = weft_boot_recv_closed(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US),
+                                   &c->server_closed);
     if (status != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s: %s", c->server,
                        weft_status_string(status));
@@ -178,9 +182,25 @@ weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)
     return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
 }
 
+/*
+ * The server closed its end before we closed ours and we have not read
+ * that yet: TCP then sits in CLOSE_WAIT. (A FIN or reset that a read saw
+ * is noted there, weft_boot_recv_closed; the keepalive's verdict on a
+ * silent peer says nothing of whether the server still writes.)
+ */
+static int peer_closed(int fd)
+{
+    struct tcp_info info;
+    socklen_t       length = sizeof(info);
+
+    return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0 &&
+           info.tcpi_state == TCP_CLOSE_WAIT;
+}
+
 void weft_consume_disconnect(weft_consume_t *c)
 {
     if (c->fd >= 0) {
+        c->server_closed |= peer_closed(c->fd);
         close(c->fd);
         c->fd = -1;
     }
@@ -209,4 +229,46 @@ void weft_consume_bye(weft_consume_t *c)
         (void)weft_boot_send(c->fd, WEFT_BOOT_BYE, NULL, 0,
                              weft_deadline_ns(weft_time_ns(), GOODBYE_US));
     }
+}
+
+weft_status_t weft_consume_await_close(weft_consume_t *c, uint64_t deadline_ns,
+                                       void (*drive)(void *arg),
+                                       void (*wait)(void *arg, int fd, int ms), void *arg)
+{
+    while (c->fd >= 0) {
+        uint64_t now;
+
+        if (drive != NULL) {
+            drive(arg);
+        }
+        if (weft_boot_readable(c->fd)) {
+            weft_boot_msg_t msg;
+
+            if (weft_boot_recv_closed(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US),
+                                      &c->server_closed) != WEFT_OK) {
+                weft_consume_disconnect(c);
+                break;
+            }
+            free(msg.payload); /* a notice sent before the server read our BYE */
+            continue;
+        }
+        now = weft_time_ns();
+        if (now >= deadline_ns) {
+            weft_consume_disconnect(c);
+            return WEFT_ERR_TIMEOUT;
+        }
+        {
+            uint64_t left_ms = (deadline_ns - now) / 1000000 + 1;
+            int      ms = left_ms < WAIT_POLL_MS ? (int)left_ms : WAIT_POLL_MS;
+
+            if (wait != NULL) {
+                wait(arg, c->fd, ms);
+            } else {
+                struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+
+                (void)poll(&pfd, 1, ms);
+            }
+        }
+    }
+    return c->server_closed ? WEFT_OK : WEFT_ERR_CONNECTION;
 }

@@ -19,6 +19,10 @@ typedef struct weft_consume {
     int      wanting;     /* a WANT is outstanding (ucx, cuda_ipc) */
     uint64_t want_after;  /* its argument */
     uint64_t timeout_us;  /* the handshake's, and how soon a dead server shows (bootstrap) */
+    /* The server closed its end (its FIN or reset came): its confirmation
+     * that none of its writes can land any more, or the end of its
+     * process. The server closes only after its writes are over. */
+    int      server_closed;
 } weft_consume_t;
 
 /* No connection yet; returns the handshake's timeout (params or default). */
@@ -85,8 +89,25 @@ weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after);
 /* Acknowledges version v: WEFT_ERR_CONNECTION when it could not be sent. */
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v);
 
-/* Closes the connection, if open; nothing of it is used again. */
+/* Closes the connection, if open; nothing of it is used again. Notes
+ * first whether the server had closed its end (server_closed). */
 void weft_consume_disconnect(weft_consume_t *c);
+
+/*
+ * After weft_consume_bye: waits until the server closes the connection,
+ * reading and dropping what it still sends, until deadline_ns. Each turn
+ * calls drive(arg) first, when not NULL, and sleeps in
+ * wait(arg, fd, ms) when not NULL (in poll() on the connection
+ * otherwise), so that a transport keeps its own progress going. Returns
+ * WEFT_OK when the server closed its end (server_closed),
+ * WEFT_ERR_CONNECTION when the connection was lost otherwise (a reset,
+ * the link's keepalive, or lost earlier by this consumer),
+ * WEFT_ERR_TIMEOUT at the deadline. The connection is closed in every
+ * case.
+ */
+weft_status_t weft_consume_await_close(weft_consume_t *c, uint64_t deadline_ns,
+                                       void (*drive)(void *arg),
+                                       void (*wait)(void *arg, int fd, int ms), void *arg);
 
 /* Tells the server we leave on purpose (it counts that apart from a loss). */
 void weft_consume_bye(weft_consume_t *c);

@@ -186,11 +186,13 @@ WEFT_API weft_status_t weft_remote_receive(weft_remote_h r, uint64_t after_versi
 
 WEFT_API weft_status_t weft_remote_close(weft_remote_h r)
 {
+    weft_status_t status = WEFT_OK;
+
     if (r != NULL) {
-        r->ops->close(r->impl);
+        status = r->ops->close(r->impl);
         free(r);
     }
-    return WEFT_OK;
+    return status;
 }
 
 #if !HAVE_UCX

@@ -28,7 +28,9 @@ typedef struct weft_remote_ops {
                              size_t count, void **remote);
     weft_status_t (*receive)(void *remote, uint64_t after_version, uint64_t timeout_us,
                              uint64_t *version);
-    void (*close)(void *remote);
+    /* Frees the consumer whatever it returns: WEFT_OK once the server
+     * confirmed it writes no more (weft_remote_close). */
+    weft_status_t (*close)(void *remote);
 } weft_remote_ops_t;
 
 extern const weft_server_ops_t weft_ucx_server_ops;  /* HAVE_UCX */

@@ -582,50 +582,46 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     }
 }
 
-/*
- * After BYE: the server closes the connection once none of its puts can
- * still land here (its endpoint and lanes to us closed), and only then
- * are the views the engine's again. Into memory UCX allocated the server
- * writes by itself, and that memory stays mapped after we go. The
- * server's endpoints close with our workers' help: ours is driven here,
- * the receive lanes drive theirs. What else comes (a notice of a version
- * sent before the server read the BYE) is skipped.
- */
-static void wait_for_server_close(struct ucx_remote *r)
+/* The server's endpoints close with our workers' help: ours is driven
+ * while we wait for its close, the receive lanes drive theirs. */
+static void drive_close(void *arg)
 {
-    const uint64_t deadline = weft_deadline_ns(weft_time_ns(), r->base.timeout_us);
+    weft_ucx_progress(&((struct ucx_remote *)arg)->ucx);
+}
 
-    while (r->base.fd >= 0) {
-        struct pollfd pfd[2] = {{.fd = r->base.fd, .events = POLLIN},
-                                {.fd = r->ucx.efd, .events = POLLIN}};
-        weft_boot_msg_t msg;
+static void wait_close(void *arg, int fd, int ms)
+{
+    struct ucx_remote *r = arg;
+    struct pollfd      pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = r->ucx.efd, .events = POLLIN}};
 
-        weft_ucx_progress(&r->ucx);
-        if (weft_boot_readable(r->base.fd)) {
-            if (weft_boot_recv(r->base.fd, &msg, deadline) != WEFT_OK) {
-                return; /* closed */
-            }
-            free(msg.payload);
-            continue;
-        }
-        if (weft_time_ns() >= deadline) {
-            weft_log_warn("remote: %s did not close within %" PRIu64 " us after this consumer "
-                          "left: it may still write into the views",
-                          r->base.server, r->base.timeout_us);
-            return;
-        }
-        if (weft_ucx_arm(&r->ucx)) {
-            (void)poll(pfd, 2, RECEIVE_POLL_MS);
-        }
+    if (weft_ucx_arm(&r->ucx)) {
+        (void)poll(pfd, 2, ms < RECEIVE_POLL_MS ? ms : RECEIVE_POLL_MS);
     }
 }
 
-static void ucx_remote_close(void *remote)
+/*
+ * After BYE the server closes the connection once none of its puts can
+ * still land here (its endpoint and lanes to us closed); only that makes
+ * the views the engine's again for sure. Without it (the link or the
+ * server's host gone, the server hung) remote_free still ends every path
+ * that needs this process: the workers that copy emulated and TCP puts
+ * in, and the registrations whose keys an RDMA NIC checks. What it cannot
+ * stop, a server on this host writing by the kernel's cross-memory copy,
+ * is what the non-OK return tells the caller about (transport.h).
+ */
+static weft_status_t ucx_remote_close(void *remote)
 {
     struct ucx_remote *r = remote;
+    weft_status_t      status;
 
     weft_consume_bye(&r->base);
-    wait_for_server_close(r);
+    status = weft_consume_await_close(&r->base, weft_deadline_ns(weft_time_ns(), r->base.timeout_us),
+                                      drive_close, wait_close, r);
+    if (status != WEFT_OK) {
+        weft_log_warn("remote: %s did not confirm within %" PRIu64 " us that it stopped writing "
+                      "into the views (%s); this consumer's UCX workers and keys are gone",
+                      r->base.server, r->base.timeout_us, weft_status_string(status));
+    }
     if (r->stage != NULL) {
         int device = r->device, saved;
         int entered = weft_ucx_cuda_enter(device, &saved) == WEFT_OK;
@@ -635,9 +631,10 @@ static void ucx_remote_close(void *remote)
         if (entered) {
             weft_ucx_cuda_leave(device, saved);
         }
-        return;
+        return status;
     }
     remote_free(r);
+    return status;
 }
 
 const weft_remote_ops_t weft_ucx_remote_ops = {
