@@ -11,7 +11,9 @@
  * free slot (WEFT_ERR_BUSY after a short timeout: counted, not an error).
  * With --kill-readers the producer now and then asks a reader to keep its
  * lease, SIGKILLs it while it does and starts another in its place, so
- * that the registry must reclaim leases of dead processes.
+ * that the registry must reclaim leases of dead processes. With --kills N
+ * the run ends only once N readers were killed and their leases reclaimed,
+ * so that a test does not depend on how many kills fit in --seconds.
  */
 #include "config.h"
 
@@ -42,7 +44,13 @@
 #define STRESS_TENSORS      (3 * STRESS_EXPERTS)
 #define WRITE_TIMEOUT_US    1000   /* write_begin: short, so that BUSY happens */
 #define READ_WAIT_US        100000 /* a reader's wait: it checks stop between waits */
-#define KILL_HOLD_TIMEOUT   2000   /* ms the producer waits for a victim to hold a lease */
+/* ms the producer waits for a victim to hold a lease. A victim holds its
+ * next lease, a moment away while versions keep coming: this bound only
+ * keeps a stuck victim from stopping the kills (it counts a miss). */
+#define KILL_HOLD_TIMEOUT   10000
+/* s the run may go on after --seconds for --kills; only there to turn a
+ * hang into a failure (readers give up 60 s after --seconds). */
+#define KILLS_TIMEOUT       30
 #define VICTIM_HOLD_MAX_MS  10000  /* a victim not killed by then releases and goes on */
 #define EXIT_TIMEOUT        10000  /* ms for a reader to exit once told to stop */
 #define REPORT_MAX          5      /* messages per reader about torn or backward reads */
@@ -73,6 +81,7 @@ typedef struct stress_options {
     uint64_t slots;
     uint64_t hold_us;
     uint64_t seed;
+    uint64_t kills; /* 0: no minimum */
     int      kill_readers;
     int      json;
 } stress_options_t;
@@ -115,15 +124,17 @@ static void usage(FILE *out)
             "  -k, --slots K       slots of the registry, 2..16 (default 3)\n"
             "      --hold-us U     longest time a holding reader keeps a lease (default 2000)\n"
             "      --kill-readers  SIGKILL readers that hold a lease and start new ones\n"
+            "      --kills N       --kill-readers, and go on after --seconds until N readers\n"
+            "                      were killed and their leases reclaimed (at most %d s more)\n"
             "      --seed N        seed of the readers' random holds (default 1)\n"
             "      --json          print one JSON object instead of the table\n"
             "  -h, --help          this text\n",
-            STRESS_READERS_MAX);
+            STRESS_READERS_MAX, KILLS_TIMEOUT);
 }
 
 static int parse_options(int argc, char **argv, stress_options_t *opt)
 {
-    enum { OPT_HOLD = 256, OPT_KILL, OPT_SEED, OPT_JSON };
+    enum { OPT_HOLD = 256, OPT_KILL, OPT_KILLS, OPT_SEED, OPT_JSON };
     static const struct option longopts[] = {
         {"readers", required_argument, NULL, 'r'},
         {"seconds", required_argument, NULL, 't'},
@@ -132,6 +143,7 @@ static int parse_options(int argc, char **argv, stress_options_t *opt)
         {"slots", required_argument, NULL, 'k'},
         {"hold-us", required_argument, NULL, OPT_HOLD},
         {"kill-readers", no_argument, NULL, OPT_KILL},
+        {"kills", required_argument, NULL, OPT_KILLS},
         {"seed", required_argument, NULL, OPT_SEED},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
@@ -151,6 +163,10 @@ static int parse_options(int argc, char **argv, stress_options_t *opt)
         case 'k': rc = perf_arg_u64("--slots", optarg, 2, 16, &opt->slots); break;
         case OPT_HOLD: rc = perf_arg_u64("--hold-us", optarg, 0, 1000000, &opt->hold_us); break;
         case OPT_KILL: opt->kill_readers = 1; break;
+        case OPT_KILLS:
+            rc = perf_arg_u64("--kills", optarg, 1, STRESS_KILLS_MAX, &opt->kills);
+            opt->kill_readers = 1;
+            break;
         case OPT_SEED: rc = perf_arg_u64("--seed", optarg, 0, UINT64_MAX, &opt->seed); break;
         case OPT_JSON: opt->json = 1; break;
         case 'h': usage(stdout); return 1;
@@ -599,6 +615,16 @@ static int kill_step(stress_run_t *run, stress_killer_t *k, uint64_t now)
     return spawn_reader(run);
 }
 
+/* --kills: whether enough readers were killed and the registry took
+ * their leases back (*reclaimed: how many it took). */
+static int kills_done(stress_run_t *run, uint64_t *reclaimed)
+{
+    weft_registry_stats_t stats;
+
+    *reclaimed = weft_registry_get_stats(run->reg, &stats) == WEFT_OK ? stats.leases_reclaimed : 0;
+    return run->killed >= run->opt.kills && *reclaimed >= run->opt.kills;
+}
+
 static int produce(stress_run_t *run)
 {
     uint64_t        start = perf_now_ns();
@@ -621,7 +647,18 @@ static int produce(stress_run_t *run)
             break;
         }
         if (now >= deadline || (run->opt.versions != 0 && run->versions >= run->opt.versions)) {
-            break;
+            uint64_t reclaimed;
+
+            if (run->opt.kills == 0 || kills_done(run, &reclaimed)) {
+                break;
+            }
+            if (now >= deadline + (uint64_t)KILLS_TIMEOUT * 1000000000u) {
+                fprintf(stderr, "weft-perf stress: --kills %" PRIu64 ": %" PRIu64 " readers killed, %" PRIu64
+                        " leases reclaimed %d s after --seconds\n", run->opt.kills, run->killed, reclaimed,
+                        KILLS_TIMEOUT);
+                rc = -1;
+                break;
+            }
         }
         if (check_readers(run) != 0 || (run->opt.kill_readers && kill_step(run, &killer, now) != 0) ||
             publish_one(run) != 0) {

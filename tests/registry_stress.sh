@@ -1,7 +1,9 @@
 #!/bin/sh
 # weft-perf stress: a producer and four readers, readers killed while they
 # hold leases. No torn read, versions and reads made, dead readers' leases
-# reclaimed, exit status 0, and the registry unlinked afterwards.
+# reclaimed, exit status 0, and the registry unlinked afterwards. --kills:
+# the run goes on until that many readers were killed and their leases
+# reclaimed (weft-perf bounds it), however slow the machine.
 set -u
 : "${top_builddir:=..}"
 perf="$top_builddir/perf/weft-perf"
@@ -18,7 +20,8 @@ json_num() {
 # pid that names the registry.
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp"' EXIT
-"$perf" stress --seconds 8 --readers 4 --kill-readers --json >"$tmp" &
+kills=3
+"$perf" stress --seconds 8 --readers 4 --kills $kills --json >"$tmp" &
 pid=$!
 wait $pid
 rc=$?
@@ -42,8 +45,8 @@ check backwards -eq 0
 check errors -eq 0
 check versions -gt 0
 check reads -gt 0
-check readers_killed -gt 0
-check leases_reclaimed -gt 0
+check readers_killed -ge $kills
+check leases_reclaimed -ge $kills
 
 if [ -d /dev/shm ] && [ -e "/dev/shm/weft.weft-perf-stress-$pid" ]; then
     echo "FAIL: registry weft-perf-stress-$pid was left behind"; fail=1

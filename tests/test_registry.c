@@ -7,7 +7,9 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,46 @@ static int wait_child(pid_t pid)
 
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* How long a test waits for another process's signal (a byte on a pipe, a
+ * word in the segment): only there to turn a hang into a failure. */
+#define SIGNAL_TIMEOUT_US UINT64_C(30000000)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads the byte another process writes once it got somewhere. 0 when it
+ * came, -1 when it did not within SIGNAL_TIMEOUT_US or the writer died. */
+static int await_byte(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    char          byte;
+
+    return poll(&pfd, 1, (int)(SIGNAL_TIMEOUT_US / 1000)) == 1 && read(fd, &byte, 1) == 1 ? 0 : -1;
+}
+
+/* The header of reg_name's segment, mapped read-only, to watch the words
+ * the library sleeps on; NULL on failure. Left mapped: callers exit. */
+static const reg_header_t *map_header(void)
+{
+    char  path[128];
+    int   fd;
+    void *hdr;
+
+    snprintf(path, sizeof(path), "/weft.%s", reg_name);
+    fd = shm_open(path, O_RDONLY, 0);
+    if (fd < 0) {
+        return NULL;
+    }
+    hdr = mmap(NULL, sizeof(reg_header_t), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    return hdr == MAP_FAILED ? NULL : hdr;
 }
 
 /* ------------------------------------------------------------------ API */
@@ -424,33 +466,69 @@ START_TEST(leased_slot_is_never_written_and_busy_changes_nothing)
 }
 END_TEST
 
+/* What the two sides of write_begin_waits_for_a_release tell each other. */
+typedef struct release_order {
+    _Atomic int released; /* the child: about to release its lease */
+    _Atomic int returned; /* the parent: write_begin returned */
+} release_order_t;
+
 START_TEST(write_begin_waits_for_a_release)
 {
-    weft_registry_h reg = make_registry(2, 1, 1024);
-    int             ready[2];
-    char            byte;
-    pid_t           pid;
+    weft_registry_h  reg = make_registry(2, 1, 1024);
+    release_order_t *order = mmap(NULL, sizeof(*order), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                  -1, 0);
+    int              ready[2], released_first, status;
+    uint32_t         slot;
+    uint64_t        *data;
+    pid_t            pid;
 
+    ck_assert_ptr_ne(order, MAP_FAILED);
     write_version(reg, 1);
     ck_assert_int_eq(pipe(ready), 0);
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        weft_registry_h reader;
-        weft_lease_t    lease;
-        if (weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) != WEFT_OK ||
+        const reg_header_t *hdr = map_header();
+        weft_registry_h     reader;
+        weft_lease_t        lease;
+        uint64_t            deadline = now_ns() + SIGNAL_TIMEOUT_US * 1000;
+
+        if (hdr == NULL || weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader) != WEFT_OK ||
             weft_registry_acquire(reader, &lease) != WEFT_OK || write(ready[1], "x", 1) != 1) {
             _exit(1);
         }
-        usleep(200000);
+        /* Hold the lease until the producer sleeps waiting for a release
+         * (write_begin waits, as it must) or says that write_begin
+         * returned (it did not wait); the deadline only ends a hang. */
+        while (__atomic_load_n(&hdr->release_waiters, __ATOMIC_SEQ_CST) == 0 && !order->returned &&
+               now_ns() < deadline) {
+            usleep(1000);
+        }
+        if (verify_lease(reader, &lease) != 0) {
+            _exit(2); /* the leased slot of v1 was written */
+        }
+        order->released = 1;
         _exit(weft_registry_release(reader, &lease) == WEFT_OK ? 0 : 1);
     }
-    ck_assert_int_eq(read(ready[0], &byte, 1), 1);
+    close(ready[1]);
+    ck_assert_msg(await_byte(ready[0]) == 0, "the child took no lease");
+    close(ready[0]);
     write_version(reg, 2); /* the free slot */
-    /* The child leases v1 for 200 ms more; write_begin waits for it. */
-    ck_assert_int_eq(weft_registry_write_begin(reg, 5000000, NULL), WEFT_OK);
+    /* The only slot that is not the latest is the child's lease of v1. */
+    ck_assert_int_eq(weft_registry_write_begin(reg, SIGNAL_TIMEOUT_US, &slot), WEFT_OK);
+    released_first = order->released;
+    /* Fill what write_begin gave: were it the leased slot, the child's
+     * check of v1 sees these bytes. */
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, (void **)&data), WEFT_OK);
+    for (uint64_t i = 0; i < 1024 / 8; i++) {
+        data[i] = pattern_word(3, 0, i);
+    }
+    order->returned = 1;
+    ck_assert_msg(released_first, "write_begin returned slot %u while the child still leased v1", slot);
+    status = wait_child(pid);
+    ck_assert_msg(status == 0, "the child exited %d (2: its leased v1 was overwritten)", status);
     ck_assert_int_eq(weft_registry_publish(reg, 3, NULL), WEFT_OK);
-    ck_assert_int_eq(wait_child(pid), 0);
+    munmap(order, sizeof(*order));
     weft_registry_close(reg);
 }
 END_TEST
@@ -606,6 +684,7 @@ START_TEST(consumers_ack_and_fail)
     weft_registry_h      reg = make_registry(3, 1, 64), reader;
     weft_consumer_info_t info;
     uint32_t             consumer, lagging = 99;
+    int                  registered[2];
     pid_t                pid;
 
     ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
@@ -628,7 +707,9 @@ START_TEST(consumers_ack_and_fail)
     ck_assert_int_eq(weft_registry_wait_consumers(reg, 1, 0, &lagging), WEFT_OK);
     ck_assert_uint_eq(lagging, 0);
 
-    /* A consumer in another process: the wait ends when it acks. */
+    /* A consumer in another process: the wait ends when it acks. It says
+     * when it is registered, so that v2 and the waits below count it. */
+    ck_assert_int_eq(pipe(registered), 0);
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -636,18 +717,21 @@ START_TEST(consumers_ack_and_fail)
         uint32_t        c;
         weft_lease_t    lease;
         if (weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &r) != WEFT_OK ||
-            weft_registry_consumer_register(r, "engine-1", &c) != WEFT_OK ||
-            weft_registry_wait(r, 1, 5000000, &lease) != WEFT_OK || weft_registry_release(r, &lease) != WEFT_OK ||
+            weft_registry_consumer_register(r, "engine-1", &c) != WEFT_OK || write(registered[1], "r", 1) != 1 ||
+            weft_registry_wait(r, 1, SIGNAL_TIMEOUT_US, &lease) != WEFT_OK ||
+            weft_registry_release(r, &lease) != WEFT_OK ||
             weft_registry_consumer_received(r, c, lease.version) != WEFT_OK) {
             _exit(1);
         }
         pause(); /* stays registered until killed */
         _exit(1);
     }
-    usleep(100000);
+    close(registered[1]); /* a child that dies before the byte gives EOF */
+    ck_assert_msg(await_byte(registered[0]) == 0, "the child did not register as a consumer");
+    close(registered[0]);
     write_version(reg, 2);
     ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 2), WEFT_OK);
-    ck_assert_int_eq(weft_registry_wait_consumers(reg, 2, 5000000, &lagging), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(reg, 2, SIGNAL_TIMEOUT_US, &lagging), WEFT_OK);
     write_version(reg, 3);
     ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 3), WEFT_OK);
     ck_assert_int_eq(weft_registry_wait_consumers(reg, 3, 10000, &lagging), WEFT_ERR_TIMEOUT);

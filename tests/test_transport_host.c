@@ -775,8 +775,10 @@ START_TEST(failed_copy_records_the_error_and_no_version)
     ck_assert_uint_eq(info.received_version, 1);
     ck_assert_uint_eq(info.failed_version, 2);
     ck_assert_int_eq(info.last_error, WEFT_ERR_IO);
-    /* The views still hold version 1: the fault hit before any byte. */
-    check_view(&views[0], 1);
+    /* Every view still holds version 1: the fault hit before any byte. */
+    for (int v = 0; v < 2; v++) {
+        check_view(&views[v], 1);
+    }
     ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
     ck_assert_uint_eq(st.versions_copied, 1);
     ck_assert_uint_eq(st.copy_failures, 1);
@@ -793,7 +795,9 @@ START_TEST(failed_copy_records_the_error_and_no_version)
     publish(3);
     ck_assert_int_eq(weft_plan_receive(plan, id, version, WAIT_US, &version), WEFT_OK);
     ck_assert_uint_eq(version, 3);
-    check_view(&views[0], 3);
+    for (int v = 0; v < 2; v++) {
+        check_view(&views[v], 3);
+    }
     ck_assert_int_eq(weft_registry_consumer_info(consumer, id, &info), WEFT_OK);
     ck_assert_uint_eq(info.received_version, 3);
     ck_assert_int_eq(weft_plan_get_stats(plan, &st), WEFT_OK);
