@@ -109,8 +109,8 @@ serve() { # versions consumers log [holdfile]
     [ -s "$work/port" ] || fail "the server did not start"
     port=$(cat "$work/port")
 }
-consume() { # ns dev addr name versions log [timeout_ms]
-    ip netns exec "$1" env UCX_NET_DEVICES="$2" "$node" consume "$3:$port" "$TOKEN" "$4" "$5" "${7:-$LONG}" > "$work/$6" 2>&1 &
+consume() { # ns dev addr name versions log [receive_timeout_ms [connect_timeout_ms]]
+    ip netns exec "$1" env UCX_NET_DEVICES="$2" "$node" consume "$3:$port" "$TOKEN" "$4" "$5" "${7:-$LONG}" "${8:-${7:-$LONG}}" > "$work/$6" 2>&1 &
     last=$!; pids="$pids $last"
 }
 wait_for() { # pid seconds → its exit status, or 124
@@ -121,11 +121,12 @@ wait_for() { # pid seconds → its exit status, or 124
 
 # A consumer on host B after B's link came back: retried while the path
 # comes back (neighbour entries, bridge port), as a supervisor would
-# restart it, until it says it connected; $b is its pid.
+# restart it, until it says it connected; $b is its pid. Each try's
+# connect gives up after WAIT ms, so that the next one comes.
 consume_b_again() { # name versions log
     n=0
     while :; do
-        consume "$B" wb 10.201.0.1 "$1" "$2" "$3" "$LONG"; b=$last
+        consume "$B" wb 10.201.0.1 "$1" "$2" "$3" "$LONG" "$WAIT"; b=$last
         i=0; while ! grep -q "connected\|^error" "$work/$3" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
         grep -q "^connected" "$work/$3" && return 0
         wait "$b" 2>/dev/null; n=$((n + 1))

@@ -11,9 +11,11 @@
  *
  *   ucx_node probe: exits 0 when libweft has UCX, 77 when not.
  *
- *   ucx_node consume ADDR TOKEN NAME VERSIONS TIMEOUT_MS
+ *   ucx_node consume ADDR TOKEN NAME VERSIONS TIMEOUT_MS [CONNECT_MS]
  *     connects, receives until version VERSIONS, checks every byte of each
- *     (TIMEOUT_MS: the connect timeout and each receive's). Prints "got V"
+ *     (TIMEOUT_MS: each receive's timeout; CONNECT_MS, by default the
+ *     same: the connect timeout, which also bounds the close's wait for
+ *     the server). Prints "got V"
  *     for each version and "received V" at the end; on an error prints
  *     "error STATUS after MS ms at T, last V" (T: the wall clock in ms,
  *     for the script to measure from its own events). Then it closes and
@@ -127,7 +129,9 @@ static int serve(const char *portfile, const char *token, uint64_t versions, uin
     } while (st.consumers < consumers);
 
     for (uint64_t v = 1; v <= versions; v++) {
-        for (int i = 0; v == versions && holdfile != NULL && access(holdfile, F_OK) != 0 && i < 6000; i++) {
+        /* The script makes the file once the version may go (a host
+         * rejoined); 10 minutes only turn a hang into a failure. */
+        for (int i = 0; v == versions && holdfile != NULL && access(holdfile, F_OK) != 0 && i < 60000; i++) {
             usleep(10000);
         }
         if (weft_registry_write_begin(reg, 60000000, NULL) != WEFT_OK) {
@@ -161,14 +165,14 @@ static int serve(const char *portfile, const char *token, uint64_t versions, uin
 }
 
 static int consume(const char *addr, const char *token, const char *name, uint64_t versions,
-                   uint64_t timeout_ms)
+                   uint64_t timeout_ms, uint64_t connect_ms)
 {
     weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .server     = addr,
                                    .token      = token,
                                    .name       = name,
-                                   .timeout_us = timeout_ms * 1000};
+                                   .timeout_us = connect_ms * 1000};
     weft_recv_view_t     views[TENSORS];
     char                 names[TENSORS][WEFT_TENSOR_NAME_MAX];
     uint64_t            *buf = malloc((size_t)TENSORS * ROWS * COLS);
@@ -240,11 +244,13 @@ int main(int argc, char **argv)
                      (uint32_t)strtoul(argv[5], NULL, 10), strtoull(argv[6], NULL, 10),
                      argc == 8 ? argv[7] : NULL);
     }
-    if (argc == 7 && strcmp(argv[1], "consume") == 0) {
-        return consume(argv[2], argv[3], argv[4], strtoull(argv[5], NULL, 10),
-                       strtoull(argv[6], NULL, 10));
+    if ((argc == 7 || argc == 8) && strcmp(argv[1], "consume") == 0) {
+        uint64_t timeout_ms = strtoull(argv[6], NULL, 10);
+
+        return consume(argv[2], argv[3], argv[4], strtoull(argv[5], NULL, 10), timeout_ms,
+                       argc == 8 ? strtoull(argv[7], NULL, 10) : timeout_ms);
     }
     fprintf(stderr, "usage: ucx_node serve PORTFILE TOKEN VERSIONS CONSUMERS TIMEOUT_MS [HOLDFILE]\n"
-                    "       ucx_node consume ADDR TOKEN NAME VERSIONS TIMEOUT_MS\n");
+                    "       ucx_node consume ADDR TOKEN NAME VERSIONS TIMEOUT_MS [CONNECT_MS]\n");
     return 2;
 }
