@@ -331,7 +331,7 @@ static void run_transfer(const transfer_case_t *tc)
         }
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 91);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     for (int i = 0; i < tc->consumers; i++) {
         consumers[i] = fork();
@@ -345,7 +345,7 @@ static void run_transfer(const transfer_case_t *tc)
             consumer_open(&c, name, device, tc->strided);
             consumer_receive_until(&c, tc->versions);
             consumer_close(&c);
-            _exit(0);
+            CHILD_EXIT();
         }
     }
     for (int i = 0; i < tc->consumers; i++) {
@@ -457,7 +457,7 @@ START_TEST(ipc_failed_mapping_records_error_keeps_previous)
         CHILD_CHECK(weft_registry_wait_consumers(p.reg, 3, LONG_WAIT_US, NULL) == WEFT_OK, 115);
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 116);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     consumer = fork();
     ck_assert_int_ge(consumer, 0);
@@ -488,7 +488,7 @@ START_TEST(ipc_failed_mapping_records_error_keeps_previous)
         CHILD_CHECK(weft_plan_get_stats(c.plan, &stats) == WEFT_OK, 130);
         CHILD_CHECK(stats.copy_failures == 1 && stats.versions_copied == 2, 131);
         consumer_close(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(consumer), 0);
     ck_assert_int_eq(wait_child(producer), 0);
@@ -547,7 +547,7 @@ START_TEST(ipc_offload_reload_cycles)
         CHILD_CHECK(weft_registry_close(reader) == WEFT_OK, 155);
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 156);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     consumer = fork();
     ck_assert_int_ge(consumer, 0);
@@ -582,7 +582,7 @@ START_TEST(ipc_offload_reload_cycles)
         CHILD_CHECK(weft_registry_arena_info(c.reg, &arena) == WEFT_OK, 165);
         CHILD_CHECK(arena.generation == first_generation + CYCLES, 166);
         consumer_close(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(consumer), 0);
     ck_assert_int_eq(wait_child(producer), 0);
@@ -620,7 +620,7 @@ START_TEST(ipc_offload_busy_while_leased)
         CHILD_CHECK(weft_registry_wait_consumers(p.reg, 2, LONG_WAIT_US, NULL) == WEFT_OK, 176);
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 177);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     consumer = fork();
     ck_assert_int_ge(consumer, 0);
@@ -641,7 +641,7 @@ START_TEST(ipc_offload_busy_while_leased)
         CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_OK, 187);
         CHILD_CHECK(got == 2 && consumer_wrong_bytes(&c, 2) == 0, 188);
         consumer_close(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(consumer), 0);
     ck_assert_int_eq(wait_child(producer), 0);
@@ -654,8 +654,10 @@ START_TEST(ipc_consumer_killed_mid_transfer)
 {
     char  name[64];
     pid_t producer, victim, survivor;
+    int   copying[2];
 
     unique_name(name, sizeof(name), "kill");
+    ck_assert_int_eq(pipe(copying), 0);
     producer = fork();
     ck_assert_int_ge(producer, 0);
     if (producer == 0) {
@@ -674,7 +676,7 @@ START_TEST(ipc_consumer_killed_mid_transfer)
         CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK, 191);
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 192);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     victim = fork();
     ck_assert_int_ge(victim, 0);
@@ -684,10 +686,13 @@ START_TEST(ipc_consumer_killed_mid_transfer)
         /* Copies the latest version over and over, holding a lease and a
          * mapping nearly all the time, until it is killed. */
         consumer_open(&c, name, gpu_count > 1 ? 1 : 0, 1);
-        for (;;) {
+        for (int told = 0;;) {
             weft_lease_t lease;
 
             if (weft_registry_wait(c.reg, 0, LONG_WAIT_US, &lease) == WEFT_OK) {
+                /* Leased and mapped, about to copy: the parent may kill. */
+                CHILD_CHECK(told || write(copying[1], "c", 1) == 1, 193);
+                told = 1;
                 (void)weft_plan_copy(c.plan, &lease);
                 (void)weft_registry_release(c.reg, &lease);
             }
@@ -701,10 +706,14 @@ START_TEST(ipc_consumer_killed_mid_transfer)
         consumer_open(&c, name, 0, 0);
         consumer_receive_until(&c, 40);
         consumer_close(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
-    /* Let the victim map and copy a while, then kill it mid-stream. */
-    usleep(1500000);
+    /* Killed once it holds a lease and a mapping and starts its first
+     * copy. Guaranteed: the lease was taken and the arena mapped (the
+     * producer must reclaim both); not guaranteed: that the kill lands
+     * inside a copy rather than between two (the victim holds a lease
+     * nearly all the time, so it mostly does). */
+    ck_assert_int_eq(read_byte(copying[0], CHILD_SIGNAL_WAIT_S), 'c');
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
     ck_assert_int_eq(wait_child(victim), 128 + SIGKILL);
     ck_assert_int_eq(wait_child(survivor), 0);
@@ -740,7 +749,7 @@ START_TEST(ipc_same_process)
         consumer_close(&c);
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 204);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
 }
@@ -807,7 +816,7 @@ START_TEST(ipc_plan_refuses_host_views_and_host_registries)
         consumer_close(&c);
         CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 221);
         weft_registry_unlink(name);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
 }

@@ -257,7 +257,7 @@ static pid_t spawn(void (*body)(const void *arg), const void *arg)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         body(arg);
-        _exit(0);
+        CHILD_EXIT();
     }
     children[slot] = pid;
     return pid;

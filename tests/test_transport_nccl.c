@@ -333,7 +333,7 @@ static pid_t fork_server(uint32_t consumers, uint64_t versions, uint64_t window)
             CHILD_FAIL(83);
         }
         server_stop(&s);
-        _exit(0);
+        CHILD_EXIT();
     }
     return pid;
 }
@@ -353,7 +353,7 @@ static void run_versions(uint32_t consumers, uint64_t versions, uint64_t window,
 
             snprintf(name, sizeof(name), "rollout-%u", i);
             consumer_run(port, name, pad, versions, -1, 0);
-            _exit(0);
+            CHILD_EXIT();
         }
     }
     for (uint32_t i = 0; i < consumers; i++) {
@@ -423,7 +423,7 @@ START_TEST(nccl_wrong_token_same_gpu_and_host_registry_are_refused)
                     95);
         CHILD_CHECK(weft_registry_close(host.reg) == WEFT_OK, 96);
         weft_registry_unlink(host.name);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
 }
@@ -466,20 +466,20 @@ START_TEST(nccl_consumer_killed_others_go_on_restarted_rejoins)
         server_publish(&s, 21);
         CHILD_CHECK(weft_registry_wait_consumers(s.reg, 21, WAIT_US, NULL) == WEFT_OK, 105);
         server_stop(&s);
-        _exit(0);
+        CHILD_EXIT();
     }
     port = read_port();
     victim = fork();
     ck_assert_int_ge(victim, 0);
     if (victim == 0) {
         consumer_run(port, "victim", PAD, 1000, victim_pipe[1], 2); /* never ends by itself */
-        _exit(0);
+        CHILD_EXIT();
     }
     survivor = fork();
     ck_assert_int_ge(survivor, 0);
     if (survivor == 0) {
         consumer_run(port, "survivor", PAD, 21, -1, 0);
-        _exit(0);
+        CHILD_EXIT();
     }
     /* Killed once it received version 2: in the middle of a later one. */
     ck_assert_int_eq(read(victim_pipe[0], &byte, 1), 1);
@@ -508,7 +508,7 @@ START_TEST(nccl_consumer_killed_others_go_on_restarted_rejoins)
         CHILD_CHECK(consumer_wrong(&c, 21) == 0, 113);
         weft_remote_close(c.remote);
         consumer_free(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(rejoined), 0);
     ck_assert_int_eq(wait_child(survivor), 0);
@@ -520,11 +520,11 @@ START_TEST(nccl_server_killed_consumer_gets_an_error_in_time)
 {
     pid_t    server, consumer;
     uint16_t port;
-    int      acked[2];
-    char     byte;
+    int      acked[2], waiting[2];
 
     ck_assert_int_eq(pipe(port_pipe), 0);
     ck_assert_int_eq(pipe(acked), 0);
+    ck_assert_int_eq(pipe(waiting), 0);
     server = fork();
     ck_assert_int_ge(server, 0);
     if (server == 0) {
@@ -553,6 +553,7 @@ START_TEST(nccl_server_killed_consumer_gets_an_error_in_time)
         CHILD_CHECK(consumer_wrong(&c, 1) == 0, 132);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         t0 = (uint64_t)ts.tv_sec;
+        CHILD_CHECK(write(waiting[1], "w", 1) == 1, 137);
         /* The server dies while we wait: an error, well before the 30 s. */
         status = weft_remote_receive(c.remote, 1, WAIT_US, &got);
         if (status != WEFT_ERR_CONNECTION) {
@@ -567,11 +568,16 @@ START_TEST(nccl_server_killed_consumer_gets_an_error_in_time)
         CHILD_CHECK(weft_remote_receive(c.remote, 1, 1000, &got) == WEFT_ERR_CONNECTION, 136);
         weft_remote_close(c.remote);
         consumer_free(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
-    /* Killed once the consumer has version 1 and waits for the next. */
-    ck_assert_int_eq(read(acked[0], &byte, 1), 1);
-    usleep(300000);
+    /* Killed once the server took the ack of version 1 and the consumer
+     * is at its receive of the next. Guaranteed: no transfer is in flight
+     * (the server publishes nothing more) and the consumer asks after
+     * version 1; not: that it is already blocked in the call when the
+     * kill lands. Either way the connection is gone and the call must
+     * say so. */
+    ck_assert_int_eq(read_byte(acked[0], CHILD_SIGNAL_WAIT_S), 'a');
+    ck_assert_int_eq(read_byte(waiting[0], CHILD_SIGNAL_WAIT_S), 'w');
     ck_assert_int_eq(kill(server, SIGKILL), 0);
     ck_assert_int_eq(wait_child(server), 128 + SIGKILL);
     ck_assert_int_eq(wait_child(consumer), 0);

@@ -190,8 +190,9 @@ static uint64_t consumer_wrong(const consumer_side_t *c, uint64_t v)
     return wrong;
 }
 
-/* Receives up to version `last`, checking every byte each time. */
-static void consumer_run(uint16_t port, const char *name, uint64_t last)
+/* Receives up to version `last`, checking every byte each time; writes
+ * a byte to got_fd (unless -1) once it has the first. */
+static void consumer_run(uint16_t port, const char *name, uint64_t last, int got_fd)
 {
     consumer_side_t c;
     uint64_t        v = 0;
@@ -205,6 +206,7 @@ static void consumer_run(uint16_t port, const char *name, uint64_t last)
         CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK, 61);
         CHILD_CHECK(got > v, 62);
         CHILD_CHECK(consumer_wrong(&c, got) == 0, 63);
+        CHILD_CHECK(v != 0 || got_fd < 0 || write(got_fd, "1", 1) == 1, 66);
         v = got;
     }
     CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 64);
@@ -240,7 +242,7 @@ static pid_t fork_server(uint32_t consumers, uint64_t versions, uint64_t window)
         }
         CHILD_CHECK(st.versions_sent == versions * consumers && st.dropped == 0, 73);
         server_stop(&s);
-        _exit(0);
+        CHILD_EXIT();
     }
     return pid;
 }
@@ -267,8 +269,8 @@ static void run_versions(const char *tls, uint32_t consumers, uint64_t versions,
         if (pids[i] == 0) {
             char name[32];
             snprintf(name, sizeof(name), "rollout-%u", i);
-            consumer_run(port, name, versions);
-            _exit(0);
+            consumer_run(port, name, versions, -1);
+            CHILD_EXIT();
         }
     }
     for (uint32_t i = 0; i < consumers; i++) {
@@ -336,33 +338,90 @@ END_TEST
  * version published meanwhile waits until the consumer asks. Over shared
  * memory, UCX 1.13 emulates puts into malloc'd views (they land as the
  * consumer's receive lanes, or its receiving thread, copy them in); into
- * UCX's memory the sender writes by itself (below). */
+ * UCX's memory the sender writes by itself (below). A second consumer,
+ * always asking, is the witness: once it acknowledged v + 1, the server
+ * thread has been through v + 1 for both (it starts a version for every
+ * consumer in one pass); a server that sent it unasked would then hold a
+ * lease of it for the idle one (deterministic), and had most likely put
+ * some of it there (not guaranteed: its puts may still be in flight). */
+#define STAY_PUT_VERSIONS 3
+
 static void views_stay_put_between_receives(void)
 {
-    pid_t    server, consumer;
+    pid_t    server, engine, witness;
     uint16_t port;
+    int      check[2];
 
     ck_assert_int_eq(setenv("UCX_TLS", "sm,self", 1), 0);
-    server = fork_server(1, 3, 64u << 20);
+    ck_assert_int_eq(pipe(port_pipe), 0);
+    ck_assert_int_eq(pipe(check), 0);
+    server = fork();
+    ck_assert_int_ge(server, 0);
+    if (server == 0) {
+        server_side_t         s;
+        weft_server_stats_t   st;
+        weft_registry_stats_t rs;
+
+        server_start(&s, 64u << 20);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 114);
+        server_wait_ready(&s, 2);
+        server_publish(&s, 1);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 115);
+        for (uint64_t v = 1; v <= STAY_PUT_VERSIONS; v++) {
+            /* The engine holds v and does not ask; the witness asks. */
+            server_publish(&s, v + 1);
+            /* The witness's ack of v + 1 is taken (its lease released
+             * before last_version moves). */
+            for (time_t until = time(NULL) + 30;;) {
+                CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 116);
+                if (st.last_version > v) {
+                    break;
+                }
+                CHILD_CHECK(time(NULL) < until, 116);
+                usleep(1000); /* polling the stats: no signal for them */
+            }
+            CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK, 117);
+            if (rs.leases_held != 0) {
+                fprintf(stderr, "server: %u leases of version %llu held for the idle consumer\n",
+                        rs.leases_held, (unsigned long long)(v + 1));
+            }
+            CHILD_CHECK(rs.leases_held == 0, 117);
+            CHILD_CHECK(write(check[1], "v", 1) == 1, 118); /* the engine looks now */
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v + 1, WAIT_US, NULL) == WEFT_OK, 119);
+        }
+        server_stop(&s);
+        CHILD_EXIT();
+    }
     port = read_port();
-    consumer = fork();
-    ck_assert_int_ge(consumer, 0);
-    if (consumer == 0) {
+    witness = fork();
+    ck_assert_int_ge(witness, 0);
+    if (witness == 0) {
+        consumer_run(port, "witness", STAY_PUT_VERSIONS + 1, -1);
+        CHILD_EXIT();
+    }
+    engine = fork();
+    ck_assert_int_ge(engine, 0);
+    if (engine == 0) {
         consumer_side_t c;
         uint64_t        got = 0;
 
         CHILD_CHECK(consumer_connect(&c, port, TOKEN, "engine", ROWS) == WEFT_OK, 110);
-        for (uint64_t v = 1; v <= 3; v++) {
-            CHILD_CHECK(weft_remote_receive(c.remote, got, WAIT_US, &got) == WEFT_OK && got == v, 111);
-            /* The server publishes v + 1 at once; it must not land yet. */
-            usleep(200000);
+        CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 111);
+        for (uint64_t v = 1; v <= STAY_PUT_VERSIONS; v++) {
             CHILD_CHECK(consumer_wrong(&c, v) == 0, 112);
+            /* v + 1 is published and the witness has it: not here yet. */
+            CHILD_CHECK(read_byte(check[0], CHILD_SIGNAL_WAIT_S) == 'v', 113);
+            CHILD_CHECK(consumer_wrong(&c, v) == 0, 112);
+            CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK && got == v + 1,
+                        111);
         }
+        CHILD_CHECK(consumer_wrong(&c, got) == 0, 112);
         CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 113);
         consumer_free(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
-    ck_assert_int_eq(wait_child(consumer), 0);
+    ck_assert_int_eq(wait_child(engine), 0);
+    ck_assert_int_eq(wait_child(witness), 0);
     ck_assert_int_eq(wait_child(server), 0);
 }
 
@@ -387,18 +446,46 @@ END_TEST
  * no lease: no put of it reads the slot) and nothing lands in the memory
  * any more. One 64 MiB tensor on four lanes, so that the puts outlast a
  * close that would not wait: without the wait the lease was still held
- * in every run. */
-#define BIG_BYTES (UINT64_C(64) << 20)
+ * in every run. The consumer asks for a version once it is published and
+ * leaves right after asking. That the close cut the version short with
+ * puts under way is checked, not assumed: after the close the memory
+ * holds some of the new version and some of the one before. Whether it
+ * does is a race. On 2 CPUs, leaving at once, about one attempt in
+ * three or four qualified (runs of 30 that did not were seen); the
+ * others got the version whole (the lanes put all 64 MiB before the BYE
+ * was read) or none of it (the BYE was read before any put landed);
+ * waiting for the first bytes to land got it whole every time. So a
+ * consumer that missed connects again and leaves during the next
+ * version, a little sooner after a whole one, later after none, up to
+ * LEAVE_ATTEMPTS times; with that, 5 attempts at most were needed in 22
+ * runs, quiet and loaded. The delay only aims at the race. */
+#define BIG_BYTES      (UINT64_C(64) << 20)
+#define LEAVE_ATTEMPTS 50
 
-static void big_server(uint16_t *port_out, int left_fd)
+static void big_publish(server_side_t *s, uint64_t v)
 {
-    weft_tensor_desc_t   d = {.name = "big", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
-                              .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {BIG_BYTES}};
-    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_LANES,
-                                   .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
-                                   .token = TOKEN, .timeout_us = 5000000, .lanes = 4};
-    server_side_t        s;
-    char                 byte;
+    uint8_t *data;
+
+    CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL) == WEFT_OK, 122);
+    CHILD_CHECK(weft_registry_write_tensor(s->reg, 0, (void **)&data) == WEFT_OK, 122);
+    memset(data, (int)v, BIG_BYTES);
+    CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK, 122);
+}
+
+static void big_server(int left_fd, int go_fd)
+{
+    weft_tensor_desc_t    d = {.name = "big", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
+                               .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {BIG_BYTES}};
+    /* The smallest window, one 1 MiB put per lane: what is in flight when
+     * the consumer leaves ends, the rest is never put. */
+    weft_server_params_t  params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_LANES |
+                                                  WEFT_SERVER_PARAM_WINDOW,
+                                    .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
+                                    .token = TOKEN, .timeout_us = 5000000, .lanes = 4,
+                                    .window_bytes = UINT64_C(4) << 20};
+    server_side_t         s;
+    weft_registry_stats_t rs;
+    int                   result;
 
     snprintf(s.name, sizeof(s.name), "t-ucx-big-%d", (int)getpid());
     weft_registry_unlink(s.name);
@@ -408,35 +495,35 @@ static void big_server(uint16_t *port_out, int left_fd)
     CHILD_CHECK(weft_server_create(s.reg, &params, &s.server) == WEFT_OK, 120);
     CHILD_CHECK(weft_server_port(s.server, &s.port) == WEFT_OK, 120);
     CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 121);
-    (void)port_out;
     server_wait_ready(&s, 1);
-    for (uint64_t v = 1; v <= 2; v++) {
-        uint8_t *data;
-
-        CHILD_CHECK(weft_registry_write_begin(s.reg, WAIT_US, NULL) == WEFT_OK, 122);
-        CHILD_CHECK(weft_registry_write_tensor(s.reg, 0, (void **)&data) == WEFT_OK, 122);
-        memset(data, (int)v, BIG_BYTES);
-        CHILD_CHECK(weft_registry_publish(s.reg, v, NULL) == WEFT_OK, 122);
-        if (v == 1) {
-            CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 123);
-        }
-    }
-    /* The consumer's weft_remote_close returned: by then this server is
-     * done with it, its puts and the lease they read from included. */
-    CHILD_CHECK(read(left_fd, &byte, 1) == 1, 124);
-    {
-        weft_registry_stats_t rs;
-
+    big_publish(&s, 1);
+    CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 123);
+    for (uint64_t v = 2;; v++) {
+        CHILD_CHECK(v <= 1 + LEAVE_ATTEMPTS, 139);
+        big_publish(&s, v);
+        CHILD_CHECK(write(go_fd, "p", 1) == 1, 136); /* there to ask for */
+        /* The consumer's weft_remote_close returned: by then this server
+         * is done with it, its puts and the lease they read from
+         * included. */
+        CHILD_CHECK(read_byte(left_fd, CHILD_SIGNAL_WAIT_S) == 'c', 124);
         CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK, 134);
         if (rs.leases_held != 0) {
             fprintf(stderr, "server: %u leases held after the consumer's close returned\n",
                     rs.leases_held);
         }
         CHILD_CHECK(rs.leases_held == 0, 135);
+        result = read_byte(left_fd, CHILD_SIGNAL_WAIT_S);
+        if (result == 'i') {
+            break; /* it left mid-version */
+        }
+        /* It did not; it connected again and received v. */
+        CHILD_CHECK(result == 'w' && read_byte(left_fd, CHILD_SIGNAL_WAIT_S) == 'r', 124);
     }
-    CHILD_CHECK(read(left_fd, &byte, 1) == 1, 124); /* it checked its memory */
+    /* Once the server is gone nothing can land: what the consumer sees
+     * then is all that landed after its close. */
     server_stop(&s);
-    _exit(0);
+    CHILD_CHECK(write(go_fd, "s", 1) == 1, 136);
+    CHILD_EXIT();
 }
 
 /* A sample of the memory: every 4 KiB page's first byte. */
@@ -450,19 +537,31 @@ static uint64_t big_sample(const uint8_t *at)
     return sum;
 }
 
+/* The 4 KiB pages whose first byte is `v`. */
+static uint64_t big_pages_of(const uint8_t *at, uint64_t v)
+{
+    uint64_t n = 0;
+
+    for (uint64_t i = 0; i < BIG_BYTES; i += 4096) {
+        n += at[i] == (uint8_t)v;
+    }
+    return n;
+}
+
 START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
 {
     pid_t    server, consumer;
     uint16_t port;
-    int      left[2];
+    int      left[2], go[2];
 
     ck_assert_int_eq(setenv("UCX_TLS", "sm,self", 1), 0);
     ck_assert_int_eq(pipe(port_pipe), 0);
     ck_assert_int_eq(pipe(left), 0);
+    ck_assert_int_eq(pipe(go), 0);
     server = fork();
     ck_assert_int_ge(server, 0);
     if (server == 0) {
-        big_server(NULL, left[0]);
+        big_server(left[0], go[1]);
     }
     port = read_port();
     consumer = fork();
@@ -477,7 +576,8 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
         weft_remote_h        remote;
         volatile uint8_t    *at;
         void                *base;
-        uint64_t             got = 0, sum;
+        uint64_t             got = 0, sum, v;
+        useconds_t           linger_us = 0;
 
         snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
         CHILD_CHECK(weft_ucx_memory_alloc(BIG_BYTES, &p.memory, &base) == WEFT_OK, 125);
@@ -485,20 +585,47 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
         view.data = base;
         CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 126);
         CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 127);
-        CHILD_CHECK(at[0] == 1 && at[BIG_BYTES - 1] == 1, 128);
-        /* Ask for version 2; leave as soon as its first bytes landed. */
-        (void)weft_remote_receive(remote, 1, 1, &got);
-        for (time_t until = time(NULL) + 20; at[0] != 2 && at[UINT64_C(4) << 20] != 2;) {
-            CHILD_CHECK(time(NULL) < until, 133); /* the request stands: it must come */
+        for (v = got;; v = got) {
+            CHILD_CHECK(at[0] == (uint8_t)v && at[BIG_BYTES - 1] == (uint8_t)v, 128);
+            /* Ask for v + 1 (the request stands after the call timed
+             * out) and leave linger_us later. */
+            CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 'p', 133);
+            (void)weft_remote_receive(remote, v, 1, &got);
+            if (linger_us > 0) {
+                usleep(linger_us); /* aims at the race, whose outcome is checked below */
+            }
+            CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 129);
+            CHILD_CHECK(write(left[1], "c", 1) == 1, 132);
+            /* Every page holds v or v + 1. Some of each: its puts were
+             * under way at the close, and the server, done with this
+             * consumer, left the rest of v + 1 unwritten. */
+            CHILD_CHECK(big_pages_of((const uint8_t *)base, v) +
+                                big_pages_of((const uint8_t *)base, v + 1) ==
+                            BIG_BYTES / 4096,
+                        137);
+            if (big_pages_of((const uint8_t *)base, v) > 0 &&
+                big_pages_of((const uint8_t *)base, v + 1) > 0) {
+                break;
+            }
+            /* v + 1 came whole (no put was in flight at the close): leave
+             * sooner; none of it had landed: later. Again. */
+            if (big_pages_of((const uint8_t *)base, v) == 0) {
+                linger_us /= 2;
+            } else {
+                linger_us = linger_us == 0 ? 100 : linger_us < 100000 ? linger_us * 2 : linger_us;
+            }
+            CHILD_CHECK(write(left[1], "w", 1) == 1, 132);
+            CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 126);
+            CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == v + 1,
+                        127);
+            CHILD_CHECK(write(left[1], "r", 1) == 1, 132);
         }
-        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 129);
-        CHILD_CHECK(write(left[1], "c", 1) == 1, 132);
+        CHILD_CHECK(write(left[1], "i", 1) == 1, 132);
         sum = big_sample((const uint8_t *)base);
-        usleep(300000);
+        CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 's', 138); /* the server is gone */
         CHILD_CHECK(big_sample((const uint8_t *)base) == sum, 130);
         CHILD_CHECK(weft_ucx_memory_free(p.memory) == WEFT_OK, 131);
-        CHILD_CHECK(write(left[1], "l", 1) == 1, 132);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(consumer), 0);
     ck_assert_int_eq(wait_child(server), 0);
@@ -549,7 +676,7 @@ START_TEST(ucx_wrong_token_and_bad_views_are_refused)
         /* Nothing was registered for either. */
         CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK && rs.consumers == 0, 84);
         server_stop(&s);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
 }
@@ -563,11 +690,12 @@ static void consumer_killed_others_go_on_restarted_rejoins(const char *tls)
 {
     pid_t    server, victim, survivor, rejoined;
     uint16_t port;
-    int      go[2];
+    int      go[2], streaming[2];
 
     ck_assert_int_eq(setenv("UCX_TLS", tls, 1), 0);
     ck_assert_int_eq(pipe(port_pipe), 0);
     ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(streaming), 0);
     server = fork();
     ck_assert_int_ge(server, 0);
     if (server == 0) {
@@ -599,22 +727,25 @@ static void consumer_killed_others_go_on_restarted_rejoins(const char *tls)
         server_publish(&s, REJOINED);
         CHILD_CHECK(weft_registry_wait_consumers(s.reg, REJOINED, WAIT_US, NULL) == WEFT_OK, 94);
         server_stop(&s);
-        _exit(0);
+        CHILD_EXIT();
     }
     port = read_port();
     victim = fork();
     ck_assert_int_ge(victim, 0);
     if (victim == 0) {
-        consumer_run(port, "victim", UINT64_MAX); /* never ends by itself */
-        _exit(0);
+        consumer_run(port, "victim", UINT64_MAX, streaming[1]); /* never ends by itself */
+        CHILD_EXIT();
     }
     survivor = fork();
     ck_assert_int_ge(survivor, 0);
     if (survivor == 0) {
-        consumer_run(port, "survivor", REJOINED);
-        _exit(0);
+        consumer_run(port, "survivor", REJOINED, -1);
+        CHILD_EXIT();
     }
-    usleep(300000);
+    /* Killed once it has a version: versions go on (the server publishes
+     * the next as soon as both have one), so it dies between or, mostly,
+     * in the middle of one; either way it must be dropped. */
+    ck_assert_int_eq(read_byte(streaming[0], CHILD_SIGNAL_WAIT_S), '1');
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
     ck_assert_int_eq(wait_child(victim), 128 + SIGKILL);
     rejoined = fork();
@@ -636,7 +767,7 @@ static void consumer_killed_others_go_on_restarted_rejoins(const char *tls)
         }
         weft_remote_close(c.remote);
         consumer_free(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(rejoined), 0);
     ck_assert_int_eq(wait_child(survivor), 0);
@@ -675,9 +806,11 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
 {
     pid_t    server, consumer;
     uint16_t port;
+    int      acked[2];
 
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     ck_assert_int_eq(pipe(port_pipe), 0);
+    ck_assert_int_eq(pipe(acked), 0);
     server = fork();
     ck_assert_int_ge(server, 0);
     if (server == 0) {
@@ -688,6 +821,7 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
         server_wait_ready(&s, 1);
         server_publish(&s, 1);
         CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 111);
+        CHILD_CHECK(write(acked[1], "a", 1) == 1, 112);
         pause(); /* killed here */
         _exit(0);
     }
@@ -713,9 +847,11 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
         CHILD_CHECK(weft_remote_receive(c.remote, 1, 1000, &got) == WEFT_ERR_CONNECTION, 126);
         weft_remote_close(c.remote);
         consumer_free(&c);
-        _exit(0);
+        CHILD_EXIT();
     }
-    usleep(1000000);
+    /* Killed once version 1 is acknowledged; the consumer then waits for
+     * version 2 (or starts to, soon after). */
+    ck_assert_int_eq(read_byte(acked[0], CHILD_SIGNAL_WAIT_S), 'a');
     ck_assert_int_eq(kill(server, SIGKILL), 0);
     ck_assert_int_eq(wait_child(server), 128 + SIGKILL);
     ck_assert_int_eq(wait_child(consumer), 0);

@@ -294,7 +294,10 @@ static void consumer_free(consumer_side_t *c)
 }
 
 /* Receives up to version `last`, checking every byte each time. */
-static void consumer_run(uint16_t port, const char *name, int device, uint64_t pad, uint64_t last)
+/* Receives up to version `last`, checking every version; writes a byte
+ * to tell_fd (unless -1) once it has tell_at or a newer one. */
+static void consumer_run(uint16_t port, const char *name, int device, uint64_t pad, uint64_t last,
+                         int tell_fd, uint64_t tell_at)
 {
     consumer_side_t c;
     uint64_t        v = 0;
@@ -311,6 +314,7 @@ static void consumer_run(uint16_t port, const char *name, int device, uint64_t p
             CHILD_FAIL(65);
         }
         consumer_verify(&c, got);
+        CHILD_CHECK(tell_fd < 0 || v >= tell_at || got < tell_at || write(tell_fd, "t", 1) == 1, 66);
         v = got;
     }
     consumer_free(&c);
@@ -394,7 +398,7 @@ static pid_t fork_server(const run_t *run, uint32_t consumers, uint32_t lost)
             CHILD_FAIL(73);
         }
         server_stop(&s);
-        _exit(0);
+        CHILD_EXIT();
     }
     return pid;
 }
@@ -414,8 +418,8 @@ static void run_versions(const run_t *run)
             char name[32];
 
             snprintf(name, sizeof(name), "rollout-%u", i);
-            consumer_run(port, name, run->device_views, i % 2 ? PAD : 0, run->versions);
-            _exit(0);
+            consumer_run(port, name, run->device_views, i % 2 ? PAD : 0, run->versions, -1, 0);
+            CHILD_EXIT();
         }
     }
     for (uint32_t i = 0; i < run->consumers; i++) {
@@ -494,7 +498,7 @@ START_TEST(staged_in_rounds_through_a_small_ring)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         device_views_refused("small-ring", WEFT_ERR_INVALID_PARAM, 90);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
     ck_assert_int_eq(setenv("WEFT_UCX_STAGE_BYTES", "256K", 1), 0);
@@ -533,11 +537,11 @@ START_TEST(consumer_killed_others_go_on)
     run_t    run = {"tcp,self", "staged", 1, 1, 2, 15, 8u << 20};
     pid_t    server, victim, survivor;
     uint16_t port;
-    int      got3[2];
-    char     byte;
+    int      got3[2], got4[2];
 
     set_env(&run);
     ck_assert_int_eq(pipe(got3), 0);
+    ck_assert_int_eq(pipe(got4), 0);
     server = fork_server(&run, 2, 1);
     port = read_port();
     victim = fork();
@@ -562,11 +566,16 @@ START_TEST(consumer_killed_others_go_on)
     survivor = fork();
     ck_assert_int_ge(survivor, 0);
     if (survivor == 0) {
-        consumer_run(port, "survivor", 1, PAD, run.versions);
-        _exit(0);
+        consumer_run(port, "survivor", 1, PAD, run.versions, got4[1], 4);
+        CHILD_EXIT();
     }
-    ck_assert_int_eq(read(got3[0], &byte, 1), 1);
-    usleep(200000); /* version 4 is under way meanwhile */
+    /* Killed once version 4 is under way: published (the survivor has it)
+     * and not acknowledged by the victim, which the server waits for.
+     * Guaranteed: the victim acknowledged 3 and never asks for 4, so the
+     * server is waiting on it in the registry when it dies; not: that any
+     * put of 4 to it was in flight (the server sends only when asked). */
+    ck_assert_int_eq(read_byte(got3[0], CHILD_SIGNAL_WAIT_S), '3');
+    ck_assert_int_eq(read_byte(got4[0], CHILD_SIGNAL_WAIT_S), 't');
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
     ck_assert_int_eq(wait_child(victim), 128 + SIGKILL);
     ck_assert_int_eq(wait_child(survivor), 0);
@@ -597,7 +606,7 @@ START_TEST(direct_without_ucx_cuda_support_is_refused)
         weft_registry_unlink(gpu.name);
         /* ...nor device views received directly; host memory still works. */
         device_views_refused("direct", WEFT_ERR_UNSUPPORTED, 82);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
 }
@@ -621,7 +630,7 @@ START_TEST(mixed_host_and_device_views_are_refused)
         c.remote = NULL;
         consumer_free(&c);
         free(host);
-        _exit(0);
+        CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
 }

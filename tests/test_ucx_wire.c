@@ -229,7 +229,7 @@ static pid_t fork_consumer(int go)
         }
         CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 55);
         free(buf);
-        _exit(0);
+        CHILD_EXIT();
     }
     return pid;
 }
@@ -368,7 +368,7 @@ static pid_t fork_hand_consumer(int go)
         weft_boot_buf_free(&views);
         weft_boot_buf_free(&hello);
         free(buf);
-        _exit(0);
+        CHILD_EXIT();
     }
     return pid;
 }
@@ -411,7 +411,7 @@ static pid_t fork_consumer_of_a_bad_server(int go)
         }
         (void)weft_remote_close(remote);
         free(buf);
-        _exit(0);
+        CHILD_EXIT();
     }
     return pid;
 }
