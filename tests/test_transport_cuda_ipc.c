@@ -185,6 +185,10 @@ static void consumer_alloc(consumer_t *c)
         CHILD_CHECK(cudaMalloc((void **)&c->fused[r], c->fused_bytes[r]) == cudaSuccess, 40);
         CHILD_CHECK(cudaMemset(c->fused[r], POISON, c->fused_bytes[r]) == cudaSuccess, 41);
     }
+    /* The memset runs on the legacy stream, which the plan's non-blocking
+     * streams do not wait for: done before the views go to the plan
+     * (weft_recv_view_t.memory), or it may land on a copied version. */
+    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, 42);
 }
 
 static void consumer_views(const consumer_t *c, weft_recv_view_t *views, char names[][WEFT_TENSOR_NAME_MAX])

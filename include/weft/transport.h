@@ -88,7 +88,11 @@ typedef struct weft_recv_view {
     void              *data;       /* element [0, …, 0] */
     /* Where data lives; default host. WEFT_MEMORY_CUDA: device memory of
      * the calling process (cudaMalloc, a torch tensor's data_ptr()); every
-     * view of one plan on the same GPU. */
+     * view of one plan on the same GPU. libweft writes device views on
+     * streams of its own (or from the server's process), ordered with no
+     * stream of the caller's: work of the caller's that writes into the
+     * views (a cudaMemset, a kernel) must be complete before the view is
+     * handed to a plan or a consumer (synchronize first). */
     weft_memory_kind_t memory;
 } weft_recv_view_t;
 
