@@ -134,6 +134,11 @@ static void producer_publish(producer_t *p, uint64_t v)
         CHILD_CHECK(weft_registry_write_tensor(p->reg, p->index[t], &dst) == WEFT_OK, 21);
         CHILD_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess, 22);
     }
+    /* A copy from pageable memory may return before its DMA landed, and
+     * publish synchronizes nothing (registry.h): without this, consumers
+     * read the tail of the last copies stale (24 wrong bytes of version
+     * 10, every consumer, under make -j8 check on the H200). */
+    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, 24);
     CHILD_CHECK(weft_registry_publish(p->reg, v, NULL) == WEFT_OK, 23);
 }
 
