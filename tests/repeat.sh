@@ -47,7 +47,7 @@ repeat() { # test runs mode
             ok=$((ok + 1))
         else
             echo "repeat: $1 ($3) run $i: ${result:-no result}"
-            tail -n 40 "$build/tests/$1.log" 2>/dev/null
+            tail -n 200 "$build/tests/$1.log" 2>/dev/null
         fi
     done
     echo "repeat: $1 $3: $ok of $2 passed"
