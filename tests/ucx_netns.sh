@@ -219,8 +219,8 @@ echo "phase 3: A is killed, then the server"
 # in the middle of a put can make UCX abort the consumer (its internal
 # reply path treats the failed endpoint as fatal); see the README.
 rm -f "$work/hold"
-# The server says at info level that a consumer left (a FIN: "it left")
-# and at warn level that it dropped one (a reset): either says it saw A go.
+# At info level the server's log says which consumers were ready, and
+# their endpoints' failures, should this phase fail.
 WEFT_LOG_LEVEL=info serve 30 2 serve3.log "$work/hold"
 consume "$A" wa 10.201.0.1 host-a 30 a3.log; a=$last
 consume_b_again host-b 30 b3b.log # B's link came back at the end of phase 2b
@@ -228,7 +228,7 @@ consume_b_again host-b 30 b3b.log # B's link came back at the end of phase 2b
 i=0; while ! { grep -q "^got 29" "$work/a3.log" && grep -q "^got 29" "$work/b3b.log"; } && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 grep -q "^got 29" "$work/b3b.log" || fail "phase 3: host B did not get version 29"
 kill -9 "$a"
-wait_line serve3.log 60 'dropping consumer "host-a"|consumer "host-a" \([^)]*\): it left' ||
+wait_line serve3.log 60 'dropping consumer "host-a"' ||
     fail "phase 3: the server did not notice A's death"
 kill -0 "$b" 2>/dev/null || fail "host B stopped when A was killed"
 kill -0 "$server" 2>/dev/null || fail "the server stopped when A was killed"
