@@ -254,13 +254,7 @@ static weft_status_t push_remote_close(void *remote)
     weft_status_t       status;
 
     weft_consume_bye(&r->base);
-    status = weft_consume_await_close(&r->base, weft_deadline_ns(weft_time_ns(), r->timeout_us),
-                                      NULL, NULL, NULL);
-    if (status != WEFT_OK) {
-        weft_log_warn("remote: %s did not confirm within %" PRIu64
-                      " us that it unmapped the views (%s): it may still map them",
-                      r->base.server, r->timeout_us, weft_status_string(status));
-    }
+    status = weft_consume_await_close(&r->base, "it unmapped the views", NULL, NULL, NULL);
     free(r);
     return status;
 }

@@ -231,12 +231,17 @@ void weft_consume_bye(weft_consume_t *c)
     }
 }
 
-weft_status_t weft_consume_await_close(weft_consume_t *c, uint64_t deadline_ns,
+weft_status_t weft_consume_await_close(weft_consume_t *c, const char *what,
                                        void (*drive)(void *arg),
                                        void (*wait)(void *arg, int fd, int ms), void *arg)
 {
+    const uint64_t deadline_ns = weft_deadline_ns(weft_time_ns(), c->timeout_us);
+    weft_status_t  status = WEFT_ERR_CONNECTION; /* lost before the goodbye, or while waiting */
+
     while (c->fd >= 0) {
-        uint64_t now;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        uint64_t      now, left_ms;
+        int           ms;
 
         if (drive != NULL) {
             drive(arg);
@@ -246,7 +251,6 @@ weft_status_t weft_consume_await_close(weft_consume_t *c, uint64_t deadline_ns,
 
             if (weft_boot_recv_closed(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US),
                                       &c->server_closed) != WEFT_OK) {
-                weft_consume_disconnect(c);
                 break;
             }
             free(msg.payload); /* a notice sent before the server read our BYE */
@@ -254,21 +258,22 @@ weft_status_t weft_consume_await_close(weft_consume_t *c, uint64_t deadline_ns,
         }
         now = weft_time_ns();
         if (now >= deadline_ns) {
-            weft_consume_disconnect(c);
-            return WEFT_ERR_TIMEOUT;
+            status = WEFT_ERR_TIMEOUT;
+            break;
         }
-        {
-            uint64_t left_ms = (deadline_ns - now) / 1000000 + 1;
-            int      ms = left_ms < WAIT_POLL_MS ? (int)left_ms : WAIT_POLL_MS;
-
-            if (wait != NULL) {
-                wait(arg, c->fd, ms);
-            } else {
-                struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-
-                (void)poll(&pfd, 1, ms);
-            }
+        left_ms = (deadline_ns - now) / 1000000 + 1;
+        ms = left_ms < WAIT_POLL_MS ? (int)left_ms : WAIT_POLL_MS;
+        if (wait != NULL) {
+            wait(arg, c->fd, ms);
+        } else {
+            (void)poll(&pfd, 1, ms);
         }
     }
-    return c->server_closed ? WEFT_OK : WEFT_ERR_CONNECTION;
+    weft_consume_disconnect(c); /* notes a close of the server's not yet read */
+    if (c->server_closed) {
+        return WEFT_OK;
+    }
+    weft_log_warn("remote: %s did not confirm within %" PRIu64 " us that %s (%s)", c->server,
+                  c->timeout_us, what, weft_status_string(status));
+    return status;
 }

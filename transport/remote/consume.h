@@ -94,18 +94,19 @@ weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v);
 void weft_consume_disconnect(weft_consume_t *c);
 
 /*
- * After weft_consume_bye: waits until the server closes the connection,
- * reading and dropping what it still sends, until deadline_ns. Each turn
- * calls drive(arg) first, when not NULL, and sleeps in
- * wait(arg, fd, ms) when not NULL (in poll() on the connection
+ * After weft_consume_bye: waits up to the connect timeout (c->timeout_us)
+ * for the server to close the connection, reading and dropping what it
+ * still sends. Each turn calls drive(arg) first, when not NULL, and sleeps
+ * in wait(arg, fd, ms) when not NULL (in poll() on the connection
  * otherwise), so that a transport keeps its own progress going. Returns
- * WEFT_OK when the server closed its end (server_closed),
+ * WEFT_OK when the server closed its end (server_closed);
  * WEFT_ERR_CONNECTION when the connection was lost otherwise (a reset,
- * the link's keepalive, or lost earlier by this consumer),
- * WEFT_ERR_TIMEOUT at the deadline. The connection is closed in every
- * case.
+ * the link's keepalive, or lost earlier by this consumer) and
+ * WEFT_ERR_TIMEOUT at the deadline, each logged as the server not having
+ * confirmed `what` (its writes into the views are over, say). The
+ * connection is closed in every case.
  */
-weft_status_t weft_consume_await_close(weft_consume_t *c, uint64_t deadline_ns,
+weft_status_t weft_consume_await_close(weft_consume_t *c, const char *what,
                                        void (*drive)(void *arg),
                                        void (*wait)(void *arg, int fd, int ms), void *arg);
 

@@ -595,7 +595,7 @@ static void wait_close(void *arg, int fd, int ms)
     struct pollfd      pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = r->ucx.efd, .events = POLLIN}};
 
     if (weft_ucx_arm(&r->ucx)) {
-        (void)poll(pfd, 2, ms < RECEIVE_POLL_MS ? ms : RECEIVE_POLL_MS);
+        (void)poll(pfd, 2, ms);
     }
 }
 
@@ -615,13 +615,9 @@ static weft_status_t ucx_remote_close(void *remote)
     weft_status_t      status;
 
     weft_consume_bye(&r->base);
-    status = weft_consume_await_close(&r->base, weft_deadline_ns(weft_time_ns(), r->base.timeout_us),
-                                      drive_close, wait_close, r);
-    if (status != WEFT_OK) {
-        weft_log_warn("remote: %s did not confirm within %" PRIu64 " us that it stopped writing "
-                      "into the views (%s); this consumer's UCX workers and keys are gone",
-                      r->base.server, r->base.timeout_us, weft_status_string(status));
-    }
+    /* Whatever it says, remote_free ends this consumer's workers and keys. */
+    status = weft_consume_await_close(&r->base, "it stopped writing into the views", drive_close,
+                                      wait_close, r);
     if (r->stage != NULL) {
         int device = r->device, saved;
         int entered = weft_ucx_cuda_enter(device, &saved) == WEFT_OK;
