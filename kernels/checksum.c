@@ -16,7 +16,7 @@ static uint64_t load_word(const unsigned char *p, size_t n)
     return word;
 }
 
-uint64_t weft_checksum64(const void *data, size_t bytes)
+uint64_t weft_checksum_host(const void *data, size_t bytes)
 {
     const unsigned char *p = data;
     size_t               full = bytes / 8;
@@ -38,7 +38,7 @@ uint64_t weft_checksum64(const void *data, size_t bytes)
 }
 
 #ifndef HAVE_CUDA
-weft_status_t weft_checksum64_cuda(const void *device_data, size_t bytes, void *stream,
+weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream,
                                    uint64_t *checksum)
 {
     (void)device_data;

@@ -59,7 +59,7 @@ __global__ void checksum_kernel(const unsigned char *data, size_t bytes, unsigne
 
 } // namespace
 
-extern "C" weft_status_t weft_checksum64_cuda(const void *device_data, size_t bytes, void *stream,
+extern "C" weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream,
                                               uint64_t *checksum)
 {
     cudaStream_t        s = static_cast<cudaStream_t>(stream);

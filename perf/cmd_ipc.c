@@ -1354,48 +1354,6 @@ static void add_note(ipc_result_t *r, const char *note)
     snprintf(r->note + used, sizeof(r->note) - used, "%s%s", used ? "; " : "", note);
 }
 
-/* The number after "key": in a JSON line; NaN when absent or null. */
-static double json_number(const char *line, const char *key)
-{
-    char        pat[64], *end;
-    const char *p;
-    double      value;
-
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    p = strstr(line, pat);
-    if (p == NULL) {
-        return NAN;
-    }
-    value = strtod(p + strlen(pat), &end);
-    return end == p + strlen(pat) ? NAN : value;
-}
-
-/* The string after "key": in a JSON line (escapes kept); 0 when found. */
-static int json_string(const char *line, const char *key, char *buf, size_t size)
-{
-    char        pat[64];
-    const char *p;
-    size_t      n = 0;
-
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    p = strstr(line, pat);
-    if (p == NULL) {
-        return -1;
-    }
-    p += strlen(pat);
-    p += strspn(p, " ");
-    if (*p++ != '"') {
-        return -1;
-    }
-    for (; p[n] != '\0' && p[n] != '"'; n++) {
-        if (p[n] == '\\' && p[n + 1] != '\0') {
-            n++;
-        }
-    }
-    snprintf(buf, size, "%.*s", (int)n, p);
-    return 0;
-}
-
 /* The last line of the peer's output that is a JSON object (NULL if
  * none); the caller frees it. *status gets pclose's status. */
 static char *peer_output(const char *cmd, int *status)
@@ -1444,16 +1402,16 @@ static void run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t 
              o->peer_script, c->src, c->dst, c->w->name, (unsigned long long)o->iters,
              (unsigned long long)o->warmup);
     last = peer_output(cmd, &status);
-    if (last != NULL && json_string(last, "error", error, sizeof(error)) == 0) {
+    if (last != NULL && perf_json_find_string(last, "error", error, sizeof(error)) == 0) {
         snprintf(r->torch_note, sizeof(r->torch_note), "skipped: %s", error);
-    } else if (last != NULL && json_number(last, "bytes") != (double)workload_bytes(c->w)) {
+    } else if (last != NULL && perf_json_find_number(last, "bytes") != (double)workload_bytes(c->w)) {
         snprintf(r->torch_note, sizeof(r->torch_note), "skipped: the peer moved %.0f bytes, not %llu",
-                 json_number(last, "bytes"), (unsigned long long)workload_bytes(c->w));
-    } else if (last != NULL && status == 0 && json_number(last, "seconds_median") > 0) {
-        r->torch_s = json_number(last, "seconds_median");
-        (void)json_string(last, "torch", r->torch_version, sizeof(r->torch_version));
+                 perf_json_find_number(last, "bytes"), (unsigned long long)workload_bytes(c->w));
+    } else if (last != NULL && status == 0 && perf_json_find_number(last, "seconds_median") > 0) {
+        r->torch_s = perf_json_find_number(last, "seconds_median");
+        (void)perf_json_find_string(last, "torch", r->torch_version, sizeof(r->torch_version));
         snprintf(r->torch_note, sizeof(r->torch_note), "torch %s, %.3f GB/s by its own count", r->torch_version,
-                 json_number(last, "gb_per_s"));
+                 perf_json_find_number(last, "gb_per_s"));
     } else {
         char how[96];
 

@@ -147,16 +147,6 @@ typedef struct peer_result {
     char   torch[64];
 } peer_result_t;
 
-static double json_number(const char *line, const char *key)
-{
-    char        pat[64];
-    const char *p;
-
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    p = strstr(line, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 static void run_peer(const quant_options_t *o, peer_result_t *peer)
 {
     char  cmd[1024], line[1024];
@@ -197,15 +187,11 @@ static void run_peer(const quant_options_t *o, peer_result_t *peer)
             continue;
         }
         for (int i = 0; i < MAX_SHAPES; i++) {
-            if (json_number(line, "experts") == (double)shapes[i].experts &&
-                json_number(line, "rows") == (double)shapes[i].rows &&
-                json_number(line, "cols") == (double)shapes[i].cols) {
-                const char *t = strstr(line, "\"torch\": \"");
-
-                peer->median_ms[i] = json_number(line, "median_ms");
-                if (t != NULL) {
-                    snprintf(peer->torch, sizeof(peer->torch), "%.*s", (int)strcspn(t + 10, "\""), t + 10);
-                }
+            if (perf_json_find_number(line, "experts") == (double)shapes[i].experts &&
+                perf_json_find_number(line, "rows") == (double)shapes[i].rows &&
+                perf_json_find_number(line, "cols") == (double)shapes[i].cols) {
+                peer->median_ms[i] = perf_json_find_number(line, "median_ms");
+                (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
             }
         }
     }

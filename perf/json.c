@@ -1,8 +1,12 @@
-/* A JSON writer just large enough for weft-perf's flat result objects. */
+/* A JSON writer just large enough for weft-perf's flat result objects,
+ * and the reader of its peers' one-line answers. */
 #include "json.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void put_string(FILE *out, const char *text)
 {
@@ -80,4 +84,46 @@ void perf_json_number_g(perf_json_t *json, const char *key, double value)
     } else {
         fputs("null", json->out);
     }
+}
+
+/* The number after "key": in a JSON line; NaN when absent or null. */
+double perf_json_find_number(const char *line, const char *key)
+{
+    char        pat[64], *end;
+    const char *p;
+    double      value;
+
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    p = strstr(line, pat);
+    if (p == NULL) {
+        return NAN;
+    }
+    value = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : value;
+}
+
+/* The string after "key": in a JSON line (escapes kept); 0 when found. */
+int perf_json_find_string(const char *line, const char *key, char *buf, size_t size)
+{
+    char        pat[64];
+    const char *p;
+    size_t      n = 0;
+
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    p = strstr(line, pat);
+    if (p == NULL) {
+        return -1;
+    }
+    p += strlen(pat);
+    p += strspn(p, " ");
+    if (*p++ != '"') {
+        return -1;
+    }
+    for (; p[n] != '\0' && p[n] != '"'; n++) {
+        if (p[n] == '\\' && p[n + 1] != '\0') {
+            n++;
+        }
+    }
+    snprintf(buf, size, "%.*s", (int)n, p);
+    return 0;
 }

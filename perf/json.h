@@ -2,6 +2,7 @@
 #ifndef WEFT_PERF_JSON_H
 #define WEFT_PERF_JSON_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -22,5 +23,11 @@ void perf_json_bool(perf_json_t *json, const char *key, int value);
 void perf_json_number_g(perf_json_t *json, const char *key, double value);
 /* Closes the object and ends the line. */
 void perf_json_end(perf_json_t *json);
+
+/* Reading a peer's JSON line (one flat object, as weft-perf writes them):
+ * the number after "key": (NaN when absent or null), and the string after
+ * it (escapes kept; 0 when found, -1 otherwise). */
+double perf_json_find_number(const char *line, const char *key);
+int    perf_json_find_string(const char *line, const char *key, char *buf, size_t size);
 
 #endif

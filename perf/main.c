@@ -16,6 +16,7 @@ static const perf_command_t commands[] = {
     {"update", "the main job: expert versions published, received, verified", perf_cmd_update},
     {"quant", "FP8 writer on the GPU vs a D2D copy and torch.compile", perf_cmd_quant},
     {"ipc", "GPU registry -> engine tensors over cuda_ipc vs peer copy, NCCL, torch", perf_cmd_ipc},
+    {"optim", "staged AdamW step on a GPU vs the PCIe floor and a torch pipeline", perf_cmd_optim},
     {"ucx", "ucx transport put bandwidth, tcp across netns and shm, vs ucx_perftest", perf_cmd_ucx},
 };
 

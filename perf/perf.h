@@ -15,5 +15,6 @@ int perf_cmd_update(int argc, char **argv);
 int perf_cmd_quant(int argc, char **argv);
 int perf_cmd_ipc(int argc, char **argv);
 int perf_cmd_ucx(int argc, char **argv);
+int perf_cmd_optim(int argc, char **argv);
 
 #endif

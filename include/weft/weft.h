@@ -186,5 +186,7 @@ WEFT_API weft_status_t weft_backend_query(weft_backend_t backend,
 #include <weft/registry.h>
 #include <weft/transport.h>
 #include <weft/quant.h>
+#include <weft/optim.h>
+#include <weft/checksum.h>
 
 #endif /* WEFT_WEFT_H */

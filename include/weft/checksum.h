@@ -1,0 +1,44 @@
+/*
+ * A 64-bit checksum for verifying that bytes arrived intact: computed by a
+ * producer on what it wrote and by a consumer on what it received.
+ *
+ * Definition (the host function is the reference; the GPU one matches it
+ * bit for bit): the data is read as little-endian 64-bit words w_i, the
+ * last one zero-padded; with mix() the splitmix64 finalizer and
+ * G = 0x9e3779b97f4a7c15,
+ *
+ *     sum = Σ_i mix(w_i + (i + 1)·G)   (mod 2^64)
+ *     checksum = mix(sum ^ bytes)
+ *
+ * Each word is mixed with its position, so swapped words and shifted data
+ * change the sum. Not cryptographic: it finds accidents (a torn or stale
+ * copy, a lost write), not an attacker.
+ *
+ * Threads: both calls are reentrant.
+ */
+#include <weft/weft.h>
+
+#ifndef WEFT_CHECKSUM_H
+#define WEFT_CHECKSUM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The checksum of `bytes` bytes of host memory (any alignment). */
+WEFT_API uint64_t weft_checksum_host(const void *data, size_t bytes);
+
+/*
+ * The same of device memory, computed on the GPU that holds it, on
+ * `stream` (a cudaStream_t; NULL: the legacy default stream); waits for
+ * the result. WEFT_ERR_UNSUPPORTED in a build without CUDA, WEFT_ERR_CUDA
+ * when the GPU fails (logged). *checksum is written on success only.
+ */
+WEFT_API weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream,
+                                          uint64_t *checksum);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_CHECKSUM_H */

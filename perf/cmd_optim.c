@@ -1,0 +1,578 @@
+/*
+ * weft-perf optim: the staged AdamW step (optim.h, STAGED placement) on
+ * expert groups shaped like a real MoE layer, on one GPU. Masters and state
+ * in pinned host memory, gradients on the GPU: each step moves 12 B a
+ * parameter each way over PCIe. Beside it, in the same run:
+ *  - the PCIe floor: those bytes ÷ the bandwidth of one 1 GiB copy each way
+ *    at once (two streams), the most both directions move together;
+ *  - the same step with the FP8 writer (W, WT, scale_inv into a GPU
+ *    registry version) in the slot;
+ *  - the peer: a staged AdamW a PyTorch user would write (optim_peer.py:
+ *    chunked, double-buffered, pinned, torch._fused_adamw_).
+ * The FP8 bytes written from the slot are checked against weft_quant_host
+ * of the masters copied back (first and last expert of each group).
+ */
+#include "config.h"
+
+#include "args.h"
+#include "json.h"
+#include "perf.h"
+#include "stats.h"
+#include "sysinfo.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#ifndef WEFT_PERF_OPTIM_PEER
+#define WEFT_PERF_OPTIM_PEER "optim_peer.py"
+#endif
+
+#define MAX_GROUPS 8
+#define MAX_ITERS  1000
+
+typedef struct optim_options {
+    uint64_t    experts, iters, warmup, slots, slot_mib;
+    uint64_t    rows[MAX_GROUPS], cols[MAX_GROUPS];
+    int         groups, json, peer, device;
+    const char *peer_script;
+} optim_options_t;
+
+static int optim_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: weft-perf optim [options]\n"
+            "  The staged AdamW step on expert groups [E, rows, cols], masters and state in\n"
+            "  pinned host memory, beside the PCIe floor, the same step with the FP8 writer\n"
+            "  and a PyTorch staged pipeline.\n"
+            "  --experts N        experts a group (128)\n"
+            "  --shapes RxC,...   the groups' matrix shapes (1536x2048,2048x768)\n"
+            "  --slots N          GPU staging slots (4)\n"
+            "  --slot-mib N       MiB a slot (0: just the largest matrix's master and state)\n"
+            "  --iters N          timed steps (5), after --warmup N (2)\n"
+            "  --device N         GPU (0)\n"
+            "  --no-peer          skip the PyTorch pipeline\n"
+            "  --peer-script P    the peer script (default %s)\n"
+            "  --json             one JSON object instead of the table\n",
+            WEFT_PERF_OPTIM_PEER);
+    return out == stdout ? 0 : 2;
+}
+
+static int parse_shapes(const char *text, optim_options_t *o)
+{
+    const char *p = text;
+
+    o->groups = 0;
+    while (*p != '\0') {
+        unsigned long long r, c;
+        int                used = 0;
+        if (o->groups == MAX_GROUPS || sscanf(p, "%llux%llu%n", &r, &c, &used) != 2 || r == 0 || c == 0 ||
+            r > 65536 || c > 65536) {
+            fprintf(stderr, "weft-perf optim: --shapes takes up to %d ROWSxCOLS, comma-separated\n", MAX_GROUPS);
+            return 2;
+        }
+        o->rows[o->groups] = r;
+        o->cols[o->groups] = c;
+        o->groups++;
+        p += used;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return o->groups > 0 ? 0 : 2;
+}
+
+static int optim_parse(int argc, char **argv, optim_options_t *o)
+{
+    static const struct option longopts[] = {
+        {"experts", required_argument, NULL, 'e'}, {"shapes", required_argument, NULL, 's'},
+        {"slots", required_argument, NULL, 'k'},   {"slot-mib", required_argument, NULL, 'm'},
+        {"iters", required_argument, NULL, 'i'},   {"warmup", required_argument, NULL, 'w'},
+        {"device", required_argument, NULL, 'd'},  {"no-peer", no_argument, NULL, 'n'},
+        {"peer-script", required_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    uint64_t device = 0;
+    int      opt;
+
+    *o = (optim_options_t){.experts = 128, .iters = 5, .warmup = 2, .slots = 4, .peer = 1,
+                           .peer_script = WEFT_PERF_OPTIM_PEER};
+    parse_shapes("1536x2048,2048x768", o);
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case 'e': bad = perf_arg_u64("--experts", optarg, 1, 4096, &o->experts); break;
+        case 's': bad = parse_shapes(optarg, o); break;
+        case 'k': bad = perf_arg_u64("--slots", optarg, 2, 64, &o->slots); break;
+        case 'm': bad = perf_arg_u64("--slot-mib", optarg, 0, 65536, &o->slot_mib); break;
+        case 'i': bad = perf_arg_u64("--iters", optarg, 1, MAX_ITERS, &o->iters); break;
+        case 'w': bad = perf_arg_u64("--warmup", optarg, 0, 100, &o->warmup); break;
+        case 'd': bad = perf_arg_u64("--device", optarg, 0, 63, &device); break;
+        case 'n': o->peer = 0; break;
+        case 'p': o->peer_script = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'h': return optim_usage(stdout) + 1;
+        default: return optim_usage(stderr);
+        }
+        if (bad) {
+            return 2;
+        }
+    }
+    o->device = (int)device;
+    if (optind < argc) {
+        fprintf(stderr, "weft-perf optim: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+#ifndef HAVE_CUDA
+
+int perf_cmd_optim(int argc, char **argv)
+{
+    optim_options_t o;
+    int             rc = optim_parse(argc, argv, &o);
+
+    if (rc != 0) {
+        return rc == 1 ? 0 : rc;
+    }
+    fprintf(stderr, "weft-perf optim: not built with CUDA: the staged optimizer needs a GPU\n");
+    return 1;
+}
+
+#else
+
+static int cuda_ok(cudaError_t err, const char *what)
+{
+    if (err != cudaSuccess) {
+        fprintf(stderr, "weft-perf optim: %s failed: %s\n", what, cudaGetErrorString(err));
+        return 0;
+    }
+    return 1;
+}
+
+#define CU(call) cuda_ok((call), #call)
+
+static int weft_ok(weft_status_t status, const char *what)
+{
+    if (status != WEFT_OK) {
+        fprintf(stderr, "weft-perf optim: %s: %s\n", what, weft_status_string(status));
+        return 0;
+    }
+    return 1;
+}
+
+static double median_of(double *ms, size_t n)
+{
+    perf_spread_t s;
+    perf_spread_of(ms, n, &s);
+    return s.median;
+}
+
+/* One direction alone and both at once, 1 GiB each, pinned: GB/s a
+ * direction (the slower of the two when both run). */
+typedef struct pcie {
+    double h2d_gbps, d2h_gbps, both_gbps;
+} pcie_t;
+
+static int measure_pcie(pcie_t *out)
+{
+    const size_t bytes = (size_t)1 << 30;
+    void        *host_a = NULL, *host_b = NULL, *dev_a = NULL, *dev_b = NULL;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    cudaEvent_t  ev[6];
+    double       h2d[5], d2h[5], both[5];
+    int          ok;
+
+    ok = CU(cudaHostAlloc(&host_a, bytes, 0)) && CU(cudaHostAlloc(&host_b, bytes, 0)) &&
+         CU(cudaMalloc(&dev_a, bytes)) && CU(cudaMalloc(&dev_b, bytes)) &&
+         CU(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking)) &&
+         CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    for (int i = 0; i < 6 && ok; i++) {
+        ok = CU(cudaEventCreate(&ev[i]));
+    }
+    if (ok) {
+        memset(host_a, 0x5a, bytes);
+        memset(host_b, 0xa5, bytes);
+    }
+    for (int r = -1; r < 5 && ok; r++) {
+        float ms1 = 0, ms2 = 0, ms3 = 0, ms4 = 0;
+        ok = CU(cudaEventRecord(ev[0], s1)) && CU(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, s1)) &&
+             CU(cudaEventRecord(ev[1], s1)) && CU(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, s1)) &&
+             CU(cudaEventRecord(ev[2], s1)) && CU(cudaStreamSynchronize(s1)) &&
+             /* Both at once: each on its stream, both started after one event. */
+             CU(cudaEventRecord(ev[3], s1)) && CU(cudaStreamWaitEvent(s2, ev[3], 0)) &&
+             CU(cudaMemcpyAsync(dev_a, host_a, bytes, cudaMemcpyHostToDevice, s1)) &&
+             CU(cudaMemcpyAsync(host_b, dev_b, bytes, cudaMemcpyDeviceToHost, s2)) &&
+             CU(cudaEventRecord(ev[4], s1)) && CU(cudaEventRecord(ev[5], s2)) && CU(cudaDeviceSynchronize()) &&
+             CU(cudaEventElapsedTime(&ms1, ev[0], ev[1])) && CU(cudaEventElapsedTime(&ms2, ev[1], ev[2])) &&
+             CU(cudaEventElapsedTime(&ms3, ev[3], ev[4])) && CU(cudaEventElapsedTime(&ms4, ev[3], ev[5]));
+        if (ok && r >= 0) {
+            h2d[r]  = (double)bytes / (ms1 / 1e3) / 1e9;
+            d2h[r]  = (double)bytes / (ms2 / 1e3) / 1e9;
+            both[r] = (double)bytes / ((ms3 > ms4 ? ms3 : ms4) / 1e3) / 1e9;
+        }
+    }
+    if (ok) {
+        out->h2d_gbps  = median_of(h2d, 5);
+        out->d2h_gbps  = median_of(d2h, 5);
+        out->both_gbps = median_of(both, 5);
+    }
+    for (int i = 0; i < 6; i++) {
+        cudaEventDestroy(ev[i]);
+    }
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+    cudaFreeHost(host_a);
+    cudaFreeHost(host_b);
+    cudaFree(dev_a);
+    cudaFree(dev_b);
+    return ok ? 0 : -1;
+}
+
+static void group_name(char *buf, size_t size, int g)
+{
+    snprintf(buf, size, "model.layers.0.mlp.experts.{E}.proj%d", g);
+}
+
+static void tensor_name(char *buf, size_t size, int g, uint64_t e, const char *suffix)
+{
+    snprintf(buf, size, "model.layers.0.mlp.experts.%llu.proj%d.%s", (unsigned long long)e, g, suffix);
+}
+
+/* A GPU registry holding W, WT and scale_inv of every expert matrix. */
+static int registry_make(const optim_options_t *o, const char *name, weft_registry_h *out)
+{
+    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS |
+                                              WEFT_REGISTRY_PARAM_SLOTS,
+                                .memory = WEFT_MEMORY_CUDA, .device = o->device, .slot_count = 2,
+                                .max_tensors = (uint32_t)(3 * o->experts * (uint64_t)o->groups)};
+    weft_registry_h        reg;
+    char                   tname[WEFT_TENSOR_NAME_MAX];
+
+    weft_registry_unlink(name);
+    if (!weft_ok(weft_registry_create(name, &p, &reg), "registry")) {
+        return -1;
+    }
+    for (int g = 0; g < o->groups; g++) {
+        for (uint64_t e = 0; e < o->experts; e++) {
+            const uint64_t     r = o->rows[g], c = o->cols[g];
+            weft_tensor_desc_t d[3] = {
+                {.name = NULL, .layer = 0, .expert = (int32_t)e, .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3,
+                 .ndim = 2, .shape = {r, c}},
+                {.name = NULL, .layer = 0, .expert = (int32_t)e, .role = WEFT_ROLE_WT, .dtype = WEFT_DTYPE_FP8_E4M3,
+                 .ndim = 2, .shape = {c, r}},
+                {.name = NULL, .layer = 0, .expert = (int32_t)e, .role = WEFT_ROLE_SCALE, .dtype = WEFT_DTYPE_FP32,
+                 .ndim = 2, .shape = {(r + 127) / 128, (c + 127) / 128}}};
+            static const char *suffix[3] = {"weight", "weight_t", "weight_scale_inv"};
+            for (int k = 0; k < 3; k++) {
+                tensor_name(tname, sizeof(tname), g, e, suffix[k]);
+                d[k].name = tname;
+                if (!weft_ok(weft_registry_declare(reg, &d[k], NULL), "declare")) {
+                    weft_registry_close(reg);
+                    weft_registry_unlink(name);
+                    return -1;
+                }
+            }
+        }
+    }
+    if (!weft_ok(weft_registry_seal(reg), "seal")) {
+        weft_registry_close(reg);
+        weft_registry_unlink(name);
+        return -1;
+    }
+    *out = reg;
+    return 0;
+}
+
+/* The FP8 of expert e of group g in the registry's version being written
+ * against weft_quant_host of its master. */
+static int check_expert(const optim_options_t *o, weft_optim_h opt, weft_registry_h reg, int g, uint64_t e)
+{
+    static const char *suffix[3] = {"weight", "weight_t", "weight_scale_inv"};
+    const uint64_t     r = o->rows[g], c = o->cols[g], n = r * c, scales = ((r + 127) / 128) * ((c + 127) / 128);
+    const size_t       bytes[3] = {n, n, scales * 4};
+    uint8_t           *want[3], *got = malloc(n > scales * 4 ? n : scales * 4);
+    float             *master;
+    int                same = 1;
+
+    want[0] = malloc(n);
+    want[1] = malloc(n);
+    want[2] = malloc(scales * 4);
+    if (got == NULL || want[0] == NULL || want[1] == NULL || want[2] == NULL ||
+        !weft_ok(weft_optim_group_state(opt, (uint32_t)g, WEFT_OPTIM_STATE_MASTER, &master), "state")) {
+        same = 0;
+    } else {
+        weft_quant_matrix_t m = {.x = master + e * n, .w = want[0], .wt = want[1], .scale_inv = (float *)want[2]};
+        same = weft_ok(weft_quant_host(NULL, WEFT_DTYPE_FP32, r, c, &m, 1), "quant_host");
+        for (int k = 0; k < 3 && same; k++) {
+            char     tname[WEFT_TENSOR_NAME_MAX];
+            uint32_t index;
+            void    *data;
+            tensor_name(tname, sizeof(tname), g, e, suffix[k]);
+            same = weft_ok(weft_registry_lookup(reg, tname, &index), tname) &&
+                   weft_ok(weft_registry_write_tensor(reg, index, &data), tname) &&
+                   CU(cudaMemcpy(got, data, bytes[k], cudaMemcpyDeviceToHost)) && memcmp(got, want[k], bytes[k]) == 0;
+        }
+    }
+    free(got);
+    for (int k = 0; k < 3; k++) {
+        free(want[k]);
+    }
+    return same;
+}
+
+/* The peer's median step, in ms (NaN when it did not run: note says why). */
+static double run_peer(const optim_options_t *o, uint64_t params, char *note, size_t note_size, char *torch,
+                       size_t torch_size)
+{
+    char   cmd[1024], line[1024];
+    FILE  *pipe;
+    double ms = NAN;
+
+    snprintf(torch, torch_size, "none");
+    if (!o->peer) {
+        snprintf(note, note_size, "skipped (--no-peer)");
+        return NAN;
+    }
+    snprintf(cmd, sizeof(cmd), "CUDA_VISIBLE_DEVICES=%d python3 '%s' --params %llu --iters %llu --warmup %llu 2>&1",
+             o->device, o->peer_script, (unsigned long long)params, (unsigned long long)o->iters,
+             (unsigned long long)o->warmup);
+    snprintf(note, note_size, "torch staged pipeline via %s", o->peer_script);
+    fflush(NULL);
+    pipe = popen(cmd, "r");
+    if (pipe == NULL) {
+        snprintf(note, note_size, "skipped: cannot run python3");
+        return NAN;
+    }
+    while (fgets(line, sizeof(line), pipe) != NULL) {
+        if (line[0] != '{') {
+            continue;
+        }
+        if (strstr(line, "\"error\"") != NULL) {
+            snprintf(note, note_size, "skipped: %.*s", (int)strcspn(line, "\n"), line);
+            continue;
+        }
+        ms = perf_json_find_number(line, "median_ms");
+        (void)perf_json_find_string(line, "torch", torch, torch_size);
+    }
+    if (pclose(pipe) != 0 && isnan(ms) && strncmp(note, "skipped", 7) != 0) {
+        snprintf(note, note_size, "skipped: python3 %s failed (is torch installed?)", o->peer_script);
+    }
+    return ms;
+}
+
+/* Fills n floats with values of magnitude `scale` (a cheap hash). */
+static void fill_random(float *x, uint64_t n, uint64_t seed, float scale)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t h = (i + seed) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 32;
+        x[i] = ((float)(int32_t)(uint32_t)h / 2147483648.0f) * scale;
+    }
+}
+
+int perf_cmd_optim(int argc, char **argv)
+{
+    optim_options_t          o;
+    weft_optim_h             opt = NULL;
+    weft_optim_writer_h      writer = NULL;
+    weft_registry_h          reg = NULL;
+    weft_optim_grad_t        grads[MAX_GROUPS];
+    weft_optim_info_t        info;
+    cudaStream_t             stream = NULL;
+    cudaEvent_t              ev0 = NULL, ev1 = NULL;
+    struct cudaDeviceProp    prop;
+    pcie_t                   pcie = {0};
+    double                   plain_ms[MAX_ITERS], writer_ms[MAX_ITERS], step_ms, step_w_ms, floor_ms, peer_ms;
+    char                     reg_name[64], note[256], torch[64];
+    uint64_t                 params = 0, slot_need = 0;
+    int                      rc, correct = 1, ok;
+
+    memset(grads, 0, sizeof(grads));
+    rc = optim_parse(argc, argv, &o);
+    if (rc != 0) {
+        return rc == 1 ? 0 : rc;
+    }
+    if (!CU(cudaSetDevice(o.device)) || !CU(cudaGetDeviceProperties(&prop, o.device))) {
+        return 1;
+    }
+    for (int g = 0; g < o.groups; g++) {
+        const uint64_t n = o.rows[g] * o.cols[g];
+        params += o.experts * n;
+        if (12 * n + 3 * 256 > slot_need) {
+            slot_need = 12 * n + 3 * 256;
+        }
+    }
+    if (o.slot_mib != 0) {
+        slot_need = o.slot_mib << 20;
+    }
+    if (measure_pcie(&pcie) != 0) {
+        return 1;
+    }
+    peer_ms = run_peer(&o, params, note, sizeof(note), torch, sizeof(torch));
+
+    /* The optimizer: one group a shape, masters random ~N(0, 0.02)-sized. */
+    {
+        weft_optim_params_t p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE |
+                                               WEFT_OPTIM_PARAM_SLOT_COUNT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+                                 .placement = WEFT_OPTIM_STAGED, .device = o.device,
+                                 .slot_count = (uint32_t)o.slots, .slot_bytes = slot_need};
+        ok = weft_ok(weft_optim_create(&p, &opt), "optimizer");
+    }
+    for (int g = 0; g < o.groups && ok; g++) {
+        const uint64_t          n = o.experts * o.rows[g] * o.cols[g];
+        char                    gname[WEFT_OPTIM_NAME_MAX];
+        weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW, .name = gname, .algo = WEFT_OPTIM_ADAMW,
+                                     .experts = (uint32_t)o.experts, .rows = o.rows[g], .cols = o.cols[g],
+                                     .adamw = {1e-5, 0.9, 0.999, 1e-8, 0.01}};
+        float *master, *host_grad = NULL;
+        void  *dev_grad = NULL;
+
+        group_name(gname, sizeof(gname), g);
+        ok = weft_ok(weft_optim_add_group(opt, &d, NULL), "group") &&
+             weft_ok(weft_optim_group_state(opt, (uint32_t)g, WEFT_OPTIM_STATE_MASTER, &master), "state");
+        if (ok) {
+            fill_random(master, n, 1 + (uint64_t)g, 0.04f);
+            host_grad = malloc(n * sizeof(float));
+            ok = host_grad != NULL && CU(cudaMalloc(&dev_grad, n * sizeof(float)));
+        }
+        if (ok) {
+            fill_random(host_grad, n, 100 + (uint64_t)g, 1e-2f);
+            ok = CU(cudaMemcpy(dev_grad, host_grad, n * sizeof(float), cudaMemcpyHostToDevice));
+            grads[g] = (weft_optim_grad_t){dev_grad, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA};
+        }
+        free(host_grad);
+    }
+    snprintf(reg_name, sizeof(reg_name), "weft-perf-optim-%d", (int)getpid());
+    ok = ok && registry_make(&o, reg_name, &reg) == 0 &&
+         weft_ok(weft_optim_writer_create(opt, reg, NULL, &writer), "writer") &&
+         CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) && CU(cudaEventCreate(&ev0)) &&
+         CU(cudaEventCreate(&ev1));
+
+    /* Without the writer, then with it; warm-up steps first each time. */
+    for (int with_writer = 0; with_writer < 2 && ok; with_writer++) {
+        double *ms = with_writer ? writer_ms : plain_ms;
+        for (uint64_t it = 0; it < o.warmup + o.iters && ok; it++) {
+            weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
+            float                    elapsed = 0;
+
+            if (with_writer) {
+                sp.field_mask |= WEFT_OPTIM_STEP_WRITER;
+                sp.writer     = weft_optim_writer_write;
+                sp.writer_arg = writer;
+                ok = weft_ok(weft_registry_write_begin(reg, 10000000, NULL), "write_begin");
+            }
+            ok = ok && CU(cudaEventRecord(ev0, stream)) &&
+                 weft_ok(weft_optim_step(opt, grads, (uint32_t)o.groups, &sp), "step") &&
+                 CU(cudaEventRecord(ev1, stream)) && CU(cudaStreamSynchronize(stream)) &&
+                 CU(cudaEventElapsedTime(&elapsed, ev0, ev1));
+            if (ok && with_writer && it + 1 == o.warmup + o.iters) {
+                /* The last version: its bytes against the host writer. */
+                for (int g = 0; g < o.groups; g++) {
+                    correct &= check_expert(&o, opt, reg, g, 0) && check_expert(&o, opt, reg, g, o.experts - 1);
+                }
+            }
+            if (ok && with_writer) {
+                ok = weft_ok(weft_registry_publish(reg, 0, NULL), "publish");
+            }
+            if (ok && it >= o.warmup) {
+                ms[it - o.warmup] = elapsed;
+            }
+        }
+    }
+    if (!ok) {
+        rc = 1;
+        goto out;
+    }
+    weft_optim_get_info(opt, &info);
+    step_ms   = median_of(plain_ms, o.iters);
+    step_w_ms = median_of(writer_ms, o.iters);
+    floor_ms  = 12.0 * (double)params / (pcie.both_gbps * 1e9) * 1e3;
+    {
+        const double ratio_floor = step_ms / floor_ms, ratio_torch = step_ms / peer_ms;
+        const double overhead = step_w_ms / step_ms - 1.0;
+        char         b1[32], b2[32];
+
+        if (o.json) {
+            perf_json_t j;
+            perf_json_begin(&j, stdout);
+            perf_json_str(&j, "command", "optim");
+            perf_json_str(&j, "optimizer", "adamw");
+            perf_json_str(&j, "placement", "staged");
+            perf_json_str(&j, "device", prop.name);
+            perf_json_uint(&j, "experts", o.experts);
+            perf_json_uint(&j, "parameters", params);
+            perf_json_uint(&j, "slots", o.slots);
+            perf_json_uint(&j, "slot_bytes", slot_need);
+            perf_json_uint(&j, "gpu_bytes", info.device_bytes);
+            perf_json_double(&j, "h2d_gb_per_s", pcie.h2d_gbps);
+            perf_json_double(&j, "d2h_gb_per_s", pcie.d2h_gbps);
+            perf_json_double(&j, "both_ways_gb_per_s", pcie.both_gbps);
+            perf_json_double(&j, "pcie_floor_ms", floor_ms);
+            perf_json_double(&j, "adamw_step_ms", step_ms);
+            perf_json_double(&j, "adamw_with_writer_ms", step_w_ms);
+            perf_json_double(&j, "torch_staged_ms", peer_ms);
+            perf_json_str(&j, "torch", torch);
+            perf_json_double(&j, "adamw_ratio_pcie_floor", ratio_floor);
+            perf_json_double(&j, "adamw_ratio_torch_staged", ratio_torch);
+            perf_json_double(&j, "writer_overhead", overhead);
+            perf_json_bool(&j, "correct", correct);
+            perf_json_end(&j);
+        } else {
+            printf("# weft-perf optim: libweft %s, device %d: %s, %d SMs\n", weft_version(), o.device, prop.name,
+                   prop.multiProcessorCount);
+            printf("# staged AdamW, %llu experts a group:", (unsigned long long)o.experts);
+            for (int g = 0; g < o.groups; g++) {
+                printf(" %llux%llu", (unsigned long long)o.rows[g], (unsigned long long)o.cols[g]);
+            }
+            printf("; %.1f M parameters, 12 B each way a parameter; %llu slots of %.1f MiB (GPU memory %.1f MiB)\n",
+                   (double)params / 1e6, (unsigned long long)o.slots, (double)slot_need / 1048576.0,
+                   (double)info.device_bytes / 1048576.0);
+            printf("# PCIe, pinned 1 GiB: H2D %.1f GB/s, D2H %.1f GB/s alone, %.1f GB/s each way at once: floor %.1f ms\n",
+                   pcie.h2d_gbps, pcie.d2h_gbps, pcie.both_gbps, floor_ms);
+            printf("# peer: %s (torch %s); %llu warm-up, median of %llu steps (CUDA events)\n", note, torch,
+                   (unsigned long long)o.warmup, (unsigned long long)o.iters);
+            printf("%14s %14s %14s %12s %12s %16s %12s %8s\n", "step_ms", "floor_ms", "ratio_floor", "torch_ms",
+                   "ratio_torch", "with_writer_ms", "writer_ovh", "correct");
+            printf("%14.2f %14.2f %14.3f %12s %12s %16.2f %12.3f %8s\n", step_ms, floor_ms, ratio_floor,
+                   perf_num(b1, sizeof(b1), peer_ms, 2), perf_num(b2, sizeof(b2), ratio_torch, 3), step_w_ms, overhead,
+                   correct ? "yes" : "NO");
+            printf("# ratio_floor: step / PCIe floor (target <= 1.05); ratio_torch: step / torch staged (<= 1.0);\n"
+                   "# writer_ovh: the FP8 writer in the slot, as a fraction of the step (<= 0.05)\n");
+        }
+    }
+    rc = correct ? 0 : 1;
+out:
+    if (stream != NULL) {
+        cudaStreamDestroy(stream);
+    }
+    if (ev0 != NULL) {
+        cudaEventDestroy(ev0);
+    }
+    if (ev1 != NULL) {
+        cudaEventDestroy(ev1);
+    }
+    weft_optim_writer_destroy(writer);
+    weft_optim_destroy(opt);
+    for (int g = 0; g < o.groups; g++) {
+        cudaFree((void *)grads[g].data);
+    }
+    if (reg != NULL) {
+        weft_registry_close(reg);
+        weft_registry_unlink(reg_name);
+    }
+    return rc;
+}
+
+#endif /* HAVE_CUDA */

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""libweft's AdamW (host reference and CUDA kernel) against PyTorch's fused
+CUDA AdamW (torch._fused_adamw_) on the same inputs, one step at many step
+counts and hyperparameters, random and adversarial values.
+
+m and v must be byte-identical. The master is byte-identical or differs by
+at most one ulp: PyTorch raises the betas to the step with CUDA's powf, which
+is not always correctly rounded, and libweft rounds the power once from
+double. The report says how many elements differ and by how much.
+
+  optim_torch.py BUILD_TESTS_DIR [--json FILE]
+Exit: 0 pass, 1 fail, 77 without PyTorch or a GPU."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+except ImportError:
+    print("optim_torch: no PyTorch or NumPy: skipped")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("optim_torch: no GPU: skipped")
+    sys.exit(77)
+
+HPARAMS = [
+    # lr, beta1, beta2, eps, weight_decay
+    (1e-3, 0.9, 0.999, 1e-8, 1e-2),
+    (3e-4, 0.9, 0.95, 1e-8, 0.1),
+    (1e-5, 0.8, 0.99, 1e-6, 0.0),
+    (2.5e-2, 0.5, 0.9, 1e-10, 5e-4),
+]
+STEPS = [1, 2, 3, 10, 100, 1000, 12345, 1000000]
+N = 1 << 20
+
+
+def inputs(seed, adversarial):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.randn(N, generator=g) * 0.02
+    m = torch.randn(N, generator=g) * 1e-3
+    v = torch.rand(N, generator=g) * 1e-6
+    grad = torch.randn(N, generator=g) * torch.exp(torch.randn(N, generator=g) * 3)
+    if adversarial:
+        special = torch.tensor([0.0, -0.0, 1e-45, -1.1754942e-38, 3.4028235e38, -3.4028235e38,
+                                float("inf"), float("-inf"), float("nan"), 1e-30, 1e30])
+        for t in (p, m, grad):
+            idx = torch.randint(0, N, (N // 8,), generator=g)
+            t[idx] = special[torch.randint(0, len(special), (N // 8,), generator=g)]
+        v[torch.randint(0, N, (N // 16,), generator=g)] = 0.0
+    return p, m, v, grad
+
+
+def canonical(a):
+    """torch's NaN bytes as the GPU leaves them; libweft stores 0x7FFFFFFF."""
+    out = a.view(np.uint32).copy()
+    out[np.isnan(a)] = 0x7FFFFFFF
+    return out
+
+
+def ulp_gap(a, b):
+    """|a - b| in ulps for finite values of one sign; huge otherwise."""
+    ai = a.view(np.int32).astype(np.int64)
+    bi = b.view(np.int32).astype(np.int64)
+    ai = np.where(ai < 0, -(ai & 0x7FFFFFFF), ai)
+    bi = np.where(bi < 0, -(bi & 0x7FFFFFFF), bi)
+    gap = np.abs(ai - bi)
+    both_nan = np.isnan(a) & np.isnan(b)
+    return np.where(both_nan, 0, gap)
+
+
+def main():
+    tests_dir = sys.argv[1] if len(sys.argv) > 1 else "."
+    json_out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    tool = os.path.join(tests_dir, "adamw_files")
+    cases, failures = [], 0
+    with tempfile.TemporaryDirectory() as d:
+        for hi, (lr, b1, b2, eps, wd) in enumerate(HPARAMS):
+            for si, t in enumerate(STEPS):
+                adversarial = (si % 2) == 1
+                p, m, v, grad = inputs(1000 * hi + si, adversarial)
+                for name, a in (("p", p), ("m", m), ("v", v), ("g", grad)):
+                    a.numpy().astype(np.float32).tofile(os.path.join(d, name + ".f32"))
+                tp, tm, tv, tg = (x.cuda() for x in (p, m, v, grad))
+                step = torch.tensor(float(t), dtype=torch.float32, device="cuda")
+                torch._fused_adamw_([tp], [tg], [tm], [tv], [], [step], lr=lr, beta1=b1, beta2=b2,
+                                    weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
+                torch.cuda.synchronize()
+                ref = {"p": tp.cpu().numpy(), "m": tm.cpu().numpy(), "v": tv.cpu().numpy()}
+                for mode in ("host", "cuda"):
+                    subprocess.run([tool, mode, d, str(N), str(t), repr(lr), repr(b1), repr(b2), repr(eps),
+                                    repr(wd)], check=True)
+                    case = {"mode": mode, "step": t, "lr": lr, "beta1": b1, "beta2": b2, "eps": eps,
+                            "weight_decay": wd, "adversarial": adversarial}
+                    for name in ("p", "m", "v"):
+                        ours = np.fromfile(os.path.join(d, "%s.%s.f32" % (name, mode)), dtype=np.float32)
+                        differ = canonical(ours) != canonical(ref[name])
+                        gap = ulp_gap(ours, ref[name])
+                        case[name + "_differ"] = int(differ.sum())
+                        case[name + "_max_ulp"] = int(gap.max())
+                    ok = (case["m_differ"] == 0 and case["v_differ"] == 0 and case["p_max_ulp"] <= 1)
+                    case["ok"] = ok
+                    failures += not ok
+                    cases.append(case)
+                    print("optim_torch: %-4s step %-7d lr %-7g b1 %-4g b2 %-5g eps %-6g wd %-6g %-11s "
+                          "p differ %d (max %d ulp)  m differ %d  v differ %d  %s"
+                          % (mode, t, lr, b1, b2, eps, wd, "adversarial" if adversarial else "random",
+                             case["p_differ"], case["p_max_ulp"], case["m_differ"], case["v_differ"],
+                             "ok" if ok else "FAIL"))
+    identical = sum(1 for c in cases if c["p_differ"] == 0 and c["m_differ"] == 0 and c["v_differ"] == 0)
+    print("optim_torch: torch %s: %d of %d cases byte-identical, %d within one ulp of the master, %d failed"
+          % (torch.__version__, identical, len(cases), len(cases) - identical - failures, failures))
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"torch": torch.__version__, "elements": N, "cases": cases}, f, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+#!/bin/sh
+# The main job, small: a trainer's AdamW steps written as FP8 into the
+# registry, two consumers verifying every tensor against the producer's
+# checksums. It must finish and report every version, the model's size and
+# no wrong tensor.
+set -u
+: "${top_builddir:=..}"
+perf="$top_builddir/perf/weft-perf"
+out=$("$perf" update --layers 2 --experts 3 --hidden 256 --intermediate 192 --versions 4 --consumers 2 \
+    --threads 2 --json) || { echo "FAIL: weft-perf update exited $?"; echo "$out"; exit 1; }
+echo "$out"
+fail=0
+field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
+[ "$(field versions)" = 4 ] || { echo "FAIL: versions $(field versions), not 4"; fail=1; }
+[ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: wrong_tensors $(field wrong_tensors)"; fail=1; }
+# 2 layers x 3 experts x (W, WT, scale) x 2 projections
+[ "$(field tensors)" = 36 ] || { echo "FAIL: tensors $(field tensors), not 36"; fail=1; }
+# 2 x 3 x (384 x 256 + 256 x 192) parameters
+[ "$(field parameters)" = 884736 ] || { echo "FAIL: parameters $(field parameters)"; fail=1; }
+"$perf" update --lr -1 >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
+exit $fail

@@ -1,0 +1,834 @@
+/*
+ * optim/ on the host: AdamW's bytes (vectorized, threaded) against the
+ * formula of optim.h written out a second time, plainly, per element;
+ * 1000 steps against an FP64 AdamW; the ready-made writers against
+ * weft_quant_host of the master they were given; and the argument errors.
+ * The GPU placements are test_optim_cuda's.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dULL;
+}
+
+/* Uniform in [-1, 1). */
+static float rng_unit(uint64_t *s)
+{
+    return (float)((double)(rng_next(s) >> 40) / 8388608.0 - 1.0);
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* Values that break careless code: zeros of both signs, subnormals, the
+ * extremes, infinities and NaN, mixed with ordinary ones. */
+static float adversarial(uint64_t *s, int finite_only)
+{
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u,
+                                       0x7f7fffffu, 0xff7fffffu, 0x00800000u, 0x3f800000u, 0x5f000000u,
+                                       0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u};
+    const uint64_t        r       = rng_next(s);
+    const size_t          count   = sizeof(special) / sizeof(special[0]) - (finite_only ? 5 : 0);
+
+    if (r % 3 == 0) {
+        return from_bits(special[(r >> 8) % count]);
+    }
+    return rng_unit(s) * ldexpf(1.0f, (int)((r >> 32) % 60) - 40);
+}
+
+/* ------------------------------------------------------------------
+ * optim.h's AdamW, once more, one element at a time: fmaf where the
+ * header says fma, every other operation rounded on its own (this file
+ * is built with -ffp-contract=off). */
+typedef struct spec_scalars {
+    float lr_wd, beta1, beta2, eps, step_size, bc2s;
+    int   decay;
+} spec_scalars_t;
+
+static spec_scalars_t spec_scalars(const weft_adamw_hparams_t *h, uint64_t t)
+{
+    spec_scalars_t s;
+    const float    lr = (float)h->lr, wd = (float)h->weight_decay;
+
+    s.beta1     = (float)h->beta1;
+    s.beta2     = (float)h->beta2;
+    s.eps       = (float)h->eps;
+    s.lr_wd     = lr * wd;
+    s.decay     = wd != 0.0f;
+    s.step_size = lr / (1.0f - (float)pow((double)s.beta1, (double)(float)t));
+    s.bc2s      = sqrtf(1.0f - (float)pow((double)s.beta2, (double)(float)t));
+    return s;
+}
+
+static float canon(float x)
+{
+    return isnan(x) ? from_bits(0x7fffffffu) : x;
+}
+
+static void spec_element(const spec_scalars_t *s, float *p, float *m, float *v, float g)
+{
+    float theta = *p;
+    if (s->decay) {
+        theta = fmaf(-s->lr_wd, theta, theta);
+    }
+    *m = fmaf(s->beta1, *m, fmaf(-s->beta1, g, g));
+    *v = fmaf(s->beta2, *v, fmaf(-s->beta2, g * g, g * g));
+    *p = canon(theta - (s->step_size * *m) / (sqrtf(*v) / s->bc2s + s->eps));
+    *m = canon(*m);
+    *v = canon(*v);
+}
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u = bits(f);
+    if (isnan(f)) {
+        return (uint16_t)((u >> 16) | 0x40);
+    }
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* A host optimizer with one group of `experts` rows × cols matrices. */
+static weft_optim_h one_group(uint32_t threads, uint32_t experts, uint64_t rows, uint64_t cols,
+                              const weft_adamw_hparams_t *h, const char *name)
+{
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_THREADS, .threads = threads};
+    weft_optim_group_desc_t d = {.field_mask = h ? WEFT_OPTIM_GROUP_ADAMW : 0,
+                                 .name       = name,
+                                 .algo       = WEFT_OPTIM_ADAMW,
+                                 .experts    = experts,
+                                 .rows       = rows,
+                                 .cols       = cols};
+    weft_optim_h            opt;
+
+    if (h != NULL) {
+        d.adamw = *h;
+    }
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    return opt;
+}
+
+static float *state_of(weft_optim_h opt, uint32_t group, weft_optim_state_t which)
+{
+    float *data = NULL;
+    ck_assert_int_eq(weft_optim_group_state(opt, group, which, &data), WEFT_OK);
+    ck_assert_ptr_nonnull(data);
+    return data;
+}
+
+/* Steps `steps` times with adversarial or random inputs, and compares
+ * every byte of master, m and v with the spec after each step. */
+static void check_against_spec(uint32_t threads, int bf16_grads, int finite_only, const weft_adamw_hparams_t *h)
+{
+    const uint64_t n = 3 * 4099; /* 3 experts of 1 × 4099: tails on every path */
+    weft_optim_h   opt = one_group(threads, 3, 1, 4099, h, "g");
+    float         *p = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER), *m = state_of(opt, 0, WEFT_OPTIM_STATE_EXP_AVG),
+          *v = state_of(opt, 0, WEFT_OPTIM_STATE_EXP_AVG_SQ);
+    float    *sp = malloc(n * 4), *sm = malloc(n * 4), *sv = malloc(n * 4), *g = malloc(n * 4);
+    uint16_t *g16 = malloc(n * 2);
+    uint64_t  rng = 0x1234567 + threads * 7 + (uint64_t)bf16_grads;
+
+    for (uint64_t i = 0; i < n; i++) {
+        p[i] = sp[i] = adversarial(&rng, finite_only);
+    }
+    memset(sm, 0, n * 4);
+    memset(sv, 0, n * 4);
+    for (uint64_t t = 1; t <= 4; t++) {
+        weft_optim_grad_t gr = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+        spec_scalars_t    s  = spec_scalars(h, t);
+        uint64_t          differ = 0;
+
+        for (uint64_t i = 0; i < n; i++) {
+            g[i]   = adversarial(&rng, finite_only);
+            g16[i] = bf16_of(g[i]);
+        }
+        if (bf16_grads) {
+            gr.data  = g16;
+            gr.dtype = WEFT_DTYPE_BF16;
+        }
+        ck_assert_int_eq(weft_optim_step(opt, &gr, 1, NULL), WEFT_OK);
+        for (uint64_t i = 0; i < n; i++) {
+            const float gi = bf16_grads ? from_bits((uint32_t)g16[i] << 16) : g[i];
+            spec_element(&s, &sp[i], &sm[i], &sv[i], gi);
+            differ += bits(p[i]) != bits(sp[i]) || bits(m[i]) != bits(sm[i]) || bits(v[i]) != bits(sv[i]);
+        }
+        ck_assert_msg(differ == 0, "step %llu, %u threads, %s gradients: %llu of %llu elements differ",
+                      (unsigned long long)t, threads, bf16_grads ? "BF16" : "FP32", (unsigned long long)differ,
+                      (unsigned long long)n);
+    }
+    free(sp);
+    free(sm);
+    free(sv);
+    free(g);
+    free(g16);
+    weft_optim_destroy(opt);
+}
+
+static const weft_adamw_hparams_t typical = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                             .weight_decay = 0.01};
+static const weft_adamw_hparams_t no_decay = {.lr = 3e-4, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6,
+                                              .weight_decay = 0.0};
+
+START_TEST(adamw_matches_spec_random)
+{
+    check_against_spec(1, 0, 1, &typical);
+    check_against_spec(3, 0, 1, &no_decay);
+}
+END_TEST
+
+START_TEST(adamw_matches_spec_adversarial)
+{
+    /* Infinite and NaN gradients and masters, subnormals, extremes: NaN
+     * and infinity propagate as in PyTorch, NaN stored canonically. */
+    check_against_spec(1, 0, 0, &typical);
+    check_against_spec(2, 1, 0, &typical);
+    check_against_spec(4, 0, 0, &no_decay);
+}
+END_TEST
+
+START_TEST(adamw_bf16_gradients_widen_exactly)
+{
+    check_against_spec(2, 1, 1, &typical);
+}
+END_TEST
+
+/* The same inputs through 1 and 7 threads give the same bytes. */
+START_TEST(adamw_bytes_do_not_depend_on_threads)
+{
+    const uint64_t n = 2 * 300001;
+    weft_optim_h   a = one_group(1, 2, 1, 300001, &typical, "g"), b = one_group(7, 2, 1, 300001, &typical, "g");
+    float         *pa = state_of(a, 0, WEFT_OPTIM_STATE_MASTER), *pb = state_of(b, 0, WEFT_OPTIM_STATE_MASTER);
+    float         *g  = malloc(n * 4);
+    uint64_t       rng = 99;
+
+    for (uint64_t i = 0; i < n; i++) {
+        pa[i] = pb[i] = rng_unit(&rng);
+    }
+    for (int t = 0; t < 3; t++) {
+        weft_optim_grad_t gr = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+        for (uint64_t i = 0; i < n; i++) {
+            g[i] = rng_unit(&rng) * 1e-2f;
+        }
+        ck_assert_int_eq(weft_optim_step(a, &gr, 1, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(b, &gr, 1, NULL), WEFT_OK);
+    }
+    ck_assert_int_eq(memcmp(pa, pb, n * 4), 0);
+    ck_assert_int_eq(memcmp(state_of(a, 0, WEFT_OPTIM_STATE_EXP_AVG_SQ), state_of(b, 0, WEFT_OPTIM_STATE_EXP_AVG_SQ),
+                            n * 4),
+                     0);
+    free(g);
+    weft_optim_destroy(a);
+    weft_optim_destroy(b);
+}
+END_TEST
+
+/* 1000 steps in FP32 stay within a small distance of the same run in
+ * FP64 (AdamW of textbook form: the bias corrections applied as in the
+ * header, in double). A wrong bias correction, a missing decay or a
+ * swapped beta moves the trajectory far outside the bound. */
+START_TEST(adamw_tracks_fp64_for_1000_steps)
+{
+    const uint64_t n   = 2048;
+    const double   lr  = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+    weft_optim_h   opt = one_group(2, 0, 1, n, &(weft_adamw_hparams_t){lr, b1, b2, eps, wd}, "g");
+    float         *p = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER), *g = malloc(n * 4);
+    double        *dp = malloc(n * 8), *dm = calloc(n, 8), *dv = calloc(n, 8);
+    uint64_t       rng = 7;
+    double         worst = 0, scale = 0;
+
+    for (uint64_t i = 0; i < n; i++) {
+        p[i] = rng_unit(&rng);
+        dp[i] = p[i];
+    }
+    for (uint64_t t = 1; t <= 1000; t++) {
+        weft_optim_grad_t gr = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+        /* A gradient that pulls every weight towards a target, plus
+         * noise: the trajectory goes somewhere, as in training. */
+        for (uint64_t i = 0; i < n; i++) {
+            g[i] = (float)(dp[i] - 0.5 * sin((double)i)) + 0.1f * rng_unit(&rng);
+        }
+        ck_assert_int_eq(weft_optim_step(opt, &gr, 1, NULL), WEFT_OK);
+        for (uint64_t i = 0; i < n; i++) {
+            const double gi = g[i];
+            dp[i] -= lr * wd * dp[i];
+            dm[i] = b1 * dm[i] + (1 - b1) * gi;
+            dv[i] = b2 * dv[i] + (1 - b2) * gi * gi;
+            dp[i] -= lr / (1 - pow(b1, (double)t)) * dm[i] / (sqrt(dv[i]) / sqrt(1 - pow(b2, (double)t)) + eps);
+        }
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)p[i] - dp[i]));
+        scale = fmax(scale, fabs(dp[i]));
+    }
+    /* FP32 rounds every step by ~6e-8 relative; over 1000 steps of a
+     * contracting trajectory the error stays near 1e-6. A step of lr is
+     * 1e-3: any real mistake is hundreds of times this bound. */
+    ck_assert_msg(worst <= 2e-5 * scale, "FP32 drifted %.3g from FP64 (weights up to %.3g)", worst, scale);
+    free(g);
+    free(dp);
+    free(dm);
+    free(dv);
+    weft_optim_destroy(opt);
+}
+END_TEST
+
+/* A group adopting the caller's arrays updates them in place. */
+START_TEST(adopted_state_is_updated_in_place)
+{
+    enum { N = 100 };
+    float                   master[N], m[N] = {0}, v[N] = {0}, g[N];
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADOPT,
+                                 .name       = "bias",
+                                 .algo       = WEFT_OPTIM_ADAMW,
+                                 .rows       = 1,
+                                 .cols       = N,
+                                 .master     = master,
+                                 .exp_avg    = m,
+                                 .exp_avg_sq = v};
+    weft_optim_h            opt;
+    weft_optim_grad_t       gr = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+    weft_optim_info_t       info;
+    spec_scalars_t          s = spec_scalars(&(weft_adamw_hparams_t){1e-3, 0.9, 0.999, 1e-8, 1e-2}, 1);
+
+    for (int i = 0; i < N; i++) {
+        master[i] = (float)i / N;
+        g[i]      = 0.5f - (float)i / N;
+    }
+    ck_assert_int_eq(weft_optim_create(NULL, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    ck_assert_ptr_eq(state_of(opt, 0, WEFT_OPTIM_STATE_MASTER), master);
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, NULL), WEFT_OK);
+    for (int i = 0; i < N; i++) {
+        float sp = (float)i / N, sm = 0, sv = 0;
+        spec_element(&s, &sp, &sm, &sv, g[i]);
+        ck_assert_uint_eq(bits(master[i]), bits(sp));
+        ck_assert_uint_eq(bits(m[i]), bits(sm));
+    }
+    ck_assert_int_eq(weft_optim_get_info(opt, &info), WEFT_OK);
+    ck_assert_uint_eq(info.step, 1);
+    ck_assert_uint_eq(info.parameters, N);
+    ck_assert_uint_eq(info.units, 1);
+    ck_assert_uint_eq(info.host_bytes, 0); /* adopted: nothing allocated */
+    ck_assert_uint_eq(info.device_bytes, 0);
+    weft_optim_destroy(opt);
+}
+END_TEST
+
+/* ------------------------------------------------------------- writers */
+
+/* A host registry with the FP8 (or BF16) tensors of `experts` matrices
+ * named "L0.experts.<e>.w1". */
+static weft_registry_h writer_registry(const char *reg_name, uint32_t experts, uint64_t rows, uint64_t cols,
+                                       int bf16, int skip_expert)
+{
+    weft_registry_h reg;
+    char            name[WEFT_TENSOR_NAME_MAX];
+
+    weft_registry_unlink(reg_name);
+    ck_assert_int_eq(weft_registry_create(reg_name, NULL, &reg), WEFT_OK);
+    for (uint32_t e = 0; e < experts; e++) {
+        weft_tensor_desc_t w = {.name = name, .layer = 0, .expert = (int32_t)e, .role = WEFT_ROLE_W,
+                                .dtype = bf16 ? WEFT_DTYPE_BF16 : WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                .shape = {rows, cols}};
+        if ((int)e == skip_expert) {
+            continue;
+        }
+        snprintf(name, sizeof(name), "L0.experts.%u.w1.weight", e);
+        ck_assert_int_eq(weft_registry_declare(reg, &w, NULL), WEFT_OK);
+        if (bf16) {
+            continue;
+        }
+        weft_tensor_desc_t wt = w, sc = w;
+        snprintf(name, sizeof(name), "L0.experts.%u.w1.weight_t", e);
+        wt.role     = WEFT_ROLE_WT;
+        wt.shape[0] = cols;
+        wt.shape[1] = rows;
+        ck_assert_int_eq(weft_registry_declare(reg, &wt, NULL), WEFT_OK);
+        snprintf(name, sizeof(name), "L0.experts.%u.w1.weight_scale_inv", e);
+        sc.role     = WEFT_ROLE_SCALE;
+        sc.dtype    = WEFT_DTYPE_FP32;
+        sc.shape[0] = (rows + 127) / 128;
+        sc.shape[1] = (cols + 127) / 128;
+        ck_assert_int_eq(weft_registry_declare(reg, &sc, NULL), WEFT_OK);
+    }
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    return reg;
+}
+
+static void *tensor_bytes(weft_registry_h reg, const char *name)
+{
+    uint32_t index;
+    void    *data = NULL;
+    ck_assert_int_eq(weft_registry_lookup(reg, name, &index), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(reg, index, &data), WEFT_OK);
+    return data;
+}
+
+static void fill_masters_and_step(weft_optim_h opt, uint64_t n, uint64_t seed, const weft_optim_step_params_t *sp)
+{
+    float            *p = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER), *g = malloc(n * 4);
+    weft_optim_grad_t gr = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+
+    for (uint64_t i = 0; i < n; i++) {
+        p[i] = rng_unit(&seed) * 0.05f;
+        g[i] = rng_unit(&seed);
+    }
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, sp), WEFT_OK);
+    free(g);
+}
+
+START_TEST(fp8_writer_writes_the_quantized_master)
+{
+    const uint32_t           E = 3;
+    const uint64_t           rows = 200, cols = 300, n = E * rows * cols;
+    char                     reg_name[64], name[WEFT_TENSOR_NAME_MAX];
+    weft_registry_h          reg;
+    weft_optim_h             opt = one_group(2, E, rows, cols, NULL, "L0.experts.{E}.w1");
+    weft_optim_writer_h      w;
+    weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = weft_optim_writer_write};
+    uint8_t                 *ew = malloc(rows * cols), *ewt = malloc(rows * cols);
+    float                    escale[2 * 3];
+
+    snprintf(reg_name, sizeof(reg_name), "test-optim-fp8-%d", (int)getpid());
+    reg = writer_registry(reg_name, E, rows, cols, 0, -1);
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, NULL, &w), WEFT_OK);
+    sp.writer_arg = w;
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+    fill_masters_and_step(opt, n, 5, &sp);
+    for (uint32_t e = 0; e < E; e++) {
+        const float        *master = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER) + e * rows * cols;
+        weft_quant_matrix_t qm     = {.x = master, .w = ew, .wt = ewt, .scale_inv = escale};
+        ck_assert_int_eq(weft_quant_host(NULL, WEFT_DTYPE_FP32, rows, cols, &qm, 1), WEFT_OK);
+        snprintf(name, sizeof(name), "L0.experts.%u.w1.weight", e);
+        ck_assert_int_eq(memcmp(tensor_bytes(reg, name), ew, rows * cols), 0);
+        snprintf(name, sizeof(name), "L0.experts.%u.w1.weight_t", e);
+        ck_assert_int_eq(memcmp(tensor_bytes(reg, name), ewt, rows * cols), 0);
+        snprintf(name, sizeof(name), "L0.experts.%u.w1.weight_scale_inv", e);
+        ck_assert_int_eq(memcmp(tensor_bytes(reg, name), escale, sizeof(escale)), 0);
+    }
+    ck_assert_int_eq(weft_registry_publish(reg, 0, NULL), WEFT_OK);
+    /* Outside a write, the writer refuses and the step says so; the
+     * masters of a host step are whole, so later steps go on. */
+    ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){state_of(opt, 0, WEFT_OPTIM_STATE_EXP_AVG),
+                                                               WEFT_DTYPE_FP32, WEFT_MEMORY_HOST},
+                                     1, &sp),
+                     WEFT_ERR_STATE);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+    fill_masters_and_step(opt, n, 6, &sp);
+    weft_optim_writer_destroy(w);
+    weft_optim_destroy(opt);
+    weft_registry_close(reg);
+    weft_registry_unlink(reg_name);
+    free(ew);
+    free(ewt);
+}
+END_TEST
+
+START_TEST(bf16_writer_rounds_to_nearest_even)
+{
+    const uint64_t             rows = 7, cols = 33, n = rows * cols;
+    char                       reg_name[64];
+    weft_registry_h            reg;
+    weft_optim_h               opt = one_group(1, 1, rows, cols, NULL, "L0.experts.{E}.w1");
+    weft_optim_writer_h        w;
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FORMAT, .format = WEFT_OPTIM_WRITE_BF16};
+    weft_optim_step_params_t   sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = weft_optim_writer_write};
+    const uint16_t            *out;
+    const float               *master;
+
+    snprintf(reg_name, sizeof(reg_name), "test-optim-bf16-%d", (int)getpid());
+    reg = writer_registry(reg_name, 1, rows, cols, 1, -1);
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, &wp, &w), WEFT_OK);
+    sp.writer_arg = w;
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+    fill_masters_and_step(opt, n, 11, &sp);
+    out    = tensor_bytes(reg, "L0.experts.0.w1.weight");
+    master = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER);
+    for (uint64_t i = 0; i < n; i++) {
+        /* The nearer of the two BF16 neighbours, by a double comparison. */
+        const uint32_t u = bits(master[i]);
+        const float    lo = from_bits(u & 0xffff0000u), hi = from_bits((u & 0xffff0000u) + 0x10000u);
+        const double   dlo = fabs((double)master[i] - lo), dhi = fabs((double)hi - master[i]);
+        const uint16_t want = dlo < dhi ? (uint16_t)(u >> 16)
+                              : dhi < dlo ? (uint16_t)((u >> 16) + 1)
+                                          : (uint16_t)(((u >> 16) & 1) ? (u >> 16) + 1 : (u >> 16));
+        ck_assert_uint_eq(out[i], want);
+    }
+    weft_optim_writer_destroy(w);
+    weft_optim_destroy(opt);
+    weft_registry_close(reg);
+    weft_registry_unlink(reg_name);
+}
+END_TEST
+
+START_TEST(writer_refuses_missing_or_mismatched_tensors)
+{
+    char                reg_name[64];
+    weft_registry_h     reg;
+    weft_optim_h        opt = one_group(1, 2, 64, 64, NULL, "L0.experts.{E}.w1");
+    weft_optim_h        other = one_group(1, 2, 64, 32, NULL, "L0.experts.{E}.w1");
+    weft_optim_writer_h w = NULL;
+
+    snprintf(reg_name, sizeof(reg_name), "test-optim-wmiss-%d", (int)getpid());
+    reg = writer_registry(reg_name, 2, 64, 64, 0, 1); /* expert 1 missing */
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, NULL, &w), WEFT_ERR_NOT_FOUND);
+    ck_assert_ptr_null(w);
+    weft_registry_close(reg);
+    reg = writer_registry(reg_name, 2, 64, 64, 0, -1);
+    ck_assert_int_eq(weft_optim_writer_create(other, reg, NULL, &w), WEFT_ERR_INVALID_PARAM); /* shape */
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg,
+                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_FORMAT,
+                                                                            .format     = WEFT_OPTIM_WRITE_BF16},
+                                              &w),
+                     WEFT_ERR_INVALID_PARAM); /* FP8 tensors, BF16 writer */
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg,
+                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_QUANT,
+                                                                            .quant = {.field_mask = WEFT_QUANT_PARAM_BLOCK,
+                                                                                      .block = 64}},
+                                              &w),
+                     WEFT_ERR_INVALID_PARAM); /* 128-blocks declared */
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, &(weft_optim_writer_params_t){.field_mask = 1u << 20}, &w),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, NULL, &w), WEFT_OK);
+    weft_optim_writer_destroy(w);
+    weft_optim_destroy(opt);
+    weft_optim_destroy(other);
+    weft_registry_close(reg);
+    weft_registry_unlink(reg_name);
+}
+END_TEST
+
+/* ---------------------------------------------------------- checkpoint */
+
+/* Two groups, a stack and a plain tensor, with masters filled. */
+static weft_optim_h ckpt_opt(uint64_t cols0)
+{
+    weft_optim_h            opt;
+    weft_optim_group_desc_t a = {.name = "L0.experts.{E}.w1", .algo = WEFT_OPTIM_ADAMW, .experts = 3, .rows = 40,
+                                 .cols = cols0};
+    weft_optim_group_desc_t b = {.name = "L0.norm", .algo = WEFT_OPTIM_ADAMW, .rows = 1, .cols = 77};
+    uint64_t                rng = 3;
+
+    ck_assert_int_eq(weft_optim_create(NULL, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &a, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &b, NULL), WEFT_OK);
+    for (uint32_t g = 0; g < 2; g++) {
+        float   *m = state_of(opt, g, WEFT_OPTIM_STATE_MASTER);
+        uint64_t n = g == 0 ? 3 * 40 * cols0 : 77;
+        for (uint64_t i = 0; i < n; i++) {
+            m[i] = rng_unit(&rng);
+        }
+    }
+    return opt;
+}
+
+static const uint64_t CKPT_N[2] = {3 * 40 * 50, 77};
+
+/* Step t's gradients: the same for every optimizer. */
+static void ckpt_step(weft_optim_h opt, uint64_t t)
+{
+    float            *g0 = malloc(CKPT_N[0] * 4), *g1 = malloc(CKPT_N[1] * 4);
+    uint64_t          rng = 1000 + t;
+    weft_optim_grad_t gr[2] = {{g0, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, {g1, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}};
+
+    for (uint64_t i = 0; i < CKPT_N[0]; i++) {
+        g0[i] = rng_unit(&rng);
+    }
+    for (uint64_t i = 0; i < CKPT_N[1]; i++) {
+        g1[i] = rng_unit(&rng) * 0.1f;
+    }
+    ck_assert_int_eq(weft_optim_step(opt, gr, 2, NULL), WEFT_OK);
+    free(g0);
+    free(g1);
+}
+
+/* Every array of the optimizer, one after another. */
+static float *ckpt_snapshot(weft_optim_h opt)
+{
+    float *out = malloc(3 * (CKPT_N[0] + CKPT_N[1]) * 4), *at = out;
+    for (uint32_t g = 0; g < 2; g++) {
+        for (int a = 0; a < 3; a++) {
+            memcpy(at, state_of(opt, g, (weft_optim_state_t)(WEFT_OPTIM_STATE_MASTER + a)), CKPT_N[g] * 4);
+            at += CKPT_N[g];
+        }
+    }
+    return out;
+}
+
+static void ckpt_assert_same(const float *a, const float *b, const char *what)
+{
+    ck_assert_msg(memcmp(a, b, 3 * (CKPT_N[0] + CKPT_N[1]) * 4) == 0, "%s", what);
+}
+
+static void ckpt_path(char *buf, size_t size, const char *tag)
+{
+    snprintf(buf, size, "/tmp/weft-test-optim-%s-%d.ckpt", tag, (int)getpid());
+}
+
+START_TEST(checkpoint_round_trip_is_bit_exact)
+{
+    weft_optim_h      a = ckpt_opt(50), b = ckpt_opt(50);
+    weft_adamw_hparams_t h = {.lr = 2e-3, .beta1 = 0.85, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.05};
+    weft_optim_info_t info;
+    char              path[128];
+    float            *saved, *restored, *a_after, *b_after;
+
+    ckpt_path(path, sizeof(path), "rt");
+    ck_assert_int_eq(weft_optim_group_set_adamw(a, 0, &h), WEFT_OK); /* not b's: the file carries it */
+    for (uint64_t t = 1; t <= 3; t++) {
+        ckpt_step(a, t);
+    }
+    ck_assert_int_eq(weft_optim_save(a, path), WEFT_OK);
+    saved = ckpt_snapshot(a);
+    for (uint64_t t = 4; t <= 5; t++) {
+        ckpt_step(a, t);
+    }
+    ck_assert_int_eq(weft_optim_restore(b, path), WEFT_OK);
+    restored = ckpt_snapshot(b);
+    ckpt_assert_same(saved, restored, "the restored state differs from the saved one");
+    ck_assert_int_eq(weft_optim_get_info(b, &info), WEFT_OK);
+    ck_assert_uint_eq(info.step, 3);
+    for (uint64_t t = 4; t <= 5; t++) {
+        ckpt_step(b, t);
+    }
+    a_after = ckpt_snapshot(a);
+    b_after = ckpt_snapshot(b);
+    ckpt_assert_same(a_after, b_after, "steps after a restore differ from the run that never stopped");
+    unlink(path);
+    free(saved);
+    free(restored);
+    free(a_after);
+    free(b_after);
+    weft_optim_destroy(a);
+    weft_optim_destroy(b);
+}
+END_TEST
+
+/* Reads the file, lets `damage` change it, writes it back. */
+static void ckpt_rewrite(const char *path, void (*damage)(unsigned char *data, long *size))
+{
+    FILE          *f = fopen(path, "rb");
+    long           size;
+    unsigned char *data;
+
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    data = malloc((size_t)size + 16);
+    ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    damage(data, &size);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    free(data);
+}
+
+static void flip_data_byte(unsigned char *d, long *size) { d[*size - 1000] ^= 0x10; }
+static void flip_table_byte(unsigned char *d, long *size) { (void)size; d[64 + 10] ^= 1; }
+static void flip_header_step(unsigned char *d, long *size) { (void)size; d[24] ^= 1; }
+static void truncate_by_one(unsigned char *d, long *size) { (void)d; *size -= 1; }
+static void grow_by_one(unsigned char *d, long *size) { d[*size] = 0; *size += 1; }
+static void bad_magic(unsigned char *d, long *size) { (void)size; d[0] = 'X'; }
+/* A well-formed header of a later format: refused as another version. */
+static void later_format(unsigned char *d, long *size)
+{
+    uint64_t sum;
+    (void)size;
+    d[8] = 2;
+    memset(d + 56, 0, 8);
+    sum = weft_checksum_host(d, 64);
+    memcpy(d + 56, &sum, 8);
+}
+
+START_TEST(checkpoint_damage_is_refused_and_changes_nothing)
+{
+    static const struct {
+        void (*damage)(unsigned char *, long *);
+        weft_status_t want;
+        const char   *what;
+    } cases[] = {
+        {flip_data_byte, WEFT_ERR_CORRUPT, "a data byte"},     {flip_table_byte, WEFT_ERR_CORRUPT, "a table byte"},
+        {flip_header_step, WEFT_ERR_CORRUPT, "the step"},      {truncate_by_one, WEFT_ERR_CORRUPT, "truncated"},
+        {grow_by_one, WEFT_ERR_CORRUPT, "a byte appended"},    {bad_magic, WEFT_ERR_CORRUPT, "the magic"},
+        {later_format, WEFT_ERR_VERSION, "a later format"},
+    };
+    weft_optim_h a = ckpt_opt(50), b = ckpt_opt(50), other = ckpt_opt(51);
+    char         path[128];
+    float       *before, *after;
+
+    ckpt_path(path, sizeof(path), "bad");
+    ckpt_step(a, 1);
+    ck_assert_int_eq(weft_optim_save(a, path), WEFT_OK);
+    ck_assert_int_eq(weft_optim_restore(other, path), WEFT_ERR_INVALID_PARAM); /* other shape */
+    ckpt_step(b, 7);
+    before = ckpt_snapshot(b);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ck_assert_int_eq(weft_optim_save(a, path), WEFT_OK);
+        ckpt_rewrite(path, cases[i].damage);
+        ck_assert_msg(weft_optim_restore(b, path) == cases[i].want, "%s: not refused as expected", cases[i].what);
+        after = ckpt_snapshot(b);
+        ckpt_assert_same(before, after, cases[i].what);
+        free(after);
+    }
+    unlink(path);
+    ck_assert_int_eq(weft_optim_restore(b, path), WEFT_ERR_NOT_FOUND);
+    /* Still whole: it steps on. */
+    ckpt_step(b, 8);
+    free(before);
+    weft_optim_destroy(a);
+    weft_optim_destroy(b);
+    weft_optim_destroy(other);
+}
+END_TEST
+
+/* -------------------------------------------------------------- errors */
+
+START_TEST(argument_errors)
+{
+    weft_optim_h            opt = NULL;
+    weft_optim_group_desc_t d   = {.name = "a", .algo = WEFT_OPTIM_ADAMW, .rows = 2, .cols = 3};
+    float                   g[6] = {0};
+    weft_optim_grad_t       gr  = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+    weft_status_t           st;
+
+    ck_assert_int_eq(weft_optim_create(NULL, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = 1u << 30}, &opt), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_THREADS, .threads = 0},
+                                       &opt),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = 9},
+                                       &opt),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_ptr_null(opt);
+    /* A GPU placement here: not built in, or no GPU. */
+    st = weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT,
+                                                  .placement  = WEFT_OPTIM_STAGED},
+                           &opt);
+    if (st == WEFT_OK) {
+        weft_optim_destroy(opt); /* a machine with a GPU */
+    } else {
+        ck_assert_msg(st == WEFT_ERR_UNSUPPORTED || st == WEFT_ERR_NO_DEVICE || st == WEFT_ERR_CUDA, "%s",
+                      weft_status_string(st));
+    }
+    opt = NULL;
+
+    ck_assert_int_eq(weft_optim_create(NULL, &opt), WEFT_OK);
+    d.name = "";
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.name = "a";
+    d.algo = 7;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.algo = WEFT_OPTIM_ADAMW;
+    d.rows = 0;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.rows       = 2;
+    d.field_mask = WEFT_OPTIM_GROUP_ADAMW;
+    d.adamw      = (weft_adamw_hparams_t){.lr = 1e-3, .beta1 = 1.0, .beta2 = 0.9, .eps = 1e-8};
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.adamw.beta1 = NAN;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.adamw.beta1 = 0.9;
+    d.adamw.eps   = 0;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.adamw.eps  = 1e-8;
+    d.field_mask = WEFT_OPTIM_GROUP_ADOPT; /* without the arrays */
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.field_mask = 0;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM); /* duplicate */
+
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 2, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_step(opt, NULL, 1, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){g, WEFT_DTYPE_FP16, WEFT_MEMORY_HOST}, 1, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, 1, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, &(weft_optim_step_params_t){.field_mask = WEFT_OPTIM_STEP_WRITER}),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, &(weft_optim_step_params_t){.field_mask = 1u << 9}),
+                     WEFT_ERR_INVALID_PARAM);
+    /* Nothing above took a step. */
+    {
+        weft_optim_info_t info;
+        ck_assert_int_eq(weft_optim_get_info(opt, &info), WEFT_OK);
+        ck_assert_uint_eq(info.step, 0);
+    }
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, NULL), WEFT_OK);
+    d.name = "b";
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_STATE); /* after a step */
+    ck_assert_int_eq(weft_optim_group_set_adamw(opt, 0, &(weft_adamw_hparams_t){.lr = -1, .beta1 = 0.9,
+                                                                                .beta2 = 0.9, .eps = 1}),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_group_set_adamw(opt, 1, &typical), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_group_set_adamw(opt, 0, &typical), WEFT_OK);
+    {
+        float *data;
+        ck_assert_int_eq(weft_optim_group_state(opt, 0, 0, &data), WEFT_ERR_INVALID_PARAM);
+        ck_assert_int_eq(weft_optim_group_state(opt, 1, WEFT_OPTIM_STATE_MASTER, &data), WEFT_ERR_INVALID_PARAM);
+    }
+    ck_assert_int_eq(weft_optim_destroy(opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_destroy(NULL), WEFT_OK);
+}
+END_TEST
+
+int main(void)
+{
+    Suite   *s     = suite_create("optim");
+    TCase   *adamw = tcase_create("adamw");
+    TCase   *wr    = tcase_create("writers");
+    TCase   *api   = tcase_create("api");
+    SRunner *sr;
+    int      failed;
+
+    tcase_set_timeout(adamw, 120);
+    tcase_add_test(adamw, adamw_matches_spec_random);
+    tcase_add_test(adamw, adamw_matches_spec_adversarial);
+    tcase_add_test(adamw, adamw_bf16_gradients_widen_exactly);
+    tcase_add_test(adamw, adamw_bytes_do_not_depend_on_threads);
+    tcase_add_test(adamw, adamw_tracks_fp64_for_1000_steps);
+    tcase_add_test(adamw, adopted_state_is_updated_in_place);
+    suite_add_tcase(s, adamw);
+    tcase_set_timeout(wr, 60);
+    tcase_add_test(wr, fp8_writer_writes_the_quantized_master);
+    tcase_add_test(wr, bf16_writer_rounds_to_nearest_even);
+    tcase_add_test(wr, writer_refuses_missing_or_mismatched_tensors);
+    suite_add_tcase(s, wr);
+    tcase_add_test(api, checkpoint_round_trip_is_bit_exact);
+    tcase_add_test(api, checkpoint_damage_is_refused_and_changes_nothing);
+    tcase_add_test(api, argument_errors);
+    suite_add_tcase(s, api);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,572 @@
+/*
+ * optim/ on the GPU: the CUDA AdamW kernel against the host reference,
+ * byte for byte; the STAGED and RESIDENT placements against HOST over
+ * several steps (the slot ring wrapping, device and host gradients, FP32
+ * and BF16); the writers into a GPU registry from the slot against
+ * weft_quant_host of the master copied back; the slot-size errors. The
+ * comparison with PyTorch's fused AdamW is optim_torch.sh's. Exits 77
+ * without a GPU.
+ */
+#include "config.h"
+
+#include "gpu_skip.h"
+#include "kernels/adamw.h"
+
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+#define CUDA_OK(call) ck_assert_msg((call) == cudaSuccess, "%s failed", #call)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dULL;
+}
+
+static float rng_unit(uint64_t *s)
+{
+    return (float)((double)(rng_next(s) >> 40) / 8388608.0 - 1.0);
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* Ordinary values over many binades, with zeros, subnormals, extremes,
+ * infinities and NaN one time in three. */
+static float adversarial(uint64_t *s)
+{
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u,
+                                       0x7f7fffffu, 0xff7fffffu, 0x00800000u, 0x3f800000u, 0x5f000000u,
+                                       0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u};
+    const uint64_t        r         = rng_next(s);
+
+    if (r % 3 == 0) {
+        return from_bits(special[(r >> 8) % (sizeof(special) / sizeof(special[0]))]);
+    }
+    return rng_unit(s) * ldexpf(1.0f, (int)((r >> 32) % 60) - 40);
+}
+
+static uint16_t bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if (isnan(f)) {
+        return (uint16_t)((u >> 16) | 0x40);
+    }
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static void *device_copy(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes));
+    CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* The kernel and the host reference, same inputs, every byte; `offset`
+ * elements into the buffers to take the unaligned path too. */
+static void kernel_vs_host(uint64_t seed, size_t n, size_t offset, int bf16, const weft_adamw_hparams_t *h,
+                           uint64_t t)
+{
+    const size_t         total = n + offset;
+    float               *p = malloc(total * 4), *m = malloc(total * 4), *v = malloc(total * 4);
+    float               *g = malloc(total * 4), *out = malloc(total * 4);
+    uint16_t            *g16 = malloc(total * 2);
+    float               *dp, *dm, *dv;
+    void                *dg;
+    weft_adamw_scalars_t s;
+    const void          *hg;
+    size_t               differ = 0;
+
+    for (size_t i = 0; i < total; i++) {
+        p[i]   = adversarial(&seed);
+        m[i]   = adversarial(&seed) * 1e-3f;
+        v[i]   = fabsf(adversarial(&seed)) * 1e-6f;
+        g[i]   = adversarial(&seed);
+        g16[i] = bf16_bits(g[i]);
+    }
+    dp = device_copy(p, total * 4);
+    dm = device_copy(m, total * 4);
+    dv = device_copy(v, total * 4);
+    dg = bf16 ? device_copy(g16, total * 2) : device_copy(g, total * 4);
+    hg = bf16 ? (const void *)(g16 + offset) : (const void *)(g + offset);
+    weft_adamw_scalars(h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, t, &s);
+    ck_assert_int_eq(weft_adamw_cuda(&s, dp + offset, dm + offset, dv + offset,
+                                     (const char *)dg + offset * (bf16 ? 2 : 4),
+                                     bf16 ? WEFT_DTYPE_BF16 : WEFT_DTYPE_FP32, n, NULL),
+                     WEFT_OK);
+    weft_adamw_host(&s, p + offset, m + offset, v + offset, hg, bf16 ? WEFT_DTYPE_BF16 : WEFT_DTYPE_FP32, n);
+    CUDA_OK(cudaDeviceSynchronize());
+    {
+        float *const host[3] = {p, m, v};
+        float *const dev[3]  = {dp, dm, dv};
+        for (int a = 0; a < 3; a++) {
+            CUDA_OK(cudaMemcpy(out, dev[a], total * 4, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < total; i++) {
+                differ += memcmp(&out[i], &host[a][i], 4) != 0;
+            }
+        }
+    }
+    ck_assert_msg(differ == 0, "%zu of %zu values differ (n %zu, offset %zu, %s, step %llu)", differ, 3 * total, n,
+                  offset, bf16 ? "bf16" : "fp32", (unsigned long long)t);
+    cudaFree(dp);
+    cudaFree(dm);
+    cudaFree(dv);
+    cudaFree(dg);
+    free(p);
+    free(m);
+    free(v);
+    free(g);
+    free(out);
+    free(g16);
+}
+
+static const weft_adamw_hparams_t typical  = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+static const weft_adamw_hparams_t no_decay = {3e-4, 0.8, 0.95, 1e-6, 0.0};
+
+START_TEST(kernel_matches_host_reference)
+{
+    kernel_vs_host(1, (1u << 20) + 3, 0, 0, &typical, 1);
+    kernel_vs_host(2, (1u << 20) + 3, 1, 0, &typical, 7);
+    kernel_vs_host(3, 100003, 0, 1, &no_decay, 2);
+    kernel_vs_host(4, 100003, 3, 1, &typical, 1000);
+    kernel_vs_host(5, 5, 0, 0, &typical, 123456);
+}
+END_TEST
+
+/* ----------------------------------------------------------- placements */
+
+enum { GROUPS = 2 };
+static const uint32_t G_EXPERTS[GROUPS] = {5, 0};
+static const uint64_t G_ROWS[GROUPS] = {96, 1}, G_COLS[GROUPS] = {130, 1000};
+
+static uint64_t group_elems(int i)
+{
+    return (G_EXPERTS[i] ? G_EXPERTS[i] : 1) * G_ROWS[i] * G_COLS[i];
+}
+
+static weft_optim_h make_opt(weft_optim_placement_t placement, uint32_t slots, uint64_t slot_bytes)
+{
+    weft_optim_params_t p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_COUNT |
+                                           WEFT_OPTIM_PARAM_SLOT_BYTES,
+                             .placement  = placement,
+                             .slot_count = slots,
+                             .slot_bytes = slot_bytes};
+    weft_optim_h        opt;
+    static const char  *names[GROUPS] = {"L0.experts.{E}.w1", "L0.norm"};
+
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    for (int i = 0; i < GROUPS; i++) {
+        weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW,
+                                     .name       = names[i],
+                                     .algo       = WEFT_OPTIM_ADAMW,
+                                     .experts    = G_EXPERTS[i],
+                                     .rows       = G_ROWS[i],
+                                     .cols       = G_COLS[i],
+                                     .adamw      = i == 0 ? typical : no_decay};
+        ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    }
+    return opt;
+}
+
+static float *state(weft_optim_h opt, int group, weft_optim_state_t which)
+{
+    float *d = NULL;
+    ck_assert_int_eq(weft_optim_group_state(opt, (uint32_t)group, which, &d), WEFT_OK);
+    return d;
+}
+
+/* Host copies of a group's three arrays, wherever they live. */
+static void read_state(weft_optim_h opt, int group, float *out[3], int resident)
+{
+    const size_t bytes = group_elems(group) * 4;
+    for (int a = 0; a < 3; a++) {
+        const float *src = state(opt, group, (weft_optim_state_t)(WEFT_OPTIM_STATE_MASTER + a));
+        CUDA_OK(cudaMemcpy(out[a], src, bytes, resident ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost));
+    }
+}
+
+/* STAGED (two slots for six matrices: the ring wraps every step) and
+ * RESIDENT against HOST: three steps, group 0 with FP32 gradients on the
+ * device, group 1 with BF16 gradients on the host (STAGED) or device. */
+START_TEST(staged_and_resident_equal_host)
+{
+    weft_optim_h host = make_opt(WEFT_OPTIM_HOST, 2, 4096);
+    weft_optim_h staged = make_opt(WEFT_OPTIM_STAGED, 2, 3 * 96 * 130 * 4 + 4096);
+    weft_optim_h resident = make_opt(WEFT_OPTIM_RESIDENT, 2, 4096);
+    cudaStream_t stream;
+    uint64_t     rng = 42;
+    float       *g0 = malloc(group_elems(0) * 4);
+    uint16_t    *g1 = malloc(group_elems(1) * 2);
+    void        *dg0, *dg1;
+    float       *init = malloc(group_elems(0) * 4);
+
+    CUDA_OK(cudaStreamCreate(&stream));
+    for (int i = 0; i < GROUPS; i++) {
+        const size_t bytes = group_elems(i) * 4;
+        for (uint64_t e = 0; e < group_elems(i); e++) {
+            init[e] = rng_unit(&rng) * 0.1f;
+        }
+        memcpy(state(host, i, WEFT_OPTIM_STATE_MASTER), init, bytes);
+        memcpy(state(staged, i, WEFT_OPTIM_STATE_MASTER), init, bytes);
+        CUDA_OK(cudaMemcpy(state(resident, i, WEFT_OPTIM_STATE_MASTER), init, bytes, cudaMemcpyHostToDevice));
+    }
+    CUDA_OK(cudaMalloc(&dg0, group_elems(0) * 4));
+    CUDA_OK(cudaMalloc(&dg1, group_elems(1) * 2));
+    for (int t = 0; t < 3; t++) {
+        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
+        weft_optim_grad_t        hg[GROUPS] = {{g0, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, {g1, WEFT_DTYPE_BF16, WEFT_MEMORY_HOST}};
+        weft_optim_grad_t        sg[GROUPS] = {{dg0, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, {g1, WEFT_DTYPE_BF16, WEFT_MEMORY_HOST}};
+        weft_optim_grad_t        rg[GROUPS] = {{dg0, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, {dg1, WEFT_DTYPE_BF16, WEFT_MEMORY_CUDA}};
+
+        for (uint64_t e = 0; e < group_elems(0); e++) {
+            g0[e] = rng_unit(&rng);
+        }
+        for (uint64_t e = 0; e < group_elems(1); e++) {
+            g1[e] = bf16_bits(rng_unit(&rng) * 1e-3f);
+        }
+        /* The gradients land on `stream` asynchronously: the step must
+         * wait for them there. */
+        CUDA_OK(cudaMemcpyAsync(dg0, g0, group_elems(0) * 4, cudaMemcpyHostToDevice, stream));
+        CUDA_OK(cudaMemcpyAsync(dg1, g1, group_elems(1) * 2, cudaMemcpyHostToDevice, stream));
+        ck_assert_int_eq(weft_optim_step(host, hg, GROUPS, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(staged, sg, GROUPS, &sp), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(resident, rg, GROUPS, &sp), WEFT_OK);
+        CUDA_OK(cudaStreamSynchronize(stream));
+    }
+    for (int i = 0; i < GROUPS; i++) {
+        const size_t bytes = group_elems(i) * 4;
+        float       *a[3], *b[3];
+        for (int k = 0; k < 3; k++) {
+            a[k] = malloc(bytes);
+            b[k] = malloc(bytes);
+        }
+        read_state(staged, i, a, 0);
+        read_state(resident, i, b, 1);
+        for (int k = 0; k < 3; k++) {
+            const float *h = state(host, i, (weft_optim_state_t)(WEFT_OPTIM_STATE_MASTER + k));
+            ck_assert_msg(memcmp(a[k], h, bytes) == 0, "staged group %d array %d differs from host", i, k);
+            ck_assert_msg(memcmp(b[k], h, bytes) == 0, "resident group %d array %d differs from host", i, k);
+            free(a[k]);
+            free(b[k]);
+        }
+    }
+    {
+        weft_optim_info_t info;
+        ck_assert_int_eq(weft_optim_get_info(staged, &info), WEFT_OK);
+        ck_assert_uint_eq(info.device_bytes, 2ull * (3 * 96 * 130 * 4 + 4096));
+        ck_assert_uint_eq(info.slot_count, 2);
+        ck_assert_uint_eq(info.step, 3);
+        ck_assert_uint_eq(info.host_bytes, 12 * (group_elems(0) + group_elems(1)));
+        ck_assert_int_eq(weft_optim_get_info(resident, &info), WEFT_OK);
+        ck_assert_uint_eq(info.device_bytes, 12 * (group_elems(0) + group_elems(1)));
+    }
+    cudaFree(dg0);
+    cudaFree(dg1);
+    cudaStreamDestroy(stream);
+    weft_optim_destroy(host);
+    weft_optim_destroy(staged);
+    weft_optim_destroy(resident);
+    free(g0);
+    free(g1);
+    free(init);
+}
+END_TEST
+
+/* A checkpoint is the optimizer's state wherever it lives: saved from
+ * STAGED, restored into HOST and RESIDENT, the next step is the same. */
+START_TEST(checkpoint_crosses_placements)
+{
+    weft_optim_h staged = make_opt(WEFT_OPTIM_STAGED, 3, 3 * 96 * 130 * 4 + 4096);
+    weft_optim_h host = make_opt(WEFT_OPTIM_HOST, 2, 4096);
+    weft_optim_h resident = make_opt(WEFT_OPTIM_RESIDENT, 2, 4096);
+    float       *g0 = malloc(group_elems(0) * 4), *g1 = malloc(group_elems(1) * 4);
+    void        *dg0, *dg1;
+    uint64_t     rng = 9;
+    char         path[128];
+
+    snprintf(path, sizeof(path), "/tmp/weft-test-optim-cuda-%d.ckpt", (int)getpid());
+    for (int i = 0; i < GROUPS; i++) {
+        float *m = state(staged, i, WEFT_OPTIM_STATE_MASTER);
+        for (uint64_t e = 0; e < group_elems(i); e++) {
+            m[e] = rng_unit(&rng);
+        }
+    }
+    for (uint64_t e = 0; e < group_elems(0); e++) {
+        g0[e] = rng_unit(&rng);
+    }
+    for (uint64_t e = 0; e < group_elems(1); e++) {
+        g1[e] = rng_unit(&rng);
+    }
+    dg0 = device_copy(g0, group_elems(0) * 4);
+    dg1 = device_copy(g1, group_elems(1) * 4);
+    {
+        weft_optim_grad_t dg[GROUPS] = {{dg0, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, {dg1, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}};
+        weft_optim_grad_t hg[GROUPS] = {{g0, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, {g1, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}};
+
+        ck_assert_int_eq(weft_optim_step(staged, dg, GROUPS, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(staged, dg, GROUPS, NULL), WEFT_OK);
+        CUDA_OK(cudaDeviceSynchronize());
+        ck_assert_int_eq(weft_optim_save(staged, path), WEFT_OK);
+        ck_assert_int_eq(weft_optim_restore(host, path), WEFT_OK);
+        ck_assert_int_eq(weft_optim_restore(resident, path), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(staged, dg, GROUPS, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(resident, dg, GROUPS, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(host, hg, GROUPS, NULL), WEFT_OK);
+        CUDA_OK(cudaDeviceSynchronize());
+    }
+    for (int i = 0; i < GROUPS; i++) {
+        const size_t bytes = group_elems(i) * 4;
+        float       *r[3];
+        for (int k = 0; k < 3; k++) {
+            r[k] = malloc(bytes);
+        }
+        read_state(resident, i, r, 1);
+        for (int k = 0; k < 3; k++) {
+            const float *h = state(host, i, (weft_optim_state_t)(WEFT_OPTIM_STATE_MASTER + k));
+            const float *st = state(staged, i, (weft_optim_state_t)(WEFT_OPTIM_STATE_MASTER + k));
+            ck_assert_msg(memcmp(h, st, bytes) == 0, "host after restore differs, group %d array %d", i, k);
+            ck_assert_msg(memcmp(r[k], st, bytes) == 0, "resident after restore differs, group %d array %d", i, k);
+            free(r[k]);
+        }
+    }
+    unlink(path);
+    cudaFree(dg0);
+    cudaFree(dg1);
+    free(g0);
+    free(g1);
+    weft_optim_destroy(staged);
+    weft_optim_destroy(host);
+    weft_optim_destroy(resident);
+}
+END_TEST
+
+START_TEST(slot_too_small_is_an_error)
+{
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+                                 .placement  = WEFT_OPTIM_STAGED,
+                                 .slot_bytes = 3 * 4096 * 4};
+    weft_optim_group_desc_t d = {.name = "big", .algo = WEFT_OPTIM_ADAMW, .experts = 2, .rows = 64, .cols = 65};
+    weft_optim_h            opt;
+    float                  *g;
+
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM); /* 64 × 65 > 4096 */
+    d.cols = 64;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK); /* fits exactly */
+    g = calloc(2 * 64 * 64, 4);
+    /* A host gradient needs room beside the state: refused before any work. */
+    ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, 1, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+    /* Host memory announced as device memory is refused too. */
+    ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, 1, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+    free(g);
+    weft_optim_destroy(opt);
+}
+END_TEST
+
+/* ------------------------------------------------------------- writers */
+
+static weft_registry_h gpu_registry(const char *name, uint32_t experts, uint64_t rows, uint64_t cols, int bf16)
+{
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY, .memory = WEFT_MEMORY_CUDA, .device = 0};
+    weft_registry_h        reg;
+    char                   tname[WEFT_TENSOR_NAME_MAX];
+
+    weft_registry_unlink(name);
+    ck_assert_int_eq(weft_registry_create(name, &rp, &reg), WEFT_OK);
+    for (uint32_t e = 0; e < experts; e++) {
+        weft_tensor_desc_t w = {.name = tname, .layer = 0, .expert = (int32_t)e, .role = WEFT_ROLE_W,
+                                .dtype = bf16 ? WEFT_DTYPE_BF16 : WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                .shape = {rows, cols}};
+        snprintf(tname, sizeof(tname), "L0.experts.%u.w1.weight", e);
+        ck_assert_int_eq(weft_registry_declare(reg, &w, NULL), WEFT_OK);
+        if (!bf16) {
+            weft_tensor_desc_t wt = w, sc = w;
+            snprintf(tname, sizeof(tname), "L0.experts.%u.w1.weight_t", e);
+            wt.role     = WEFT_ROLE_WT;
+            wt.shape[0] = cols;
+            wt.shape[1] = rows;
+            ck_assert_int_eq(weft_registry_declare(reg, &wt, NULL), WEFT_OK);
+            snprintf(tname, sizeof(tname), "L0.experts.%u.w1.weight_scale_inv", e);
+            sc.role     = WEFT_ROLE_SCALE;
+            sc.dtype    = WEFT_DTYPE_FP32;
+            sc.shape[0] = (rows + 127) / 128;
+            sc.shape[1] = (cols + 127) / 128;
+            ck_assert_int_eq(weft_registry_declare(reg, &sc, NULL), WEFT_OK);
+        }
+    }
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    return reg;
+}
+
+static void read_tensor(weft_registry_h reg, const char *name, void *out, size_t bytes)
+{
+    uint32_t index;
+    void    *data;
+    ck_assert_int_eq(weft_registry_lookup(reg, name, &index), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(reg, index, &data), WEFT_OK);
+    CUDA_OK(cudaMemcpy(out, data, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* From the slot into a GPU registry: what the writer wrote equals the
+ * host FP8 writer (or BF16 rounding) of the master that came back. */
+static void writer_from_slot(int bf16)
+{
+    const uint32_t             E = 4;
+    const uint64_t             rows = 256, cols = 384, n = rows * cols;
+    char                       reg_name[64], tname[WEFT_TENSOR_NAME_MAX];
+    weft_optim_params_t        p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_COUNT |
+                                                  WEFT_OPTIM_PARAM_SLOT_BYTES,
+                                    .placement  = WEFT_OPTIM_STAGED,
+                                    .slot_count = 3,
+                                    .slot_bytes = 12 * n};
+    weft_optim_group_desc_t    d = {.name = "L0.experts.{E}.w1", .algo = WEFT_OPTIM_ADAMW, .experts = E,
+                                    .rows = rows, .cols = cols};
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FORMAT,
+                                     .format = bf16 ? WEFT_OPTIM_WRITE_BF16 : WEFT_OPTIM_WRITE_FP8};
+    weft_optim_h               opt;
+    weft_optim_writer_h        w;
+    weft_registry_h            reg;
+    float                     *master, *g;
+    void                      *dg;
+    uint8_t                   *got = malloc(2 * n), *want = malloc(2 * n), *want_t = malloc(n);
+    float                      gs[2 * 3], ws[2 * 3];
+    uint64_t                   rng = 77;
+
+    snprintf(reg_name, sizeof(reg_name), "test-optim-cuda-w%d-%d", bf16, (int)getpid());
+    reg = gpu_registry(reg_name, E, rows, cols, bf16);
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, &wp, &w), WEFT_OK);
+    master = state(opt, 0, WEFT_OPTIM_STATE_MASTER);
+    g      = malloc(E * n * 4);
+    for (uint64_t i = 0; i < E * n; i++) {
+        master[i] = rng_unit(&rng) * 0.05f;
+        g[i]      = rng_unit(&rng);
+    }
+    dg = device_copy(g, E * n * 4);
+    for (int step = 0; step < 2; step++) {
+        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = weft_optim_writer_write,
+                                       .writer_arg = w};
+        ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){dg, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, 1, &sp),
+                         WEFT_OK);
+        CUDA_OK(cudaDeviceSynchronize());
+        for (uint32_t e = 0; e < E; e++) {
+            const float *x = master + e * n;
+            snprintf(tname, sizeof(tname), "L0.experts.%u.w1.weight", e);
+            if (bf16) {
+                uint16_t *want16 = (uint16_t *)want;
+                for (uint64_t i = 0; i < n; i++) {
+                    want16[i] = bf16_bits(x[i]);
+                }
+                read_tensor(reg, tname, got, 2 * n);
+                ck_assert_int_eq(memcmp(got, want, 2 * n), 0);
+                continue;
+            }
+            weft_quant_matrix_t qm = {.x = x, .w = want, .wt = want_t, .scale_inv = ws};
+            ck_assert_int_eq(weft_quant_host(NULL, WEFT_DTYPE_FP32, rows, cols, &qm, 1), WEFT_OK);
+            read_tensor(reg, tname, got, n);
+            ck_assert_msg(memcmp(got, want, n) == 0, "W of expert %u, step %d", e, step);
+            snprintf(tname, sizeof(tname), "L0.experts.%u.w1.weight_t", e);
+            read_tensor(reg, tname, got, n);
+            ck_assert_msg(memcmp(got, want_t, n) == 0, "WT of expert %u, step %d", e, step);
+            snprintf(tname, sizeof(tname), "L0.experts.%u.w1.weight_scale_inv", e);
+            read_tensor(reg, tname, gs, sizeof(gs));
+            ck_assert_msg(memcmp(gs, ws, sizeof(gs)) == 0, "scale_inv of expert %u, step %d", e, step);
+        }
+        ck_assert_int_eq(weft_registry_publish(reg, 0, NULL), WEFT_OK);
+    }
+    cudaFree(dg);
+    weft_optim_writer_destroy(w);
+    weft_optim_destroy(opt);
+    weft_registry_close(reg);
+    weft_registry_unlink(reg_name);
+    free(g);
+    free(got);
+    free(want);
+    free(want_t);
+}
+
+START_TEST(fp8_writer_from_the_slot)
+{
+    writer_from_slot(0);
+}
+END_TEST
+
+START_TEST(bf16_writer_from_the_slot)
+{
+    writer_from_slot(1);
+}
+END_TEST
+
+/* A host registry cannot take the GPU's matrices. */
+START_TEST(writer_refuses_host_registry_for_gpu_optimizer)
+{
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
+    weft_optim_group_desc_t d = {.name = "x", .algo = WEFT_OPTIM_ADAMW, .rows = 4, .cols = 4};
+    weft_tensor_desc_t      t = {.name = "x.weight", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
+                                 .dtype = WEFT_DTYPE_BF16, .ndim = 2, .shape = {4, 4}};
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FORMAT, .format = WEFT_OPTIM_WRITE_BF16};
+    weft_optim_h            opt;
+    weft_optim_writer_h     w;
+    weft_registry_h         reg;
+    char                    name[64];
+
+    snprintf(name, sizeof(name), "test-optim-cuda-hostreg-%d", (int)getpid());
+    weft_registry_unlink(name);
+    ck_assert_int_eq(weft_registry_create(name, NULL, &reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_declare(reg, &t, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, &wp, &w), WEFT_ERR_INVALID_PARAM);
+    weft_optim_destroy(opt);
+    weft_registry_close(reg);
+    weft_registry_unlink(name);
+}
+END_TEST
+
+int main(void)
+{
+    Suite   *s;
+    TCase   *tc;
+    SRunner *sr;
+    int      failed;
+
+    if (weft_test_gpu_count() == 0) {
+        return WEFT_TEST_SKIP;
+    }
+    s  = suite_create("optim_cuda");
+    tc = tcase_create("optim");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, kernel_matches_host_reference);
+    tcase_add_test(tc, staged_and_resident_equal_host);
+    tcase_add_test(tc, checkpoint_crosses_placements);
+    tcase_add_test(tc, slot_too_small_is_an_error);
+    tcase_add_test(tc, fp8_writer_from_the_slot);
+    tcase_add_test(tc, bf16_writer_from_the_slot);
+    tcase_add_test(tc, writer_refuses_host_registry_for_gpu_optimizer);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
