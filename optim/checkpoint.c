@@ -5,7 +5,8 @@
  *                  the checksum of the group table, the header's checksum
  *   table   one record a group: name, algorithm, shape, hyperparameters,
  *                  where its data is, and a checksum of each of its arrays
- *   data    a group after another: master, exp_avg, exp_avg_sq (FP32)
+ *   data    a group after another: master, exp_avg, exp_avg_sq (AdamW) or
+ *                  master, momentum (Muon), FP32
  *
  * all little-endian, checksums by <weft/checksum.h>'s definition. Saving
  * writes "<path>.tmp", syncs it and renames it over path, so a crash
@@ -30,7 +31,7 @@
 #include <unistd.h>
 
 #define CKPT_MAGIC   "WEFTOPT"
-#define CKPT_FORMAT  1u
+#define CKPT_FORMAT  2u /* 1 had no Muon fields */
 #define CKPT_CHUNK   (8u << 20) /* bytes read or written at a time; a multiple of 8 */
 
 typedef struct ckpt_header {
@@ -50,10 +51,14 @@ typedef struct ckpt_group {
     uint32_t algo;
     uint32_t experts;
     uint64_t rows, cols;
-    double   lr, beta1, beta2, eps, weight_decay;
+    double   lr, beta1, beta2, eps, weight_decay; /* AdamW */
+    double   muon_lr, muon_momentum, muon_weight_decay;
+    uint32_t muon_nesterov, muon_ns_steps, muon_scale, muon_schedule;
+    uint32_t arrays;        /* 3 (AdamW) or 2 (Muon) */
+    uint32_t reserved;
     uint64_t data_offset;
-    uint64_t array_bytes;   /* each of the three arrays */
-    uint64_t checksum[3];
+    uint64_t array_bytes;   /* each array */
+    uint64_t checksum[3];   /* of each array; 0 past `arrays` */
 } ckpt_group_t;
 
 _Static_assert(sizeof(ckpt_header_t) == 64, "the header is 64 bytes");
@@ -174,9 +179,17 @@ static void table_fill(weft_optim_h opt, ckpt_group_t *table, uint64_t *data_byt
         t->beta2        = g->adamw.beta2;
         t->eps          = g->adamw.eps;
         t->weight_decay = g->adamw.weight_decay;
+        t->muon_lr           = g->muon.lr;
+        t->muon_momentum     = g->muon.momentum;
+        t->muon_weight_decay = g->muon.weight_decay;
+        t->muon_nesterov     = (uint32_t)g->muon.nesterov;
+        t->muon_ns_steps     = g->muon.ns_steps;
+        t->muon_scale        = (uint32_t)g->muon.scale;
+        t->muon_schedule     = (uint32_t)g->muon.schedule;
+        t->arrays       = (uint32_t)g->arrays;
         t->data_offset  = offset;
         t->array_bytes  = g->units * g->unit_elems * sizeof(float);
-        offset += 3 * t->array_bytes;
+        offset += t->arrays * t->array_bytes;
     }
     *data_bytes = offset;
 }
@@ -211,7 +224,7 @@ weft_status_t weft_optim_save(weft_optim_h opt, const char *path)
     table_fill(opt, table, &total);
     /* The checksums first: one pass over the state. */
     for (uint32_t i = 0; i < opt->group_count && status == WEFT_OK; i++) {
-        for (int a = 0; a < 3 && status == WEFT_OK; a++) {
+        for (int a = 0; a < (int)table[i].arrays && status == WEFT_OK; a++) {
             sum_stream_t s = {0};
             for (uint64_t off = 0; off < table[i].array_bytes && status == WEFT_OK; off += CKPT_CHUNK) {
                 const size_t n = (size_t)(table[i].array_bytes - off < CKPT_CHUNK ? table[i].array_bytes - off : CKPT_CHUNK);
@@ -239,7 +252,7 @@ weft_status_t weft_optim_save(weft_optim_h opt, const char *path)
         status = io_error("cannot write", tmp);
     }
     for (uint32_t i = 0; i < opt->group_count && status == WEFT_OK; i++) {
-        for (int a = 0; a < 3 && status == WEFT_OK; a++) {
+        for (int a = 0; a < (int)table[i].arrays && status == WEFT_OK; a++) {
             for (uint64_t off = 0; off < table[i].array_bytes && status == WEFT_OK; off += CKPT_CHUNK) {
                 const size_t n = (size_t)(table[i].array_bytes - off < CKPT_CHUNK ? table[i].array_bytes - off : CKPT_CHUNK);
                 status = array_read(opt, &opt->groups[i], a, off, chunk, n);
@@ -311,8 +324,8 @@ static weft_status_t restore_check(weft_optim_h opt, const char *path, int fd, c
     for (uint32_t i = 0; i < h->groups; i++) {
         const ckpt_group_t *t = &table[i], *m = &mine[i];
         if (memcmp(t->name, m->name, sizeof(t->name)) != 0 || t->algo != m->algo || t->experts != m->experts ||
-            t->rows != m->rows || t->cols != m->cols || t->data_offset != m->data_offset ||
-            t->array_bytes != m->array_bytes) {
+            t->rows != m->rows || t->cols != m->cols || t->arrays != m->arrays ||
+            t->data_offset != m->data_offset || t->array_bytes != m->array_bytes) {
             weft_log_error("%s: \"%s\": group %u is \"%.*s\" [%u, %llu, %llu]; this optimizer's is \"%s\" "
                            "[%u, %llu, %llu]",
                            who, path, i, (int)sizeof(t->name), t->name, t->experts, (unsigned long long)t->rows,
@@ -360,7 +373,7 @@ weft_status_t weft_optim_restore(weft_optim_h opt, const char *path)
     status = restore_check(opt, path, fd, &h, table);
     /* Pass 1: every array's checksum, before anything changes. */
     for (uint32_t i = 0; status == WEFT_OK && i < h.groups; i++) {
-        for (int a = 0; a < 3 && status == WEFT_OK; a++) {
+        for (int a = 0; a < (int)table[i].arrays && status == WEFT_OK; a++) {
             sum_stream_t s = {0};
             for (uint64_t off = 0; off < table[i].array_bytes && status == WEFT_OK; off += CKPT_CHUNK) {
                 const size_t n = (size_t)(table[i].array_bytes - off < CKPT_CHUNK ? table[i].array_bytes - off : CKPT_CHUNK);
@@ -384,7 +397,7 @@ weft_status_t weft_optim_restore(weft_optim_h opt, const char *path)
     }
     pass2 = status == WEFT_OK;
     for (uint32_t i = 0; status == WEFT_OK && i < h.groups; i++) {
-        for (int a = 0; a < 3 && status == WEFT_OK; a++) {
+        for (int a = 0; a < (int)table[i].arrays && status == WEFT_OK; a++) {
             for (uint64_t off = 0; off < table[i].array_bytes && status == WEFT_OK; off += CKPT_CHUNK) {
                 const size_t n = (size_t)(table[i].array_bytes - off < CKPT_CHUNK ? table[i].array_bytes - off : CKPT_CHUNK);
                 if (read_all(fd, chunk, n) <= 0) {
@@ -402,6 +415,13 @@ weft_status_t weft_optim_restore(weft_optim_h opt, const char *path)
             optim_group_t *g = &opt->groups[i];
             g->adamw = (weft_adamw_hparams_t){.lr = table[i].lr, .beta1 = table[i].beta1, .beta2 = table[i].beta2,
                                               .eps = table[i].eps, .weight_decay = table[i].weight_decay};
+            g->muon  = (weft_muon_hparams_t){.lr           = table[i].muon_lr,
+                                             .momentum     = table[i].muon_momentum,
+                                             .weight_decay = table[i].muon_weight_decay,
+                                             .nesterov     = (int)table[i].muon_nesterov,
+                                             .ns_steps     = table[i].muon_ns_steps,
+                                             .scale        = (weft_muon_scale_t)table[i].muon_scale,
+                                             .schedule     = (weft_muon_schedule_t)table[i].muon_schedule};
         }
     }
     if (status == WEFT_OK) {

@@ -10,7 +10,9 @@
  * a third run at once, and a slot is reused only after the writer's work
  * on it and its copy out. The caller's stream is joined at both ends by
  * events; nothing here waits on the device as a whole. RESIDENT updates
- * each group in place with one launch on the caller's stream.
+ * each group in place on the caller's stream: AdamW in one launch, Muon's
+ * matrices in one batch. (STAGED Muon orthogonalizes the matrix of its
+ * slot alone: batching a slot's several matrices is to come.)
  */
 #include "config.h"
 
@@ -30,6 +32,9 @@ struct optim_gpu {
     cudaEvent_t *h2d_done, *compute_done, *slot_free; /* per slot */
     char        *slots;      /* slot_count × slot_bytes, device */
     uint32_t     next_slot;  /* the ring goes on across steps */
+    void        *blas;       /* cuBLAS handle, for Muon's GEMMs */
+    void        *muon_work;  /* Newton–Schulz workspace, device */
+    size_t       muon_work_bytes;
 };
 
 static uint64_t slot_array_bytes(uint64_t elems, size_t elem)
@@ -71,6 +76,10 @@ static void gpu_free(struct optim_gpu *gpu, uint32_t slots)
     if (gpu->slots != NULL) {
         cudaFree(gpu->slots);
     }
+    if (gpu->muon_work != NULL) {
+        cudaFree(gpu->muon_work);
+    }
+    weft_muon_blas_destroy(gpu->blas);
     free(gpu);
 }
 
@@ -168,7 +177,7 @@ weft_status_t optim_gpu_state_alloc(weft_optim_h opt, optim_group_t *g)
     if (status != WEFT_OK) {
         return status;
     }
-    for (i = 0; i < 3 && status == WEFT_OK; i++) {
+    for (i = 0; i < g->arrays && status == WEFT_OK; i++) {
         if (opt->placement == WEFT_OPTIM_STAGED) {
             status = WEFT_CUDA_CHECK(cudaHostAlloc((void **)&g->state[i], bytes, cudaHostAllocPortable));
             if (status == WEFT_OK) {
@@ -190,9 +199,9 @@ weft_status_t optim_gpu_state_alloc(weft_optim_h opt, optim_group_t *g)
     if (status != WEFT_OK) {
         optim_gpu_state_free(opt, g);
     } else if (opt->placement == WEFT_OPTIM_STAGED) {
-        opt->host_bytes += 3 * (uint64_t)bytes;
+        opt->host_bytes += (uint64_t)g->arrays * bytes;
     } else {
-        opt->device_bytes += 3 * (uint64_t)bytes;
+        opt->device_bytes += (uint64_t)g->arrays * bytes;
     }
     weft_cuda_leave(opt->device, saved);
     return status;
@@ -202,7 +211,7 @@ void optim_gpu_state_free(weft_optim_h opt, optim_group_t *g)
 {
     int saved, entered = weft_cuda_enter(opt->device, &saved) == WEFT_OK;
 
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < g->arrays; i++) {
         if (g->state[i] == NULL) {
             continue;
         }
@@ -245,6 +254,37 @@ weft_status_t optim_gpu_grad_check(weft_optim_h opt, uint32_t group, const weft_
     return WEFT_OK;
 }
 
+weft_status_t optim_gpu_muon_prepare(weft_optim_h opt, const optim_group_t *g)
+{
+    struct optim_gpu *gpu  = opt->gpu;
+    const size_t      need = weft_muon_cuda_work_bytes(g->rows, g->cols,
+                                                       opt->placement == WEFT_OPTIM_RESIDENT ? g->units : 1);
+    weft_status_t     status;
+    int               saved;
+
+    status = weft_cuda_enter(opt->device, &saved);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (gpu->blas == NULL) {
+        status = weft_muon_blas_create(&gpu->blas);
+    }
+    if (status == WEFT_OK && need > gpu->muon_work_bytes) {
+        void *work = NULL;
+        status = WEFT_CUDA_CHECK(cudaMalloc(&work, need));
+        if (status == WEFT_OK) {
+            if (gpu->muon_work != NULL) {
+                cudaFree(gpu->muon_work);
+            }
+            opt->device_bytes += need - gpu->muon_work_bytes;
+            gpu->muon_work       = work;
+            gpu->muon_work_bytes = need;
+        }
+    }
+    weft_cuda_leave(opt->device, saved);
+    return status;
+}
+
 weft_status_t optim_gpu_state_copy(weft_optim_h opt, optim_group_t *g, int a, uint64_t offset, void *host,
                                    size_t bytes, int to_device)
 {
@@ -264,7 +304,7 @@ weft_status_t optim_gpu_state_copy(weft_optim_h opt, optim_group_t *g, int a, ui
 
 /* One matrix through slot k: the three stages, each on its stream. */
 static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, const weft_optim_grad_t *grad,
-                                 const weft_adamw_scalars_t *s, const weft_optim_step_params_t *params)
+                                 const optim_scalars_t *s, const weft_optim_step_params_t *params)
 {
     struct optim_gpu    *gpu   = opt->gpu;
     const optim_group_t *g     = &opt->groups[group];
@@ -274,22 +314,22 @@ static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, c
     const size_t         bytes = (size_t)(n * sizeof(float));
     const size_t         gsize = weft_dtype_size(grad->dtype);
     char                *slot  = gpu->slots + (uint64_t)k * opt->slot_bytes;
-    float               *dev[3];
+    float               *dev[3] = {NULL, NULL, NULL};
     const void          *dgrad;
     weft_status_t        status;
 
     gpu->next_slot = (k + 1) % opt->slot_count;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < g->arrays; i++) {
         dev[i] = (float *)(slot + i * array);
     }
     dgrad = (const char *)grad->data + off * gsize;
 
     status = WEFT_CUDA_CHECK(cudaStreamWaitEvent(gpu->h2d, gpu->slot_free[k], 0));
-    for (int i = 0; i < 3 && status == WEFT_OK; i++) {
+    for (int i = 0; i < g->arrays && status == WEFT_OK; i++) {
         status = WEFT_CUDA_CHECK(cudaMemcpyAsync(dev[i], g->state[i] + off, bytes, cudaMemcpyHostToDevice, gpu->h2d));
     }
     if (status == WEFT_OK && grad->memory == WEFT_MEMORY_HOST) {
-        void *slot_grad = slot + 3 * array;
+        void *slot_grad = slot + g->arrays * array;
         status = WEFT_CUDA_CHECK(cudaMemcpyAsync(slot_grad, dgrad, (size_t)(n * gsize), cudaMemcpyHostToDevice,
                                                  gpu->h2d));
         dgrad  = slot_grad;
@@ -301,7 +341,10 @@ static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, c
         status = WEFT_CUDA_CHECK(cudaStreamWaitEvent(gpu->compute, gpu->h2d_done[k], 0));
     }
     if (status == WEFT_OK) {
-        status = weft_adamw_cuda(s, dev[0], dev[1], dev[2], dgrad, grad->dtype, (size_t)n, gpu->compute);
+        status = g->algo == WEFT_OPTIM_MUON
+                     ? weft_muon_cuda_step(&s->muon, (int)g->muon.schedule, g->muon.ns_steps, dev[0], dev[1], dgrad,
+                                           grad->dtype, g->rows, g->cols, 1, gpu->muon_work, gpu->blas, gpu->compute)
+                     : weft_adamw_cuda(&s->adamw, dev[0], dev[1], dev[2], dgrad, grad->dtype, (size_t)n, gpu->compute);
     }
     if (status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER)) {
         weft_optim_unit_t unit;
@@ -318,7 +361,7 @@ static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, c
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaStreamWaitEvent(gpu->d2h, gpu->compute_done[k], 0));
     }
-    for (int i = 0; i < 3 && status == WEFT_OK; i++) {
+    for (int i = 0; i < g->arrays && status == WEFT_OK; i++) {
         status = WEFT_CUDA_CHECK(cudaMemcpyAsync(g->state[i] + off, dev[i], bytes, cudaMemcpyDeviceToHost, gpu->d2h));
     }
     if (status == WEFT_OK) {
@@ -328,7 +371,7 @@ static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, c
 }
 
 static weft_status_t staged_step(weft_optim_h opt, cudaStream_t stream, const weft_optim_grad_t *grads,
-                                 const weft_adamw_scalars_t *scalars, const weft_optim_step_params_t *params)
+                                 const optim_scalars_t *scalars, const weft_optim_step_params_t *params)
 {
     struct optim_gpu *gpu = opt->gpu;
     weft_status_t     status, joined;
@@ -361,14 +404,19 @@ static weft_status_t staged_step(weft_optim_h opt, cudaStream_t stream, const we
 }
 
 static weft_status_t resident_step(weft_optim_h opt, cudaStream_t stream, const weft_optim_grad_t *grads,
-                                   const weft_adamw_scalars_t *scalars, const weft_optim_step_params_t *params)
+                                   const optim_scalars_t *scalars, const weft_optim_step_params_t *params)
 {
     weft_status_t status = WEFT_OK;
 
     for (uint32_t i = 0; i < opt->group_count && status == WEFT_OK; i++) {
         const optim_group_t *g = &opt->groups[i];
-        status = weft_adamw_cuda(&scalars[i], g->state[0], g->state[1], g->state[2], grads[i].data,
-                                 grads[i].dtype, (size_t)(g->units * g->unit_elems), stream);
+        /* Muon: every matrix of the group in one batch. */
+        status = g->algo == WEFT_OPTIM_MUON
+                     ? weft_muon_cuda_step(&scalars[i].muon, (int)g->muon.schedule, g->muon.ns_steps, g->state[0],
+                                           g->state[1], grads[i].data, grads[i].dtype, g->rows, g->cols, g->units,
+                                           opt->gpu->muon_work, opt->gpu->blas, stream)
+                     : weft_adamw_cuda(&scalars[i].adamw, g->state[0], g->state[1], g->state[2], grads[i].data,
+                                       grads[i].dtype, (size_t)(g->units * g->unit_elems), stream);
         for (uint32_t u = 0; u < g->units && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER);
              u++) {
             weft_optim_unit_t unit;
@@ -388,8 +436,8 @@ static weft_status_t resident_step(weft_optim_h opt, cudaStream_t stream, const 
     return status;
 }
 
-weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads,
-                             const weft_adamw_scalars_t *scalars, const weft_optim_step_params_t *params)
+weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads, const optim_scalars_t *scalars,
+                             const weft_optim_step_params_t *params)
 {
     cudaStream_t  stream = (params->field_mask & WEFT_OPTIM_STEP_STREAM) ? (cudaStream_t)params->stream : NULL;
     weft_status_t status;

@@ -54,8 +54,15 @@ weft_status_t optim_gpu_state_copy(weft_optim_h opt, optim_group_t *g, int a, ui
     return WEFT_ERR_UNSUPPORTED;
 }
 
-weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads,
-                             const weft_adamw_scalars_t *scalars, const weft_optim_step_params_t *params)
+weft_status_t optim_gpu_muon_prepare(weft_optim_h opt, const optim_group_t *g)
+{
+    (void)opt;
+    (void)g;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads, const optim_scalars_t *scalars,
+                             const weft_optim_step_params_t *params)
 {
     (void)opt;
     (void)grads;

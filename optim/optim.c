@@ -17,7 +17,7 @@
 #define OPTIM_KNOWN_FIELDS                                                                  \
     ((uint64_t)(WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE | WEFT_OPTIM_PARAM_SLOT_COUNT | \
                 WEFT_OPTIM_PARAM_SLOT_BYTES | WEFT_OPTIM_PARAM_THREADS))
-#define GROUP_KNOWN_FIELDS ((uint64_t)(WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_ADOPT))
+#define GROUP_KNOWN_FIELDS ((uint64_t)(WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_ADOPT | WEFT_OPTIM_GROUP_MUON))
 #define STEP_KNOWN_FIELDS  ((uint64_t)(WEFT_OPTIM_STEP_WRITER | WEFT_OPTIM_STEP_STREAM))
 
 #define SLOT_COUNT_DEFAULT 3u
@@ -25,6 +25,13 @@
 
 static const weft_adamw_hparams_t adamw_defaults = {
     .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
+static const weft_muon_hparams_t muon_defaults = {.lr           = 0.02,
+                                                  .momentum     = 0.95,
+                                                  .weight_decay = 0.0,
+                                                  .nesterov     = 1,
+                                                  .ns_steps     = 5,
+                                                  .scale        = WEFT_MUON_SCALE_SHAPE,
+                                                  .schedule     = WEFT_MUON_NS_SIMPLE};
 
 static uint32_t online_cpus(void)
 {
@@ -104,7 +111,7 @@ static void group_state_free(weft_optim_h opt, optim_group_t *g)
         return;
     }
     if (opt->placement == WEFT_OPTIM_HOST) {
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < g->arrays; i++) {
             free(g->state[i]);
         }
     } else {
@@ -144,11 +151,29 @@ static int adamw_ok(const char *who, const weft_adamw_hparams_t *h)
     return 1;
 }
 
+static int muon_ok(const char *who, const weft_muon_hparams_t *h)
+{
+    if (!(h->lr >= 0 && h->lr < INFINITY) || !(h->momentum >= 0 && h->momentum < 1) ||
+        !(h->weight_decay >= 0 && h->weight_decay < INFINITY) || (h->nesterov != 0 && h->nesterov != 1) ||
+        h->ns_steps < 1 || h->ns_steps > WEFT_MUON_NS_STEPS_MAX ||
+        (h->scale != WEFT_MUON_SCALE_SHAPE && h->scale != WEFT_MUON_SCALE_MATCH_ADAMW) ||
+        (h->schedule != WEFT_MUON_NS_SIMPLE && h->schedule != WEFT_MUON_NS_QUINTIC) ||
+        (h->schedule == WEFT_MUON_NS_QUINTIC && h->ns_steps % 5 != 0)) {
+        weft_log_error("%s: Muon hyperparameters out of range: lr %g (≥ 0), momentum %g (in [0, 1)), "
+                       "weight_decay %g (≥ 0), nesterov %d (0 or 1), ns_steps %u (1..%d; a multiple of 5 for "
+                       "the quintic schedule), scale %d, schedule %d",
+                       who, h->lr, h->momentum, h->weight_decay, h->nesterov, h->ns_steps, WEFT_MUON_NS_STEPS_MAX,
+                       (int)h->scale, (int)h->schedule);
+        return 0;
+    }
+    return 1;
+}
+
 uint64_t optim_slot_need(const optim_group_t *g, weft_dtype_t host_grad_dtype)
 {
     const uint64_t array = (g->unit_elems * sizeof(float) + OPTIM_SLOT_ALIGN - 1) / OPTIM_SLOT_ALIGN *
                            OPTIM_SLOT_ALIGN;
-    uint64_t       need  = 3 * array;
+    uint64_t       need  = (uint64_t)g->arrays * array;
 
     if (host_grad_dtype != WEFT_DTYPE_INVALID) {
         need += (g->unit_elems * weft_dtype_size(host_grad_dtype) + OPTIM_SLOT_ALIGN - 1) / OPTIM_SLOT_ALIGN *
@@ -178,8 +203,13 @@ static weft_status_t group_check(weft_optim_h opt, const weft_optim_group_desc_t
             return WEFT_ERR_INVALID_PARAM;
         }
     }
-    if (d->algo != WEFT_OPTIM_ADAMW) {
+    if (d->algo != WEFT_OPTIM_ADAMW && d->algo != WEFT_OPTIM_MUON) {
         weft_log_error("%s: group \"%s\": unknown algorithm %d", who, d->name, (int)d->algo);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (d->algo == WEFT_OPTIM_MUON && (d->rows < 2 || d->cols < 2)) {
+        weft_log_error("%s: group \"%s\": Muon is for matrices; a %llu × %llu tensor takes AdamW", who, d->name,
+                       (unsigned long long)d->rows, (unsigned long long)d->cols);
         return WEFT_ERR_INVALID_PARAM;
     }
     /* Elements of the whole group, and of a unit, fit in size_t and in the
@@ -193,9 +223,13 @@ static weft_status_t group_check(weft_optim_h opt, const weft_optim_group_desc_t
     if ((d->field_mask & WEFT_OPTIM_GROUP_ADAMW) && !adamw_ok(who, &d->adamw)) {
         return WEFT_ERR_INVALID_PARAM;
     }
+    if ((d->field_mask & WEFT_OPTIM_GROUP_MUON) && !muon_ok(who, &d->muon)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
     if ((d->field_mask & WEFT_OPTIM_GROUP_ADOPT) &&
-        (d->master == NULL || d->exp_avg == NULL || d->exp_avg_sq == NULL)) {
-        weft_log_error("%s: group \"%s\": adopting needs master, exp_avg and exp_avg_sq", who, d->name);
+        (d->master == NULL || d->exp_avg == NULL || (d->algo == WEFT_OPTIM_ADAMW && d->exp_avg_sq == NULL))) {
+        weft_log_error("%s: group \"%s\": adopting needs master and exp_avg (and exp_avg_sq for AdamW)", who,
+                       d->name);
         return WEFT_ERR_INVALID_PARAM;
     }
     return WEFT_OK;
@@ -205,7 +239,7 @@ static weft_status_t host_state_alloc(weft_optim_h opt, optim_group_t *g)
 {
     const size_t bytes = (size_t)(g->units * g->unit_elems * sizeof(float));
 
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < g->arrays; i++) {
         if (posix_memalign((void **)&g->state[i], 64, bytes) != 0) {
             for (int j = 0; j < i; j++) {
                 free(g->state[j]);
@@ -217,7 +251,7 @@ static weft_status_t host_state_alloc(weft_optim_h opt, optim_group_t *g)
         }
         memset(g->state[i], 0, bytes);
     }
-    opt->host_bytes += 3 * (uint64_t)bytes;
+    opt->host_bytes += (uint64_t)g->arrays * bytes;
     return WEFT_OK;
 }
 
@@ -247,9 +281,11 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
     g.cols       = desc->cols;
     g.unit_elems = desc->rows * desc->cols;
     g.adamw      = (desc->field_mask & WEFT_OPTIM_GROUP_ADAMW) ? desc->adamw : adamw_defaults;
+    g.muon       = (desc->field_mask & WEFT_OPTIM_GROUP_MUON) ? desc->muon : muon_defaults;
+    g.arrays     = g.algo == WEFT_OPTIM_MUON ? 2 : 3;
     if (opt->placement == WEFT_OPTIM_STAGED && optim_slot_need(&g, WEFT_DTYPE_INVALID) > opt->slot_bytes) {
         weft_log_error("weft_optim_add_group: group \"%s\": a %llu × %llu matrix needs %llu bytes of slot "
-                       "(master, exp_avg, exp_avg_sq) but a slot has %llu; raise slot_bytes",
+                       "(master and optimizer state) but a slot has %llu; raise slot_bytes",
                        g.name, (unsigned long long)g.rows, (unsigned long long)g.cols,
                        (unsigned long long)optim_slot_need(&g, WEFT_DTYPE_INVALID),
                        (unsigned long long)opt->slot_bytes);
@@ -264,10 +300,16 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
         opt->groups         = groups;
         opt->group_capacity = cap;
     }
+    if (g.algo == WEFT_OPTIM_MUON && opt->placement != WEFT_OPTIM_HOST) {
+        status = optim_gpu_muon_prepare(opt, &g);
+        if (status != WEFT_OK) {
+            return status;
+        }
+    }
     if (desc->field_mask & WEFT_OPTIM_GROUP_ADOPT) {
         g.state[0] = desc->master;
         g.state[1] = desc->exp_avg;
-        g.state[2] = desc->exp_avg_sq;
+        g.state[2] = g.arrays == 3 ? desc->exp_avg_sq : NULL;
         g.adopted  = 1;
     } else {
         status = opt->placement == WEFT_OPTIM_HOST ? host_state_alloc(opt, &g) : optim_gpu_state_alloc(opt, &g);
@@ -285,8 +327,9 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
 
 weft_status_t weft_optim_group_set_adamw(weft_optim_h opt, uint32_t group, const weft_adamw_hparams_t *hparams)
 {
-    if (opt == NULL || hparams == NULL || group >= opt->group_count) {
-        weft_log_error("weft_optim_group_set_adamw: no group %u", group);
+    if (opt == NULL || hparams == NULL || group >= opt->group_count ||
+        opt->groups[group].algo != WEFT_OPTIM_ADAMW) {
+        weft_log_error("weft_optim_group_set_adamw: no AdamW group %u", group);
         return WEFT_ERR_INVALID_PARAM;
     }
     if (!adamw_ok("weft_optim_group_set_adamw", hparams)) {
@@ -296,14 +339,38 @@ weft_status_t weft_optim_group_set_adamw(weft_optim_h opt, uint32_t group, const
     return WEFT_OK;
 }
 
-weft_status_t weft_optim_group_state(weft_optim_h opt, uint32_t group, weft_optim_state_t state, float **data)
+weft_status_t weft_optim_group_set_muon(weft_optim_h opt, uint32_t group, const weft_muon_hparams_t *hparams)
 {
-    if (opt == NULL || data == NULL || group >= opt->group_count || state < WEFT_OPTIM_STATE_MASTER ||
-        state > WEFT_OPTIM_STATE_EXP_AVG_SQ) {
-        weft_log_error("weft_optim_group_state: no group %u or state %d", group, (int)state);
+    if (opt == NULL || hparams == NULL || group >= opt->group_count ||
+        opt->groups[group].algo != WEFT_OPTIM_MUON) {
+        weft_log_error("weft_optim_group_set_muon: no Muon group %u", group);
         return WEFT_ERR_INVALID_PARAM;
     }
-    *data = opt->groups[group].state[state - WEFT_OPTIM_STATE_MASTER];
+    if (!muon_ok("weft_optim_group_set_muon", hparams)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    opt->groups[group].muon = *hparams;
+    return WEFT_OK;
+}
+
+weft_status_t weft_optim_group_state(weft_optim_h opt, uint32_t group, weft_optim_state_t state, float **data)
+{
+    int index = -1;
+
+    if (opt != NULL && data != NULL && group < opt->group_count) {
+        const int muon = opt->groups[group].algo == WEFT_OPTIM_MUON;
+        switch (state) {
+        case WEFT_OPTIM_STATE_MASTER: index = 0; break;
+        case WEFT_OPTIM_STATE_EXP_AVG: index = muon ? -1 : 1; break;
+        case WEFT_OPTIM_STATE_EXP_AVG_SQ: index = muon ? -1 : 2; break;
+        case WEFT_OPTIM_STATE_MOMENTUM: index = muon ? 1 : -1; break;
+        }
+    }
+    if (index < 0) {
+        weft_log_error("weft_optim_group_state: no group %u, or no state %d in it", group, (int)state);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    *data = opt->groups[group].state[index];
     return WEFT_OK;
 }
 
@@ -400,7 +467,7 @@ weft_status_t weft_optim_step(weft_optim_h opt, const weft_optim_grad_t *grads, 
                               const weft_optim_step_params_t *params)
 {
     static const weft_optim_step_params_t no_params = {0};
-    weft_adamw_scalars_t                 *scalars;
+    optim_scalars_t                      *scalars;
     weft_status_t                         status;
 
     if (opt == NULL) {
@@ -419,8 +486,18 @@ weft_status_t weft_optim_step(weft_optim_h opt, const weft_optim_grad_t *grads, 
         return WEFT_ERR_NO_MEMORY;
     }
     for (uint32_t i = 0; i < count; i++) {
-        const weft_adamw_hparams_t *h = &opt->groups[i].adamw;
-        weft_adamw_scalars(h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, opt->step + 1, &scalars[i]);
+        const optim_group_t *g = &opt->groups[i];
+        if (g->algo == WEFT_OPTIM_MUON) {
+            const weft_muon_hparams_t *h = &g->muon;
+            const double               r = (double)g->rows, c = (double)g->cols;
+            const double scale = h->scale == WEFT_MUON_SCALE_MATCH_ADAMW ? 0.2 * sqrt(r > c ? r : c)
+                                                                         : sqrt(r > c ? r / c : 1.0);
+            weft_muon_scalars(h->lr, h->momentum, h->weight_decay, h->nesterov, scale, &scalars[i].muon);
+        } else {
+            const weft_adamw_hparams_t *h = &g->adamw;
+            weft_adamw_scalars(h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, opt->step + 1,
+                               &scalars[i].adamw);
+        }
     }
     status = opt->placement == WEFT_OPTIM_HOST ? optim_host_step(opt, grads, scalars, params)
                                                : optim_gpu_step(opt, grads, scalars, params);

@@ -9,6 +9,7 @@
 #include <weft/optim.h>
 
 #include "kernels/adamw.h"
+#include "kernels/muon.h"
 
 #include <stdint.h>
 
@@ -20,9 +21,19 @@ typedef struct optim_group {
     uint64_t             rows, cols;
     uint64_t             unit_elems; /* rows × cols */
     weft_adamw_hparams_t adamw;
-    float               *state[3];   /* master, exp_avg, exp_avg_sq: units × unit_elems each */
+    weft_muon_hparams_t  muon;
+    int                  arrays;     /* state arrays: 3 (AdamW), 2 (Muon) */
+    /* master, then exp_avg and exp_avg_sq (AdamW) or the momentum (Muon):
+     * units × unit_elems floats each. */
+    float               *state[3];
     int                  adopted;    /* state is the caller's */
 } optim_group_t;
+
+/* A group's scalars for one step. */
+typedef union optim_scalars {
+    weft_adamw_scalars_t adamw;
+    weft_muon_scalars_t  muon;
+} optim_scalars_t;
 
 struct optim_gpu; /* gpu_cuda.c */
 
@@ -42,8 +53,9 @@ struct weft_optim {
     struct optim_gpu      *gpu;        /* STAGED, RESIDENT */
 };
 
-/* Bytes of FP32 state a staged AdamW matrix carries through its slot
- * (master, m, v), each array rounded up to the slot's alignment. */
+/* Bytes of FP32 state a staged matrix carries through its slot (master
+ * and state: 12 B an element for AdamW, 8 for Muon, each array rounded up
+ * to the slot's alignment), with its host gradient when there is one. */
 #define OPTIM_SLOT_ALIGN 256u
 uint64_t optim_slot_need(const optim_group_t *g, weft_dtype_t host_grad_dtype);
 
@@ -53,8 +65,8 @@ void optim_unit_init(const weft_optim_h opt, uint32_t group, uint32_t unit, cons
 
 /* HOST: one step over every group on the optimizer's threads, then the
  * writer over every matrix in order (step_host.c). */
-weft_status_t optim_host_step(weft_optim_h opt, const weft_optim_grad_t *grads,
-                              const weft_adamw_scalars_t *scalars, const weft_optim_step_params_t *params);
+weft_status_t optim_host_step(weft_optim_h opt, const weft_optim_grad_t *grads, const optim_scalars_t *scalars,
+                              const weft_optim_step_params_t *params);
 
 /* GPU placements (gpu_cuda.c, or gpu_none.c: WEFT_ERR_UNSUPPORTED). */
 weft_status_t optim_gpu_create(weft_optim_h opt);
@@ -69,7 +81,11 @@ weft_status_t optim_gpu_grad_check(weft_optim_h opt, uint32_t group, const weft_
  * RESIDENT group from (to_device = 0) or to the host buffer. */
 weft_status_t optim_gpu_state_copy(weft_optim_h opt, optim_group_t *g, int a, uint64_t offset, void *host,
                                    size_t bytes, int to_device);
-weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads,
-                             const weft_adamw_scalars_t *scalars, const weft_optim_step_params_t *params);
+/* A Muon group on the GPU: the cuBLAS handle and the Newton–Schulz
+ * workspace, grown to the largest group (RESIDENT: all its matrices in
+ * one batch; STAGED: one matrix). */
+weft_status_t optim_gpu_muon_prepare(weft_optim_h opt, const optim_group_t *g);
+weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads, const optim_scalars_t *scalars,
+                             const weft_optim_step_params_t *params);
 
 #endif

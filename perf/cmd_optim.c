@@ -42,7 +42,7 @@
 typedef struct optim_options {
     uint64_t    experts, iters, warmup, slots, slot_mib;
     uint64_t    rows[MAX_GROUPS], cols[MAX_GROUPS];
-    int         groups, json, peer, device;
+    int         groups, json, peer, device, muon;
     const char *peer_script;
 } optim_options_t;
 
@@ -59,6 +59,7 @@ static int optim_usage(FILE *out)
             "  --slot-mib N       MiB a slot (0: just the largest matrix's master and state)\n"
             "  --iters N          timed steps (5), after --warmup N (2)\n"
             "  --device N         GPU (0)\n"
+            "  --no-muon          skip Muon (batched on the GPU, and staged)\n"
             "  --no-peer          skip the PyTorch pipeline\n"
             "  --peer-script P    the peer script (default %s)\n"
             "  --json             one JSON object instead of the table\n",
@@ -97,12 +98,13 @@ static int optim_parse(int argc, char **argv, optim_options_t *o)
         {"slots", required_argument, NULL, 'k'},   {"slot-mib", required_argument, NULL, 'm'},
         {"iters", required_argument, NULL, 'i'},   {"warmup", required_argument, NULL, 'w'},
         {"device", required_argument, NULL, 'd'},  {"no-peer", no_argument, NULL, 'n'},
+        {"no-muon", no_argument, NULL, 'u'},
         {"peer-script", required_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     uint64_t device = 0;
     int      opt;
 
-    *o = (optim_options_t){.experts = 128, .iters = 5, .warmup = 2, .slots = 4, .peer = 1,
+    *o = (optim_options_t){.experts = 128, .iters = 5, .warmup = 2, .slots = 4, .peer = 1, .muon = 1,
                            .peer_script = WEFT_PERF_OPTIM_PEER};
     parse_shapes("1536x2048,2048x768", o);
     optind = 1;
@@ -117,6 +119,7 @@ static int optim_parse(int argc, char **argv, optim_options_t *o)
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, 100, &o->warmup); break;
         case 'd': bad = perf_arg_u64("--device", optarg, 0, 63, &device); break;
         case 'n': o->peer = 0; break;
+        case 'u': o->muon = 0; break;
         case 'p': o->peer_script = optarg; break;
         case 'j': o->json = 1; break;
         case 'h': return optim_usage(stdout) + 1;
@@ -370,6 +373,94 @@ static double run_peer(const optim_options_t *o, uint64_t params, char *note, si
     return ms;
 }
 
+/* Muon's figures for one shape. */
+typedef struct muon_result {
+    double resident_ms;  /* a RESIDENT step: every matrix in one batch */
+    double staged_ms;    /* a STAGED step: master and momentum through the slots */
+    double ns_tflops;    /* Newton–Schulz FLOPs / the RESIDENT step */
+    double torch_ns_ms;  /* the torch.compile'd batched reference */
+    double floor_ms;     /* 8 B a parameter each way / PCIe both ways */
+} muon_result_t;
+
+/* Times `iters` steps of a one-group Muon optimizer of `placement`. */
+static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t placement, const void *grad,
+                        cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1)
+{
+    const uint64_t          n = o->rows[g] * o->cols[g];
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE |
+                                               WEFT_OPTIM_PARAM_SLOT_COUNT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+                                 .placement = placement, .device = o->device, .slot_count = (uint32_t)o->slots,
+                                 .slot_bytes = 8 * n + 2 * 256};
+    weft_optim_group_desc_t d = {.name = "muon.{E}", .algo = WEFT_OPTIM_MUON, .experts = (uint32_t)o->experts,
+                                 .rows = o->rows[g], .cols = o->cols[g]};
+    weft_optim_grad_t       gr = {grad, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA};
+    weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
+    weft_optim_h            opt = NULL;
+    double                  ms[MAX_ITERS];
+    int                     ok;
+
+    ok = weft_ok(weft_optim_create(&p, &opt), "muon optimizer") && weft_ok(weft_optim_add_group(opt, &d, NULL), "group");
+    for (uint64_t it = 0; it < o->warmup + o->iters && ok; it++) {
+        float elapsed = 0;
+        ok = CU(cudaEventRecord(ev0, stream)) && weft_ok(weft_optim_step(opt, &gr, 1, &sp), "muon step") &&
+             CU(cudaEventRecord(ev1, stream)) && CU(cudaStreamSynchronize(stream)) &&
+             CU(cudaEventElapsedTime(&elapsed, ev0, ev1));
+        if (ok && it >= o->warmup) {
+            ms[it - o->warmup] = elapsed;
+        }
+    }
+    weft_optim_destroy(opt);
+    return ok ? median_of(ms, o->iters) : NAN;
+}
+
+/* The torch.compile'd NS of every shape, and the BF16 GEMM rate. */
+static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *gemm_tflops)
+{
+    char  cmd[2048], line[1024];
+    FILE *pipe;
+    int   used;
+
+    *gemm_tflops = NAN;
+    for (int g = 0; g < o->groups; g++) {
+        ns_ms[g] = NAN;
+    }
+    if (!o->peer) {
+        return;
+    }
+    used = snprintf(cmd, sizeof(cmd), "CUDA_VISIBLE_DEVICES=%d python3 '%s' --iters %llu --warmup %llu", o->device,
+                    o->peer_script, (unsigned long long)o->iters, (unsigned long long)o->warmup + 1);
+    for (int g = 0; g < o->groups && used > 0 && (size_t)used < sizeof(cmd); g++) {
+        used += snprintf(cmd + used, sizeof(cmd) - (size_t)used, " --ns %llux%llux%llu", (unsigned long long)o->experts,
+                         (unsigned long long)o->rows[g], (unsigned long long)o->cols[g]);
+    }
+    snprintf(cmd + used, sizeof(cmd) - (size_t)used, " 2>&1");
+    fflush(NULL);
+    pipe = popen(cmd, "r");
+    if (pipe == NULL) {
+        return;
+    }
+    while (fgets(line, sizeof(line), pipe) != NULL) {
+        char shape[64];
+        if (line[0] != '{') {
+            continue;
+        }
+        if (!isnan(perf_json_find_number(line, "gemm_tflops"))) {
+            *gemm_tflops = perf_json_find_number(line, "gemm_tflops");
+        }
+        if (perf_json_find_string(line, "ns", shape, sizeof(shape)) == 0) {
+            for (int g = 0; g < o->groups; g++) {
+                char want[64];
+                snprintf(want, sizeof(want), "%llux%llux%llu", (unsigned long long)o->experts,
+                         (unsigned long long)o->rows[g], (unsigned long long)o->cols[g]);
+                if (strcmp(want, shape) == 0) {
+                    ns_ms[g] = perf_json_find_number(line, "median_ms");
+                }
+            }
+        }
+    }
+    pclose(pipe);
+}
+
 /* Fills n floats with values of magnitude `scale` (a cheap hash). */
 static void fill_random(float *x, uint64_t n, uint64_t seed, float scale)
 {
@@ -397,6 +488,8 @@ int perf_cmd_optim(int argc, char **argv)
     double                   plain_ms[MAX_ITERS], writer_ms[MAX_ITERS], step_ms, step_w_ms, floor_ms, peer_ms;
     char                     reg_name[64], note[256], torch[64];
     uint64_t                 params = 0, slot_need = 0;
+    muon_result_t            mr[MAX_GROUPS];
+    double                   ns_peer_ms[MAX_GROUPS], gemm_tflops = NAN;
     int                      rc, correct = 1, ok;
 
     memset(grads, 0, sizeof(grads));
@@ -496,6 +589,21 @@ int perf_cmd_optim(int argc, char **argv)
         goto out;
     }
     weft_optim_get_info(opt, &info);
+    /* Muon, shape by shape, on the same gradients; its peers. The AdamW
+     * optimizer's pinned state stays allocated meanwhile. */
+    if (o.muon) {
+        run_ns_peer(&o, ns_peer_ms, &gemm_tflops);
+        for (int g = 0; g < o.groups; g++) {
+            const double m = (double)(o.rows[g] < o.cols[g] ? o.rows[g] : o.cols[g]);
+            const double n = (double)(o.rows[g] < o.cols[g] ? o.cols[g] : o.rows[g]);
+            const double flops = (double)o.experts * 5.0 * (4.0 * m * m * n + 2.0 * m * m * m);
+            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, grads[g].data, stream, ev0, ev1);
+            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, grads[g].data, stream, ev0, ev1);
+            mr[g].ns_tflops   = flops / (mr[g].resident_ms / 1e3) / 1e12;
+            mr[g].torch_ns_ms = ns_peer_ms[g];
+            mr[g].floor_ms    = 8.0 * (double)o.experts * m * n / (pcie.both_gbps * 1e9) * 1e3;
+        }
+    }
     step_ms   = median_of(plain_ms, o.iters);
     step_w_ms = median_of(writer_ms, o.iters);
     floor_ms  = 12.0 * (double)params / (pcie.both_gbps * 1e9) * 1e3;
@@ -528,6 +636,25 @@ int perf_cmd_optim(int argc, char **argv)
             perf_json_double(&j, "adamw_ratio_torch_staged", ratio_torch);
             perf_json_double(&j, "writer_overhead", overhead);
             perf_json_bool(&j, "correct", correct);
+            for (int g = 0; g < o.groups && o.muon; g++) {
+                char key[96];
+                const double ns_ms = mr[g].resident_ms;
+                const double muon_floor = mr[g].floor_ms > ns_ms ? mr[g].floor_ms : ns_ms;
+#define MUON_KEY(name) (snprintf(key, sizeof(key), "muon_%llux%llu_%s", (unsigned long long)o.rows[g], \
+                                 (unsigned long long)o.cols[g], name), key)
+                perf_json_double(&j, MUON_KEY("resident_step_ms"), ns_ms);
+                perf_json_double(&j, MUON_KEY("staged_step_ms"), mr[g].staged_ms);
+                perf_json_double(&j, MUON_KEY("pcie_floor_ms"), mr[g].floor_ms);
+                perf_json_double(&j, MUON_KEY("torch_compile_ns_ms"), mr[g].torch_ns_ms);
+                perf_json_double(&j, MUON_KEY("ns_tflops"), mr[g].ns_tflops);
+                perf_json_double(&j, MUON_KEY("ns_speedup_torch_compile"), mr[g].torch_ns_ms / ns_ms);
+                perf_json_double(&j, MUON_KEY("ns_fraction_of_peak"), mr[g].ns_tflops / gemm_tflops);
+                perf_json_double(&j, MUON_KEY("muon_ratio_floor"), mr[g].staged_ms / muon_floor);
+#undef MUON_KEY
+            }
+            if (o.muon) {
+                perf_json_double(&j, "bf16_gemm_tflops", gemm_tflops);
+            }
             perf_json_end(&j);
         } else {
             printf("# weft-perf optim: libweft %s, device %d: %s, %d SMs\n", weft_version(), o.device, prop.name,
@@ -550,6 +677,26 @@ int perf_cmd_optim(int argc, char **argv)
                    correct ? "yes" : "NO");
             printf("# ratio_floor: step / PCIe floor (target <= 1.05); ratio_torch: step / torch staged (<= 1.0);\n"
                    "# writer_ovh: the FP8 writer in the slot, as a fraction of the step (<= 0.05)\n");
+            if (o.muon) {
+                printf("# Muon (5 Newton-Schulz steps, BF16 on tensor cores; BF16 GEMM peak %.0f TFLOP/s by torch.mm)\n",
+                       gemm_tflops);
+                printf("%12s %12s %10s %12s %12s %10s %12s %12s %10s\n", "shape", "resident_ms", "ns_TFLOP/s",
+                       "of_peak", "compile_ms", "speedup", "staged_ms", "floor_ms", "ratio");
+                for (int g = 0; g < o.groups; g++) {
+                    char         shape[32];
+                    const double bound = mr[g].floor_ms > mr[g].resident_ms ? mr[g].floor_ms : mr[g].resident_ms;
+                    snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
+                             (unsigned long long)o.cols[g]);
+                    printf("%12s %12.2f %10.1f %12.3f %12s %10s %12.2f %12.2f %10.3f\n", shape, mr[g].resident_ms,
+                           mr[g].ns_tflops, mr[g].ns_tflops / gemm_tflops, perf_num(b1, sizeof(b1), mr[g].torch_ns_ms, 2),
+                           perf_num(b2, sizeof(b2), mr[g].torch_ns_ms / mr[g].resident_ms, 3), mr[g].staged_ms,
+                           mr[g].floor_ms, mr[g].staged_ms / bound);
+                }
+                printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); speedup:\n"
+                       "# the torch.compile'd batched NS / it (target >= 1.3), of_peak: its NS rate / the GEMM peak\n"
+                       "# (>= 0.75); staged: master and momentum through the slots, ratio: / max(floor, resident)\n"
+                       "# (<= 1.1)\n");
+            }
         }
     }
     rc = correct ? 0 : 1;

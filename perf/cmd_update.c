@@ -18,6 +18,7 @@
 #include "sysinfo.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 typedef struct update_options {
     uint64_t layers, experts, hidden, intermediate, versions, consumers, slots, block, threads;
     double   lr;
-    int      json;
+    int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
 } update_options_t;
 
 /* Versions whose checksums are kept: a consumer verifies version v after
@@ -324,7 +325,9 @@ static int update_usage(FILE *out)
             "  --consumers N     consumer processes (2)\n"
             "  --slots N         registry slots (3)\n"
             "  --block N         FP8 block size, a power of two up to 1024 (128)\n"
-            "  --lr X            AdamW learning rate (1e-5)\n"
+            "  --optimizer O     adamw or muon (Muon: FP32 Newton-Schulz on the host's\n"
+            "                    threads, slow at these shapes: try --experts 2 --hidden 512)\n"
+            "  --lr X            learning rate (1e-5)\n"
             "  --threads N       optimizer threads (online CPUs)\n"
             "  --json            one JSON object instead of the table\n"
             "The default is Qwen3-30B-A3B's expert shapes, 2 layers of 32 experts: 302 M\n"
@@ -342,12 +345,14 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"versions", required_argument, NULL, 'v'}, {"consumers", required_argument, NULL, 'c'},
         {"slots", required_argument, NULL, 's'},    {"block", required_argument, NULL, 'b'},
         {"lr", required_argument, NULL, 'r'},       {"threads", required_argument, NULL, 't'},
+        {"optimizer", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int opt;
 
     *o = (update_options_t){.layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
-                            .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0};
+                            .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
+                            .optimizer = WEFT_OPTIM_ADAMW};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -361,6 +366,12 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         case 's': bad = perf_arg_u64("--slots", optarg, 2, 16, &o->slots); break;
         case 'b': bad = perf_arg_u64("--block", optarg, 1, 1024, &o->block); break;
         case 'r': bad = perf_arg_double("--lr", optarg, 0.0, 1.0, &o->lr); break;
+        case 'o': {
+            static const perf_arg_word_t optimizers[] = {
+                {"adamw", WEFT_OPTIM_ADAMW}, {"muon", WEFT_OPTIM_MUON}, {NULL, 0}};
+            bad = perf_arg_word("--optimizer", optarg, optimizers, &o->optimizer);
+            break;
+        }
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
         case 'j': o->json = 1; break;
         case 'h': return update_usage(stdout) + 1;
@@ -419,11 +430,14 @@ static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, wef
             const tensor_kind_t    *kw = &t->kinds[3 * p];
             const uint32_t          g  = (uint32_t)(l * PROJS + (uint64_t)p);
             char                    gname[WEFT_OPTIM_NAME_MAX];
-            weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW, .name = gname,
-                                         .algo = WEFT_OPTIM_ADAMW, .experts = (uint32_t)o->experts,
-                                         .rows = kw->rows, .cols = kw->cols,
+            weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_MUON,
+                                         .name = gname, .algo = (weft_optim_algo_t)o->optimizer,
+                                         .experts = (uint32_t)o->experts, .rows = kw->rows, .cols = kw->cols,
                                          .adamw = {.lr = o->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                                   .weight_decay = 0.01}};
+                                                   .weight_decay = 0.01},
+                                         .muon = {.lr = o->lr, .momentum = 0.95, .weight_decay = 0.01,
+                                                  .nesterov = 1, .ns_steps = 5, .scale = WEFT_MUON_SCALE_SHAPE,
+                                                  .schedule = WEFT_MUON_NS_SIMPLE}};
             float *master;
 
             snprintf(gname, sizeof(gname), "model.layers.%llu.mlp.experts.{E}.%s", (unsigned long long)l, kw->proj);
@@ -618,15 +632,20 @@ int perf_cmd_update(int argc, char **argv)
         double delivered_gbps = bytes * (double)o.consumers * n / ((double)ack_ns / 1e9) / 1e9;
         double verify_ms = verified_versions ? (double)verify_ns / 1e6 / (double)verified_versions : 0;
         /* What an AdamW step must move through memory at least: master, m
-         * and v read and written, the gradient read (28 B a parameter). */
-        double step_gbps = 28.0 * (double)oinfo.parameters / ((double)(step_ns - trainer.quant_ns - trainer.sum_ns) / n / 1e9) / 1e9;
+         * and v read and written, the gradient read (28 B a parameter).
+         * Muon's step is its Newton-Schulz products: no such figure. */
+        double step_gbps = o.optimizer == WEFT_OPTIM_MUON
+                               ? NAN
+                               : 28.0 * (double)oinfo.parameters /
+                                     ((double)(step_ns - trainer.quant_ns - trainer.sum_ns) / n / 1e9) / 1e9;
+        char   gbps_text[32];
 
         if (o.json) {
             perf_json_t j;
             perf_json_begin(&j, stdout);
             perf_json_str(&j, "command", "update");
             perf_json_str(&j, "memory", "host");
-            perf_json_str(&j, "optimizer", "adamw");
+            perf_json_str(&j, "optimizer", o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw");
             perf_json_uint(&j, "layers", o.layers);
             perf_json_uint(&j, "experts", o.experts);
             perf_json_uint(&j, "parameters", oinfo.parameters);
@@ -655,16 +674,18 @@ int perf_cmd_update(int argc, char **argv)
             printf("# %u tensors (W, WT, scale_inv of gate_up_proj and down_proj), %.1f MB a version, %llu "
                    "slots, %llu consumers\n",
                    stats.tensor_count, bytes / 1e6, (unsigned long long)o.slots, (unsigned long long)o.consumers);
-            printf("# trainer: AdamW (lr %g, betas 0.9/0.999, wd 0.01) on %.1f M FP32 masters, %.2f GB of master and "
-                   "state, %u threads;\n# its FP8 writer fills the slot; consumers check every tensor's checksum\n",
+            printf("# trainer: %s (lr %g, wd 0.01) on %.1f M FP32 masters, %.2f GB of master and state, %u threads;\n"
+                   "# its FP8 writer fills the slot; consumers check every tensor's checksum\n",
+                   o.optimizer == WEFT_OPTIM_MUON ? "Muon (momentum 0.95, Nesterov, 5 NS steps in FP32)"
+                                                  : "AdamW (betas 0.9/0.999)",
                    o.lr, (double)oinfo.parameters / 1e6, (double)oinfo.host_bytes / 1e9,
                    o.threads ? (unsigned)o.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
             printf("%10s %10s %10s %10s %12s %12s %14s %16s %14s %10s %14s\n", "versions", "grad_ms", "step_ms",
                    "quant_ms", "adamw_GB/s", "publish_us", "wake_p50_us", "all_acked_ms", "delivered_GB/s",
                    "verify_ms", "wrong_tensors");
-            printf("%10llu %10.1f %10.1f %10.1f %12.2f %12.2f %14.1f %16.1f %14.2f %10.1f %14llu\n",
+            printf("%10llu %10.1f %10.1f %10.1f %12s %12.2f %14.1f %16.1f %14.2f %10.1f %14llu\n",
                    (unsigned long long)published, (double)grad_ns / 1e6 / n, (double)step_ns / 1e6 / n,
-                   (double)trainer.quant_ns / 1e6 / n, step_gbps, (double)publish_call_ns / 1e3 / n, lat.p50_us,
+                   (double)trainer.quant_ns / 1e6 / n, perf_num(gbps_text, sizeof(gbps_text), step_gbps, 2), (double)publish_call_ns / 1e3 / n, lat.p50_us,
                    (double)ack_ns / 1e6 / n, delivered_gbps, verify_ms, (unsigned long long)wrong);
             printf("# grad: deterministic gradients made; step: weft_optim_step with the writer, of which quant:\n"
                    "# the FP8 writer (and %.1f ms checksums); adamw_GB/s: 28 B a parameter over the rest of the\n"

@@ -7,7 +7,13 @@ third, events between them (double buffering). Timed with CUDA events after
 warm-up.
 
 Prints one JSON object {"params", "chunk", "median_ms", "p99_ms", "torch"},
-or {"error": ...} (exit 3) without PyTorch or a GPU."""
+or {"error": ...} (exit 3) without PyTorch or a GPU.
+
+With --ns EXPERTSxROWSxCOLS (repeatable), the Muon peers instead: the
+reference Newton-Schulz (5 steps, BF16, transposed when tall, Frobenius
+normalization per matrix) batched over the experts and compiled with
+torch.compile, one {"ns": shape, "median_ms"} line a shape; and the BF16
+GEMM rate torch.mm reaches on 8192x8192x8192, {"gemm_tflops"}."""
 import argparse
 import json
 import sys
@@ -15,7 +21,8 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--params", type=int, required=True, help="parameters in all")
+    ap.add_argument("--params", type=int, default=0, help="parameters in all")
+    ap.add_argument("--ns", action="append", default=[], help="EXPERTSxROWSxCOLS: time the compiled NS")
     ap.add_argument("--chunk", type=int, default=32 << 20, help="elements a chunk")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
@@ -30,6 +37,8 @@ def main():
         print(json.dumps({"error": "torch finds no CUDA device"}))
         return 3
 
+    if args.ns:
+        return ns_peers(torch, args)
     n, c = args.params, args.chunk
     dev = torch.device("cuda")
     master = torch.empty(n, dtype=torch.float32, pin_memory=True).normal_(0, 0.02)
@@ -89,6 +98,46 @@ def main():
     times.sort()
     print(json.dumps({"params": n, "chunk": c, "median_ms": times[(len(times) - 1) // 2],
                       "p99_ms": times[-1], "torch": torch.__version__}))
+    return 0
+
+
+def ns_peers(torch, args):
+    def ns(G):
+        a, b, c = 3.4445, -4.7750, 2.0315
+        X = G.bfloat16()
+        tall = G.size(-2) > G.size(-1)
+        if tall:
+            X = X.mT
+        X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+        for _ in range(5):
+            A = X @ X.mT
+            B = b * A + c * A @ A
+            X = a * X + B @ X
+        return X.mT if tall else X
+
+    compiled = torch.compile(ns)
+
+    def timed(fn, *xs):
+        times = []
+        for it in range(args.warmup + args.iters):
+            s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s0.record()
+            fn(*xs)
+            s1.record()
+            torch.cuda.synchronize()
+            if it >= args.warmup:
+                times.append(s0.elapsed_time(s1))
+        times.sort()
+        return times[(len(times) - 1) // 2]
+
+    for shape in args.ns:
+        e, r, c = (int(v) for v in shape.split("x"))
+        G = torch.randn(e, r, c, device="cuda")
+        print(json.dumps({"ns": shape, "median_ms": timed(compiled, G), "torch": torch.__version__}))
+        sys.stdout.flush()
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms = timed(torch.mm, a, a)
+    print(json.dumps({"gemm_tflops": 2 * 8192 ** 3 / (ms / 1e3) / 1e12, "torch": torch.__version__}))
     return 0
 
 

@@ -1,8 +1,8 @@
 #!/bin/sh
-# The main job, small: a trainer's AdamW steps written as FP8 into the
-# registry, two consumers verifying every tensor against the producer's
-# checksums. It must finish and report every version, the model's size and
-# no wrong tensor.
+# The main job, small: a trainer's AdamW (then Muon) steps written as FP8
+# into the registry, two consumers verifying every tensor against the
+# producer's checksums. It must finish and report every version, the
+# model's size and no wrong tensor.
 set -u
 : "${top_builddir:=..}"
 perf="$top_builddir/perf/weft-perf"
@@ -17,6 +17,14 @@ field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field tensors)" = 36 ] || { echo "FAIL: tensors $(field tensors), not 36"; fail=1; }
 # 2 x 3 x (384 x 256 + 256 x 192) parameters
 [ "$(field parameters)" = 884736 ] || { echo "FAIL: parameters $(field parameters)"; fail=1; }
+out=$("$perf" update --optimizer muon --layers 1 --experts 2 --hidden 128 --intermediate 64 --versions 2 \
+    --consumers 1 --json) || { echo "FAIL: weft-perf update --optimizer muon exited $?"; echo "$out"; exit 1; }
+echo "$out"
+[ "$(field optimizer)" = '"muon"' ] || { echo "FAIL: optimizer $(field optimizer), not muon"; fail=1; }
+[ "$(field versions)" = 2 ] || { echo "FAIL: muon: versions $(field versions), not 2"; fail=1; }
+[ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: muon: wrong_tensors $(field wrong_tensors)"; fail=1; }
+"$perf" update --optimizer sgd >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: an unknown --optimizer must be a usage error"; fail=1; }
 "$perf" update --lr -1 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
 exit $fail

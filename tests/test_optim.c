@@ -524,6 +524,241 @@ START_TEST(writer_refuses_missing_or_mismatched_tensors)
 }
 END_TEST
 
+/* ----------------------------------------------------------------- Muon */
+
+static const weft_muon_hparams_t muon_h = {.lr = 0.02, .momentum = 0.95, .weight_decay = 0.01, .nesterov = 1,
+                                           .ns_steps = 5, .scale = WEFT_MUON_SCALE_SHAPE,
+                                           .schedule = WEFT_MUON_NS_SIMPLE};
+
+static weft_optim_h muon_opt(uint32_t threads, uint32_t experts, uint64_t rows, uint64_t cols,
+                             const weft_muon_hparams_t *h)
+{
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_THREADS, .threads = threads};
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "L0.experts.{E}.w2",
+                                 .algo = WEFT_OPTIM_MUON, .experts = experts, .rows = rows, .cols = cols,
+                                 .muon = *h};
+    weft_optim_h            opt;
+
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    return opt;
+}
+
+/* Muon of one matrix in FP64, as optim.h writes it (Keller Jordan's
+ * formulation): returns the update direction X·scale in dx. */
+static void muon_fp64(const double *g, double *m, uint64_t rows, uint64_t cols, const weft_muon_hparams_t *h,
+                      double *dx)
+{
+    const int    tr = rows > cols;
+    const size_t a = tr ? cols : rows, b = tr ? rows : cols, n = rows * cols;
+    double      *X = malloc(a * b * 8), *A = malloc(a * a * 8), *B = malloc(a * a * 8), *Y = malloc(a * b * 8);
+    double       norm = 0, scale = h->scale == WEFT_MUON_SCALE_SHAPE ? sqrt(fmax(1.0, (double)rows / cols))
+                                                                     : 0.2 * sqrt((double)(rows > cols ? rows : cols));
+    static const double abc[3] = {3.4445, -4.7750, 2.0315};
+
+    for (size_t i = 0; i < n; i++) {
+        m[i] += (1 - h->momentum) * (g[i] - m[i]);
+    }
+    for (size_t i = 0; i < a; i++) {
+        for (size_t j = 0; j < b; j++) {
+            const size_t k = tr ? j * cols + i : i * cols + j;
+            X[i * b + j] = h->nesterov ? g[k] + h->momentum * (m[k] - g[k]) : m[k];
+            norm += X[i * b + j] * X[i * b + j];
+        }
+    }
+    norm = sqrt(norm) + 1e-7;
+    for (size_t i = 0; i < a * b; i++) {
+        X[i] /= norm;
+    }
+    for (uint32_t s = 0; s < h->ns_steps; s++) {
+        for (size_t i = 0; i < a; i++) {
+            for (size_t k = 0; k < a; k++) {
+                double v = 0;
+                for (size_t j = 0; j < b; j++) {
+                    v += X[i * b + j] * X[k * b + j];
+                }
+                A[i * a + k] = v;
+            }
+        }
+        for (size_t i = 0; i < a; i++) {
+            for (size_t k = 0; k < a; k++) {
+                double v = 0;
+                for (size_t j = 0; j < a; j++) {
+                    v += A[i * a + j] * A[j * a + k];
+                }
+                B[i * a + k] = abc[1] * A[i * a + k] + abc[2] * v;
+            }
+        }
+        for (size_t i = 0; i < a; i++) {
+            for (size_t j = 0; j < b; j++) {
+                double v = 0;
+                for (size_t k = 0; k < a; k++) {
+                    v += B[i * a + k] * X[k * b + j];
+                }
+                Y[i * b + j] = abc[0] * X[i * b + j] + v;
+            }
+        }
+        memcpy(X, Y, a * b * 8);
+    }
+    for (size_t i = 0; i < a; i++) {
+        for (size_t j = 0; j < b; j++) {
+            dx[tr ? j * cols + i : i * cols + j] = X[i * b + j] * scale;
+        }
+    }
+    free(X);
+    free(A);
+    free(B);
+    free(Y);
+}
+
+/* One and then a second step on the host against FP64: the update of
+ * every matrix within 1e-4 (relative Frobenius), the momentum within
+ * 1e-6; wide and tall matrices. */
+static void muon_against_fp64(uint64_t rows, uint64_t cols, int nesterov)
+{
+    const uint32_t      E = 3;
+    const uint64_t      n = rows * cols;
+    weft_muon_hparams_t h = muon_h;
+    weft_optim_h        opt;
+    float              *p, *m, *g = malloc(E * n * 4), *before = malloc(E * n * 4);
+    double             *dg = malloc(n * 8), *dm = calloc(E * n, 8), *dx = malloc(n * 8);
+    uint64_t            rng = 17 + rows;
+
+    h.nesterov = nesterov;
+    opt        = muon_opt(2, E, rows, cols, &h);
+    p          = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER);
+    m          = state_of(opt, 0, WEFT_OPTIM_STATE_MOMENTUM);
+    for (uint64_t i = 0; i < E * n; i++) {
+        p[i] = rng_unit(&rng) * 0.05f;
+    }
+    for (int step = 0; step < 2; step++) {
+        weft_optim_grad_t gr = {.data = g, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+        for (uint64_t i = 0; i < E * n; i++) {
+            g[i] = rng_unit(&rng) + 0.3f * (float)((i / cols) % 5);
+        }
+        memcpy(before, p, E * n * 4);
+        ck_assert_int_eq(weft_optim_step(opt, &gr, 1, NULL), WEFT_OK);
+        for (uint32_t e = 0; e < E; e++) {
+            double err = 0, ref = 0, merr = 0;
+            for (uint64_t i = 0; i < n; i++) {
+                dg[i] = g[e * n + i];
+            }
+            muon_fp64(dg, dm + e * n, rows, cols, &h, dx);
+            for (uint64_t i = 0; i < n; i++) {
+                /* θ·(1 − lr·wd) − lr·dx: the step's own update, recovered. */
+                const double ours = ((double)before[e * n + i] * (1 - h.lr * h.weight_decay) - p[e * n + i]) / h.lr;
+                err += (ours - dx[i]) * (ours - dx[i]);
+                ref += dx[i] * dx[i];
+                merr = fmax(merr, fabs((double)m[e * n + i] - dm[e * n + i]));
+            }
+            ck_assert_msg(sqrt(err / ref) <= 1e-4, "%llux%llu expert %u step %d: update off by %.3g (relative)",
+                          (unsigned long long)rows, (unsigned long long)cols, e, step, sqrt(err / ref));
+            ck_assert_msg(merr <= 1e-6, "momentum off by %.3g", merr);
+        }
+    }
+    free(g);
+    free(before);
+    free(dg);
+    free(dm);
+    free(dx);
+    weft_optim_destroy(opt);
+}
+
+START_TEST(muon_host_tracks_fp64)
+{
+    muon_against_fp64(24, 40, 1); /* wide */
+    muon_against_fp64(40, 24, 1); /* tall: orthogonalized transposed */
+    muon_against_fp64(32, 32, 0); /* square, no Nesterov */
+}
+END_TEST
+
+START_TEST(muon_bytes_do_not_depend_on_threads)
+{
+    weft_optim_h a = muon_opt(1, 5, 20, 36, &muon_h), b = muon_opt(4, 5, 20, 36, &muon_h);
+    float       *pa = state_of(a, 0, WEFT_OPTIM_STATE_MASTER), *pb = state_of(b, 0, WEFT_OPTIM_STATE_MASTER);
+    float        g[5 * 20 * 36];
+    uint64_t     rng = 5;
+
+    for (int i = 0; i < 5 * 20 * 36; i++) {
+        pa[i] = pb[i] = rng_unit(&rng);
+        g[i]          = rng_unit(&rng);
+    }
+    ck_assert_int_eq(weft_optim_step(a, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(b, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(memcmp(pa, pb, sizeof(g)), 0);
+    weft_optim_destroy(a);
+    weft_optim_destroy(b);
+}
+END_TEST
+
+START_TEST(muon_argument_errors)
+{
+    weft_optim_h            opt;
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "w", .algo = WEFT_OPTIM_MUON,
+                                 .rows = 1, .cols = 64, .muon = muon_h};
+    float                  *data;
+
+    ck_assert_int_eq(weft_optim_create(NULL, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM); /* a vector takes AdamW */
+    d.rows          = 8;
+    d.muon.ns_steps = 0;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.muon.ns_steps = 7;
+    d.muon.schedule = WEFT_MUON_NS_QUINTIC; /* steps a multiple of 5 */
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.muon          = muon_h;
+    d.muon.momentum = 1.0;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.muon          = muon_h;
+    d.muon.scale    = 9;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.muon = muon_h;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_EXP_AVG_SQ, &data), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_EXP_AVG, &data), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_MOMENTUM, &data), WEFT_OK);
+    ck_assert_int_eq(weft_optim_group_set_adamw(opt, 0, &typical), WEFT_ERR_INVALID_PARAM); /* not AdamW */
+    ck_assert_int_eq(weft_optim_group_set_muon(opt, 0, &muon_h), WEFT_OK);
+    weft_optim_destroy(opt);
+}
+END_TEST
+
+/* A Muon group's checkpoint: hyperparameters and momentum come back, and
+ * the next step is the same. */
+START_TEST(muon_checkpoint_round_trip)
+{
+    weft_muon_hparams_t h = muon_h;
+    weft_optim_h        a, b;
+    float               g[2 * 12 * 20], *pa, *pb;
+    char                path[128];
+    uint64_t            rng = 8;
+
+    h.lr       = 0.05;
+    h.schedule = WEFT_MUON_NS_QUINTIC;
+    a          = muon_opt(2, 2, 12, 20, &h);
+    b          = muon_opt(2, 2, 12, 20, &muon_h); /* other hyperparameters: the file's win */
+    pa         = state_of(a, 0, WEFT_OPTIM_STATE_MASTER);
+    for (int i = 0; i < 2 * 12 * 20; i++) {
+        pa[i] = rng_unit(&rng);
+        g[i]  = rng_unit(&rng);
+    }
+    snprintf(path, sizeof(path), "/tmp/weft-test-optim-muon-%d.ckpt", (int)getpid());
+    ck_assert_int_eq(weft_optim_step(a, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_save(a, path), WEFT_OK);
+    ck_assert_int_eq(weft_optim_restore(b, path), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(a, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(b, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, 1, NULL), WEFT_OK);
+    pb = state_of(b, 0, WEFT_OPTIM_STATE_MASTER);
+    ck_assert_int_eq(memcmp(pa, pb, sizeof(g)), 0);
+    ck_assert_int_eq(memcmp(state_of(a, 0, WEFT_OPTIM_STATE_MOMENTUM), state_of(b, 0, WEFT_OPTIM_STATE_MOMENTUM),
+                            sizeof(g)),
+                     0);
+    unlink(path);
+    weft_optim_destroy(a);
+    weft_optim_destroy(b);
+}
+END_TEST
+
 /* ---------------------------------------------------------- checkpoint */
 
 /* Two groups, a stack and a plain tensor, with masters filled. */
@@ -663,7 +898,7 @@ static void later_format(unsigned char *d, long *size)
 {
     uint64_t sum;
     (void)size;
-    d[8] = 2;
+    d[8] = 3;
     memset(d + 56, 0, 8);
     sum = weft_checksum_host(d, 64);
     memcpy(d + 56, &sum, 8);
@@ -816,6 +1051,9 @@ int main(void)
     tcase_add_test(adamw, adamw_bytes_do_not_depend_on_threads);
     tcase_add_test(adamw, adamw_tracks_fp64_for_1000_steps);
     tcase_add_test(adamw, adopted_state_is_updated_in_place);
+    tcase_add_test(adamw, muon_host_tracks_fp64);
+    tcase_add_test(adamw, muon_bytes_do_not_depend_on_threads);
+    tcase_add_test(adamw, muon_checkpoint_round_trip);
     suite_add_tcase(s, adamw);
     tcase_set_timeout(wr, 60);
     tcase_add_test(wr, fp8_writer_writes_the_quantized_master);
@@ -825,6 +1063,7 @@ int main(void)
     tcase_add_test(api, checkpoint_round_trip_is_bit_exact);
     tcase_add_test(api, checkpoint_damage_is_refused_and_changes_nothing);
     tcase_add_test(api, argument_errors);
+    tcase_add_test(api, muon_argument_errors);
     suite_add_tcase(s, api);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

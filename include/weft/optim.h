@@ -49,6 +49,23 @@
  * PyTorch without a gradient scaler; the FP8 writer makes such a block NaN
  * so that a diverged master is seen.
  *
+ * Muon (for 2-D matrices; every expert of a stack its own matrix):
+ *
+ *   θ = θ·f32(1 − lr·wd)                                  only when wd ≠ 0
+ *   m = fma(1−β, g − m, m)                                momentum, a lerp towards g
+ *   u = nesterov ? fma(−(1−β), m − g, m) : m              u = g + β(m − g)
+ *   X = NS(u)                                             transposed while rows > cols
+ *   θ = fma(−f32(lr·scale), X, θ)
+ *
+ * NS(u): X = u / (‖u‖_F + 1e-7), then ns_steps times A = X·Xᵀ,
+ * B = b·A + c·A·A, X = a·X + B·X, with (a, b, c) = (3.4445, −4.7750,
+ * 2.0315) or the five tuples of the "quintic" schedule. On the GPU X is
+ * BF16 (tensor-core GEMMs accumulating in FP32, cuBLAS), every expert of
+ * a group in one batched launch where the placement allows (RESIDENT);
+ * on the host everything is FP32. Muon's results are not bit-exact
+ * between the two (BF16 against FP32) nor with other implementations:
+ * tests hold them to tolerances (tests/optim_torch.py, test_optim).
+ *
  * Threads: one optimizer is used by one thread at a time. Distinct
  * optimizers are independent. Errors are logged (WEFT_LOG_LEVEL).
  */
@@ -70,7 +87,8 @@ typedef struct weft_optim_writer *weft_optim_writer_h;
 #define WEFT_OPTIM_NAME_MAX 96 /* bytes of a group name, with the NUL */
 
 typedef enum weft_optim_algo {
-    WEFT_OPTIM_ADAMW = 1
+    WEFT_OPTIM_ADAMW = 1,
+    WEFT_OPTIM_MUON  = 2
 } weft_optim_algo_t;
 
 /* Where masters and state live and where the update runs. */
@@ -127,9 +145,32 @@ typedef struct weft_adamw_hparams {
     double weight_decay; /* ≥ 0; default 1e-2 */
 } weft_adamw_hparams_t;
 
+/* How Muon scales the orthogonalized update. */
+typedef enum weft_muon_scale {
+    WEFT_MUON_SCALE_SHAPE       = 1, /* max(1, rows/cols)^½ (Keller Jordan's) */
+    WEFT_MUON_SCALE_MATCH_ADAMW = 2  /* 0.2·√max(rows, cols) (Moonlight's, AdamW's RMS) */
+} weft_muon_scale_t;
+
+/* Newton–Schulz coefficients. */
+typedef enum weft_muon_schedule {
+    WEFT_MUON_NS_SIMPLE  = 1, /* (3.4445, −4.7750, 2.0315) every step */
+    WEFT_MUON_NS_QUINTIC = 2  /* five tuples from (4.0848, −6.8946, 2.9270); steps a multiple of 5 */
+} weft_muon_schedule_t;
+
+typedef struct weft_muon_hparams {
+    double               lr;           /* ≥ 0; default 0.02 */
+    double               momentum;     /* β in [0, 1); default 0.95 */
+    double               weight_decay; /* ≥ 0; default 0 */
+    int                  nesterov;     /* 0 or 1; default 1 */
+    uint32_t             ns_steps;     /* 1..100; default 5 */
+    weft_muon_scale_t    scale;        /* default WEFT_MUON_SCALE_SHAPE */
+    weft_muon_schedule_t schedule;     /* default WEFT_MUON_NS_SIMPLE */
+} weft_muon_hparams_t;
+
 enum weft_optim_group_field {
     WEFT_OPTIM_GROUP_ADAMW = 1u << 0, /* adamw is set (else the defaults) */
-    WEFT_OPTIM_GROUP_ADOPT = 1u << 1  /* master, exp_avg, exp_avg_sq are the caller's */
+    WEFT_OPTIM_GROUP_ADOPT = 1u << 1, /* master and the state arrays are the caller's */
+    WEFT_OPTIM_GROUP_MUON  = 1u << 2  /* muon is set (else the defaults) */
 };
 
 typedef struct weft_optim_group_desc {
@@ -148,8 +189,11 @@ typedef struct weft_optim_group_desc {
     /* ADOPT: the caller's FP32 arrays, [E, rows, cols] contiguous each (E
      * counted as 1 for a plain tensor), zero-initialized state included:
      * pinned host memory (HOST: any host memory) or, RESIDENT, device
-     * memory of the optimizer's GPU. They must outlive the optimizer. */
+     * memory of the optimizer's GPU. They must outlive the optimizer.
+     * AdamW: master, exp_avg, exp_avg_sq; Muon: master and exp_avg (its
+     * momentum; exp_avg_sq unused). */
     float            *master, *exp_avg, *exp_avg_sq;
+    weft_muon_hparams_t muon; /* algo WEFT_OPTIM_MUON: rows and cols ≥ 2 */
 } weft_optim_group_desc_t;
 
 /*
@@ -170,10 +214,15 @@ WEFT_API weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_g
 WEFT_API weft_status_t weft_optim_group_set_adamw(weft_optim_h opt, uint32_t group,
                                                   const weft_adamw_hparams_t *hparams);
 
+/* The same for a Muon group. */
+WEFT_API weft_status_t weft_optim_group_set_muon(weft_optim_h opt, uint32_t group,
+                                                 const weft_muon_hparams_t *hparams);
+
 typedef enum weft_optim_state {
     WEFT_OPTIM_STATE_MASTER     = 1,
     WEFT_OPTIM_STATE_EXP_AVG    = 2,
-    WEFT_OPTIM_STATE_EXP_AVG_SQ = 3
+    WEFT_OPTIM_STATE_EXP_AVG_SQ = 3, /* AdamW only */
+    WEFT_OPTIM_STATE_MOMENTUM   = 4  /* Muon only */
 } weft_optim_state_t;
 
 /*

@@ -1,0 +1,239 @@
+/*
+ * Muon on the GPU, a group's matrices in one batch:
+ *   1. momentum, update direction u, X = bf16(u) (transposed so that X is
+ *      wide), and each matrix's sum of squares in per-block partial sums;
+ *   2. each matrix's norm from its partials, in a fixed order (the same
+ *      bits every run), and X /= (norm + 1e-7);
+ *   3. ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X): strided
+ *      batched BF16 GEMMs on tensor cores, FP32 accumulation (cuBLAS);
+ *   4. θ = θ·decay − lr·scale·X, X read back in θ's layout.
+ * Row-major matrices are handed to column-major cuBLAS as their
+ * transposes: row-major C = P·Q is column-major Cᵀ = Qᵀ·Pᵀ.
+ */
+#include "config.h"
+
+#include "muon.h"
+#include "muon_math.h"
+
+#include "common/cuda_util.h"
+#include "common/log.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPartials = 64; /* blocks a matrix in the first kernel */
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct Work {
+    __nv_bfloat16 *x, *xn, *a, *b;
+    float         *partial, *norm;
+};
+
+Work carve(void *base, uint64_t m, uint64_t n, uint64_t count)
+{
+    char *p = static_cast<char *>(base);
+    Work  w;
+    w.x = reinterpret_cast<__nv_bfloat16 *>(p);
+    p += align256(count * m * n * 2);
+    w.xn = reinterpret_cast<__nv_bfloat16 *>(p);
+    p += align256(count * m * n * 2);
+    w.a = reinterpret_cast<__nv_bfloat16 *>(p);
+    p += align256(count * m * m * 2);
+    w.b = reinterpret_cast<__nv_bfloat16 *>(p);
+    p += align256(count * m * m * 2);
+    w.partial = reinterpret_cast<float *>(p);
+    p += align256(count * kPartials * sizeof(float));
+    w.norm = reinterpret_cast<float *>(p);
+    return w;
+}
+
+__device__ __forceinline__ float grad_at(const float *g, size_t i) { return g[i]; }
+__device__ __forceinline__ float grad_at(const uint16_t *g, size_t i) { return weft_bf16_to_float(g[i]); }
+
+/* Grid (kPartials, count). Element i of matrix e is row i / cols, column
+ * i % cols of θ's layout; X holds it at [c][r] when transposed. */
+template <typename G>
+__global__ void momentum_kernel(weft_muon_scalars_t s, float *momentum, const G *grad, __nv_bfloat16 *x,
+                                float *partial, uint64_t rows, uint64_t cols, int transposed)
+{
+    __shared__ float sums[kThreads];
+    const uint64_t   e = blockIdx.y, n = rows * cols;
+    float           *m = momentum + e * n;
+    const G         *g = grad + e * n;
+    __nv_bfloat16   *xe = x + e * n;
+    float            sum = 0.0f;
+
+    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+        const float         u = weft_muon_momentum_element(&s, &m[i], grad_at(g, i));
+        const __nv_bfloat16 b = __float2bfloat16_rn(u);
+        const float         bf = __bfloat162float(b);
+        const uint64_t      r = i / cols, c = i % cols;
+        xe[transposed ? c * rows + r : i] = b;
+        sum = __fmaf_rn(bf, bf, sum);
+    }
+    sums[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) {
+            sums[threadIdx.x] = __fadd_rn(sums[threadIdx.x], sums[threadIdx.x + half]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partial[e * kPartials + blockIdx.x] = sums[0];
+    }
+}
+
+/* One block a matrix: its norm from the partials, then X /= norm + 1e-7. */
+__global__ void normalize_kernel(__nv_bfloat16 *x, const float *partial, float *norm, uint64_t n)
+{
+    __shared__ float inv;
+    const uint64_t   e = blockIdx.x;
+    __nv_bfloat16   *xe = x + e * n;
+
+    if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < kPartials; i++) {
+            sum = __fadd_rn(sum, partial[e * kPartials + i]);
+        }
+        norm[e] = __fsqrt_rn(sum);
+        inv = __fdiv_rn(1.0f, __fadd_rn(norm[e], 1e-7f));
+    }
+    __syncthreads();
+    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        xe[i] = __float2bfloat16_rn(__fmul_rn(__bfloat162float(xe[i]), inv));
+    }
+}
+
+__global__ void apply_kernel(weft_muon_scalars_t s, float *param, const __nv_bfloat16 *x, uint64_t rows,
+                             uint64_t cols, uint64_t count, int transposed)
+{
+    const uint64_t n = rows * cols, total = n * count;
+
+    for (uint64_t k = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; k < total;
+         k += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+        const uint64_t e = k / n, i = k % n, r = i / cols, c = i % cols;
+        const float    xv = __bfloat162float(x[e * n + (transposed ? c * rows + r : i)]);
+        param[k] = weft_muon_apply_element(&s, param[k], xv);
+    }
+}
+
+weft_status_t blas_check(cublasStatus_t st, const char *what)
+{
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        return WEFT_OK;
+    }
+    weft_log_error("%s failed: cuBLAS status %d", what, static_cast<int>(st));
+    return st == CUBLAS_STATUS_ALLOC_FAILED ? WEFT_ERR_NO_MEMORY : WEFT_ERR_CUDA;
+}
+
+/* Row-major C[count] (rows_c × cols_c) = α·P·Q + β·C, P and Q row-major,
+ * each given as (pointer, transposed?, its row-major leading dimension). */
+weft_status_t gemm(cublasHandle_t h, int count, int rows_c, int cols_c, int inner, float alpha,
+                   const __nv_bfloat16 *p, bool p_t, int ldp, long long sp, const __nv_bfloat16 *q, bool q_t,
+                   int ldq, long long sq, float beta, __nv_bfloat16 *c, long long sc)
+{
+    /* Column-major: Cᵀ = Qᵀ·Pᵀ; a row-major operand is its own transpose
+     * seen column-major, so "transposed" flips the op. */
+    return blas_check(cublasGemmStridedBatchedEx(h, q_t ? CUBLAS_OP_T : CUBLAS_OP_N, p_t ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                 cols_c, rows_c, inner, &alpha, q, CUDA_R_16BF, ldq, sq, p,
+                                                 CUDA_R_16BF, ldp, sp, &beta, c, CUDA_R_16BF, cols_c, sc, count,
+                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmStridedBatchedEx");
+}
+
+} // namespace
+
+extern "C" size_t weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count)
+{
+    const uint64_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
+    return 2 * align256(count * m * n * 2) + 2 * align256(count * m * m * 2) +
+           align256(count * kPartials * sizeof(float)) + align256(count * sizeof(float));
+}
+
+extern "C" weft_status_t weft_muon_blas_create(void **blas)
+{
+    cublasHandle_t h = nullptr;
+    weft_status_t  status = blas_check(cublasCreate(&h), "cublasCreate");
+    if (status == WEFT_OK) {
+        *blas = h;
+    }
+    return status;
+}
+
+extern "C" void weft_muon_blas_destroy(void *blas)
+{
+    if (blas != nullptr) {
+        cublasDestroy(static_cast<cublasHandle_t>(blas));
+    }
+}
+
+extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps,
+                                             float *param, float *momentum, const void *grad,
+                                             weft_dtype_t grad_dtype, uint64_t rows, uint64_t cols, uint64_t count,
+                                             void *work, void *blas, void *stream)
+{
+    cudaStream_t   st = static_cast<cudaStream_t>(stream);
+    cublasHandle_t h = static_cast<cublasHandle_t>(blas);
+    const int      transposed = rows > cols;
+    const uint64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
+    const Work     w = carve(work, m, n, count);
+    const dim3     grid(kPartials, static_cast<unsigned>(count));
+    weft_status_t  status;
+    __nv_bfloat16 *x = w.x, *xn = w.xn;
+
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    if (grad_dtype == WEFT_DTYPE_BF16) {
+        momentum_kernel<uint16_t><<<grid, kThreads, 0, st>>>(*s, momentum, static_cast<const uint16_t *>(grad), x,
+                                                             w.partial, rows, cols, transposed);
+    } else {
+        momentum_kernel<float><<<grid, kThreads, 0, st>>>(*s, momentum, static_cast<const float *>(grad), x,
+                                                          w.partial, rows, cols, transposed);
+    }
+    normalize_kernel<<<static_cast<unsigned>(count), 1024, 0, st>>>(x, w.partial, w.norm, m * n);
+    status = WEFT_CUDA_CHECK(cudaGetLastError());
+    if (status == WEFT_OK) {
+        status = blas_check(cublasSetStream(h, st), "cublasSetStream");
+    }
+    for (uint32_t step = 0; step < steps && status == WEFT_OK; step++) {
+        float abc[3];
+        weft_muon_coefficients(schedule, step, abc);
+        /* A = X·Xᵀ */
+        status = gemm(h, (int)count, (int)m, (int)m, (int)n, 1.0f, x, false, (int)n, (long long)(m * n), x, true,
+                      (int)n, (long long)(m * n), 0.0f, w.a, (long long)(m * m));
+        /* B = b·A + c·A·A: B starts as A. */
+        if (status == WEFT_OK) {
+            status = WEFT_CUDA_CHECK(cudaMemcpyAsync(w.b, w.a, count * m * m * 2, cudaMemcpyDeviceToDevice, st));
+        }
+        if (status == WEFT_OK) {
+            status = gemm(h, (int)count, (int)m, (int)m, (int)m, abc[2], w.a, false, (int)m, (long long)(m * m), w.a,
+                          false, (int)m, (long long)(m * m), abc[1], w.b, (long long)(m * m));
+        }
+        /* X' = a·X + B·X: X' starts as X. */
+        if (status == WEFT_OK) {
+            status = WEFT_CUDA_CHECK(cudaMemcpyAsync(xn, x, count * m * n * 2, cudaMemcpyDeviceToDevice, st));
+        }
+        if (status == WEFT_OK) {
+            status = gemm(h, (int)count, (int)m, (int)n, (int)m, 1.0f, w.b, false, (int)m, (long long)(m * m), x,
+                          false, (int)n, (long long)(m * n), abc[0], xn, (long long)(m * n));
+        }
+        __nv_bfloat16 *t = x;
+        x = xn;
+        xn = t;
+    }
+    if (status == WEFT_OK) {
+        const uint64_t total = rows * cols * count;
+        const unsigned blocks = static_cast<unsigned>(total / kThreads + 1 < 132 * 16 ? total / kThreads + 1 : 132 * 16);
+        apply_kernel<<<blocks, kThreads, 0, st>>>(*s, param, x, rows, cols, count, transposed);
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    return status;
+}
