@@ -357,7 +357,10 @@ END_TEST
 /* Muon on the GPU (BF16 Newton–Schulz) against the host (FP32): RESIDENT
  * (every matrix in one batch) and STAGED (a matrix a slot), wide and tall
  * matrices, two steps. The momentum is element-wise and the same bytes;
- * the update within 2e-2 (relative Frobenius, BF16's precision). */
+ * the update within 5e-2 (relative Frobenius): five BF16 iterations land
+ * 2-3 % from FP32's, while a wrong coefficient, transpose or scale, or an
+ * iteration too few, is 30 % and more away. (Against the reference Muon
+ * in BF16 the bound is 2e-2: optim_torch.py.) */
 static void muon_gpu_vs_host(uint64_t rows, uint64_t cols)
 {
     const uint32_t          E = 4;
@@ -415,7 +418,7 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols)
                     err += ((double)out[k][i] - out[0][i]) * ((double)out[k][i] - out[0][i]);
                     ref += (double)out[0][i] * out[0][i];
                 }
-                ck_assert_msg(sqrt(err / ref) <= 2e-2, "%llux%llu placement %d expert %u step %d: %.3g off",
+                ck_assert_msg(sqrt(err / ref) <= 5e-2, "%llux%llu placement %d expert %u step %d: %.3g off",
                               (unsigned long long)rows, (unsigned long long)cols, (int)where[k], e, step,
                               sqrt(err / ref));
             }
