@@ -18,6 +18,8 @@ import argparse
 import json
 import sys
 
+from peer_torch import torch_with_gpu
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -28,13 +30,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-5)
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"error": "torch not available: %s" % e}))
-        return 3
-    if not torch.cuda.is_available():
-        print(json.dumps({"error": "torch finds no CUDA device"}))
+    torch = torch_with_gpu()
+    if torch is None:
         return 3
 
     if args.ns:

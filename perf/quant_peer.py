@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from peer_torch import torch_with_gpu
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -22,13 +24,8 @@ def main():
     ap.add_argument("--block", type=int, default=128)
     args = ap.parse_args()
 
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"error": "torch not available: %s" % e}))
-        return 3
-    if not torch.cuda.is_available():
-        print(json.dumps({"error": "torch finds no CUDA device"}))
+    torch = torch_with_gpu()
+    if torch is None:
         return 3
     b = args.block
 

@@ -16,49 +16,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545f4914f6cdd1dULL;
-}
-
-/* Uniform in [-1, 1). */
-static float rng_unit(uint64_t *s)
-{
-    return (float)((double)(rng_next(s) >> 40) / 8388608.0 - 1.0);
-}
-
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* Values that break careless code: zeros of both signs, subnormals, the
- * extremes, infinities and NaN, mixed with ordinary ones. */
-static float adversarial(uint64_t *s, int finite_only)
-{
-    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u,
-                                       0x7f7fffffu, 0xff7fffffu, 0x00800000u, 0x3f800000u, 0x5f000000u,
-                                       0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u};
-    const uint64_t        r       = rng_next(s);
-    const size_t          count   = sizeof(special) / sizeof(special[0]) - (finite_only ? 5 : 0);
-
-    if (r % 3 == 0) {
-        return from_bits(special[(r >> 8) % count]);
-    }
-    return rng_unit(s) * ldexpf(1.0f, (int)((r >> 32) % 60) - 40);
-}
+#include "optim_inputs.h"
 
 /* ------------------------------------------------------------------
  * optim.h's AdamW, once more, one element at a time: fmaf where the
@@ -86,7 +44,7 @@ static spec_scalars_t spec_scalars(const weft_adamw_hparams_t *h, uint64_t t)
 
 static float canon(float x)
 {
-    return isnan(x) ? from_bits(0x7fffffffu) : x;
+    return isnan(x) ? f32_from_bits(0x7fffffffu) : x;
 }
 
 static void spec_element(const spec_scalars_t *s, float *p, float *m, float *v, float g)
@@ -100,15 +58,6 @@ static void spec_element(const spec_scalars_t *s, float *p, float *m, float *v, 
     *p = canon(theta - (s->step_size * *m) / (sqrtf(*v) / s->bc2s + s->eps));
     *m = canon(*m);
     *v = canon(*v);
-}
-
-static uint16_t bf16_of(float f)
-{
-    uint32_t u = bits(f);
-    if (isnan(f)) {
-        return (uint16_t)((u >> 16) | 0x40);
-    }
-    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
 /* ------------------------------------------------------------------ */
@@ -166,7 +115,7 @@ static void check_against_spec(uint32_t threads, int bf16_grads, int finite_only
 
         for (uint64_t i = 0; i < n; i++) {
             g[i]   = adversarial(&rng, finite_only);
-            g16[i] = bf16_of(g[i]);
+            g16[i] = bf16_bits(g[i]);
         }
         if (bf16_grads) {
             gr.data  = g16;
@@ -174,9 +123,10 @@ static void check_against_spec(uint32_t threads, int bf16_grads, int finite_only
         }
         ck_assert_int_eq(weft_optim_step(opt, &gr, 1, NULL), WEFT_OK);
         for (uint64_t i = 0; i < n; i++) {
-            const float gi = bf16_grads ? from_bits((uint32_t)g16[i] << 16) : g[i];
+            const float gi = bf16_grads ? f32_from_bits((uint32_t)g16[i] << 16) : g[i];
             spec_element(&s, &sp[i], &sm[i], &sv[i], gi);
-            differ += bits(p[i]) != bits(sp[i]) || bits(m[i]) != bits(sm[i]) || bits(v[i]) != bits(sv[i]);
+            differ += f32_bits(p[i]) != f32_bits(sp[i]) || f32_bits(m[i]) != f32_bits(sm[i]) ||
+                      f32_bits(v[i]) != f32_bits(sv[i]);
         }
         ck_assert_msg(differ == 0, "step %llu, %u threads, %s gradients: %llu of %llu elements differ",
                       (unsigned long long)t, threads, bf16_grads ? "BF16" : "FP32", (unsigned long long)differ,
@@ -327,8 +277,8 @@ START_TEST(adopted_state_is_updated_in_place)
     for (int i = 0; i < N; i++) {
         float sp = (float)i / N, sm = 0, sv = 0;
         spec_element(&s, &sp, &sm, &sv, g[i]);
-        ck_assert_uint_eq(bits(master[i]), bits(sp));
-        ck_assert_uint_eq(bits(m[i]), bits(sm));
+        ck_assert_uint_eq(f32_bits(master[i]), f32_bits(sp));
+        ck_assert_uint_eq(f32_bits(m[i]), f32_bits(sm));
     }
     ck_assert_int_eq(weft_optim_get_info(opt, &info), WEFT_OK);
     ck_assert_uint_eq(info.step, 1);
@@ -472,8 +422,8 @@ START_TEST(bf16_writer_rounds_to_nearest_even)
     master = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER);
     for (uint64_t i = 0; i < n; i++) {
         /* The nearer of the two BF16 neighbours, by a double comparison. */
-        const uint32_t u = bits(master[i]);
-        const float    lo = from_bits(u & 0xffff0000u), hi = from_bits((u & 0xffff0000u) + 0x10000u);
+        const uint32_t u = f32_bits(master[i]);
+        const float    lo = f32_from_bits(u & 0xffff0000u), hi = f32_from_bits((u & 0xffff0000u) + 0x10000u);
         const double   dlo = fabs((double)master[i] - lo), dhi = fabs((double)hi - master[i]);
         const uint16_t want = dlo < dhi ? (uint16_t)(u >> 16)
                               : dhi < dlo ? (uint16_t)((u >> 16) + 1)
