@@ -56,12 +56,18 @@ void weft_muon_apply_host(const weft_muon_scalars_t *s, float *param, const floa
  * another (grad FP32 or BF16). The workspace is device memory of
  * weft_muon_cuda_work_bytes(rows, cols, count) bytes; `blas` a cuBLAS
  * handle (cublasHandle_t) whose stream the call sets to `stream`.
- * Asynchronous. WEFT_ERR_UNSUPPORTED without CUDA.
+ * gram_blocks: how many row blocks X·Xᵀ is computed in (only the blocks
+ * on and below the diagonal are multiplied); 0 takes
+ * weft_muon_gram_blocks(min(rows, cols)), another value (1..4, splitting
+ * the rows in multiples of 32) is for benchmarks. Asynchronous.
+ * WEFT_ERR_UNSUPPORTED without CUDA.
  */
 size_t        weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count);
+int           weft_muon_gram_blocks(uint64_t m);
 weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps, float *param,
                                   float *momentum, const void *grad, weft_dtype_t grad_dtype, uint64_t rows,
-                                  uint64_t cols, uint64_t count, void *work, void *blas, void *stream);
+                                  uint64_t cols, uint64_t count, int gram_blocks, void *work, void *blas,
+                                  void *stream);
 
 /* A cuBLAS handle, and its release. WEFT_ERR_UNSUPPORTED without CUDA. */
 weft_status_t weft_muon_blas_create(void **blas);

@@ -4,8 +4,11 @@
  *      wide), and each matrix's sum of squares in per-block partial sums;
  *   2. each matrix's norm from its partials, in a fixed order (the same
  *      bits every run), and X /= (norm + 1e-7);
- *   3. ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X): strided
- *      batched BF16 GEMMs on tensor cores, FP32 accumulation (cuBLAS),
+ *   3. ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X): batched
+ *      BF16 GEMMs on tensor cores, FP32 accumulation (cuBLAS); A is
+ *      symmetric, so only its blocks on and below the diagonal are
+ *      multiplied (gram_blocks) and a tiled kernel mirrors them while it
+ *      forms c·A, which costs no more memory traffic than forming c·A;
  *      each product and scaled term rounded to BF16 where the reference
  *      Muon (eager PyTorch) rounds it: b·A, c·A, (c·A)·A, their sum, a·X,
  *      B·X and that sum. A shorter chain (the sums in GEMM epilogues) is
@@ -34,15 +37,32 @@ constexpr int kPartials = 64; /* blocks a matrix in the first kernel */
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/* The Gram products of one batch: for each parity of the X ping-pong
+ * (X in x or in xn), the cuBLAS pointer arrays of every block pair. */
+constexpr int kGramBlocksMax = 4;
+constexpr int kGramPairsMax  = kGramBlocksMax * (kGramBlocksMax + 1) / 2;
+
 struct Work {
     __nv_bfloat16 *x, *xn, *a, *b, *p;
     float         *partial, *norm;
+    const void   **gram_q[2], **gram_p[2];
+    void         **gram_c;
 };
+
+size_t gram_pointer_bytes(uint64_t count) { return align256(count * kGramPairsMax * sizeof(void *)); }
 
 Work carve(void *base, uint64_t m, uint64_t n, uint64_t count)
 {
     char *p = static_cast<char *>(base);
     Work  w;
+    for (int parity = 0; parity < 2; parity++) {
+        w.gram_q[parity] = reinterpret_cast<const void **>(p);
+        p += gram_pointer_bytes(count);
+        w.gram_p[parity] = reinterpret_cast<const void **>(p);
+        p += gram_pointer_bytes(count);
+    }
+    w.gram_c = reinterpret_cast<void **>(p);
+    p += gram_pointer_bytes(count);
     w.x = reinterpret_cast<__nv_bfloat16 *>(p);
     p += align256(count * m * n * 2);
     w.xn = reinterpret_cast<__nv_bfloat16 *>(p);
@@ -141,6 +161,68 @@ __global__ void scale_add_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *in, fl
     }
 }
 
+/*
+ * The lower blocks of A = X·Xᵀ, T × T blocks of bs = m / T rows: pair
+ * (i, j), i ≥ j, of matrix e is C_ij = X_i·X_jᵀ, X_i the bs rows of X from
+ * i·bs. One thread a (matrix, pair) fills the cuBLAS pointer arrays for
+ * both X buffers (q: X_j, p: X_i, c: C_ij inside A).
+ */
+__global__ void gram_pointers_kernel(const void **q0, const void **p0, const void **q1, const void **p1, void **c,
+                                     const __nv_bfloat16 *x0, const __nv_bfloat16 *x1, __nv_bfloat16 *a,
+                                     uint64_t count, uint64_t m, uint64_t n, int blocks)
+{
+    const int      pairs = blocks * (blocks + 1) / 2;
+    const uint64_t k = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+    const uint64_t bs = m / static_cast<uint64_t>(blocks);
+
+    if (k >= count * static_cast<uint64_t>(pairs)) {
+        return;
+    }
+    const uint64_t e = k / static_cast<uint64_t>(pairs);
+    int            pair = static_cast<int>(k % static_cast<uint64_t>(pairs)), i = 0;
+    while (pair > i) { /* pairs in order (0,0) (1,0) (1,1) (2,0) … */
+        pair -= i + 1;
+        i++;
+    }
+    const int      j = pair;
+    const uint64_t xi = e * m * n + static_cast<uint64_t>(i) * bs * n, xj = e * m * n + static_cast<uint64_t>(j) * bs * n;
+    q0[k] = x0 + xj;
+    p0[k] = x0 + xi;
+    q1[k] = x1 + xj;
+    p1[k] = x1 + xi;
+    c[k]  = a + e * m * m + static_cast<uint64_t>(i) * bs * m + static_cast<uint64_t>(j) * bs;
+}
+
+/*
+ * After the lower blocks of A: A's blocks above the diagonal mirrored
+ * from below, and out = bf16(k·A) everywhere. 32 × 32 tiles (bs is a
+ * multiple of 32, so a tile is wholly above or not); grid (m/32, m/32,
+ * count), 32 × 8 threads. Tiles above read only tiles below and write
+ * only themselves: no tile is both read and written.
+ */
+__global__ void gram_mirror_scale_kernel(__nv_bfloat16 *a, __nv_bfloat16 *out, float k, uint64_t m, uint64_t bs)
+{
+    __shared__ __nv_bfloat16 tile[32][33];
+    const uint64_t           e = blockIdx.z, row0 = blockIdx.y * 32ull, col0 = blockIdx.x * 32ull;
+    __nv_bfloat16           *ae = a + e * m * m, *oe = out + e * m * m;
+    const bool               above = row0 / bs < col0 / bs;
+
+    if (above) {
+        for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* tile (col0, row0), rows of it */
+            tile[r][threadIdx.x] = ae[(col0 + r) * m + row0 + threadIdx.x];
+        }
+        __syncthreads();
+    }
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+        const uint64_t      at = (row0 + r) * m + col0 + threadIdx.x;
+        const __nv_bfloat16 v = above ? tile[threadIdx.x][r] : ae[at];
+        if (above) {
+            ae[at] = v;
+        }
+        oe[at] = to_bf(__fmul_rn(bf(v), k));
+    }
+}
+
 unsigned blocks_for(uint64_t n)
 {
     const uint64_t want = n / kThreads + 1;
@@ -184,12 +266,35 @@ weft_status_t gemm(cublasHandle_t h, int count, int rows_c, int cols_c, int inne
                       "cublasGemmStridedBatchedEx");
 }
 
+/* Row-major C_ij = X_i·X_jᵀ of every pair of the batch (pointer arrays). */
+weft_status_t gram_lower(cublasHandle_t h, const void **q, const void **p, void **c, int batch, int bs, int n, int m)
+{
+    const float one = 1.0f, zero = 0.0f;
+    return blas_check(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, bs, bs, n, &one, q, CUDA_R_16BF, n, p,
+                                          CUDA_R_16BF, n, &zero, c, CUDA_R_16BF, m, batch, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmBatchedEx");
+}
+
 } // namespace
+
+extern "C" int weft_muon_gram_blocks(uint64_t m)
+{
+    /* Blocks of at least 256 rows keep each GEMM large enough to run at
+     * the tensor cores' rate; a multiple of 64 keeps tiles whole. */
+    for (int t = kGramBlocksMax; t > 1; t--) {
+        const uint64_t bs = m / static_cast<uint64_t>(t);
+        if (m % static_cast<uint64_t>(t) == 0 && bs % 64 == 0 && bs >= 256) {
+            return t;
+        }
+    }
+    return 1;
+}
 
 extern "C" size_t weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count)
 {
     const uint64_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
-    return 2 * align256(count * m * n * 2) + 3 * align256(count * m * m * 2) +
+    return 5 * gram_pointer_bytes(count) + 2 * align256(count * m * n * 2) + 3 * align256(count * m * m * 2) +
            align256(count * kPartials * sizeof(float)) + align256(count * sizeof(float));
 }
 
@@ -213,7 +318,7 @@ extern "C" void weft_muon_blas_destroy(void *blas)
 extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps,
                                              float *param, float *momentum, const void *grad,
                                              weft_dtype_t grad_dtype, uint64_t rows, uint64_t cols, uint64_t count,
-                                             void *work, void *blas, void *stream)
+                                             int gram_blocks, void *work, void *blas, void *stream)
 {
     cudaStream_t   st = static_cast<cudaStream_t>(stream);
     cublasHandle_t h = static_cast<cublasHandle_t>(blas);
@@ -221,8 +326,16 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
     const uint64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
     const Work     w = carve(work, m, n, count);
     const dim3     grid(kPartials, static_cast<unsigned>(count));
+    const int      blocks = gram_blocks > 0 ? gram_blocks : weft_muon_gram_blocks(m);
+    const int      pairs = blocks * (blocks + 1) / 2;
     weft_status_t  status;
     __nv_bfloat16 *x = w.x, *xn = w.xn;
+
+    if (blocks > kGramBlocksMax || m % static_cast<uint64_t>(blocks) != 0 || (m / blocks) % 32 != 0) {
+        weft_log_error("weft_muon_cuda_step: %d Gram blocks do not split %llu rows in whole 32-row tiles", blocks,
+                       static_cast<unsigned long long>(m));
+        return WEFT_ERR_INVALID_PARAM;
+    }
 
     if (count == 0) {
         return WEFT_OK;
@@ -235,6 +348,11 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
                                                           w.partial, rows, cols, transposed);
     }
     normalize_kernel<<<static_cast<unsigned>(count), 1024, 0, st>>>(x, w.partial, w.norm, m * n);
+    if (blocks > 1) {
+        const uint64_t jobs = count * static_cast<uint64_t>(pairs);
+        gram_pointers_kernel<<<static_cast<unsigned>((jobs + 127) / 128), 128, 0, st>>>(
+            w.gram_q[0], w.gram_p[0], w.gram_q[1], w.gram_p[1], w.gram_c, w.x, w.xn, w.a, count, m, n, blocks);
+    }
     status = WEFT_CUDA_CHECK(cudaGetLastError());
     if (status == WEFT_OK) {
         status = blas_check(cublasSetStream(h, st), "cublasSetStream");
@@ -243,14 +361,26 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
         float abc[3];
         weft_muon_coefficients(schedule, step, abc);
         const uint64_t mm = count * m * m, mn = count * m * n;
-        /* A = X·Xᵀ */
-        status = gemm(h, (int)count, (int)m, (int)m, (int)n, 1.0f, x, false, (int)n, (long long)(m * n), x, true,
-                      (int)n, (long long)(m * n), 0.0f, w.a, (long long)(m * m));
-        /* B = bf16(b·A) + (bf16(c·A))·A */
-        if (status == WEFT_OK) {
-            scale_kernel<<<blocks_for(mm), kThreads, 0, st>>>(w.b, w.a, abc[2], mm);
-            status = WEFT_CUDA_CHECK(cudaGetLastError());
+        /* A = X·Xᵀ, and bf16(c·A) into b */
+        if (blocks == 1) {
+            status = gemm(h, (int)count, (int)m, (int)m, (int)n, 1.0f, x, false, (int)n, (long long)(m * n), x,
+                          true, (int)n, (long long)(m * n), 0.0f, w.a, (long long)(m * m));
+            if (status == WEFT_OK) {
+                scale_kernel<<<blocks_for(mm), kThreads, 0, st>>>(w.b, w.a, abc[2], mm);
+                status = WEFT_CUDA_CHECK(cudaGetLastError());
+            }
+        } else {
+            const int parity = x == w.x ? 0 : 1;
+            status = gram_lower(h, w.gram_q[parity], w.gram_p[parity], w.gram_c, (int)(count * pairs),
+                                (int)(m / blocks), (int)n, (int)m);
+            if (status == WEFT_OK) {
+                const dim3 tiles(static_cast<unsigned>(m / 32), static_cast<unsigned>(m / 32),
+                                 static_cast<unsigned>(count));
+                gram_mirror_scale_kernel<<<tiles, dim3(32, 8), 0, st>>>(w.a, w.b, abc[2], m, m / blocks);
+                status = WEFT_CUDA_CHECK(cudaGetLastError());
+            }
         }
+        /* B = bf16(b·A) + (bf16(c·A))·A */
         if (status == WEFT_OK) {
             status = gemm(h, (int)count, (int)m, (int)m, (int)m, 1.0f, w.b, false, (int)m, (long long)(m * m), w.a,
                           false, (int)m, (long long)(m * m), 0.0f, w.p, (long long)(m * m));

@@ -1,5 +1,5 @@
 /*
- * The GPU placements. STAGED streams each matrix through a ring of slots
+ * The GPU placements. STAGED streams the matrices through a ring of slots
  * on three streams:
  *
  *   h2d:      wait slot_free[k] → master, m, v (and a host gradient) into slot k → h2d_done[k]
@@ -11,8 +11,9 @@
  * on it and its copy out. The caller's stream is joined at both ends by
  * events; nothing here waits on the device as a whole. RESIDENT updates
  * each group in place on the caller's stream: AdamW in one launch, Muon's
- * matrices in one batch. (STAGED Muon orthogonalizes the matrix of its
- * slot alone: batching a slot's several matrices is to come.)
+ * matrices in one batch. A slot carries as many whole matrices of a group
+ * as fit (optim_slot_units), so STAGED Muon orthogonalizes them in one
+ * batch too, and small matrices cost one copy and one launch a slot.
  */
 #include "config.h"
 
@@ -244,11 +245,11 @@ weft_status_t optim_gpu_grad_check(weft_optim_h opt, uint32_t group, const weft_
         weft_log_error("weft_optim_step: group \"%s\": a resident optimizer takes device gradients", g->name);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if (optim_slot_need(g, grad->dtype) > opt->slot_bytes) {
+    if (optim_slot_need(g, 1, grad->dtype) > opt->slot_bytes) {
         weft_log_error("weft_optim_step: group \"%s\": a %llu × %llu matrix with its host gradient needs %llu "
                        "bytes of slot but a slot has %llu",
                        g->name, (unsigned long long)g->rows, (unsigned long long)g->cols,
-                       (unsigned long long)optim_slot_need(g, grad->dtype), (unsigned long long)opt->slot_bytes);
+                       (unsigned long long)optim_slot_need(g, 1, grad->dtype), (unsigned long long)opt->slot_bytes);
         return WEFT_ERR_INVALID_PARAM;
     }
     return WEFT_OK;
@@ -257,8 +258,9 @@ weft_status_t optim_gpu_grad_check(weft_optim_h opt, uint32_t group, const weft_
 weft_status_t optim_gpu_muon_prepare(weft_optim_h opt, const optim_group_t *g)
 {
     struct optim_gpu *gpu  = opt->gpu;
-    const size_t      need = weft_muon_cuda_work_bytes(g->rows, g->cols,
-                                                       opt->placement == WEFT_OPTIM_RESIDENT ? g->units : 1);
+    const uint64_t    batch = opt->placement == WEFT_OPTIM_RESIDENT ? g->units
+                                                                    : optim_slot_units(opt, g, WEFT_DTYPE_INVALID);
+    const size_t      need = weft_muon_cuda_work_bytes(g->rows, g->cols, batch);
     weft_status_t     status;
     int               saved;
 
@@ -302,16 +304,20 @@ weft_status_t optim_gpu_state_copy(weft_optim_h opt, optim_group_t *g, int a, ui
     return status;
 }
 
-/* One matrix through slot k: the three stages, each on its stream. */
-static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, const weft_optim_grad_t *grad,
-                                 const optim_scalars_t *s, const weft_optim_step_params_t *params)
+/* Matrices u0 .. u0 + count − 1 of a group through slot k: the three
+ * stages, each on its stream. Each state array of the batch is one copy
+ * (the matrices are consecutive in the stack) and one update launch (Muon:
+ * one Newton–Schulz batch); the writer then sees each matrix alone. */
+static weft_status_t staged_batch(weft_optim_h opt, uint32_t group, uint32_t u0, uint32_t count,
+                                  const weft_optim_grad_t *grad, const optim_scalars_t *s,
+                                  const weft_optim_step_params_t *params)
 {
     struct optim_gpu    *gpu   = opt->gpu;
     const optim_group_t *g     = &opt->groups[group];
     const uint32_t       k     = gpu->next_slot;
-    const uint64_t       n     = g->unit_elems, off = (uint64_t)u * n;
-    const uint64_t       array = slot_array_bytes(n, sizeof(float));
-    const size_t         bytes = (size_t)(n * sizeof(float));
+    const uint64_t       n     = g->unit_elems, off = (uint64_t)u0 * n, elems = (uint64_t)count * n;
+    const uint64_t       array = slot_array_bytes(elems, sizeof(float));
+    const size_t         bytes = (size_t)(elems * sizeof(float));
     const size_t         gsize = weft_dtype_size(grad->dtype);
     char                *slot  = gpu->slots + (uint64_t)k * opt->slot_bytes;
     float               *dev[3] = {NULL, NULL, NULL};
@@ -330,7 +336,7 @@ static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, c
     }
     if (status == WEFT_OK && grad->memory == WEFT_MEMORY_HOST) {
         void *slot_grad = slot + g->arrays * array;
-        status = WEFT_CUDA_CHECK(cudaMemcpyAsync(slot_grad, dgrad, (size_t)(n * gsize), cudaMemcpyHostToDevice,
+        status = WEFT_CUDA_CHECK(cudaMemcpyAsync(slot_grad, dgrad, (size_t)(elems * gsize), cudaMemcpyHostToDevice,
                                                  gpu->h2d));
         dgrad  = slot_grad;
     }
@@ -343,15 +349,17 @@ static weft_status_t staged_unit(weft_optim_h opt, uint32_t group, uint32_t u, c
     if (status == WEFT_OK) {
         status = g->algo == WEFT_OPTIM_MUON
                      ? weft_muon_cuda_step(&s->muon, (int)g->muon.schedule, g->muon.ns_steps, dev[0], dev[1], dgrad,
-                                           grad->dtype, g->rows, g->cols, 1, gpu->muon_work, gpu->blas, gpu->compute)
-                     : weft_adamw_cuda(&s->adamw, dev[0], dev[1], dev[2], dgrad, grad->dtype, (size_t)n, gpu->compute);
+                                           grad->dtype, g->rows, g->cols, count, 0, gpu->muon_work, gpu->blas,
+                                           gpu->compute)
+                     : weft_adamw_cuda(&s->adamw, dev[0], dev[1], dev[2], dgrad, grad->dtype, (size_t)elems,
+                                       gpu->compute);
     }
-    if (status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER)) {
+    for (uint32_t j = 0; j < count && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER); j++) {
         weft_optim_unit_t unit;
-        optim_unit_init(opt, group, u, dev[0], WEFT_MEMORY_CUDA, gpu->compute, &unit);
+        optim_unit_init(opt, group, u0 + j, dev[0] + (uint64_t)j * n, WEFT_MEMORY_CUDA, gpu->compute, &unit);
         status = params->writer(params->writer_arg, &unit);
         if (status != WEFT_OK) {
-            weft_log_error("weft_optim_step: the writer failed on group \"%s\" matrix %u: %s", g->name, u,
+            weft_log_error("weft_optim_step: the writer failed on group \"%s\" matrix %u: %s", g->name, u0 + j,
                            weft_status_string(status));
         }
     }
@@ -390,8 +398,12 @@ static weft_status_t staged_step(weft_optim_h opt, cudaStream_t stream, const we
         status = WEFT_CUDA_CHECK(cudaStreamWaitEvent(gpu->compute, gpu->start, 0));
     }
     for (uint32_t i = 0; i < opt->group_count && status == WEFT_OK; i++) {
-        for (uint32_t u = 0; u < opt->groups[i].units && status == WEFT_OK; u++) {
-            status = staged_unit(opt, i, u, &grads[i], &scalars[i], params);
+        const optim_group_t *g = &opt->groups[i];
+        const uint64_t       per_slot =
+            optim_slot_units(opt, g, grads[i].memory == WEFT_MEMORY_HOST ? grads[i].dtype : WEFT_DTYPE_INVALID);
+        for (uint32_t u = 0; u < g->units && status == WEFT_OK; u += (uint32_t)per_slot) {
+            const uint32_t count = (uint32_t)(g->units - u < per_slot ? g->units - u : per_slot);
+            status = staged_batch(opt, i, u, count, &grads[i], &scalars[i], params);
         }
     }
     /* Whatever was enqueued, the caller's stream waits for it, so that a
@@ -413,7 +425,7 @@ static weft_status_t resident_step(weft_optim_h opt, cudaStream_t stream, const 
         /* Muon: every matrix of the group in one batch. */
         status = g->algo == WEFT_OPTIM_MUON
                      ? weft_muon_cuda_step(&scalars[i].muon, (int)g->muon.schedule, g->muon.ns_steps, g->state[0],
-                                           g->state[1], grads[i].data, grads[i].dtype, g->rows, g->cols, g->units,
+                                           g->state[1], grads[i].data, grads[i].dtype, g->rows, g->cols, g->units, 0,
                                            opt->gpu->muon_work, opt->gpu->blas, stream)
                      : weft_adamw_cuda(&scalars[i].adamw, g->state[0], g->state[1], g->state[2], grads[i].data,
                                        grads[i].dtype, (size_t)(g->units * g->unit_elems), stream);

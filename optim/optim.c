@@ -169,17 +169,37 @@ static int muon_ok(const char *who, const weft_muon_hparams_t *h)
     return 1;
 }
 
-uint64_t optim_slot_need(const optim_group_t *g, weft_dtype_t host_grad_dtype)
+static uint64_t slot_align(uint64_t bytes)
 {
-    const uint64_t array = (g->unit_elems * sizeof(float) + OPTIM_SLOT_ALIGN - 1) / OPTIM_SLOT_ALIGN *
-                           OPTIM_SLOT_ALIGN;
-    uint64_t       need  = (uint64_t)g->arrays * array;
+    return (bytes + OPTIM_SLOT_ALIGN - 1) / OPTIM_SLOT_ALIGN * OPTIM_SLOT_ALIGN;
+}
+
+uint64_t optim_slot_need(const optim_group_t *g, uint64_t count, weft_dtype_t host_grad_dtype)
+{
+    uint64_t need = (uint64_t)g->arrays * slot_align(count * g->unit_elems * sizeof(float));
 
     if (host_grad_dtype != WEFT_DTYPE_INVALID) {
-        need += (g->unit_elems * weft_dtype_size(host_grad_dtype) + OPTIM_SLOT_ALIGN - 1) / OPTIM_SLOT_ALIGN *
-                OPTIM_SLOT_ALIGN;
+        need += slot_align(count * g->unit_elems * weft_dtype_size(host_grad_dtype));
     }
     return need;
+}
+
+uint64_t optim_slot_units(const weft_optim_h opt, const optim_group_t *g, weft_dtype_t host_grad_dtype)
+{
+    const uint64_t one = optim_slot_need(g, 1, host_grad_dtype);
+    uint64_t       count;
+
+    if (one > opt->slot_bytes) {
+        return 0;
+    }
+    /* The alignment padding is at most one OPTIM_SLOT_ALIGN an array:
+     * start from the estimate and step down to what fits. */
+    count = opt->slot_bytes / one;
+    count = count < g->units ? count : g->units;
+    while (count > 1 && optim_slot_need(g, count, host_grad_dtype) > opt->slot_bytes) {
+        count--;
+    }
+    return count;
 }
 
 static weft_status_t group_check(weft_optim_h opt, const weft_optim_group_desc_t *d)
@@ -283,11 +303,11 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
     g.adamw      = (desc->field_mask & WEFT_OPTIM_GROUP_ADAMW) ? desc->adamw : adamw_defaults;
     g.muon       = (desc->field_mask & WEFT_OPTIM_GROUP_MUON) ? desc->muon : muon_defaults;
     g.arrays     = g.algo == WEFT_OPTIM_MUON ? 2 : 3;
-    if (opt->placement == WEFT_OPTIM_STAGED && optim_slot_need(&g, WEFT_DTYPE_INVALID) > opt->slot_bytes) {
+    if (opt->placement == WEFT_OPTIM_STAGED && optim_slot_need(&g, 1, WEFT_DTYPE_INVALID) > opt->slot_bytes) {
         weft_log_error("weft_optim_add_group: group \"%s\": a %llu × %llu matrix needs %llu bytes of slot "
                        "(master and optimizer state) but a slot has %llu; raise slot_bytes",
                        g.name, (unsigned long long)g.rows, (unsigned long long)g.cols,
-                       (unsigned long long)optim_slot_need(&g, WEFT_DTYPE_INVALID),
+                       (unsigned long long)optim_slot_need(&g, 1, WEFT_DTYPE_INVALID),
                        (unsigned long long)opt->slot_bytes);
         return WEFT_ERR_INVALID_PARAM;
     }

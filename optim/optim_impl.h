@@ -53,11 +53,18 @@ struct weft_optim {
     struct optim_gpu      *gpu;        /* STAGED, RESIDENT */
 };
 
-/* Bytes of FP32 state a staged matrix carries through its slot (master
- * and state: 12 B an element for AdamW, 8 for Muon, each array rounded up
- * to the slot's alignment), with its host gradient when there is one. */
+/* Bytes of slot that `count` consecutive matrices of a group take (master
+ * and state: 12 B an element for AdamW, 8 for Muon, each array holding the
+ * count matrices one after another and rounded up to the slot's
+ * alignment), with their host gradient when there is one
+ * (host_grad_dtype; WEFT_DTYPE_INVALID for none). */
 #define OPTIM_SLOT_ALIGN 256u
-uint64_t optim_slot_need(const optim_group_t *g, weft_dtype_t host_grad_dtype);
+uint64_t optim_slot_need(const optim_group_t *g, uint64_t count, weft_dtype_t host_grad_dtype);
+/* How many whole matrices of a group one slot carries at once: the most
+ * that fit, at most the group's; 0 when not even one fits. Batching them
+ * lets Muon orthogonalize a slot's matrices in one batch, and lets the
+ * copies and launches of small matrices cost once a slot. */
+uint64_t optim_slot_units(const weft_optim_h opt, const optim_group_t *g, weft_dtype_t host_grad_dtype);
 
 /* The unit the writer sees, for group g's matrix u. */
 void optim_unit_init(const weft_optim_h opt, uint32_t group, uint32_t unit, const float *master,
@@ -82,8 +89,8 @@ weft_status_t optim_gpu_grad_check(weft_optim_h opt, uint32_t group, const weft_
 weft_status_t optim_gpu_state_copy(weft_optim_h opt, optim_group_t *g, int a, uint64_t offset, void *host,
                                    size_t bytes, int to_device);
 /* A Muon group on the GPU: the cuBLAS handle and the Newton–Schulz
- * workspace, grown to the largest group (RESIDENT: all its matrices in
- * one batch; STAGED: one matrix). */
+ * workspace, grown to the largest batch (RESIDENT: all the group's
+ * matrices; STAGED: the matrices a slot carries). */
 weft_status_t optim_gpu_muon_prepare(weft_optim_h opt, const optim_group_t *g);
 weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads, const optim_scalars_t *scalars,
                              const weft_optim_step_params_t *params);

@@ -3,8 +3,9 @@
  * optim_torch.py to hold against PyTorch's reference Muon:
  *   muon_files DIR E ROWS COLS LR MOMENTUM WD NESTEROV NS_STEPS
  * reads DIR/{p,m,g}.f32 (E × ROWS × COLS floats each) and writes
- * DIR/{p,m}.batched.f32 (every matrix in one batch) and
- * DIR/p.single.f32 (one matrix at a time). Not a test by itself.
+ * DIR/{p,m}.batched.f32 (every matrix in one batch), DIR/p.single.f32
+ * (one matrix at a time) and DIR/p.full.f32 (in one batch, X·Xᵀ
+ * multiplied whole instead of its lower blocks). Not a test by itself.
  */
 #include "config.h"
 
@@ -74,21 +75,24 @@ int main(int argc, char **argv)
          cudaMalloc((void **)&dm, E * n * 4) == cudaSuccess && cudaMalloc((void **)&dg, E * n * 4) == cudaSuccess &&
          cudaMalloc(&work, weft_muon_cuda_work_bytes(rows, cols, E)) == cudaSuccess &&
          weft_muon_blas_create(&blas) == WEFT_OK;
-    /* Batched, then one at a time from the same inputs. */
-    for (int pass = 0; pass < 2 && ok; pass++) {
+    /* Batched, one at a time, batched with the whole Gram product; each
+     * from the same inputs. */
+    for (int pass = 0; pass < 3 && ok; pass++) {
+        static const char *const out_name[3] = {"p.batched", "p.single", "p.full"};
         ok = cudaMemcpy(dp, p, E * n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
              cudaMemcpy(dm, m, E * n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
              cudaMemcpy(dg, g, E * n * 4, cudaMemcpyHostToDevice) == cudaSuccess;
-        for (uint64_t e = 0; e < (pass == 0 ? 1 : E) && ok; e++) {
-            const uint64_t off = pass == 0 ? 0 : e * n, count = pass == 0 ? E : 1;
+        for (uint64_t e = 0; e < (pass == 1 ? E : 1) && ok; e++) {
+            const uint64_t off = pass == 1 ? e * n : 0, count = pass == 1 ? 1 : E;
             ok = weft_muon_cuda_step(&s, WEFT_MUON_NS_SIMPLE, (uint32_t)steps, dp + off, dm + off, dg + off,
-                                     WEFT_DTYPE_FP32, rows, cols, count, work, blas, NULL) == WEFT_OK;
+                                     WEFT_DTYPE_FP32, rows, cols, count, pass == 2 ? 1 : 0, work, blas,
+                                     NULL) == WEFT_OK;
         }
         if (ok) {
             float *out = malloc(E * n * 4);
             ok = out != NULL && cudaDeviceSynchronize() == cudaSuccess &&
                  cudaMemcpy(out, dp, E * n * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
-                 file_io(argv[1], pass == 0 ? "p.batched" : "p.single", out, E * n, 1);
+                 file_io(argv[1], out_name[pass], out, E * n, 1);
             if (ok && pass == 0) {
                 ok = cudaMemcpy(out, dm, E * n * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
                      file_io(argv[1], "m.batched", out, E * n, 1);

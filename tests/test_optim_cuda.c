@@ -12,6 +12,7 @@
 #include "gpu_skip.h"
 #include "optim_inputs.h"
 #include "kernels/adamw.h"
+#include "kernels/muon.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -155,13 +156,17 @@ static void read_state(weft_optim_h opt, int group, float *out[3], int resident)
     }
 }
 
-/* STAGED (two slots for six matrices: the ring wraps every step) and
- * RESIDENT against HOST: three steps, group 0 with FP32 gradients on the
- * device, group 1 with BF16 gradients on the host (STAGED) or device. */
+/* STAGED and RESIDENT against HOST: three steps, group 0 with FP32
+ * gradients on the device, group 1 with BF16 gradients on the host
+ * (STAGED) or device. Two slots for six matrices, the ring wrapping every
+ * step: a slot of one expert matrix (_i 0), and of two (_i 1: batches of
+ * 2, 2 and 1 matrices, one copy and one launch each). */
+static const uint64_t STAGED_SLOT_BYTES[2] = {3 * 96 * 130 * 4 + 4096, 2 * 3 * 96 * 130 * 4 + 4096};
+
 START_TEST(staged_and_resident_equal_host)
 {
     weft_optim_h host = make_opt(WEFT_OPTIM_HOST, 2, 4096);
-    weft_optim_h staged = make_opt(WEFT_OPTIM_STAGED, 2, 3 * 96 * 130 * 4 + 4096);
+    weft_optim_h staged = make_opt(WEFT_OPTIM_STAGED, 2, STAGED_SLOT_BYTES[_i]);
     weft_optim_h resident = make_opt(WEFT_OPTIM_RESIDENT, 2, 4096);
     cudaStream_t stream;
     uint64_t     rng = 42;
@@ -223,7 +228,7 @@ START_TEST(staged_and_resident_equal_host)
     {
         weft_optim_info_t info;
         ck_assert_int_eq(weft_optim_get_info(staged, &info), WEFT_OK);
-        ck_assert_uint_eq(info.device_bytes, 2ull * (3 * 96 * 130 * 4 + 4096));
+        ck_assert_uint_eq(info.device_bytes, 2ull * STAGED_SLOT_BYTES[_i]);
         ck_assert_uint_eq(info.slot_count, 2);
         ck_assert_uint_eq(info.step, 3);
         ck_assert_uint_eq(info.host_bytes, 12 * (group_elems(0) + group_elems(1)));
@@ -317,7 +322,7 @@ END_TEST
  * 2-3 % from FP32's, while a wrong coefficient, transpose or scale, or an
  * iteration too few, is 30 % and more away. (Against the reference Muon
  * in BF16 the bound is 2e-2: optim_torch.py.) */
-static void muon_gpu_vs_host(uint64_t rows, uint64_t cols)
+static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrices)
 {
     const uint32_t          E = 4;
     const uint64_t          n = rows * cols;
@@ -336,7 +341,7 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols)
     }
     for (int k = 0; k < 3; k++) {
         weft_optim_params_t p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_BYTES,
-                                 .placement = where[k], .slot_bytes = 8 * n + 4096};
+                                 .placement = where[k], .slot_bytes = slot_matrices * 8 * n + 4096};
         float *master;
         ck_assert_int_eq(weft_optim_create(&p, &opt[k]), WEFT_OK);
         ck_assert_int_eq(weft_optim_add_group(opt[k], &d, NULL), WEFT_OK);
@@ -394,8 +399,11 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols)
 
 START_TEST(muon_gpu_close_to_host)
 {
-    muon_gpu_vs_host(96, 160);
-    muon_gpu_vs_host(160, 96);
+    muon_gpu_vs_host(96, 160, 1);
+    muon_gpu_vs_host(160, 96, 3); /* staged batches of 3 and 1 */
+    /* X·Xᵀ in 2 × 2 blocks of 256 rows, the three lower ones multiplied */
+    ck_assert_int_eq(weft_muon_gram_blocks(512), 2);
+    muon_gpu_vs_host(640, 512, 2);
 }
 END_TEST
 
@@ -601,7 +609,7 @@ int main(void)
     tc = tcase_create("optim");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, kernel_matches_host_reference);
-    tcase_add_test(tc, staged_and_resident_equal_host);
+    tcase_add_loop_test(tc, staged_and_resident_equal_host, 0, 2);
     tcase_add_test(tc, checkpoint_crosses_placements);
     tcase_add_test(tc, muon_gpu_close_to_host);
     tcase_add_test(tc, slot_too_small_is_an_error);

@@ -3,8 +3,9 @@
  *
  * A trainer keeps the FP32 master weights and the optimizer state of every
  * parameter in pinned host memory (its GPU is shared with a colocated
- * rollout engine). Each step streams them through a few GPU slots, one
- * whole matrix at a time:
+ * rollout engine). Each step streams them through a few GPU slots, whole
+ * matrices only (a slot carries as many consecutive matrices of one group
+ * as fit in it; Muon orthogonalizes them in one batch):
  *
  *   copy in (master, state) ──► update on the GPU ──► writer(matrix) ──► copy out
  *        slot k+1                     slot k           (FP8 into the       slot k−1
@@ -116,7 +117,11 @@ typedef struct weft_optim_params {
     weft_optim_placement_t placement;  /* default WEFT_OPTIM_HOST */
     int32_t                device;     /* GPU ordinal (STAGED, RESIDENT); default 0 */
     uint32_t               slot_count; /* STAGED: 2..64; default 3 */
-    uint64_t               slot_bytes; /* STAGED: bytes of one slot, ≥ 4096; default 256 MiB */
+    /* STAGED: bytes of one slot, ≥ 4096; default 256 MiB. A matrix takes
+     * 12 B an element (AdamW) or 8 (Muon), plus its gradient when that is
+     * on the host; more matrices a slot mean fewer, larger copies and
+     * Muon batches, fewer slots a step to overlap. */
+    uint64_t               slot_bytes;
     uint32_t               threads;    /* HOST: worker threads, 1..1024; default: online CPUs */
 } weft_optim_params_t;
 
