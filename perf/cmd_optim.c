@@ -388,6 +388,7 @@ typedef struct muon_result {
     double ns_tflops;    /* Newton–Schulz FLOPs / the RESIDENT step */
     double torch_ns_ms;  /* the torch.compile'd batched reference */
     double floor_ms;     /* 8 B a parameter each way / PCIe both ways */
+    double both_gbps;    /* that PCIe rate, measured just before the staged step */
     double staged_vs_resident; /* relative Frobenius distance of their masters */
     uint64_t batch;      /* matrices a staged slot carried */
 } muon_result_t;
@@ -515,7 +516,7 @@ int perf_cmd_optim(int argc, char **argv)
     cudaStream_t             stream = NULL;
     cudaEvent_t              ev0 = NULL, ev1 = NULL;
     struct cudaDeviceProp    prop;
-    pcie_t                   pcie = {0};
+    pcie_t                   pcie = {0}, muon_pcie = {0};
     double                   plain_ms[MAX_ITERS], writer_ms[MAX_ITERS], step_ms, step_w_ms, floor_ms, peer_ms;
     char                     reg_name[64], note[256], torch[64];
     uint64_t                 params = 0, slot_need = 0;
@@ -638,6 +639,14 @@ int perf_cmd_optim(int argc, char **argv)
                 goto out;
             }
             mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, grads[g].data, stream, ev0, ev1, resident);
+            /* PCIe drifts on a shared host: its floor measured again just
+             * before the staged step it bounds. */
+            if (measure_pcie(&muon_pcie) != 0) {
+                free(resident);
+                free(staged);
+                rc = 1;
+                goto out;
+            }
             mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, grads[g].data, stream, ev0, ev1, staged);
             /* The same steps from the same state: the staged batches of
              * a few matrices against the one batch of all (cuBLAS may sum
@@ -651,7 +660,8 @@ int perf_cmd_optim(int argc, char **argv)
             }
             mr[g].ns_tflops   = flops / (mr[g].resident_ms / 1e3) / 1e12;
             mr[g].torch_ns_ms = ns_peer_ms[g];
-            mr[g].floor_ms    = 8.0 * (double)o.experts * m * n / (pcie.both_gbps * 1e9) * 1e3;
+            mr[g].floor_ms    = 8.0 * (double)o.experts * m * n / (muon_pcie.both_gbps * 1e9) * 1e3;
+            mr[g].both_gbps   = muon_pcie.both_gbps;
         }
     }
     step_ms   = median_of(plain_ms, o.iters);
@@ -705,6 +715,7 @@ int perf_cmd_optim(int argc, char **argv)
                 perf_json_uint(&j, "matrices_a_slot", mr[g].batch);
                 perf_json_double(&j, "resident_step_ms", ns_ms);
                 perf_json_double(&j, "staged_step_ms", mr[g].staged_ms);
+                perf_json_double(&j, "both_ways_gb_per_s", mr[g].both_gbps);
                 perf_json_double(&j, "pcie_floor_ms", mr[g].floor_ms);
                 perf_json_double(&j, "torch_compile_ns_ms", mr[g].torch_ns_ms);
                 perf_json_double(&j, "ns_tflops", mr[g].ns_tflops);
