@@ -47,4 +47,13 @@ weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *st
     (void)checksum;
     return WEFT_ERR_UNSUPPORTED;
 }
+
+weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result, void *stream)
+{
+    (void)device_data;
+    (void)bytes;
+    (void)result;
+    (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
 #endif

@@ -57,55 +57,69 @@ __global__ void checksum_kernel(const unsigned char *data, size_t bytes, unsigne
     }
 }
 
+/* The sum's last step, in place: one thread. */
+__global__ void finalize_kernel(unsigned long long *sum, size_t bytes)
+{
+    *sum = weft_checksum_final(*sum, bytes);
+}
+
 } // namespace
 
-extern "C" weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream,
-                                              uint64_t *checksum)
+extern "C" weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result,
+                                                  void *stream)
 {
     cudaStream_t        s = static_cast<cudaStream_t>(stream);
-    unsigned long long *d_sum = nullptr;
-    unsigned long long  h_sum = 0;
+    unsigned long long *sum = reinterpret_cast<unsigned long long *>(result);
     int                 device, sms;
     weft_status_t       status;
 
-    if ((device_data == nullptr && bytes > 0) || checksum == nullptr) {
+    if ((device_data == nullptr && bytes > 0) || result == nullptr) {
         return WEFT_ERR_INVALID_PARAM;
     }
     status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
-    if (status != WEFT_OK) {
-        return status;
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     }
-    status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (status != WEFT_OK) {
-        return status;
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(*sum), s));
+    }
+    if (status == WEFT_OK && bytes > 0) {
+        const size_t words = (bytes + 7) / 8;
+        const size_t blocks = (words + kThreads - 1) / kThreads;
+        const size_t max_blocks = static_cast<size_t>(sms) * 8;
+
+        checksum_kernel<<<static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks), kThreads, 0, s>>>(
+            static_cast<const unsigned char *>(device_data), bytes, sum);
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    if (status == WEFT_OK) {
+        finalize_kernel<<<1, 1, 0, s>>>(sum, bytes);
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    return status;
+}
+
+extern "C" weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream, uint64_t *checksum)
+{
+    cudaStream_t  s = static_cast<cudaStream_t>(stream);
+    uint64_t     *d_sum = nullptr;
+    uint64_t      h_sum = 0;
+    weft_status_t status;
+
+    if ((device_data == nullptr && bytes > 0) || checksum == nullptr) {
+        return WEFT_ERR_INVALID_PARAM;
     }
     status = WEFT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void **>(&d_sum), sizeof(*d_sum), s));
     if (status != WEFT_OK) {
         return status;
     }
-    status = WEFT_CUDA_CHECK(cudaMemsetAsync(d_sum, 0, sizeof(*d_sum), s));
-    if (status != WEFT_OK) {
-        goto out_free;
+    status = weft_checksum_cuda_async(device_data, bytes, d_sum, stream);
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaMemcpyAsync(&h_sum, d_sum, sizeof(h_sum), cudaMemcpyDeviceToHost, s));
     }
-    if (bytes > 0) {
-        size_t words = (bytes + 7) / 8;
-        size_t blocks = (words + kThreads - 1) / kThreads;
-        size_t max_blocks = static_cast<size_t>(sms) * 8;
-
-        checksum_kernel<<<static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks), kThreads, 0,
-                          s>>>(static_cast<const unsigned char *>(device_data), bytes, d_sum);
-        status = WEFT_CUDA_CHECK(cudaGetLastError());
-        if (status != WEFT_OK) {
-            goto out_free;
-        }
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaStreamSynchronize(s));
     }
-    status = WEFT_CUDA_CHECK(cudaMemcpyAsync(&h_sum, d_sum, sizeof(h_sum), cudaMemcpyDeviceToHost, s));
-    if (status != WEFT_OK) {
-        goto out_free;
-    }
-    status = WEFT_CUDA_CHECK(cudaStreamSynchronize(s));
-
-out_free:
     {
         weft_status_t free_status = WEFT_CUDA_CHECK(cudaFreeAsync(d_sum, s));
         if (status == WEFT_OK) {
@@ -113,7 +127,7 @@ out_free:
         }
     }
     if (status == WEFT_OK) {
-        *checksum = weft_checksum_final(h_sum, bytes);
+        *checksum = h_sum;
     }
     return status;
 }

@@ -2,20 +2,31 @@
  * weft-perf update: the main job. A trainer process keeps FP32 masters and
  * AdamW state of MoE expert weights (every expert's gate_up_proj and
  * down_proj) and takes real optimizer steps on deterministic gradients with
- * libweft's optimizer (optim.h, on the host's threads); its FP8 writer puts
- * W, WT and block scales of each updated matrix straight into the registry
- * version being written, in host memory. Consumer processes, laid out like
- * an SGLang engine (fused w13/w2 tensors, one view per expert), receive
- * every version through the host transport and verify every byte: each
- * tensor's checksum against the one the producer computed on what it wrote.
+ * libweft's optimizer (optim.h); its FP8 writer puts W, WT and block scales
+ * of each updated matrix straight into the registry version being written.
+ * Consumer processes, laid out like an SGLang engine (fused w13/w2 tensors,
+ * one view per expert), receive every version and verify every byte
+ * (update_consumer.c). Two placements:
+ *  - host: the optimizer on the host's threads, a host-memory registry, the
+ *    host transport;
+ *  - GPU (a GPU present, or --device cuda): masters and state in pinned
+ *    host memory streamed through the optimizer's GPU slots, gradients on
+ *    the GPU, the writer quantizing from the slot into a GPU registry and
+ *    summing what it wrote there; engines colocated on the same GPU receive
+ *    through cuda_ipc. fork() after CUDA is initialized is broken, so here
+ *    the GPU is probed in a child and the engines are forked before this
+ *    process touches CUDA.
  * Reports the step, bytes, bandwidth and publish latency.
  */
+#include "config.h"
+
 #include "args.h"
 #include "json.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
 #include "sysinfo.h"
+#include "update.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -23,291 +34,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <weft/weft.h>
 
-#define MAX_VERSIONS 10000
-#define KINDS        6 /* gate_up W, WT, scale; down W, WT, scale */
-#define PROJS        2 /* gate_up, down: kinds 3p .. 3p + 2 */
-
-typedef struct update_options {
-    uint64_t layers, experts, hidden, intermediate, versions, consumers, slots, block, threads;
-    double   lr;
-    int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
-} update_options_t;
-
-/* Versions whose checksums are kept: a consumer verifies version v after
- * acknowledging it, and the producer publishes v + 2 only after every
- * consumer acknowledged v + 1, so three would do. */
-#define CHECKSUM_RING 4
-
-/* One kind of expert tensor: its name suffix, role, dtype and shape. */
-typedef struct tensor_kind {
-    const char        *proj;
-    const char        *suffix;
-    weft_tensor_role_t role;
-    weft_dtype_t       dtype;
-    uint64_t           rows, cols;
-} tensor_kind_t;
-
-/* Shared with the consumers (MAP_SHARED before fork): when each version
- * was published, what each consumer saw, and the checksums the producer
- * computed of every tensor it wrote (CHECKSUM_RING × tensors words after
- * the struct, row v % CHECKSUM_RING for version v). */
-typedef struct update_shared {
-    uint64_t publish_ns[MAX_VERSIONS + 1];
-    struct {
-        uint64_t wake_ns[MAX_VERSIONS + 1];
-        uint64_t versions, wrong_tensors, verified_bytes, verify_ns;
-        int      status;
-    } consumer[PERF_CHILDREN_MAX];
-} update_shared_t;
-
-static uint64_t *shared_checksums(update_shared_t *shared, uint64_t tensors, uint64_t version)
-{
-    return (uint64_t *)(shared + 1) + (version % CHECKSUM_RING) * tensors;
-}
-
-static void kinds_for(const update_options_t *o, tensor_kind_t kinds[KINDS])
-{
-    uint64_t up = 2 * o->intermediate, b = o->block;
-    const tensor_kind_t k[KINDS] = {
-        {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, up, o->hidden},
-        {"gate_up_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, o->hidden, up},
-        {"gate_up_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, (up + b - 1) / b,
-         (o->hidden + b - 1) / b},
-        {"down_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, o->hidden, o->intermediate},
-        {"down_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, o->intermediate, o->hidden},
-        {"down_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, (o->hidden + b - 1) / b,
-         (o->intermediate + b - 1) / b},
-    };
-    memcpy(kinds, k, sizeof(k));
-}
-
-static void tensor_name(char *buf, size_t size, uint64_t layer, uint64_t expert, const tensor_kind_t *k)
-{
-    snprintf(buf, size, "model.layers.%llu.mlp.experts.%llu.%s.%s", (unsigned long long)layer,
-             (unsigned long long)expert, k->proj, k->suffix);
-}
-
-static uint64_t kind_bytes(const tensor_kind_t *k)
-{
-    return k->rows * k->cols * weft_dtype_size(k->dtype);
-}
-
-static uint32_t hash32(uint32_t h)
-{
-    h ^= h >> 16;
-    h *= 0x7feb352dU;
-    h ^= h >> 15;
-    h *= 0x846ca68bU;
-    h ^= h >> 16;
-    return h;
-}
-
-/*
- * The initial FP32 master of one expert matrix: uniform values whose
- * range, 0.005 to 0.08, changes from row to row (so the block scales
- * differ).
- */
-static void master_fill(float *x, uint64_t rows, uint64_t cols, uint64_t layer, uint64_t expert, int proj)
-{
-    uint32_t seed = hash32(hash32((uint32_t)(layer * 4096 + expert) * 2 + (uint32_t)proj));
-
-    for (uint64_t r = 0; r < rows; r++) {
-        uint32_t rs = hash32(seed ^ (uint32_t)r);
-        float    amp = (0.005f + 0.075f * (float)(rs >> 8) / 16777216.0f) / 2147483648.0f;
-        float   *row = x + r * cols;
-
-        for (uint64_t c = 0; c < cols; c++) {
-            uint32_t h = ((uint32_t)c + rs) * 0x9e3779b1U;
-            h ^= h >> 15;
-            h *= 0x85ebca77U;
-            h ^= h >> 13;
-            row[c] = (float)(int32_t)h * amp;
-        }
-    }
-}
-
-/* The gradient of a whole group (all experts of one layer's projection)
- * at `version`: deterministic, zero-mean, of magnitude up to 1e-2, with a
- * per-row bias so that the moments grow unevenly. */
-static void grad_fill(float *g, uint64_t n, uint64_t cols, uint64_t version, uint32_t group)
-{
-    const uint32_t seed = hash32((uint32_t)version * 0x9e3779b9U ^ hash32(group + 1));
-
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t h = ((uint32_t)i + seed) * 0x9e3779b1U;
-        h ^= h >> 15;
-        h *= 0x85ebca77U;
-        h ^= h >> 13;
-        g[i] = (float)(int32_t)h * (1e-2f / 2147483648.0f) + (float)((i / cols) % 7) * 1e-4f;
-    }
-}
-
-/* Tensor index in declaration order: layer, kind, expert. Declaring all
- * experts of one kind together puts them side by side in the slot, as the
- * consumer's fused tensors have them: the plan coalesces the copies. */
-static uint32_t tensor_index(const update_options_t *o, uint64_t layer, int kind, uint64_t expert)
-{
-    return (uint32_t)((layer * KINDS + (uint64_t)kind) * o->experts + expert);
-}
-
-static weft_status_t producer_create(const char *name, const update_options_t *o, weft_registry_h *out)
-{
-    weft_registry_params_t params = {
-        .field_mask = WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS,
-        .slot_count = (uint32_t)o->slots,
-        .max_tensors = (uint32_t)(o->layers * KINDS * o->experts)};
-    tensor_kind_t   kinds[KINDS];
-    weft_registry_h reg;
-    weft_status_t   status;
-
-    kinds_for(o, kinds);
-    status = weft_registry_create(name, &params, &reg);
-    if (status != WEFT_OK) {
-        return status;
-    }
-    for (uint64_t l = 0; l < o->layers; l++) {
-        for (int k = 0; k < KINDS; k++) {
-            for (uint64_t e = 0; e < o->experts; e++) {
-                char               tname[WEFT_TENSOR_NAME_MAX];
-                weft_tensor_desc_t d = {.field_mask = WEFT_TENSOR_FIELD_BLOCK, .name = tname,
-                                        .layer = (int32_t)l, .expert = (int32_t)e, .role = kinds[k].role,
-                                        .dtype = kinds[k].dtype, .ndim = 2,
-                                        .shape = {kinds[k].rows, kinds[k].cols},
-                                        .block = {(uint32_t)o->block, (uint32_t)o->block}};
-                tensor_name(tname, sizeof(tname), l, e, &kinds[k]);
-                status = weft_registry_declare(reg, &d, NULL);
-                if (status != WEFT_OK) {
-                    goto err;
-                }
-            }
-        }
-    }
-    status = weft_registry_seal(reg);
-    if (status != WEFT_OK) {
-        goto err;
-    }
-    *out = reg;
-    return WEFT_OK;
-err:
-    weft_registry_close(reg);
-    weft_registry_unlink(name);
-    return status;
-}
-
-/* A consumer process: its own fused buffers (per layer and kind, experts
- * side by side), one view per expert tensor, then every version. */
-static int consumer_main(const char *name, const update_options_t *o, update_shared_t *shared, int id)
-{
-    size_t            count = (size_t)(o->layers * KINDS * o->experts);
-    weft_recv_view_t *views = calloc(count, sizeof(*views));
-    char            (*names)[WEFT_TENSOR_NAME_MAX] = calloc(count, sizeof(*names));
-    uint8_t          *buffers[64][KINDS];
-    tensor_kind_t     kinds[KINDS];
-    weft_registry_h   reg = NULL;
-    weft_plan_h       plan = NULL;
-    uint32_t          consumer;
-    uint64_t          last = 0;
-    char              label[32];
-    weft_status_t     status;
-
-    kinds_for(o, kinds);
-    memset(buffers, 0, sizeof(buffers));
-    if (views == NULL || names == NULL) {
-        fprintf(stderr, "consumer %d: out of memory\n", id);
-        return 3;
-    }
-    status = weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, &reg);
-    if (status != WEFT_OK) {
-        fprintf(stderr, "consumer %d: open: %s\n", id, weft_status_string(status));
-        return 3;
-    }
-    for (uint64_t l = 0; l < o->layers; l++) {
-        for (int k = 0; k < KINDS; k++) {
-            /* What SGLang calls w13_weight[E, 2I, H], its transpose, its
-             * scales, and the same for w2. */
-            buffers[l][k] = malloc(kind_bytes(&kinds[k]) * o->experts);
-            if (buffers[l][k] == NULL) {
-                fprintf(stderr, "consumer %d: out of memory\n", id);
-                return 3;
-            }
-            for (uint64_t e = 0; e < o->experts; e++) {
-                size_t            i = tensor_index(o, l, k, e);
-                weft_recv_view_t *v = &views[i];
-
-                tensor_name(names[i], sizeof(names[i]), l, e, &kinds[k]);
-                v->name = names[i];
-                v->role = kinds[k].role;
-                v->dtype = kinds[k].dtype;
-                v->ndim = 2;
-                v->shape[0] = kinds[k].rows;
-                v->shape[1] = kinds[k].cols;
-                v->data = buffers[l][k] + e * kind_bytes(&kinds[k]);
-                v->memory = WEFT_MEMORY_HOST;
-            }
-        }
-    }
-    snprintf(label, sizeof(label), "update-consumer-%d", id);
-    status = weft_registry_consumer_register(reg, label, &consumer);
-    if (status == WEFT_OK) {
-        status = weft_plan_create(reg, WEFT_TRANSPORT_HOST, views, count, &plan);
-    }
-    if (status != WEFT_OK) {
-        fprintf(stderr, "consumer %d: setup: %s\n", id, weft_status_string(status));
-        return 3;
-    }
-    while (last < o->versions) {
-        weft_lease_t lease;
-
-        status = weft_registry_wait(reg, last, 120000000, &lease);
-        if (status != WEFT_OK) {
-            fprintf(stderr, "consumer %d: wait after %llu: %s\n", id, (unsigned long long)last,
-                    weft_status_string(status));
-            return 4;
-        }
-        shared->consumer[id].wake_ns[lease.version <= MAX_VERSIONS ? lease.version : 0] = perf_now_ns();
-        status = weft_plan_copy(plan, &lease);
-        weft_registry_release(reg, &lease);
-        if (status != WEFT_OK) {
-            weft_registry_consumer_failed(reg, consumer, lease.version, status);
-            return 4;
-        }
-        last = lease.version;
-        /* Received: every byte landed. Verifying comes after, on the
-         * consumer's own buffers, which the next copy alone changes. */
-        weft_registry_consumer_received(reg, consumer, last);
-        /* Every byte of every tensor, in the consumer's own layout: its
-         * checksum against the producer's of what it wrote. */
-        {
-            const uint64_t *expect = shared_checksums(shared, count, last);
-            uint64_t        t0 = perf_now_ns();
-
-            for (uint64_t l = 0; l < o->layers; l++) {
-                for (int k = 0; k < KINDS; k++) {
-                    const uint64_t bytes = kind_bytes(&kinds[k]);
-                    for (uint64_t e = 0; e < o->experts; e++) {
-                        const uint32_t i = tensor_index(o, l, k, e);
-                        if (weft_checksum_host(buffers[l][k] + e * bytes, bytes) != expect[i]) {
-                            if (shared->consumer[id].wrong_tensors++ == 0) {
-                                fprintf(stderr, "consumer %d: version %llu: %s differs from what the producer "
-                                                "wrote\n",
-                                        id, (unsigned long long)last, names[i]);
-                            }
-                        }
-                        shared->consumer[id].verified_bytes += bytes;
-                    }
-                }
-            }
-            shared->consumer[id].verify_ns += perf_now_ns() - t0;
-        }
-        shared->consumer[id].versions++;
-    }
-    weft_plan_destroy(plan);
-    weft_registry_close(reg);
-    return shared->consumer[id].wrong_tensors == 0 ? 0 : 5;
-}
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 static int update_usage(FILE *out)
 {
@@ -328,7 +61,10 @@ static int update_usage(FILE *out)
             "  --optimizer O     adamw or muon (Muon: FP32 Newton-Schulz on the host's\n"
             "                    threads, slow at these shapes: try --experts 2 --hidden 512)\n"
             "  --lr X            learning rate (1e-5)\n"
-            "  --threads N       optimizer threads (online CPUs)\n"
+            "  --threads N       optimizer threads (online CPUs; host placement)\n"
+            "  --device D        host, cuda or auto: the GPU placement when a GPU is present\n"
+            "                    (auto, the default)\n"
+            "  --gpu N           the GPU of the cuda placement (0)\n"
             "  --json            one JSON object instead of the table\n"
             "The default is Qwen3-30B-A3B's expert shapes, 2 layers of 32 experts: 302 M\n"
             "parameters, 0.6 GB of FP8 a version. Memory: 16 B a parameter in the trainer\n"
@@ -345,12 +81,14 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"versions", required_argument, NULL, 'v'}, {"consumers", required_argument, NULL, 'c'},
         {"slots", required_argument, NULL, 's'},    {"block", required_argument, NULL, 'b'},
         {"lr", required_argument, NULL, 'r'},       {"threads", required_argument, NULL, 't'},
-        {"optimizer", required_argument, NULL, 'o'},
+        {"optimizer", required_argument, NULL, 'o'}, {"device", required_argument, NULL, 'D'},
+        {"gpu", required_argument, NULL, 'g'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    int opt;
+    uint64_t gpu = 0;
+    int      opt;
 
-    *o = (update_options_t){.layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
+    *o = (update_options_t){.gpu = -1, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
                             .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
                             .optimizer = WEFT_OPTIM_ADAMW};
     optind = 1;
@@ -361,7 +99,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         case 'e': bad = perf_arg_u64("--experts", optarg, 1, 4096, &o->experts); break;
         case 'H': bad = perf_arg_u64("--hidden", optarg, 1, 65536, &o->hidden); break;
         case 'I': bad = perf_arg_u64("--intermediate", optarg, 1, 65536, &o->intermediate); break;
-        case 'v': bad = perf_arg_u64("--versions", optarg, 1, MAX_VERSIONS, &o->versions); break;
+        case 'v': bad = perf_arg_u64("--versions", optarg, 1, UPDATE_MAX_VERSIONS, &o->versions); break;
         case 'c': bad = perf_arg_u64("--consumers", optarg, 1, 64, &o->consumers); break;
         case 's': bad = perf_arg_u64("--slots", optarg, 2, 16, &o->slots); break;
         case 'b': bad = perf_arg_u64("--block", optarg, 1, 1024, &o->block); break;
@@ -373,6 +111,12 @@ static int update_parse(int argc, char **argv, update_options_t *o)
             break;
         }
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
+        case 'D': {
+            static const perf_arg_word_t devices[] = {{"host", 0}, {"cuda", 1}, {"auto", -1}, {NULL, 0}};
+            bad = perf_arg_word("--device", optarg, devices, &o->gpu);
+            break;
+        }
+        case 'g': bad = perf_arg_u64("--gpu", optarg, 0, 63, &gpu); break;
         case 'j': o->json = 1; break;
         case 'h': return update_usage(stdout) + 1;
         default: return update_usage(stderr);
@@ -381,12 +125,13 @@ static int update_parse(int argc, char **argv, update_options_t *o)
             return 2;
         }
     }
+    o->device = (int)gpu;
     if (optind != argc || (o->block & (o->block - 1)) != 0) {
         fprintf(stderr, "weft-perf update: unexpected argument, or --block not a power of two\n");
         return 2;
     }
-    if (o->layers * KINDS * o->experts > (1u << 20)) {
-        fprintf(stderr, "weft-perf update: more than 2^20 tensors\n");
+    if (o->layers > UPDATE_MAX_LAYERS || update_tensor_count(o) > (1u << 20)) {
+        fprintf(stderr, "weft-perf update: more than %d layers or 2^20 tensors\n", UPDATE_MAX_LAYERS);
         return 2;
     }
     return 0;
@@ -394,23 +139,193 @@ static int update_parse(int argc, char **argv, update_options_t *o)
 
 /* The trainer's side: one AdamW group a layer and projection, all its
  * experts stacked, named so that the FP8 writer finds each expert's
- * tensors; initial masters; and room for the gradients. */
+ * tensors; initial masters; and room for the gradients. On a GPU the
+ * gradients are made once, two sets on the device that alternate from
+ * step to step (a trainer's backward pass leaves them there; making them
+ * anew each step would only time this program's filling). */
 typedef struct trainer {
     weft_optim_h        opt;
     weft_optim_writer_h fp8;
     weft_registry_h     reg;
     const update_options_t *o;
-    tensor_kind_t       kinds[KINDS];
+    tensor_kind_t       kinds[UPDATE_KINDS];
     weft_optim_grad_t  *grads;
     uint32_t            groups;
     uint64_t           *checksums; /* the row of the version being written */
     uint64_t            quant_ns, sum_ns;
+    void               *dev_grads[2];     /* GPU: two gradient sets, group after group */
+    uint64_t           *dev_checksums;    /* GPU: where the writer's sums land */
+    void               *stream;           /* GPU: the step's cudaStream_t */
 } trainer_t;
+
+#ifdef HAVE_CUDA
+static weft_status_t cuda_status(cudaError_t err, const char *what)
+{
+    if (err == cudaSuccess) {
+        return WEFT_OK;
+    }
+    fprintf(stderr, "weft-perf update: %s: %s\n", what, cudaGetErrorString(err));
+    return WEFT_ERR_CUDA;
+}
+
+/* The device arrays: two gradient sets of every parameter, the checksums,
+ * the step's stream. */
+static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o)
+{
+    const uint64_t params = o->layers * o->experts * 3 * o->intermediate * o->hidden;
+    weft_status_t  status = cuda_status(cudaSetDevice(o->device), "cudaSetDevice");
+
+    for (int s = 0; s < 2 && status == WEFT_OK; s++) {
+        status = cuda_status(cudaMalloc(&t->dev_grads[s], params * sizeof(float)), "cudaMalloc (gradients)");
+    }
+    if (status == WEFT_OK) {
+        status = cuda_status(cudaMalloc((void **)&t->dev_checksums, update_tensor_count(o) * sizeof(uint64_t)),
+                             "cudaMalloc (checksums)");
+    }
+    if (status == WEFT_OK) {
+        cudaStream_t stream;
+        status    = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+        t->stream = status == WEFT_OK ? stream : NULL;
+    }
+    return status;
+}
+
+/* Group g's gradients of steps 1 and 2 (odd and even steps use them in
+ * turn), made on the host and copied once. */
+static weft_status_t trainer_gpu_grads(trainer_t *t, uint32_t g, uint64_t offset, uint64_t n, uint64_t cols)
+{
+    float        *host = malloc(n * sizeof(float));
+    weft_status_t status = host != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+
+    for (int s = 0; s < 2 && status == WEFT_OK; s++) {
+        update_grad_fill(host, n, cols, (uint64_t)s + 1, g);
+        status = cuda_status(cudaMemcpy((float *)t->dev_grads[s] + offset, host, n * sizeof(float),
+                                        cudaMemcpyHostToDevice),
+                             "gradient copy");
+    }
+    free(host);
+    t->grads[g] = (weft_optim_grad_t){.data = (float *)t->dev_grads[0] + offset, .dtype = WEFT_DTYPE_FP32,
+                                      .memory = WEFT_MEMORY_CUDA};
+    return status;
+}
+
+/* Waits for the GPU step's work (the caller times the step with it). */
+static weft_status_t trainer_gpu_wait(trainer_t *t)
+{
+    return cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
+}
+
+/* After a GPU step: waits for it, then brings home the checksums the
+ * writer computed and the sampled expert's bytes of every layer and kind,
+ * for the engines to hold their copies against. */
+static weft_status_t trainer_gpu_finish(trainer_t *t, update_shared_t *shared, uint64_t version)
+{
+    const update_options_t *o = t->o;
+    const uint64_t          expert = update_sample_expert(o, version);
+    uint8_t                *sample = update_samples(shared, o, version);
+    weft_status_t           status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
+
+    if (status == WEFT_OK) {
+        status = cuda_status(cudaMemcpy(t->checksums, t->dev_checksums, update_tensor_count(o) * sizeof(uint64_t),
+                                        cudaMemcpyDeviceToHost),
+                             "checksum copy");
+    }
+    for (uint64_t l = 0; l < o->layers && status == WEFT_OK; l++) {
+        for (int k = 0; k < UPDATE_KINDS && status == WEFT_OK; k++) {
+            const uint64_t bytes = update_kind_bytes(&t->kinds[k]);
+            void          *data;
+            status = weft_registry_write_tensor(t->reg, update_tensor_index(o, l, k, expert), &data);
+            if (status == WEFT_OK) {
+                status = cuda_status(cudaMemcpy(sample, data, bytes, cudaMemcpyDeviceToHost), "sample copy");
+            }
+            sample += bytes;
+        }
+    }
+    return status;
+}
+
+/* How many GPUs there are, asked in a child so that this process stays
+ * free of CUDA until it has forked its engines. */
+static int gpu_count(perf_children_t *children)
+{
+    int   code = 0;
+    pid_t pid = perf_fork(children);
+
+    if (pid == 0) {
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess) {
+            n = 0;
+        }
+        _exit(n > 100 ? 100 : n);
+    }
+    if (pid < 0 || perf_wait_child(children, pid, 60000, &code) != 0 || !WIFEXITED(code)) {
+        return 0;
+    }
+    return WEXITSTATUS(code);
+}
+
+static void trainer_gpu_free(trainer_t *t)
+{
+    if (!t->o->gpu) {
+        return; /* a host run never touches CUDA */
+    }
+    if (t->stream != NULL) {
+        cudaStreamSynchronize((cudaStream_t)t->stream);
+        cudaStreamDestroy((cudaStream_t)t->stream);
+    }
+    cudaFree(t->dev_grads[0]);
+    cudaFree(t->dev_grads[1]);
+    cudaFree(t->dev_checksums);
+}
+#else
+static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o)
+{
+    (void)t;
+    (void)o;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status_t trainer_gpu_grads(trainer_t *t, uint32_t g, uint64_t offset, uint64_t n, uint64_t cols)
+{
+    (void)t;
+    (void)g;
+    (void)offset;
+    (void)n;
+    (void)cols;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status_t trainer_gpu_wait(trainer_t *t)
+{
+    (void)t;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status_t trainer_gpu_finish(trainer_t *t, update_shared_t *shared, uint64_t version)
+{
+    (void)t;
+    (void)shared;
+    (void)version;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static int gpu_count(perf_children_t *children)
+{
+    (void)children;
+    return 0;
+}
+
+static void trainer_gpu_free(trainer_t *t)
+{
+    (void)t;
+}
+#endif
 
 static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, weft_registry_h reg)
 {
     weft_optim_params_t        op = {.field_mask = o->threads ? WEFT_OPTIM_PARAM_THREADS : 0,
                                      .threads    = (uint32_t)o->threads};
+    uint64_t                   grad_offset = 0;
     weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_QUANT,
                                      .quant      = {.field_mask = WEFT_QUANT_PARAM_BLOCK, .block = (uint32_t)o->block}};
     weft_status_t              status;
@@ -418,17 +333,25 @@ static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, wef
     memset(t, 0, sizeof(*t));
     t->o      = o;
     t->reg    = reg;
-    t->groups = (uint32_t)(o->layers * PROJS);
-    kinds_for(o, t->kinds);
+    t->groups = (uint32_t)(o->layers * UPDATE_PROJS);
+    update_kinds(o, t->kinds);
     t->grads = calloc(t->groups, sizeof(*t->grads));
     if (t->grads == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
+    if (o->gpu) {
+        op = (weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE,
+                                   .placement = WEFT_OPTIM_STAGED, .device = o->device};
+        status = trainer_gpu_alloc(t, o);
+        if (status != WEFT_OK) {
+            return status;
+        }
+    }
     status = weft_optim_create(&op, &t->opt);
     for (uint64_t l = 0; l < o->layers && status == WEFT_OK; l++) {
-        for (int p = 0; p < PROJS && status == WEFT_OK; p++) {
+        for (int p = 0; p < UPDATE_PROJS && status == WEFT_OK; p++) {
             const tensor_kind_t    *kw = &t->kinds[3 * p];
-            const uint32_t          g  = (uint32_t)(l * PROJS + (uint64_t)p);
+            const uint32_t          g  = (uint32_t)(l * UPDATE_PROJS + (uint64_t)p);
             char                    gname[WEFT_OPTIM_NAME_MAX];
             weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_MUON,
                                          .name = gname, .algo = (weft_optim_algo_t)o->optimizer,
@@ -446,9 +369,13 @@ static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, wef
                 status = weft_optim_group_state(t->opt, g, WEFT_OPTIM_STATE_MASTER, &master);
             }
             for (uint64_t e = 0; e < o->experts && status == WEFT_OK; e++) {
-                master_fill(master + e * kw->rows * kw->cols, kw->rows, kw->cols, l, e, p);
+                update_master_fill(master + e * kw->rows * kw->cols, kw->rows, kw->cols, l, e, p);
             }
-            if (status == WEFT_OK) {
+            if (status == WEFT_OK && o->gpu) {
+                const uint64_t n = o->experts * kw->rows * kw->cols;
+                status = trainer_gpu_grads(t, g, grad_offset, n, kw->cols);
+                grad_offset += n;
+            } else if (status == WEFT_OK) {
                 t->grads[g] = (weft_optim_grad_t){.data   = malloc(o->experts * kw->rows * kw->cols * sizeof(float)),
                                                   .dtype  = WEFT_DTYPE_FP32,
                                                   .memory = WEFT_MEMORY_HOST};
@@ -466,10 +393,11 @@ static void trainer_destroy(trainer_t *t)
 {
     weft_optim_writer_destroy(t->fp8);
     weft_optim_destroy(t->opt);
-    for (uint32_t g = 0; g < t->groups && t->grads != NULL; g++) {
+    for (uint32_t g = 0; g < t->groups && t->grads != NULL && !t->o->gpu; g++) {
         free((void *)t->grads[g].data);
     }
     free(t->grads);
+    trainer_gpu_free(t);
 }
 
 /* The step's writer: the FP8 writer, then the checksums of the three
@@ -477,19 +405,24 @@ static void trainer_destroy(trainer_t *t)
 static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
 {
     trainer_t     *t = arg;
-    const uint64_t layer = unit->group / PROJS, expert = (uint64_t)unit->expert;
-    const int      p = (int)(unit->group % PROJS);
+    const uint64_t layer = unit->group / UPDATE_PROJS, expert = (uint64_t)unit->expert;
+    const int      p = (int)(unit->group % UPDATE_PROJS);
     uint64_t       t0 = perf_now_ns(), t1;
     weft_status_t  status = weft_optim_writer_write(t->fp8, unit);
 
     t1 = perf_now_ns();
     t->quant_ns += t1 - t0;
     for (int k = 3 * p; k < 3 * p + 3 && status == WEFT_OK; k++) {
-        const uint32_t i = tensor_index(t->o, layer, k, expert);
+        const uint32_t i = update_tensor_index(t->o, layer, k, expert);
         void          *data;
         status = weft_registry_write_tensor(t->reg, i, &data);
-        if (status == WEFT_OK) {
-            t->checksums[i] = weft_checksum_host(data, kind_bytes(&t->kinds[k]));
+        if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA) {
+            /* Enqueued after the writer's kernels on the slot's stream;
+             * the step's end brings the sums home. */
+            status = weft_checksum_cuda_async(data, update_kind_bytes(&t->kinds[k]), &t->dev_checksums[i],
+                                              unit->stream);
+        } else if (status == WEFT_OK) {
+            t->checksums[i] = weft_checksum_host(data, update_kind_bytes(&t->kinds[k]));
         }
     }
     t->sum_ns += perf_now_ns() - t1;
@@ -509,7 +442,8 @@ int perf_cmd_update(int argc, char **argv)
     int                   have_trainer = 0;
     char                  name[64];
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
-    uint64_t              verify_ns = 0, verified_versions = 0, tensors, published = 0;
+    uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
+    uint64_t              wrong_bytes = 0, sampled_bytes = 0;
     size_t                nwake = 0;
     perf_latency_t        lat;
     weft_optim_info_t     oinfo = {0};
@@ -519,8 +453,21 @@ int perf_cmd_update(int argc, char **argv)
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
     }
-    tensors      = o.layers * KINDS * o.experts;
-    shared_bytes = sizeof(*shared) + CHECKSUM_RING * tensors * sizeof(uint64_t);
+    if (o.gpu != 0) {
+        const int gpus = gpu_count(&children);
+        if (o.gpu == 1 && gpus <= o.device) {
+            fprintf(stderr, "weft-perf update: --device cuda: no GPU %d (%d found%s)\n", o.device, gpus,
+#ifdef HAVE_CUDA
+                    ""
+#else
+                    ", not built with CUDA"
+#endif
+            );
+            return 1;
+        }
+        o.gpu = gpus > o.device;
+    }
+    shared_bytes = update_shared_bytes(&o);
     shared = mmap(NULL, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     wake = calloc(o.versions * o.consumers, sizeof(*wake));
     if (shared == MAP_FAILED || wake == NULL || perf_catch_interrupts() != 0) {
@@ -528,16 +475,21 @@ int perf_cmd_update(int argc, char **argv)
         return 1;
     }
     snprintf(name, sizeof(name), "weft-perf-update-%d", (int)getpid());
-    status = producer_create(name, &o, &reg);
-    if (status != WEFT_OK) {
-        fprintf(stderr, "weft-perf update: registry: %s (is /dev/shm large enough?)\n",
-                weft_status_string(status));
-        return 1;
+    /* On a GPU the engines go first: they must be forked before this
+     * process initializes CUDA, and they open the registry once it is
+     * there. */
+    if (!o.gpu) {
+        status = update_registry_create(name, &o, WEFT_MEMORY_HOST, &reg);
+        if (status != WEFT_OK) {
+            fprintf(stderr, "weft-perf update: registry: %s (is /dev/shm large enough?)\n",
+                    weft_status_string(status));
+            return 1;
+        }
     }
     for (uint64_t c = 0; c < o.consumers; c++) {
         pid_t pid = perf_fork(&children);
         if (pid == 0) {
-            _exit(consumer_main(name, &o, shared, (int)c));
+            _exit(update_consumer_main(name, &o, shared, (int)c));
         }
         if (pid < 0) {
             rc = 1;
@@ -545,6 +497,14 @@ int perf_cmd_update(int argc, char **argv)
         }
     }
 
+    if (o.gpu) {
+        status = update_registry_create(name, &o, WEFT_MEMORY_CUDA, &reg);
+        if (status != WEFT_OK) {
+            fprintf(stderr, "weft-perf update: GPU registry: %s\n", weft_status_string(status));
+            rc = 1;
+            goto out;
+        }
+    }
     status = trainer_create(&trainer, &o, reg);
     have_trainer = 1;
     if (status != WEFT_OK) {
@@ -558,22 +518,40 @@ int perf_cmd_update(int argc, char **argv)
         weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = write_and_sum,
                                        .writer_arg = &trainer};
         uint32_t                 lagging = 0;
-        uint64_t                 t0 = perf_now_ns(), tg, t1, t2;
+        uint64_t                 t0 = perf_now_ns(), tg, t1, tf, t2, grad_offset = 0;
 
         for (uint32_t g = 0; g < trainer.groups; g++) {
-            const tensor_kind_t *kw = &trainer.kinds[3 * (g % PROJS)];
-            grad_fill((float *)trainer.grads[g].data, o.experts * kw->rows * kw->cols, kw->cols, v, g);
+            const tensor_kind_t *kw = &trainer.kinds[3 * (g % UPDATE_PROJS)];
+            const uint64_t       n = o.experts * kw->rows * kw->cols;
+            if (o.gpu) {
+                /* Odd steps take the first set, even ones the second. */
+                trainer.grads[g].data = (float *)trainer.dev_grads[(v - 1) % 2] + grad_offset;
+                grad_offset += n;
+            } else {
+                update_grad_fill((float *)trainer.grads[g].data, n, kw->cols, v, g);
+            }
+        }
+        if (o.gpu) {
+            sp.field_mask |= WEFT_OPTIM_STEP_STREAM;
+            sp.stream = trainer.stream;
         }
         tg = perf_now_ns();
         /* One optimizer step; its writer quantizes each updated matrix
          * straight into the slot being written. */
-        trainer.checksums = shared_checksums(shared, tensors, v);
+        trainer.checksums = update_checksums(shared, &o, v);
         status = weft_registry_write_begin(reg, 60000000, NULL);
         if (status == WEFT_OK) {
             status = weft_optim_step(trainer.opt, trainer.grads, trainer.groups, &sp);
         }
+        if (status == WEFT_OK && o.gpu) {
+            status = trainer_gpu_wait(&trainer);
+        }
         t1 = perf_now_ns();
-        shared->publish_ns[v] = t1;
+        if (status == WEFT_OK && o.gpu) {
+            status = trainer_gpu_finish(&trainer, shared, v);
+        }
+        tf = perf_now_ns();
+        shared->publish_ns[v] = tf;
         if (status == WEFT_OK) {
             status = weft_registry_publish(reg, v, NULL);
         }
@@ -595,7 +573,8 @@ int perf_cmd_update(int argc, char **argv)
         published = v;
         grad_ns += tg - t0;
         step_ns += t1 - tg;
-        publish_call_ns += t2 - t1;
+        finish_ns += tf - t1;
+        publish_call_ns += t2 - tf;
         ack_ns += perf_now_ns() - t2;
     }
     if (published < o.versions) {
@@ -616,6 +595,9 @@ int perf_cmd_update(int argc, char **argv)
     }
     for (uint64_t c = 0; c < o.consumers; c++) {
         wrong += shared->consumer[c].wrong_tensors;
+        wrong_bytes += shared->consumer[c].wrong_sampled_bytes;
+        sampled_bytes += shared->consumer[c].sampled_bytes;
+        copy_ns += shared->consumer[c].copy_ns;
         verify_ns += shared->consumer[c].verify_ns;
         verified_versions += shared->consumer[c].versions;
         for (uint64_t v = 1; v <= published; v++) {
@@ -634,17 +616,25 @@ int perf_cmd_update(int argc, char **argv)
         /* What an AdamW step must move through memory at least: master, m
          * and v read and written, the gradient read (28 B a parameter).
          * Muon's step is its Newton-Schulz products: no such figure. */
-        double step_gbps = o.optimizer == WEFT_OPTIM_MUON
+        double step_gbps = o.optimizer == WEFT_OPTIM_MUON || o.gpu
                                ? NAN
                                : 28.0 * (double)oinfo.parameters /
                                      ((double)(step_ns - trainer.quant_ns - trainer.sum_ns) / n / 1e9) / 1e9;
-        char   gbps_text[32];
+        /* On a GPU the writer's work runs inside the step, on the GPU: the
+         * host's time in it is only enqueueing. What the staged step moves
+         * over PCIe each way: master and state (AdamW 12 B, Muon 8 B). */
+        double quant_ms = o.gpu ? NAN : (double)trainer.quant_ns / 1e6 / n;
+        double pcie_gbps = o.gpu ? (o.optimizer == WEFT_OPTIM_MUON ? 8.0 : 12.0) * (double)oinfo.parameters /
+                                       ((double)step_ns / n / 1e9) / 1e9
+                                 : NAN;
+        double e2e_ms = (double)(step_ns + finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
+        char   gbps_text[32], quant_text[32];
 
         if (o.json) {
             perf_json_t j;
             perf_json_begin(&j, stdout);
             perf_json_str(&j, "command", "update");
-            perf_json_str(&j, "memory", "host");
+            perf_json_str(&j, "memory", o.gpu ? "cuda" : "host");
             perf_json_str(&j, "optimizer", o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw");
             perf_json_uint(&j, "layers", o.layers);
             perf_json_uint(&j, "experts", o.experts);
@@ -655,21 +645,29 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "consumers", o.consumers);
             perf_json_double(&j, "grad_fill_ms_per_version", (double)grad_ns / 1e6 / n);
             perf_json_double(&j, "step_ms_per_version", (double)step_ns / 1e6 / n);
-            perf_json_double(&j, "quant_ms_per_version", (double)trainer.quant_ns / 1e6 / n);
+            perf_json_double(&j, "quant_ms_per_version", quant_ms);
             perf_json_double(&j, "checksum_ms_per_version", (double)trainer.sum_ns / 1e6 / n);
             perf_json_double(&j, "adamw_gb_per_s", step_gbps);
+            perf_json_double(&j, "pcie_each_way_gb_per_s", pcie_gbps);
+            perf_json_double(&j, "finish_ms_per_version", (double)finish_ns / 1e6 / n);
+            perf_json_double(&j, "engine_copy_ms_per_version",
+                             verified_versions ? (double)copy_ns / 1e6 / (double)verified_versions : NAN);
             perf_json_double(&j, "verify_ms_per_version", verify_ms);
             perf_json_double(&j, "publish_call_us", (double)publish_call_ns / 1e3 / n);
             perf_json_double(&j, "publish_to_wake_p50_us", lat.p50_us);
             perf_json_double(&j, "publish_to_wake_max_us", lat.max_us);
             perf_json_double(&j, "publish_to_all_acked_ms", (double)ack_ns / 1e6 / n);
             perf_json_double(&j, "delivered_gb_per_s", delivered_gbps);
+            perf_json_double(&j, "e2e_ms_per_version", e2e_ms);
             perf_json_uint(&j, "wrong_tensors", wrong);
+            perf_json_uint(&j, "sampled_bytes", sampled_bytes);
+            perf_json_uint(&j, "wrong_sampled_bytes", wrong_bytes);
             perf_json_end(&j);
         } else {
-            printf("# weft-perf update: libweft %s, host memory, %llu layers x %llu experts, H=%llu I=%llu, "
+            printf("# weft-perf update: libweft %s, %s, %llu layers x %llu experts, H=%llu I=%llu, "
                    "block %llu\n",
-                   weft_version(), (unsigned long long)o.layers, (unsigned long long)o.experts,
+                   weft_version(), o.gpu ? "GPU (staged optimizer, GPU registry, cuda_ipc engines)" : "host memory",
+                   (unsigned long long)o.layers, (unsigned long long)o.experts,
                    (unsigned long long)o.hidden, (unsigned long long)o.intermediate, (unsigned long long)o.block);
             printf("# %u tensors (W, WT, scale_inv of gate_up_proj and down_proj), %.1f MB a version, %llu "
                    "slots, %llu consumers\n",
@@ -683,9 +681,10 @@ int perf_cmd_update(int argc, char **argv)
             printf("%10s %10s %10s %10s %12s %12s %14s %16s %14s %10s %14s\n", "versions", "grad_ms", "step_ms",
                    "quant_ms", "adamw_GB/s", "publish_us", "wake_p50_us", "all_acked_ms", "delivered_GB/s",
                    "verify_ms", "wrong_tensors");
-            printf("%10llu %10.1f %10.1f %10.1f %12s %12.2f %14.1f %16.1f %14.2f %10.1f %14llu\n",
+            printf("%10llu %10.1f %10.1f %10s %12s %12.2f %14.1f %16.1f %14.2f %10.1f %14llu\n",
                    (unsigned long long)published, (double)grad_ns / 1e6 / n, (double)step_ns / 1e6 / n,
-                   (double)trainer.quant_ns / 1e6 / n, perf_num(gbps_text, sizeof(gbps_text), step_gbps, 2), (double)publish_call_ns / 1e3 / n, lat.p50_us,
+                   perf_num(quant_text, sizeof(quant_text), quant_ms, 1),
+                   perf_num(gbps_text, sizeof(gbps_text), step_gbps, 2), (double)publish_call_ns / 1e3 / n, lat.p50_us,
                    (double)ack_ns / 1e6 / n, delivered_gbps, verify_ms, (unsigned long long)wrong);
             printf("# grad: deterministic gradients made; step: weft_optim_step with the writer, of which quant:\n"
                    "# the FP8 writer (and %.1f ms checksums); adamw_GB/s: 28 B a parameter over the rest of the\n"
@@ -694,9 +693,18 @@ int perf_cmd_update(int argc, char **argv)
                    "# delivered: bytes x consumers / all_acked; verify: a consumer's checksums of its %.2f GB.\n"
                    "# %.1f s in all.\n",
                    (double)trainer.sum_ns / 1e6 / n, bytes / 1e9, seconds);
+            if (o.gpu) {
+                printf("# GPU: the step moves %.1f GB/s each way over PCIe; its writer's work and checksums run\n"
+                       "# in the step; then %.1f ms to bring checksums and samples home; an engine's cuda_ipc copy\n"
+                       "# %.2f ms; engines verify before they acknowledge (all_acked includes it): %llu sampled\n"
+                       "# bytes compared, %llu wrong; gradients ready to every engine acknowledged: %.1f ms\n",
+                       pcie_gbps, (double)finish_ns / 1e6 / n,
+                       verified_versions ? (double)copy_ns / 1e6 / (double)verified_versions : NAN,
+                       (unsigned long long)sampled_bytes, (unsigned long long)wrong_bytes, e2e_ms);
+            }
         }
     }
-    if (wrong != 0) {
+    if (wrong != 0 || wrong_bytes != 0) {
         rc = 1;
     }
 out:

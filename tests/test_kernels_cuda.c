@@ -62,6 +62,41 @@ END_TEST
 START_TEST(gpu_checksum_rejects_null_output)
 {
     ck_assert_int_eq(weft_checksum_cuda(NULL, 16, NULL, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_checksum_cuda_async(NULL, 16, NULL, NULL), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
+/* Many sums enqueued back to back into one device array with nothing
+ * waiting in between, then read with one copy: each equals the host's. */
+START_TEST(gpu_checksum_async_into_device_memory)
+{
+    enum { N = 5 };
+    static const size_t sizes[N] = {0, 9, 4099, 1 << 20, (3u << 20) + 1};
+    unsigned char      *host[N];
+    void               *dev[N];
+    uint64_t           *sums, got[N];
+    cudaStream_t        stream;
+
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&sums, sizeof(got)), cudaSuccess);
+    for (int i = 0; i < N; i++) {
+        host[i] = malloc(sizes[i] + 1);
+        fill_random(host[i], sizes[i] + 1, 77u + (unsigned)i);
+        ck_assert_int_eq(cudaMalloc(&dev[i], sizes[i] + 1), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(dev[i], host[i], sizes[i] + 1, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(weft_checksum_cuda_async(dev[i], sizes[i], &sums[i], stream), WEFT_OK);
+    }
+    ck_assert_int_eq(cudaMemcpyAsync(got, sums, sizeof(got), cudaMemcpyDeviceToHost, stream), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(got[i], weft_checksum_host(host[i], sizes[i]));
+        cudaFree(dev[i]);
+        free(host[i]);
+    }
+    cudaFree(sums);
+    cudaStreamDestroy(stream);
 }
 END_TEST
 
@@ -81,6 +116,7 @@ int main(void)
     tcase_add_test(tc, gpu_checksum_matches_host_reference);
     tcase_add_test(tc, gpu_checksum_on_a_stream);
     tcase_add_test(tc, gpu_checksum_rejects_null_output);
+    tcase_add_test(tc, gpu_checksum_async_into_device_memory);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */

@@ -37,6 +37,20 @@ WEFT_API uint64_t weft_checksum_host(const void *data, size_t bytes);
 WEFT_API weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream,
                                           uint64_t *checksum);
 
+/*
+ * The same, enqueued on `stream` without waiting: when the stream gets
+ * past this call's work, *result holds the checksum. `result` must be
+ * memory the GPU can write (device memory of the same GPU, or pinned,
+ * mapped host memory); it is scratch until then. For producers that sum
+ * what they write inside a pipeline (a writer callback must not stall the
+ * host thread that feeds the GPU). The data must stay unchanged until the
+ * stream gets there. WEFT_ERR_INVALID_PARAM for a NULL result (or NULL
+ * data with bytes > 0), WEFT_ERR_UNSUPPORTED without CUDA, WEFT_ERR_CUDA
+ * when a launch fails (logged).
+ */
+WEFT_API weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result,
+                                                void *stream);
+
 #ifdef __cplusplus
 }
 #endif

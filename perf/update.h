@@ -1,0 +1,95 @@
+/*
+ * weft-perf update, the main job: what the trainer (cmd_update.c) and the
+ * consumers (update_consumer.c) share. The model (update_model.c): MoE
+ * expert weights laid out as an SGLang engine holds them, their names,
+ * initial masters and gradients, and the registry that carries them; and
+ * the anonymous shared mapping through which the trainer tells consumers
+ * what it wrote (checksums, and sampled bytes on a GPU).
+ */
+#ifndef WEFT_PERF_UPDATE_H
+#define WEFT_PERF_UPDATE_H
+
+#include "proc.h"
+
+#include <stdint.h>
+#include <weft/weft.h>
+
+#define UPDATE_MAX_VERSIONS 10000
+#define UPDATE_KINDS        6 /* gate_up W, WT, scale; down W, WT, scale */
+#define UPDATE_PROJS        2 /* gate_up, down: kinds 3p .. 3p + 2 */
+#define UPDATE_MAX_LAYERS   64
+
+/* Versions whose checksums (and samples) are kept: a consumer verifies
+ * version v before acknowledging it (GPU) or just after (host), and the
+ * producer publishes v + 2 only after every consumer acknowledged v + 1,
+ * so three would do. */
+#define UPDATE_RING 4
+
+typedef struct update_options {
+    uint64_t layers, experts, hidden, intermediate, versions, consumers, slots, block, threads;
+    double   lr;
+    int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
+    int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
+    int      device;          /* that GPU */
+} update_options_t;
+
+/* One kind of expert tensor: its name suffix, role, dtype and shape. */
+typedef struct tensor_kind {
+    const char        *proj;
+    const char        *suffix;
+    weft_tensor_role_t role;
+    weft_dtype_t       dtype;
+    uint64_t           rows, cols;
+} tensor_kind_t;
+
+/* Shared with the consumers (MAP_SHARED before fork): when each version
+ * was published, what each consumer saw; after the struct, the checksums
+ * the producer computed of every tensor it wrote (UPDATE_RING rows of
+ * `tensors` words, row v % UPDATE_RING for version v), then on a GPU the
+ * sampled bytes (UPDATE_RING rows of update_sample_bytes()). */
+typedef struct update_shared {
+    uint64_t publish_ns[UPDATE_MAX_VERSIONS + 1];
+    struct {
+        uint64_t wake_ns[UPDATE_MAX_VERSIONS + 1];
+        uint64_t versions, wrong_tensors, wrong_sampled_bytes, sampled_bytes, verified_bytes, verify_ns;
+        uint64_t copy_ns; /* wake to every byte in place */
+        int      status;
+    } consumer[PERF_CHILDREN_MAX];
+} update_shared_t;
+
+void     update_kinds(const update_options_t *o, tensor_kind_t kinds[UPDATE_KINDS]);
+void     update_tensor_name(char *buf, size_t size, uint64_t layer, uint64_t expert, const tensor_kind_t *k);
+uint64_t update_kind_bytes(const tensor_kind_t *k);
+/* Tensor index in declaration order: layer, kind, expert. Declaring all
+ * experts of one kind together puts them side by side in the slot, as the
+ * consumer's fused tensors have them: the plan coalesces the copies. */
+uint32_t update_tensor_index(const update_options_t *o, uint64_t layer, int kind, uint64_t expert);
+uint64_t update_tensor_count(const update_options_t *o);
+/* Bytes of every tensor of a version. */
+uint64_t update_version_bytes(const update_options_t *o);
+
+/* The initial FP32 master of one expert matrix, and a whole group's
+ * gradient at `version` (both deterministic). */
+void update_master_fill(float *x, uint64_t rows, uint64_t cols, uint64_t layer, uint64_t expert, int proj);
+void update_grad_fill(float *g, uint64_t n, uint64_t cols, uint64_t version, uint32_t group);
+
+/* The registry of every expert tensor, in `memory` (HOST, or CUDA on
+ * o->device), created under `name` and sealed. */
+weft_status_t update_registry_create(const char *name, const update_options_t *o, weft_memory_kind_t memory,
+                                     weft_registry_h *out);
+
+/* The shared mapping: its size, the checksum row and the sample row of a
+ * version. The sample of version v is expert v % experts of every layer
+ * and kind, one after another in layer, kind order. */
+size_t    update_shared_bytes(const update_options_t *o);
+uint64_t *update_checksums(update_shared_t *shared, const update_options_t *o, uint64_t version);
+uint64_t  update_sample_bytes(const update_options_t *o);
+uint8_t  *update_samples(update_shared_t *shared, const update_options_t *o, uint64_t version);
+uint64_t  update_sample_expert(const update_options_t *o, uint64_t version);
+
+/* A consumer process (update_consumer.c): host buffers and the host
+ * transport, or (o->gpu) device buffers on o->device and cuda_ipc; every
+ * version until o->versions. Exit status 0 when every byte was right. */
+int update_consumer_main(const char *name, const update_options_t *o, update_shared_t *shared, int id);
+
+#endif

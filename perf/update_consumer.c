@@ -1,0 +1,338 @@
+/*
+ * weft-perf update's consumers, each a process forked by the trainer:
+ *  - on the host: buffers in host memory, the host transport; each version
+ *    acknowledged once copied, then every tensor's checksum checked
+ *    against the producer's;
+ *  - on a GPU (an engine colocated with the trainer): fused device tensors
+ *    as SGLang holds them (w13 [E, 2I, H], w2 [E, H, I], their transposes
+ *    and scales), one receive view per expert, the cuda_ipc transport; each
+ *    version verified before it is acknowledged: every tensor's checksum
+ *    computed on the GPU against the producer's, and every byte of one
+ *    sampled expert a layer and kind against the producer's copy. A
+ *    version that fails is reported failed, never received.
+ */
+#include "config.h"
+
+#include "sysinfo.h"
+#include "update.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* A consumer process: its own fused buffers (per layer and kind, experts
+ * side by side), one view per expert tensor, then every version. */
+static int host_consumer(const char *name, const update_options_t *o, update_shared_t *shared, int id)
+{
+    size_t            count = (size_t)update_tensor_count(o);
+    weft_recv_view_t *views = calloc(count, sizeof(*views));
+    char            (*names)[WEFT_TENSOR_NAME_MAX] = calloc(count, sizeof(*names));
+    uint8_t          *buffers[UPDATE_MAX_LAYERS][UPDATE_KINDS];
+    tensor_kind_t     kinds[UPDATE_KINDS];
+    weft_registry_h   reg = NULL;
+    weft_plan_h       plan = NULL;
+    uint32_t          consumer;
+    uint64_t          last = 0;
+    char              label[32];
+    weft_status_t     status;
+
+    update_kinds(o, kinds);
+    memset(buffers, 0, sizeof(buffers));
+    if (views == NULL || names == NULL) {
+        fprintf(stderr, "consumer %d: out of memory\n", id);
+        return 3;
+    }
+    status = weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, &reg);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "consumer %d: open: %s\n", id, weft_status_string(status));
+        return 3;
+    }
+    for (uint64_t l = 0; l < o->layers; l++) {
+        for (int k = 0; k < UPDATE_KINDS; k++) {
+            /* What SGLang calls w13_weight[E, 2I, H], its transpose, its
+             * scales, and the same for w2. */
+            buffers[l][k] = malloc(update_kind_bytes(&kinds[k]) * o->experts);
+            if (buffers[l][k] == NULL) {
+                fprintf(stderr, "consumer %d: out of memory\n", id);
+                return 3;
+            }
+            for (uint64_t e = 0; e < o->experts; e++) {
+                size_t            i = update_tensor_index(o, l, k, e);
+                weft_recv_view_t *v = &views[i];
+
+                update_tensor_name(names[i], sizeof(names[i]), l, e, &kinds[k]);
+                v->name = names[i];
+                v->role = kinds[k].role;
+                v->dtype = kinds[k].dtype;
+                v->ndim = 2;
+                v->shape[0] = kinds[k].rows;
+                v->shape[1] = kinds[k].cols;
+                v->data = buffers[l][k] + e * update_kind_bytes(&kinds[k]);
+                v->memory = WEFT_MEMORY_HOST;
+            }
+        }
+    }
+    snprintf(label, sizeof(label), "update-consumer-%d", id);
+    status = weft_registry_consumer_register(reg, label, &consumer);
+    if (status == WEFT_OK) {
+        status = weft_plan_create(reg, WEFT_TRANSPORT_HOST, views, count, &plan);
+    }
+    if (status != WEFT_OK) {
+        fprintf(stderr, "consumer %d: setup: %s\n", id, weft_status_string(status));
+        return 3;
+    }
+    while (last < o->versions) {
+        weft_lease_t lease;
+
+        status = weft_registry_wait(reg, last, 120000000, &lease);
+        if (status != WEFT_OK) {
+            fprintf(stderr, "consumer %d: wait after %llu: %s\n", id, (unsigned long long)last,
+                    weft_status_string(status));
+            return 4;
+        }
+        const uint64_t woke = perf_now_ns();
+        shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = woke;
+        status = weft_plan_copy(plan, &lease);
+        weft_registry_release(reg, &lease);
+        shared->consumer[id].copy_ns += perf_now_ns() - woke;
+        if (status != WEFT_OK) {
+            weft_registry_consumer_failed(reg, consumer, lease.version, status);
+            return 4;
+        }
+        last = lease.version;
+        /* Received: every byte landed. Verifying comes after, on the
+         * consumer's own buffers, which the next copy alone changes. */
+        weft_registry_consumer_received(reg, consumer, last);
+        /* Every byte of every tensor, in the consumer's own layout: its
+         * checksum against the producer's of what it wrote. */
+        {
+            const uint64_t *expect = update_checksums(shared, o, last);
+            uint64_t        t0 = perf_now_ns();
+
+            for (uint64_t l = 0; l < o->layers; l++) {
+                for (int k = 0; k < UPDATE_KINDS; k++) {
+                    const uint64_t bytes = update_kind_bytes(&kinds[k]);
+                    for (uint64_t e = 0; e < o->experts; e++) {
+                        const uint32_t i = update_tensor_index(o, l, k, e);
+                        if (weft_checksum_host(buffers[l][k] + e * bytes, bytes) != expect[i]) {
+                            if (shared->consumer[id].wrong_tensors++ == 0) {
+                                fprintf(stderr, "consumer %d: version %llu: %s differs from what the producer "
+                                                "wrote\n",
+                                        id, (unsigned long long)last, names[i]);
+                            }
+                        }
+                        shared->consumer[id].verified_bytes += bytes;
+                    }
+                }
+            }
+            shared->consumer[id].verify_ns += perf_now_ns() - t0;
+        }
+        shared->consumer[id].versions++;
+    }
+    weft_plan_destroy(plan);
+    weft_registry_close(reg);
+    return shared->consumer[id].wrong_tensors == 0 ? 0 : 5;
+}
+
+
+#ifdef HAVE_CUDA
+
+static int cuda_fails(cudaError_t err, const char *what, int id)
+{
+    if (err == cudaSuccess) {
+        return 0;
+    }
+    fprintf(stderr, "engine %d: %s: %s\n", id, what, cudaGetErrorString(err));
+    return 1;
+}
+
+/* The trainer creates the registry only after forking the engines (fork()
+ * after CUDA is initialized is broken), so an engine opens it when it
+ * appears: the registry's shared-memory file is the signal, the deadline
+ * only turns a trainer that never got there into an error. */
+static weft_status_t open_when_created(const char *name, weft_registry_h *reg)
+{
+    const uint64_t deadline = perf_now_ns() + 120ull * 1000000000ull;
+    weft_status_t  status;
+
+    while ((status = weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, reg)) == WEFT_ERR_NOT_FOUND &&
+           perf_now_ns() < deadline) {
+        perf_sleep_us(2000);
+    }
+    return status;
+}
+
+/* Verifies the version in the engine's tensors; 0 when every checksum and
+ * every sampled byte is the producer's. */
+static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id, uint64_t version,
+                      const tensor_kind_t *kinds, uint8_t *buffers[][UPDATE_KINDS], uint64_t *dev_sums,
+                      uint64_t *sums, uint8_t *sample, const char (*names)[WEFT_TENSOR_NAME_MAX], cudaStream_t stream)
+{
+    const uint64_t  count = update_tensor_count(o), expert = update_sample_expert(o, version);
+    const uint64_t *expect = update_checksums(shared, o, version);
+    const uint8_t  *expect_sample = update_samples(shared, o, version);
+    uint64_t        off = 0, wrong = 0, wrong_bytes = 0;
+
+    for (uint64_t l = 0; l < o->layers; l++) {
+        for (int k = 0; k < UPDATE_KINDS; k++) {
+            const uint64_t bytes = update_kind_bytes(&kinds[k]);
+            for (uint64_t e = 0; e < o->experts; e++) {
+                const uint32_t i = update_tensor_index(o, l, k, e);
+                if (weft_checksum_cuda_async(buffers[l][k] + e * bytes, bytes, &dev_sums[i], stream) != WEFT_OK) {
+                    return -1;
+                }
+            }
+            if (cuda_fails(cudaMemcpyAsync(sample + off, buffers[l][k] + expert * bytes, bytes,
+                                           cudaMemcpyDeviceToHost, stream),
+                           "sample copy", id)) {
+                return -1;
+            }
+            off += bytes;
+        }
+    }
+    if (cuda_fails(cudaMemcpyAsync(sums, dev_sums, count * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream),
+                   "checksum copy", id) ||
+        cuda_fails(cudaStreamSynchronize(stream), "verify", id)) {
+        return -1;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        if (sums[i] != expect[i] && wrong++ == 0) {
+            fprintf(stderr, "engine %d: version %llu: %s differs from what the producer wrote\n", id,
+                    (unsigned long long)version, names[i]);
+        }
+    }
+    for (uint64_t b = 0; b < off; b++) {
+        wrong_bytes += sample[b] != expect_sample[b];
+    }
+    if (wrong_bytes != 0) {
+        fprintf(stderr, "engine %d: version %llu: %llu of %llu sampled bytes (expert %llu) differ\n", id,
+                (unsigned long long)version, (unsigned long long)wrong_bytes, (unsigned long long)off,
+                (unsigned long long)expert);
+    }
+    shared->consumer[id].wrong_tensors += wrong;
+    shared->consumer[id].wrong_sampled_bytes += wrong_bytes;
+    shared->consumer[id].sampled_bytes += off;
+    return wrong == 0 && wrong_bytes == 0 ? 0 : 1;
+}
+
+static int gpu_consumer(const char *name, const update_options_t *o, update_shared_t *shared, int id)
+{
+    const size_t      count = (size_t)update_tensor_count(o);
+    weft_recv_view_t *views = calloc(count, sizeof(*views));
+    char            (*names)[WEFT_TENSOR_NAME_MAX] = calloc(count, sizeof(*names));
+    uint64_t         *sums = calloc(count, sizeof(uint64_t)), *dev_sums = NULL;
+    uint8_t          *sample = malloc(update_sample_bytes(o));
+    uint8_t          *buffers[UPDATE_MAX_LAYERS][UPDATE_KINDS];
+    tensor_kind_t     kinds[UPDATE_KINDS];
+    weft_registry_h   reg = NULL;
+    weft_plan_h       plan = NULL;
+    cudaStream_t      stream = NULL;
+    uint32_t          consumer;
+    uint64_t          last = 0;
+    char              label[32];
+    weft_status_t     status;
+
+    update_kinds(o, kinds);
+    memset(buffers, 0, sizeof(buffers));
+    if (views == NULL || names == NULL || sums == NULL || sample == NULL) {
+        fprintf(stderr, "engine %d: out of memory\n", id);
+        return 3;
+    }
+    if (cuda_fails(cudaSetDevice(o->device), "cudaSetDevice", id) ||
+        cuda_fails(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", id) ||
+        cuda_fails(cudaMalloc((void **)&dev_sums, count * sizeof(uint64_t)), "cudaMalloc", id)) {
+        return 3;
+    }
+    for (uint64_t l = 0; l < o->layers; l++) {
+        for (int k = 0; k < UPDATE_KINDS; k++) {
+            const uint64_t bytes = update_kind_bytes(&kinds[k]);
+            /* w13_weight[E, 2I, H] and the like: one allocation a layer
+             * and kind, the experts side by side. */
+            if (cuda_fails(cudaMalloc((void **)&buffers[l][k], bytes * o->experts), "cudaMalloc", id) ||
+                cuda_fails(cudaMemset(buffers[l][k], 0, bytes * o->experts), "cudaMemset", id)) {
+                return 3;
+            }
+            for (uint64_t e = 0; e < o->experts; e++) {
+                const size_t i = update_tensor_index(o, l, k, e);
+                update_tensor_name(names[i], sizeof(names[i]), l, e, &kinds[k]);
+                views[i] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_MEMORY, .name = names[i],
+                                              .role = kinds[k].role, .dtype = kinds[k].dtype, .ndim = 2,
+                                              .shape = {kinds[k].rows, kinds[k].cols},
+                                              .data = buffers[l][k] + e * bytes, .memory = WEFT_MEMORY_CUDA};
+            }
+        }
+    }
+    /* The views' memsets must be complete before a plan writes them. */
+    if (cuda_fails(cudaDeviceSynchronize(), "cudaDeviceSynchronize", id)) {
+        return 3;
+    }
+    status = open_when_created(name, &reg);
+    if (status != WEFT_OK) {
+        fprintf(stderr, "engine %d: open: %s\n", id, weft_status_string(status));
+        return 3;
+    }
+    snprintf(label, sizeof(label), "update-engine-%d", id);
+    status = weft_registry_consumer_register(reg, label, &consumer);
+    if (status == WEFT_OK) {
+        status = weft_plan_create(reg, WEFT_TRANSPORT_CUDA_IPC, views, count, &plan);
+    }
+    if (status != WEFT_OK) {
+        fprintf(stderr, "engine %d: setup: %s\n", id, weft_status_string(status));
+        return 3;
+    }
+    while (last < o->versions) {
+        weft_lease_t lease;
+        uint64_t     t0;
+        int          bad;
+
+        status = weft_registry_wait(reg, last, 120000000, &lease);
+        if (status != WEFT_OK) {
+            fprintf(stderr, "engine %d: wait after %llu: %s\n", id, (unsigned long long)last,
+                    weft_status_string(status));
+            return 4;
+        }
+        t0 = perf_now_ns();
+        shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = t0;
+        status = weft_plan_copy(plan, &lease);
+        weft_registry_release(reg, &lease);
+        shared->consumer[id].copy_ns += perf_now_ns() - t0;
+        if (status != WEFT_OK) {
+            fprintf(stderr, "engine %d: version %llu: copy: %s\n", id, (unsigned long long)lease.version,
+                    weft_status_string(status));
+            weft_registry_consumer_failed(reg, consumer, lease.version, status);
+            return 4;
+        }
+        last = lease.version;
+        t0   = perf_now_ns();
+        bad  = gpu_verify(o, shared, id, last, kinds, buffers, dev_sums, sums, sample,
+                          (const char(*)[WEFT_TENSOR_NAME_MAX])names, stream);
+        shared->consumer[id].verify_ns += perf_now_ns() - t0;
+        if (bad != 0) {
+            /* Not current for this engine: the trainer hears why. */
+            weft_registry_consumer_failed(reg, consumer, last, bad < 0 ? WEFT_ERR_CUDA : WEFT_ERR_CORRUPT);
+            return 5;
+        }
+        shared->consumer[id].verified_bytes += update_version_bytes(o);
+        weft_registry_consumer_received(reg, consumer, last);
+        shared->consumer[id].versions++;
+    }
+    weft_plan_destroy(plan);
+    weft_registry_close(reg);
+    return 0;
+}
+#endif
+
+int update_consumer_main(const char *name, const update_options_t *o, update_shared_t *shared, int id)
+{
+#ifdef HAVE_CUDA
+    if (o->gpu) {
+        return gpu_consumer(name, o, shared, id);
+    }
+#endif
+    return host_consumer(name, o, shared, id);
+}
