@@ -152,15 +152,17 @@ static int cuda_fails(cudaError_t err, const char *what, int id)
 }
 
 /* The trainer creates the registry only after forking the engines (fork()
- * after CUDA is initialized is broken), so an engine opens it when it
- * appears: the registry's shared-memory file is the signal, the deadline
+ * after CUDA is initialized is broken), so an engine opens it once it is
+ * there and sealed (before that, open says WEFT_ERR_NOT_FOUND, then
+ * WEFT_ERR_STATE): the registry's own state is the signal, the deadline
  * only turns a trainer that never got there into an error. */
 static weft_status_t open_when_created(const char *name, weft_registry_h *reg)
 {
     const uint64_t deadline = perf_now_ns() + 120ull * 1000000000ull;
     weft_status_t  status;
 
-    while ((status = weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, reg)) == WEFT_ERR_NOT_FOUND &&
+    while (((status = weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, reg)) == WEFT_ERR_NOT_FOUND ||
+            status == WEFT_ERR_STATE) &&
            perf_now_ns() < deadline) {
         perf_sleep_us(2000);
     }
