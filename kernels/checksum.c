@@ -48,6 +48,18 @@ weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *st
     return WEFT_ERR_UNSUPPORTED;
 }
 
+weft_status_t weft_checksum_cuda_strided_async(const void *device_data, size_t bytes, size_t stride, uint32_t count,
+                                               uint64_t *results, void *stream)
+{
+    (void)device_data;
+    (void)bytes;
+    (void)stride;
+    (void)count;
+    (void)results;
+    (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
 weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result, void *stream)
 {
     (void)device_data;

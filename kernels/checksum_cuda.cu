@@ -28,11 +28,15 @@ __device__ uint64_t load_word(const unsigned char *p, size_t n, bool aligned)
     return word;
 }
 
-__global__ void checksum_kernel(const unsigned char *data, size_t bytes, unsigned long long *sum)
+/* Grid (blocks a chunk, chunks): chunk blockIdx.y starts at
+ * base + y·stride and its sum goes to sums[y]. */
+__global__ void checksum_kernel(const unsigned char *base, size_t bytes, size_t stride, unsigned long long *sums)
 {
-    const bool   aligned = (reinterpret_cast<uintptr_t>(data) & 7) == 0;
-    const size_t words = (bytes + 7) / 8;
-    uint64_t     local = 0;
+    const unsigned char *data = base + blockIdx.y * stride;
+    unsigned long long  *sum = sums + blockIdx.y;
+    const bool           aligned = (reinterpret_cast<uintptr_t>(data) & 7) == 0;
+    const size_t         words = (bytes + 7) / 8;
+    uint64_t             local = 0;
 
     for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < words;
          i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -57,46 +61,64 @@ __global__ void checksum_kernel(const unsigned char *data, size_t bytes, unsigne
     }
 }
 
-/* The sum's last step, in place: one thread. */
-__global__ void finalize_kernel(unsigned long long *sum, size_t bytes)
+/* The sums' last step, in place: a thread a sum. */
+__global__ void finalize_kernel(unsigned long long *sums, uint32_t count, size_t bytes)
 {
-    *sum = weft_checksum_final(*sum, bytes);
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) {
+        sums[i] = weft_checksum_final(sums[i], bytes);
+    }
 }
 
 } // namespace
 
-extern "C" weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result,
-                                                  void *stream)
+extern "C" weft_status_t weft_checksum_cuda_strided_async(const void *device_data, size_t bytes, size_t stride,
+                                                          uint32_t count, uint64_t *results, void *stream)
 {
     cudaStream_t        s = static_cast<cudaStream_t>(stream);
-    unsigned long long *sum = reinterpret_cast<unsigned long long *>(result);
+    unsigned long long *sums = reinterpret_cast<unsigned long long *>(results);
     int                 device, sms;
     weft_status_t       status;
 
-    if ((device_data == nullptr && bytes > 0) || result == nullptr) {
+    if ((device_data == nullptr && bytes > 0 && count > 0) || (results == nullptr && count > 0) ||
+        (count > 1 && stride < bytes) || count > 65535) {
         return WEFT_ERR_INVALID_PARAM;
+    }
+    if (count == 0) {
+        return WEFT_OK;
     }
     status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     }
     if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(*sum), s));
+        status = WEFT_CUDA_CHECK(cudaMemsetAsync(sums, 0, count * sizeof(*sums), s));
     }
     if (status == WEFT_OK && bytes > 0) {
+        /* About 8 blocks an SM in all, at least one a chunk. */
         const size_t words = (bytes + 7) / 8;
-        const size_t blocks = (words + kThreads - 1) / kThreads;
-        const size_t max_blocks = static_cast<size_t>(sms) * 8;
+        const size_t want = (words + kThreads - 1) / kThreads;
+        const size_t share = static_cast<size_t>(sms) * 8 / count;
+        const size_t blocks = want < share ? want : (share > 0 ? share : 1);
 
-        checksum_kernel<<<static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks), kThreads, 0, s>>>(
-            static_cast<const unsigned char *>(device_data), bytes, sum);
+        checksum_kernel<<<dim3(static_cast<unsigned>(blocks), count), kThreads, 0, s>>>(
+            static_cast<const unsigned char *>(device_data), bytes, stride, sums);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
     if (status == WEFT_OK) {
-        finalize_kernel<<<1, 1, 0, s>>>(sum, bytes);
+        finalize_kernel<<<(count + 255) / 256, 256, 0, s>>>(sums, count, bytes);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
     return status;
+}
+
+extern "C" weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result,
+                                                  void *stream)
+{
+    if ((device_data == nullptr && bytes > 0) || result == nullptr) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    return weft_checksum_cuda_strided_async(device_data, bytes, bytes, 1, result, stream);
 }
 
 extern "C" weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream, uint64_t *checksum)

@@ -50,7 +50,11 @@ static int update_usage(FILE *out)
             "  FP8 writer puts W, WT and scales of every updated matrix into a host-memory\n"
             "  registry; consumers receive every version and verify every byte (each\n"
             "  tensor's checksum against the one computed by the producer on what it wrote).\n"
-            "  --layers N        MoE layers (2)\n"
+            "  --model M         expert shapes of a public MoE config: qwen3-30b-a3b (H 2048,\n"
+            "                    I 768, 128 experts, 48 layers), qwen3-235b-a22b (4096, 1536,\n"
+            "                    128, 94) or deepseek-v3 (7168, 2048, 256, 58 MoE layers);\n"
+            "                    its layers are cut to what fits (--layers N to choose)\n"
+            "  --layers N        MoE layers (2; with --model: as many as fit, see below)\n"
             "  --experts N       experts per layer (32)\n"
             "  --hidden N        hidden size H (2048)\n"
             "  --intermediate N  expert intermediate size I; gate_up is [2I, H] (768)\n"
@@ -65,11 +69,16 @@ static int update_usage(FILE *out)
             "  --device D        host, cuda or auto: the GPU placement when a GPU is present\n"
             "                    (auto, the default)\n"
             "  --gpu N           the GPU of the cuda placement (0)\n"
+            "  --offload         GPU engines free their weights after each version and take\n"
+            "                    new memory before the next (receive views rebound)\n"
             "  --json            one JSON object instead of the table\n"
             "The default is Qwen3-30B-A3B's expert shapes, 2 layers of 32 experts: 302 M\n"
             "parameters, 0.6 GB of FP8 a version. Memory: 16 B a parameter in the trainer\n"
             "(FP32 master, m, v, gradient: 4.8 GB), slots x 0.6 GB of shared memory and\n"
-            "0.6 GB a consumer: about 7.8 GB in all.\n");
+            "0.6 GB a consumer: about 7.8 GB in all. With --model, the layers are as many as\n"
+            "fit in 60 %% of the GPU's free memory (registry slots, engines' tensors, two\n"
+            "FP32 gradient sets) and half the host's (pinned masters and state), at most\n"
+            "the model's; on the host placement, half the host's memory.\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -82,11 +91,12 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"slots", required_argument, NULL, 's'},    {"block", required_argument, NULL, 'b'},
         {"lr", required_argument, NULL, 'r'},       {"threads", required_argument, NULL, 't'},
         {"optimizer", required_argument, NULL, 'o'}, {"device", required_argument, NULL, 'D'},
-        {"gpu", required_argument, NULL, 'g'},
+        {"gpu", required_argument, NULL, 'g'},      {"model", required_argument, NULL, 'M'},
+        {"offload", no_argument, NULL, 'O'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0;
-    int      opt;
+    int      opt, layers_given = 0;
 
     *o = (update_options_t){.gpu = -1, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
                             .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
@@ -95,7 +105,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
         switch (opt) {
-        case 'l': bad = perf_arg_u64("--layers", optarg, 1, 64, &o->layers); break;
+        case 'l': bad = perf_arg_u64("--layers", optarg, 1, UPDATE_MAX_LAYERS, &o->layers); layers_given = 1; break;
         case 'e': bad = perf_arg_u64("--experts", optarg, 1, 4096, &o->experts); break;
         case 'H': bad = perf_arg_u64("--hidden", optarg, 1, 65536, &o->hidden); break;
         case 'I': bad = perf_arg_u64("--intermediate", optarg, 1, 65536, &o->intermediate); break;
@@ -117,6 +127,32 @@ static int update_parse(int argc, char **argv, update_options_t *o)
             break;
         }
         case 'g': bad = perf_arg_u64("--gpu", optarg, 0, 63, &gpu); break;
+        case 'O': o->offload = 1; break;
+        case 'M': {
+            /* hidden, moe intermediate, routed experts, MoE layers (their
+             * published configs) */
+            static const struct {
+                const char *name;
+                uint64_t    hidden, intermediate, experts, layers;
+            } models[] = {{"qwen3-30b-a3b", 2048, 768, 128, 48},
+                          {"qwen3-235b-a22b", 4096, 1536, 128, 94},
+                          {"deepseek-v3", 7168, 2048, 256, 58}};
+            bad = 2;
+            for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+                if (strcmp(optarg, models[m].name) == 0) {
+                    o->hidden       = models[m].hidden;
+                    o->intermediate = models[m].intermediate;
+                    o->experts      = models[m].experts;
+                    o->model_layers = models[m].layers;
+                    o->model        = models[m].name;
+                    bad             = 0;
+                }
+            }
+            if (bad) {
+                fprintf(stderr, "weft-perf update: --model: qwen3-30b-a3b, qwen3-235b-a22b or deepseek-v3\n");
+            }
+            break;
+        }
         case 'j': o->json = 1; break;
         case 'h': return update_usage(stdout) + 1;
         default: return update_usage(stderr);
@@ -126,11 +162,14 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         }
     }
     o->device = (int)gpu;
+    if (o->model != NULL && !layers_given) {
+        o->layers = 0; /* fitted to the machine once its GPU is known */
+    }
     if (optind != argc || (o->block & (o->block - 1)) != 0) {
         fprintf(stderr, "weft-perf update: unexpected argument, or --block not a power of two\n");
         return 2;
     }
-    if (o->layers > UPDATE_MAX_LAYERS || update_tensor_count(o) > (1u << 20)) {
+    if (o->layers > UPDATE_MAX_LAYERS || (o->layers ? o->layers : 1) * UPDATE_KINDS * o->experts > (1u << 20)) {
         fprintf(stderr, "weft-perf update: more than %d layers or 2^20 tensors\n", UPDATE_MAX_LAYERS);
         return 2;
     }
@@ -244,24 +283,38 @@ static weft_status_t trainer_gpu_finish(trainer_t *t, update_shared_t *shared, u
     return status;
 }
 
-/* How many GPUs there are, asked in a child so that this process stays
- * free of CUDA until it has forked its engines. */
-static int gpu_count(perf_children_t *children)
+/* How many GPUs there are and the free memory of `device`, asked in a
+ * child so that this process stays free of CUDA until it has forked its
+ * engines. */
+static int gpu_probe(perf_children_t *children, int device, uint64_t *free_bytes)
 {
-    int   code = 0;
-    pid_t pid = perf_fork(children);
+    uint64_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int       code = 0, count = 0;
+    pid_t     pid;
 
+    *free_bytes = 0;
+    if (page == MAP_FAILED) {
+        return 0;
+    }
+    page[0] = 0;
+    pid = perf_fork(children);
     if (pid == 0) {
-        int n = 0;
+        int    n = 0;
+        size_t free_mem = 0, total = 0;
         if (cudaGetDeviceCount(&n) != cudaSuccess) {
             n = 0;
         }
+        if (n > device && cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free_mem, &total) == cudaSuccess) {
+            page[0] = free_mem;
+        }
         _exit(n > 100 ? 100 : n);
     }
-    if (pid < 0 || perf_wait_child(children, pid, 60000, &code) != 0 || !WIFEXITED(code)) {
-        return 0;
+    if (pid >= 0 && perf_wait_child(children, pid, 60000, &code) == 0 && WIFEXITED(code)) {
+        count       = WEXITSTATUS(code);
+        *free_bytes = page[0];
     }
-    return WEXITSTATUS(code);
+    munmap(page, 4096);
+    return count;
 }
 
 static void trainer_gpu_free(trainer_t *t)
@@ -309,9 +362,11 @@ static weft_status_t trainer_gpu_finish(trainer_t *t, update_shared_t *shared, u
     return WEFT_ERR_UNSUPPORTED;
 }
 
-static int gpu_count(perf_children_t *children)
+static int gpu_probe(perf_children_t *children, int device, uint64_t *free_bytes)
 {
     (void)children;
+    (void)device;
+    *free_bytes = 0;
     return 0;
 }
 
@@ -429,6 +484,38 @@ static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
     return status;
 }
 
+/*
+ * A preset's layers cut to the machine: what one layer costs on the GPU
+ * (registry slots and every engine's copy of its FP8 version, two FP32
+ * gradient sets) within 60 % of the GPU's free memory, and on the host
+ * (pinned master and state; on the host placement also the gradient, the
+ * registry's slots and every consumer's copy) within half its memory.
+ */
+static uint64_t fit_layers(const update_options_t *o, uint64_t gpu_free)
+{
+    update_options_t one = *o;
+    uint64_t         version, params, gpu_layer, host_layer, host_total, fit;
+
+    one.layers = 1;
+    version    = update_version_bytes(&one);
+    params     = o->experts * 3 * o->intermediate * o->hidden;
+    host_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    if (o->gpu) {
+        gpu_layer  = (o->slots + o->consumers) * version + 8 * params;
+        host_layer = (o->optimizer == WEFT_OPTIM_MUON ? 8 : 12) * params;
+        fit        = (uint64_t)(0.6 * (double)gpu_free) / gpu_layer;
+    } else {
+        host_layer = 16 * params + (o->slots + o->consumers) * version;
+        fit        = o->model_layers;
+    }
+    if (host_total / 2 / host_layer < fit) {
+        fit = host_total / 2 / host_layer;
+    }
+    fit = fit < o->model_layers ? fit : o->model_layers;
+    fit = fit < UPDATE_MAX_LAYERS ? fit : UPDATE_MAX_LAYERS;
+    return fit > 0 ? fit : 1;
+}
+
 int perf_cmd_update(int argc, char **argv)
 {
     update_options_t      o;
@@ -443,7 +530,7 @@ int perf_cmd_update(int argc, char **argv)
     char                  name[64];
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
-    uint64_t              wrong_bytes = 0, sampled_bytes = 0;
+    uint64_t              wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0, rebinds = 0, moved = 0;
     size_t                nwake = 0;
     perf_latency_t        lat;
     weft_optim_info_t     oinfo = {0};
@@ -454,7 +541,7 @@ int perf_cmd_update(int argc, char **argv)
         return rc == 1 ? 0 : rc;
     }
     if (o.gpu != 0) {
-        const int gpus = gpu_count(&children);
+        const int gpus = gpu_probe(&children, o.device, &gpu_free);
         if (o.gpu == 1 && gpus <= o.device) {
             fprintf(stderr, "weft-perf update: --device cuda: no GPU %d (%d found%s)\n", o.device, gpus,
 #ifdef HAVE_CUDA
@@ -466,6 +553,13 @@ int perf_cmd_update(int argc, char **argv)
             return 1;
         }
         o.gpu = gpus > o.device;
+    }
+    if (o.offload && !o.gpu) {
+        fprintf(stderr, "weft-perf update: --offload is for engines on a GPU\n");
+        return 2;
+    }
+    if (o.layers == 0) {
+        o.layers = fit_layers(&o, gpu_free);
     }
     shared_bytes = update_shared_bytes(&o);
     shared = mmap(NULL, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -598,6 +692,9 @@ int perf_cmd_update(int argc, char **argv)
         wrong_bytes += shared->consumer[c].wrong_sampled_bytes;
         sampled_bytes += shared->consumer[c].sampled_bytes;
         copy_ns += shared->consumer[c].copy_ns;
+        rebind_ns += shared->consumer[c].rebind_ns;
+        rebinds += shared->consumer[c].rebinds;
+        moved += shared->consumer[c].moved;
         verify_ns += shared->consumer[c].verify_ns;
         verified_versions += shared->consumer[c].versions;
         for (uint64_t v = 1; v <= published; v++) {
@@ -628,6 +725,9 @@ int perf_cmd_update(int argc, char **argv)
                                        ((double)step_ns / n / 1e9) / 1e9
                                  : NAN;
         double e2e_ms = (double)(step_ns + finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
+        /* An engine's rebinding happens after it acknowledged, outside
+         * e2e: as a fraction of it, what offloading adds to a version. */
+        double rebind_ms = rebinds ? (double)rebind_ns / 1e6 / (double)rebinds : NAN;
         char   gbps_text[32], quant_text[32];
 
         if (o.json) {
@@ -636,6 +736,13 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_str(&j, "command", "update");
             perf_json_str(&j, "memory", o.gpu ? "cuda" : "host");
             perf_json_str(&j, "optimizer", o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw");
+            perf_json_str(&j, "format", "fp8");
+            perf_json_str(&j, "model", o.model != NULL ? o.model : "default");
+            perf_json_bool(&j, "offload", o.offload);
+            perf_json_uint(&j, "hidden", o.hidden);
+            perf_json_uint(&j, "intermediate", o.intermediate);
+            perf_json_uint(&j, "pinned_host_bytes", o.gpu ? oinfo.host_bytes : 0);
+            perf_json_uint(&j, "optimizer_gpu_bytes", oinfo.device_bytes);
             perf_json_uint(&j, "layers", o.layers);
             perf_json_uint(&j, "experts", o.experts);
             perf_json_uint(&j, "parameters", oinfo.parameters);
@@ -659,15 +766,21 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_double(&j, "publish_to_all_acked_ms", (double)ack_ns / 1e6 / n);
             perf_json_double(&j, "delivered_gb_per_s", delivered_gbps);
             perf_json_double(&j, "e2e_ms_per_version", e2e_ms);
+            perf_json_double(&j, "e2e_ratio_step", e2e_ms / ((double)step_ns / 1e6 / n));
+            perf_json_uint(&j, "rebinds", rebinds);
+            perf_json_uint(&j, "rebinds_moved", moved);
+            perf_json_double(&j, "rebind_ms", rebind_ms);
+            perf_json_double(&j, "rebind_fraction", rebind_ms / e2e_ms);
             perf_json_uint(&j, "wrong_tensors", wrong);
             perf_json_uint(&j, "sampled_bytes", sampled_bytes);
             perf_json_uint(&j, "wrong_sampled_bytes", wrong_bytes);
             perf_json_end(&j);
         } else {
-            printf("# weft-perf update: libweft %s, %s, %llu layers x %llu experts, H=%llu I=%llu, "
+            printf("# weft-perf update: libweft %s, %s, %llu layers x %llu experts%s%s, H=%llu I=%llu, "
                    "block %llu\n",
                    weft_version(), o.gpu ? "GPU (staged optimizer, GPU registry, cuda_ipc engines)" : "host memory",
-                   (unsigned long long)o.layers, (unsigned long long)o.experts,
+                   (unsigned long long)o.layers, (unsigned long long)o.experts, o.model != NULL ? " of " : "",
+                   o.model != NULL ? o.model : "",
                    (unsigned long long)o.hidden, (unsigned long long)o.intermediate, (unsigned long long)o.block);
             printf("# %u tensors (W, WT, scale_inv of gate_up_proj and down_proj), %.1f MB a version, %llu "
                    "slots, %llu consumers\n",
@@ -701,6 +814,13 @@ int perf_cmd_update(int argc, char **argv)
                        pcie_gbps, (double)finish_ns / 1e6 / n,
                        verified_versions ? (double)copy_ns / 1e6 / (double)verified_versions : NAN,
                        (unsigned long long)sampled_bytes, (unsigned long long)wrong_bytes, e2e_ms);
+                printf("# pinned host memory %.2f GB; the optimizer's GPU memory %.2f GB\n",
+                       (double)oinfo.host_bytes / 1e9, (double)oinfo.device_bytes / 1e9);
+                if (o.offload) {
+                    printf("# --offload: %llu rebinds (%llu to another address), %.2f ms each (new tensors and\n"
+                           "# weft_plan_rebind): %.3f of the end-to-end time\n",
+                           (unsigned long long)rebinds, (unsigned long long)moved, rebind_ms, rebind_ms / e2e_ms);
+                }
             }
         }
     }

@@ -31,6 +31,9 @@ typedef struct update_options {
     int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
     int      device;          /* that GPU */
+    int      offload;         /* GPU engines free their tensors after each version, allocate anew */
+    const char *model;        /* a preset's name, or NULL */
+    uint64_t    model_layers; /* the preset's MoE layers */
 } update_options_t;
 
 /* One kind of expert tensor: its name suffix, role, dtype and shape. */
@@ -52,7 +55,9 @@ typedef struct update_shared {
     struct {
         uint64_t wake_ns[UPDATE_MAX_VERSIONS + 1];
         uint64_t versions, wrong_tensors, wrong_sampled_bytes, sampled_bytes, verified_bytes, verify_ns;
-        uint64_t copy_ns; /* wake to every byte in place */
+        uint64_t copy_ns;   /* wake to every byte in place */
+        uint64_t rebind_ns; /* --offload: new tensors allocated and the plan rebound */
+        uint64_t rebinds, moved; /* rebinds, and those that got tensors at another address */
         int      status;
     } consumer[PERF_CHILDREN_MAX];
 } update_shared_t;

@@ -183,11 +183,11 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
             const uint64_t bytes = update_kind_bytes(&kinds[k]);
-            for (uint64_t e = 0; e < o->experts; e++) {
-                const uint32_t i = update_tensor_index(o, l, k, e);
-                if (weft_checksum_cuda_async(buffers[l][k] + e * bytes, bytes, &dev_sums[i], stream) != WEFT_OK) {
-                    return -1;
-                }
+            /* Every expert of the fused tensor in one launch; their
+             * indices follow one another. */
+            if (weft_checksum_cuda_strided_async(buffers[l][k], bytes, bytes, (uint32_t)o->experts,
+                                                 &dev_sums[update_tensor_index(o, l, k, 0)], stream) != WEFT_OK) {
+                return -1;
             }
             if (cuda_fails(cudaMemcpyAsync(sample + off, buffers[l][k] + expert * bytes, bytes,
                                            cudaMemcpyDeviceToHost, stream),
@@ -222,13 +222,85 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
     return wrong == 0 && wrong_bytes == 0 ? 0 : 1;
 }
 
+/* The engine's fused tensors (w13_weight[E, 2I, H] and the like: one
+ * allocation a layer and kind, the experts side by side) and the views
+ * into them. */
+static int gpu_tensors_alloc(const update_options_t *o, const tensor_kind_t *kinds,
+                             uint8_t *buffers[][UPDATE_KINDS], weft_recv_view_t *views,
+                             const char (*names)[WEFT_TENSOR_NAME_MAX], int id)
+{
+    for (uint64_t l = 0; l < o->layers; l++) {
+        for (int k = 0; k < UPDATE_KINDS; k++) {
+            const uint64_t bytes = update_kind_bytes(&kinds[k]);
+            if (cuda_fails(cudaMalloc((void **)&buffers[l][k], bytes * o->experts), "cudaMalloc", id)) {
+                return -1;
+            }
+            for (uint64_t e = 0; e < o->experts; e++) {
+                const size_t i = update_tensor_index(o, l, k, e);
+                views[i] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_MEMORY, .name = names[i],
+                                              .role = kinds[k].role, .dtype = kinds[k].dtype, .ndim = 2,
+                                              .shape = {kinds[k].rows, kinds[k].cols},
+                                              .data = buffers[l][k] + e * bytes, .memory = WEFT_MEMORY_CUDA};
+            }
+        }
+    }
+    return 0;
+}
+
+static void gpu_tensors_free(const update_options_t *o, uint8_t *buffers[][UPDATE_KINDS])
+{
+    for (uint64_t l = 0; l < o->layers; l++) {
+        for (int k = 0; k < UPDATE_KINDS; k++) {
+            cudaFree(buffers[l][k]);
+            buffers[l][k] = NULL;
+        }
+    }
+}
+
+/*
+ * --offload, after a version is acknowledged: the engine releases its
+ * weights (as it does while the trainer trains) and takes new memory
+ * before the next version; the plan is rebound to it. Every other time a
+ * pad is held across the reallocation so that the tensors land elsewhere,
+ * as they would in an engine whose allocator served others meanwhile.
+ */
+static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared, int id, const tensor_kind_t *kinds,
+                              uint8_t *buffers[][UPDATE_KINDS], weft_recv_view_t *views,
+                              const char (*names)[WEFT_TENSOR_NAME_MAX], weft_plan_h plan)
+{
+    const uintptr_t before = (uintptr_t)buffers[0][0];
+    void           *pad = NULL;
+    uint64_t        t0;
+    weft_status_t   status;
+    int             bad;
+
+    gpu_tensors_free(o, buffers);
+    if (shared->consumer[id].rebinds % 2 == 0 && cuda_fails(cudaMalloc(&pad, 64u << 20), "cudaMalloc (pad)", id)) {
+        return -1;
+    }
+    t0  = perf_now_ns();
+    bad = gpu_tensors_alloc(o, kinds, buffers, views, names, id);
+    if (bad == 0) {
+        status = weft_plan_rebind(plan, views, (size_t)update_tensor_count(o));
+        if (status != WEFT_OK) {
+            fprintf(stderr, "engine %d: rebind: %s\n", id, weft_status_string(status));
+            bad = -1;
+        }
+    }
+    shared->consumer[id].rebind_ns += perf_now_ns() - t0;
+    shared->consumer[id].rebinds++;
+    shared->consumer[id].moved += (uintptr_t)buffers[0][0] != before;
+    cudaFree(pad);
+    return bad;
+}
+
 static int gpu_consumer(const char *name, const update_options_t *o, update_shared_t *shared, int id)
 {
     const size_t      count = (size_t)update_tensor_count(o);
     weft_recv_view_t *views = calloc(count, sizeof(*views));
     char            (*names)[WEFT_TENSOR_NAME_MAX] = calloc(count, sizeof(*names));
-    uint64_t         *sums = calloc(count, sizeof(uint64_t)), *dev_sums = NULL;
-    uint8_t          *sample = malloc(update_sample_bytes(o));
+    uint64_t         *sums = NULL, *dev_sums = NULL;
+    uint8_t          *sample = NULL;
     uint8_t          *buffers[UPDATE_MAX_LAYERS][UPDATE_KINDS];
     tensor_kind_t     kinds[UPDATE_KINDS];
     weft_registry_h   reg = NULL;
@@ -241,36 +313,27 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
 
     update_kinds(o, kinds);
     memset(buffers, 0, sizeof(buffers));
-    if (views == NULL || names == NULL || sums == NULL || sample == NULL) {
+    if (views == NULL || names == NULL) {
         fprintf(stderr, "engine %d: out of memory\n", id);
         return 3;
     }
+    /* Pinned, so that the verification's copies home run at full speed. */
     if (cuda_fails(cudaSetDevice(o->device), "cudaSetDevice", id) ||
+        cuda_fails(cudaMallocHost((void **)&sums, count * sizeof(uint64_t)), "cudaMallocHost", id) ||
+        cuda_fails(cudaMallocHost((void **)&sample, update_sample_bytes(o)), "cudaMallocHost", id) ||
         cuda_fails(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", id) ||
         cuda_fails(cudaMalloc((void **)&dev_sums, count * sizeof(uint64_t)), "cudaMalloc", id)) {
         return 3;
     }
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
-            const uint64_t bytes = update_kind_bytes(&kinds[k]);
-            /* w13_weight[E, 2I, H] and the like: one allocation a layer
-             * and kind, the experts side by side. */
-            if (cuda_fails(cudaMalloc((void **)&buffers[l][k], bytes * o->experts), "cudaMalloc", id) ||
-                cuda_fails(cudaMemset(buffers[l][k], 0, bytes * o->experts), "cudaMemset", id)) {
-                return 3;
-            }
             for (uint64_t e = 0; e < o->experts; e++) {
                 const size_t i = update_tensor_index(o, l, k, e);
                 update_tensor_name(names[i], sizeof(names[i]), l, e, &kinds[k]);
-                views[i] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_MEMORY, .name = names[i],
-                                              .role = kinds[k].role, .dtype = kinds[k].dtype, .ndim = 2,
-                                              .shape = {kinds[k].rows, kinds[k].cols},
-                                              .data = buffers[l][k] + e * bytes, .memory = WEFT_MEMORY_CUDA};
             }
         }
     }
-    /* The views' memsets must be complete before a plan writes them. */
-    if (cuda_fails(cudaDeviceSynchronize(), "cudaDeviceSynchronize", id)) {
+    if (gpu_tensors_alloc(o, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names, id) != 0) {
         return 3;
     }
     status = open_when_created(name, &reg);
@@ -322,9 +385,21 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         shared->consumer[id].verified_bytes += update_version_bytes(o);
         weft_registry_consumer_received(reg, consumer, last);
         shared->consumer[id].versions++;
+        if (o->offload && last < o->versions &&
+            gpu_offload_reload(o, shared, id, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names,
+                               plan) != 0) {
+            return 3;
+        }
     }
     weft_plan_destroy(plan);
     weft_registry_close(reg);
+    gpu_tensors_free(o, buffers);
+    cudaFree(dev_sums);
+    cudaFreeHost(sums);
+    cudaFreeHost(sample);
+    cudaStreamDestroy(stream);
+    free(views);
+    free(names);
     return 0;
 }
 #endif

@@ -25,14 +25,25 @@ echo "$out"
 [ "$(field optimizer)" = '"muon"' ] || { echo "FAIL: optimizer $(field optimizer), not muon"; fail=1; }
 [ "$(field versions)" = 2 ] || { echo "FAIL: muon: versions $(field versions), not 2"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: muon: wrong_tensors $(field wrong_tensors)"; fail=1; }
+out=$("$perf" update --device host --model deepseek-v3 --layers 1 --experts 2 --versions 1 --consumers 1 --json) ||
+    { echo "FAIL: weft-perf update --model deepseek-v3 exited $?"; echo "$out"; fail=1; }
+echo "$out"
+[ "$(field model)" = '"deepseek-v3"' ] && [ "$(field hidden)" = 7168 ] && [ "$(field intermediate)" = 2048 ] ||
+    { echo "FAIL: --model deepseek-v3: model $(field model), H $(field hidden), I $(field intermediate)"; fail=1; }
+[ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: deepseek-v3 shapes: wrong_tensors $(field wrong_tensors)"; fail=1; }
+"$perf" update --model llama >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: an unknown --model must be a usage error"; fail=1; }
+"$perf" update --device host --offload >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --offload without a GPU must be a usage error"; fail=1; }
 "$perf" update --device tpu >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: an unknown --device must be a usage error"; fail=1; }
 "$perf" update --optimizer sgd >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: an unknown --optimizer must be a usage error"; fail=1; }
 "$perf" update --lr -1 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
-for optimizer in adamw muon; do
-    out=$("$perf" update --device cuda --optimizer $optimizer --layers 2 --experts 3 --hidden 256 \
+for run in adamw muon "adamw --offload"; do
+    optimizer=${run%% *}
+    out=$("$perf" update --device cuda --optimizer $run --layers 2 --experts 3 --hidden 256 \
         --intermediate 192 --versions 4 --consumers 2 --json 2>&1)
     rc=$?
     case $out in
@@ -46,5 +57,11 @@ for optimizer in adamw muon; do
     [ "$(field wrong_sampled_bytes)" = 0 ] || { echo "FAIL: cuda $optimizer: wrong sampled bytes"; fail=1; }
     # each engine compares one expert of every layer and kind, every version
     [ "$(field sampled_bytes)" -gt 0 ] 2>/dev/null || { echo "FAIL: cuda $optimizer: nothing sampled"; fail=1; }
+    case $run in
+    *--offload)
+        # each engine rebinds after each version but the last: 2 x 3
+        [ "$(field rebinds)" = 6 ] || { echo "FAIL: --offload: rebinds $(field rebinds), not 6"; fail=1; }
+        echo "--offload: $(field rebinds_moved) of 6 rebinds to another address" ;;
+    esac
 done
 exit $fail

@@ -100,6 +100,48 @@ START_TEST(gpu_checksum_async_into_device_memory)
 }
 END_TEST
 
+/* Chunks laid out with gaps between them (and an odd stride, so most
+ * chunks start unaligned): each chunk's sum is the host's of that chunk,
+ * the gaps play no part. */
+START_TEST(gpu_checksum_strided_matches_host)
+{
+    static const size_t sizes[][3] = {{4099, 4099, 7}, {1 << 16, (1 << 16) + 13, 129}, {5, 9, 300}};
+    cudaStream_t        stream;
+
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+        const size_t   bytes = sizes[c][0], stride = sizes[c][1], count = sizes[c][2], total = stride * count;
+        unsigned char *host = malloc(total);
+        uint64_t      *got = malloc(count * sizeof(uint64_t)), *sums;
+        void          *dev;
+
+        fill_random(host, total, 1000u + (unsigned)c);
+        ck_assert_int_eq(cudaMalloc(&dev, total), cudaSuccess);
+        ck_assert_int_eq(cudaMalloc((void **)&sums, count * sizeof(uint64_t)), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(dev, host, total, cudaMemcpyHostToDevice), cudaSuccess);
+        ck_assert_int_eq(weft_checksum_cuda_strided_async(dev, bytes, stride, (uint32_t)count, sums, stream), WEFT_OK);
+        ck_assert_int_eq(cudaMemcpyAsync(got, sums, count * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream),
+                         cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+        for (size_t i = 0; i < count; i++) {
+            ck_assert_msg(got[i] == weft_checksum_host(host + i * stride, bytes), "chunk %zu of %zu (%zu bytes)", i,
+                          count, bytes);
+        }
+        cudaFree(dev);
+        cudaFree(sums);
+        free(host);
+        free(got);
+    }
+    /* Overlapping chunks, too many, no output: refused. */
+    ck_assert_int_eq(weft_checksum_cuda_strided_async((void *)16, 8, 4, 2, (uint64_t *)16, stream),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_checksum_cuda_strided_async((void *)16, 8, 8, 65536, (uint64_t *)16, stream),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_checksum_cuda_strided_async((void *)16, 8, 8, 1, NULL, stream), WEFT_ERR_INVALID_PARAM);
+    cudaStreamDestroy(stream);
+}
+END_TEST
+
 int main(void)
 {
     Suite   *s;
@@ -117,6 +159,7 @@ int main(void)
     tcase_add_test(tc, gpu_checksum_on_a_stream);
     tcase_add_test(tc, gpu_checksum_rejects_null_output);
     tcase_add_test(tc, gpu_checksum_async_into_device_memory);
+    tcase_add_test(tc, gpu_checksum_strided_matches_host);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */

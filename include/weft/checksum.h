@@ -51,6 +51,17 @@ WEFT_API weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes,
 WEFT_API weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, uint64_t *result,
                                                 void *stream);
 
+/*
+ * The checksums of `count` chunks of `bytes` bytes each, chunk i at
+ * device_data + i·stride (stride ≥ bytes when count > 1), into
+ * results[0 .. count − 1], in one launch and enqueued like
+ * weft_checksum_cuda_async: an engine's fused tensor [E, rows, cols]
+ * verifies all its experts at once. count ≤ 65535 (0: nothing to do).
+ * WEFT_ERR_INVALID_PARAM otherwise or for NULL pointers, else as above.
+ */
+WEFT_API weft_status_t weft_checksum_cuda_strided_async(const void *device_data, size_t bytes, size_t stride,
+                                                        uint32_t count, uint64_t *results, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
