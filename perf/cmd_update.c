@@ -42,6 +42,10 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#ifndef WEFT_PERF_UPDATE_PEER
+#define WEFT_PERF_UPDATE_PEER "update_peer.py"
+#endif
+
 static int update_usage(FILE *out)
 {
     fprintf(out,
@@ -71,6 +75,8 @@ static int update_usage(FILE *out)
             "  --gpu N           the GPU of the cuda placement (0)\n"
             "  --offload         GPU engines free their weights after each version and take\n"
             "                    new memory before the next (receive views rebound)\n"
+            "  --no-peer         on a GPU, skip the PyTorch sequential path beside the job\n"
+            "  --peer-script P   that path's script (default %s)\n"
             "  --json            one JSON object instead of the table\n"
             "The default is Qwen3-30B-A3B's expert shapes, 2 layers of 32 experts: 302 M\n"
             "parameters, 0.6 GB of FP8 a version. Memory: 16 B a parameter in the trainer\n"
@@ -78,7 +84,8 @@ static int update_usage(FILE *out)
             "0.6 GB a consumer: about 7.8 GB in all. With --model, the layers are as many as\n"
             "fit in 60 %% of the GPU's free memory (registry slots, engines' tensors, two\n"
             "FP32 gradient sets) and half the host's (pinned masters and state), at most\n"
-            "the model's; on the host placement, half the host's memory.\n");
+            "the model's; on the host placement, half the host's memory.\n",
+            WEFT_PERF_UPDATE_PEER);
     return out == stdout ? 0 : 2;
 }
 
@@ -92,13 +99,14 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"lr", required_argument, NULL, 'r'},       {"threads", required_argument, NULL, 't'},
         {"optimizer", required_argument, NULL, 'o'}, {"device", required_argument, NULL, 'D'},
         {"gpu", required_argument, NULL, 'g'},      {"model", required_argument, NULL, 'M'},
-        {"offload", no_argument, NULL, 'O'},
+        {"offload", no_argument, NULL, 'O'},        {"no-peer", no_argument, NULL, 'n'},
+        {"peer-script", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0;
     int      opt, layers_given = 0;
 
-    *o = (update_options_t){.gpu = -1, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
+    *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = WEFT_PERF_UPDATE_PEER, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
                             .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
                             .optimizer = WEFT_OPTIM_ADAMW};
     optind = 1;
@@ -128,6 +136,8 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         }
         case 'g': bad = perf_arg_u64("--gpu", optarg, 0, 63, &gpu); break;
         case 'O': o->offload = 1; break;
+        case 'n': o->peer = 0; break;
+        case 'p': o->peer_script = optarg; break;
         case 'M': {
             /* hidden, moe intermediate, routed experts, MoE layers (their
              * published configs) */
@@ -484,6 +494,58 @@ static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
     return status;
 }
 
+/* The PyTorch sequential path's medians (update_peer.py), NaN when it did
+ * not run (note says why). */
+typedef struct update_peer {
+    double step_ms, quant_ms, ipc_ms, tail_ms, e2e_ms;
+    char   note[256], torch[64];
+} update_peer_t;
+
+static void run_peer(const update_options_t *o, update_peer_t *peer)
+{
+    char  cmd[1024], line[2048];
+    FILE *pipe;
+
+    peer->step_ms = peer->quant_ms = peer->ipc_ms = peer->tail_ms = peer->e2e_ms = NAN;
+    snprintf(peer->torch, sizeof(peer->torch), "none");
+    if (!o->peer) {
+        snprintf(peer->note, sizeof(peer->note), "skipped (--no-peer)");
+        return;
+    }
+    snprintf(cmd, sizeof(cmd),
+             "CUDA_VISIBLE_DEVICES=%d python3 '%s' --layers %llu --experts %llu --hidden %llu --intermediate %llu "
+             "--block %llu --versions %llu --warmup 2 --lr %g 2>&1",
+             o->device, o->peer_script, (unsigned long long)o->layers, (unsigned long long)o->experts,
+             (unsigned long long)o->hidden, (unsigned long long)o->intermediate, (unsigned long long)o->block,
+             (unsigned long long)o->versions, o->lr);
+    snprintf(peer->note, sizeof(peer->note), "torch staged AdamW, compiled quantizer, per-tensor IPC via %s",
+             o->peer_script);
+    fflush(NULL);
+    pipe = popen(cmd, "r");
+    if (pipe == NULL) {
+        snprintf(peer->note, sizeof(peer->note), "skipped: cannot run python3");
+        return;
+    }
+    while (fgets(line, sizeof(line), pipe) != NULL) {
+        if (line[0] != '{') {
+            continue;
+        }
+        if (strstr(line, "\"error\"") != NULL) {
+            snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
+            continue;
+        }
+        peer->step_ms  = perf_json_find_number(line, "step_ms");
+        peer->quant_ms = perf_json_find_number(line, "quant_ms");
+        peer->ipc_ms   = perf_json_find_number(line, "ipc_ms");
+        peer->tail_ms  = perf_json_find_number(line, "tail_ms");
+        peer->e2e_ms   = perf_json_find_number(line, "e2e_ms");
+        (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
+    }
+    if (pclose(pipe) != 0 && isnan(peer->e2e_ms) && strncmp(peer->note, "skipped", 7) != 0) {
+        snprintf(peer->note, sizeof(peer->note), "skipped: python3 %s failed (is torch installed?)", o->peer_script);
+    }
+}
+
 /*
  * A preset's layers cut to the machine: what one layer costs on the GPU
  * (registry slots and every engine's copy of its FP8 version, two FP32
@@ -531,6 +593,7 @@ int perf_cmd_update(int argc, char **argv)
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
     uint64_t              wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0, rebinds = 0, moved = 0;
+    update_peer_t         peer;
     size_t                nwake = 0;
     perf_latency_t        lat;
     weft_optim_info_t     oinfo = {0};
@@ -703,6 +766,11 @@ int perf_cmd_update(int argc, char **argv)
             }
         }
     }
+    if (o.gpu && published == o.versions) {
+        run_peer(&o, &peer);
+    } else {
+        run_peer(&(update_options_t){.peer = 0}, &peer);
+    }
     perf_latency_summarize(wake, nwake, &lat);
     weft_registry_get_stats(reg, &stats);
     {
@@ -728,6 +796,9 @@ int perf_cmd_update(int argc, char **argv)
         /* An engine's rebinding happens after it acknowledged, outside
          * e2e: as a fraction of it, what offloading adds to a version. */
         double rebind_ms = rebinds ? (double)rebind_ns / 1e6 / (double)rebinds : NAN;
+        /* The tail: the last optimizer write (the step's end: versions are
+         * not yet published layer by layer) to every engine acknowledged. */
+        double tail_ms = (double)(finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
         char   gbps_text[32], quant_text[32];
 
         if (o.json) {
@@ -771,6 +842,15 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "rebinds_moved", moved);
             perf_json_double(&j, "rebind_ms", rebind_ms);
             perf_json_double(&j, "rebind_fraction", rebind_ms / e2e_ms);
+            perf_json_double(&j, "tail_ms_per_version", tail_ms);
+            perf_json_double(&j, "torch_step_ms", peer.step_ms);
+            perf_json_double(&j, "torch_quant_ms", peer.quant_ms);
+            perf_json_double(&j, "torch_ipc_ms", peer.ipc_ms);
+            perf_json_double(&j, "torch_tail_ms", peer.tail_ms);
+            perf_json_double(&j, "torch_e2e_ms", peer.e2e_ms);
+            perf_json_str(&j, "torch", peer.torch);
+            perf_json_double(&j, "tail_ratio_torch_sequential", tail_ms / peer.tail_ms);
+            perf_json_double(&j, "speedup_torch_sequential", peer.e2e_ms / e2e_ms);
             perf_json_uint(&j, "wrong_tensors", wrong);
             perf_json_uint(&j, "sampled_bytes", sampled_bytes);
             perf_json_uint(&j, "wrong_sampled_bytes", wrong_bytes);
@@ -816,6 +896,10 @@ int perf_cmd_update(int argc, char **argv)
                        (unsigned long long)sampled_bytes, (unsigned long long)wrong_bytes, e2e_ms);
                 printf("# pinned host memory %.2f GB; the optimizer's GPU memory %.2f GB\n",
                        (double)oinfo.host_bytes / 1e9, (double)oinfo.device_bytes / 1e9);
+                printf("# tail (step end to all acknowledged) %.1f ms; peer: %s (torch %s): step %.1f, quantizer\n"
+                       "# %.1f, per-tensor IPC %.1f, tail %.1f, end to end %.1f ms: tail ratio %.3f, speedup %.2f\n",
+                       tail_ms, peer.note, peer.torch, peer.step_ms, peer.quant_ms, peer.ipc_ms, peer.tail_ms,
+                       peer.e2e_ms, tail_ms / peer.tail_ms, peer.e2e_ms / e2e_ms);
                 if (o.offload) {
                     printf("# --offload: %llu rebinds (%llu to another address), %.2f ms each (new tensors and\n"
                            "# weft_plan_rebind): %.3f of the end-to-end time\n",

@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from peer_torch import torch_with_gpu
+from peer_torch import staged_adamw, torch_with_gpu
 
 
 def main():
@@ -42,46 +42,7 @@ def main():
     exp_avg = torch.zeros(n, dtype=torch.float32, pin_memory=True)
     exp_avg_sq = torch.zeros(n, dtype=torch.float32, pin_memory=True)
     grad = torch.randn(n, dtype=torch.float32, device=dev)
-    bufs = [[torch.empty(c, dtype=torch.float32, device=dev) for _ in range(3)] for _ in range(2)]
-    steps = [torch.zeros((), dtype=torch.float32, device=dev) for _ in range(2)]
-    h2d, comp, d2h = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
-    loaded = [torch.cuda.Event() for _ in range(2)]
-    computed = [torch.cuda.Event() for _ in range(2)]
-    freed = [torch.cuda.Event() for _ in range(2)]
-    step_no = [0]
-
-    def step():
-        step_no[0] += 1
-        for k in range(2):
-            steps[k].fill_(float(step_no[0]))
-        start = torch.cuda.current_stream()
-        h2d.wait_stream(start)
-        comp.wait_stream(start)
-        for i, lo in enumerate(range(0, n, c)):
-            k = i % 2
-            hi = min(lo + c, n)
-            m = hi - lo
-            p_dev, m_dev, v_dev = (b[:m] for b in bufs[k])
-            with torch.cuda.stream(h2d):
-                if i >= 2:
-                    h2d.wait_event(freed[k])
-                p_dev.copy_(master[lo:hi], non_blocking=True)
-                m_dev.copy_(exp_avg[lo:hi], non_blocking=True)
-                v_dev.copy_(exp_avg_sq[lo:hi], non_blocking=True)
-                loaded[k].record(h2d)
-            with torch.cuda.stream(comp):
-                comp.wait_event(loaded[k])
-                torch._fused_adamw_([p_dev], [grad[lo:hi]], [m_dev], [v_dev], [], [steps[k]], lr=args.lr,
-                                    beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=False,
-                                    maximize=False)
-                computed[k].record(comp)
-            with torch.cuda.stream(d2h):
-                d2h.wait_event(computed[k])
-                master[lo:hi].copy_(p_dev, non_blocking=True)
-                exp_avg[lo:hi].copy_(m_dev, non_blocking=True)
-                exp_avg_sq[lo:hi].copy_(v_dev, non_blocking=True)
-                freed[k].record(d2h)
-        start.wait_stream(d2h)
+    step = staged_adamw(torch, master, exp_avg, exp_avg_sq, grad, c, args.lr)
 
     times = []
     for it in range(args.warmup + args.iters):

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from peer_torch import torch_with_gpu
+from peer_torch import block_fp8_quantizer, torch_with_gpu
 
 
 def main():
@@ -28,18 +28,7 @@ def main():
     if torch is None:
         return 3
     b = args.block
-
-    def quant(x):
-        e, n, k = x.shape
-        xb = x.view(e, n // b, b, k // b, b)
-        amax = xb.abs().amax(dim=(2, 4)).clamp(min=1e-4)
-        s = amax / 448.0
-        q = (xb / s[:, :, None, :, None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
-        w = q.view(e, n, k)
-        wt = w.transpose(1, 2).contiguous()
-        return w, wt, s
-
-    qc = torch.compile(quant, dynamic=False)
+    qc = torch.compile(block_fp8_quantizer(torch, b), dynamic=False)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
     for spec in args.shapes.split(","):
         e, n, k = (int(v) for v in spec.split("x"))

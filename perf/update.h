@@ -32,6 +32,8 @@ typedef struct update_options {
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
     int      device;          /* that GPU */
     int      offload;         /* GPU engines free their tensors after each version, allocate anew */
+    int         peer;         /* GPU: run the PyTorch sequential path beside (update_peer.py) */
+    const char *peer_script;
     const char *model;        /* a preset's name, or NULL */
     uint64_t    model_layers; /* the preset's MoE layers */
 } update_options_t;

@@ -43,7 +43,7 @@ echo "$out"
 [ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
 for run in adamw muon "adamw --offload"; do
     optimizer=${run%% *}
-    out=$("$perf" update --device cuda --optimizer $run --layers 2 --experts 3 --hidden 256 \
+    out=$("$perf" update --device cuda --no-peer --optimizer $run --layers 2 --experts 3 --hidden 256 \
         --intermediate 192 --versions 4 --consumers 2 --json 2>&1)
     rc=$?
     case $out in
