@@ -142,7 +142,8 @@ size_t weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count)
 
 weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps, float *param,
                                   float *momentum, const void *grad, weft_dtype_t grad_dtype, uint64_t rows,
-                                  uint64_t cols, uint64_t count, void *work, void *blas, void *stream)
+                                  uint64_t cols, uint64_t count, int gram_blocks, void *work, void *blas,
+                                  void *stream)
 {
     (void)s;
     (void)schedule;
@@ -154,10 +155,17 @@ weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, ui
     (void)rows;
     (void)cols;
     (void)count;
+    (void)gram_blocks;
     (void)work;
     (void)blas;
     (void)stream;
     return WEFT_ERR_UNSUPPORTED;
+}
+
+int weft_muon_gram_blocks(uint64_t m)
+{
+    (void)m;
+    return 1;
 }
 
 weft_status_t weft_muon_blas_create(void **blas)
