@@ -75,6 +75,9 @@ static int update_usage(FILE *out)
             "  --gpu N           the GPU of the cuda placement (0)\n"
             "  --offload         GPU engines free their weights after each version and take\n"
             "                    new memory before the next (receive views rebound)\n"
+            "  --kill-engine V   engine 0 dies in the middle of version V's transfer (half of\n"
+            "                    its tensors copied, its lease held) and is started again: the\n"
+            "                    others go on, it gets nothing of V and joins at V + 1\n"
             "  --no-peer         on a GPU, skip the PyTorch sequential path beside the job\n"
             "  --peer-script P   that path's script (default %s)\n"
             "  --json            one JSON object instead of the table\n"
@@ -99,7 +102,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"lr", required_argument, NULL, 'r'},       {"threads", required_argument, NULL, 't'},
         {"optimizer", required_argument, NULL, 'o'}, {"device", required_argument, NULL, 'D'},
         {"gpu", required_argument, NULL, 'g'},      {"model", required_argument, NULL, 'M'},
-        {"offload", no_argument, NULL, 'O'},        {"no-peer", no_argument, NULL, 'n'},
+        {"offload", no_argument, NULL, 'O'},        {"kill-engine", required_argument, NULL, 'K'},        {"no-peer", no_argument, NULL, 'n'},
         {"peer-script", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -136,6 +139,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         }
         case 'g': bad = perf_arg_u64("--gpu", optarg, 0, 63, &gpu); break;
         case 'O': o->offload = 1; break;
+        case 'K': bad = perf_arg_u64("--kill-engine", optarg, 1, UPDATE_MAX_VERSIONS, &o->kill_engine_at); break;
         case 'n': o->peer = 0; break;
         case 'p': o->peer_script = optarg; break;
         case 'M': {
@@ -172,6 +176,10 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         }
     }
     o->device = (int)gpu;
+    if (o->kill_engine_at >= o->versions) {
+        fprintf(stderr, "weft-perf update: --kill-engine V needs a version after V (--versions > V)\n");
+        return 2;
+    }
     if (o->model != NULL && !layers_given) {
         o->layers = 0; /* fitted to the machine once its GPU is known */
     }
@@ -494,6 +502,115 @@ static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
     return status;
 }
 
+/*
+ * Where engines come from. On the host this process forks them. On a GPU
+ * it may not once CUDA is initialized in it, so to start an engine again
+ * (--kill-engine) a nursery forked at the start, free of CUDA, forks it on
+ * request (the engine's id through a pipe). The nursery exits when the
+ * pipe closes, after its engines: 0 when each of them exited 0.
+ */
+static int nursery_main(int fd, const char *name, const update_options_t *o, update_shared_t *shared)
+{
+    perf_children_t engines = {0};
+    int             id, failed = 0, code;
+
+    while (read(fd, &id, sizeof(id)) == (ssize_t)sizeof(id)) {
+        pid_t pid = perf_fork(&engines);
+        if (pid == 0) {
+            _exit(update_consumer_main(name, o, shared, id));
+        }
+        failed |= pid < 0;
+    }
+    while (engines.count > 0) {
+        if (perf_wait_child(&engines, engines.pid[0], 600000, &code) != 0) {
+            failed = 1;
+            break;
+        }
+        failed |= !WIFEXITED(code) || WEXITSTATUS(code) != 0;
+    }
+    perf_kill_children(&engines);
+    return failed;
+}
+
+static int nursery_start(perf_children_t *children, const char *name, const update_options_t *o,
+                         update_shared_t *shared, int *request_fd)
+{
+    int   fds[2];
+    pid_t pid;
+
+    if (pipe(fds) != 0) {
+        perror("weft-perf update: pipe");
+        return -1;
+    }
+    pid = perf_fork(children);
+    if (pid == 0) {
+        close(fds[1]);
+        _exit(nursery_main(fds[0], name, o, shared));
+    }
+    close(fds[0]);
+    if (pid < 0) {
+        close(fds[1]);
+        return -1;
+    }
+    *request_fd = fds[1];
+    return 0;
+}
+
+/* Engine 0 again: forked here on the host, by the nursery on a GPU. */
+static int engine_restart(perf_children_t *children, const char *name, const update_options_t *o,
+                          update_shared_t *shared, int nursery_fd, pid_t *engine0)
+{
+    const int id = 0;
+    pid_t     pid;
+
+    if (o->gpu) {
+        *engine0 = -1;
+        return write(nursery_fd, &id, sizeof(id)) == (ssize_t)sizeof(id) ? 0 : -1;
+    }
+    pid = perf_fork(children);
+    if (pid == 0) {
+        _exit(update_consumer_main(name, o, shared, id));
+    }
+    *engine0 = pid;
+    return pid > 0 ? 0 : -1;
+}
+
+/* Waits for engine 0 to die in version v's transfer (SIGKILL, as it
+ * does to itself) and reaps it. */
+static weft_status_t engine_died(perf_children_t *children, pid_t engine0, uint64_t v)
+{
+    int  code = 0;
+    char how[64];
+
+    if (engine0 <= 0 || perf_wait_child(children, engine0, 120000, &code) != 0) {
+        fprintf(stderr, "weft-perf update: engine 0 did not die in version %llu\n", (unsigned long long)v);
+        return WEFT_ERR_TIMEOUT;
+    }
+    if (!WIFSIGNALED(code) || WTERMSIG(code) != SIGKILL) {
+        perf_describe_status(code, how, sizeof(how));
+        fprintf(stderr, "weft-perf update: engine 0, meant to die in version %llu, %s\n", (unsigned long long)v,
+                how);
+        return WEFT_ERR_STATE;
+    }
+    return WEFT_OK;
+}
+
+/* Until `want` consumers are registered (60 s at most). */
+static weft_status_t wait_registered(weft_registry_h reg, uint32_t want)
+{
+    const uint64_t        deadline = perf_now_ns() + 60000000000ull;
+    weft_registry_stats_t stats;
+    weft_status_t         status;
+
+    while ((status = weft_registry_get_stats(reg, &stats)) == WEFT_OK && stats.consumers < want) {
+        if (perf_now_ns() > deadline) {
+            return WEFT_ERR_TIMEOUT;
+        }
+        perf_sleep_us(1000);
+    }
+    return status;
+}
+
 /* The PyTorch sequential path's medians (update_peer.py), NaN when it did
  * not run (note says why). */
 typedef struct update_peer {
@@ -594,6 +711,9 @@ int perf_cmd_update(int argc, char **argv)
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
     uint64_t              wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0, rebinds = 0, moved = 0;
     update_peer_t         peer;
+    pid_t                 engine0 = -1;
+    int                   nursery_fd = -1;
+    uint64_t              kills = 0;
     size_t                nwake = 0;
     perf_latency_t        lat;
     weft_optim_info_t     oinfo = {0};
@@ -652,6 +772,13 @@ int perf_cmd_update(int argc, char **argv)
             rc = 1;
             goto out;
         }
+        if (c == 0) {
+            engine0 = pid;
+        }
+    }
+    if (o.gpu && o.kill_engine_at != 0 && nursery_start(&children, name, &o, shared, &nursery_fd) != 0) {
+        rc = 1;
+        goto out;
     }
 
     if (o.gpu) {
@@ -713,6 +840,12 @@ int perf_cmd_update(int argc, char **argv)
             status = weft_registry_publish(reg, v, NULL);
         }
         t2 = perf_now_ns();
+        if (status == WEFT_OK && v == o.kill_engine_at) {
+            /* Engine 0 dies in this version's transfer; reaped, it is
+             * gone for the registry too, and the others go on. */
+            status = engine_died(&children, engine0, v);
+            kills += status == WEFT_OK;
+        }
         if (status == WEFT_OK) {
             /* Consumers register as they start: wait for all of them once. */
             while (v == 1 && weft_registry_get_stats(reg, &stats) == WEFT_OK && stats.consumers < o.consumers &&
@@ -728,6 +861,20 @@ int perf_cmd_update(int argc, char **argv)
             goto out;
         }
         published = v;
+        if (v == o.kill_engine_at && v < o.versions) {
+            /* Engine 0 again, joining at the next version: registered
+             * before that version is published, so that it gets it. */
+            shared->consumer[0].incarnation++;
+            shared->consumer[0].join_after    = v;
+            shared->consumer[0].first_version = 0;
+            if (engine_restart(&children, name, &o, shared, nursery_fd, &engine0) != 0 ||
+                wait_registered(reg, (uint32_t)o.consumers) != WEFT_OK) {
+                fprintf(stderr, "weft-perf update: engine 0 did not come back after version %llu\n",
+                        (unsigned long long)v);
+                rc = 1;
+                goto out;
+            }
+        }
         grad_ns += tg - t0;
         step_ns += t1 - tg;
         finish_ns += tf - t1;
@@ -739,6 +886,10 @@ int perf_cmd_update(int argc, char **argv)
         perf_kill_children(&children);
         fprintf(stderr, "weft-perf update: interrupted after %llu versions\n", (unsigned long long)published);
         rc = 1;
+    }
+    if (nursery_fd >= 0) {
+        close(nursery_fd); /* the nursery exits after its engines */
+        nursery_fd = -1;
     }
     for (int i = children.count - 1; i >= 0 && published == o.versions; i--) {
         int status_code, done = perf_wait_child(&children, children.pid[i], 120000, &status_code);
@@ -851,6 +1002,9 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_str(&j, "torch", peer.torch);
             perf_json_double(&j, "tail_ratio_torch_sequential", tail_ms / peer.tail_ms);
             perf_json_double(&j, "speedup_torch_sequential", peer.e2e_ms / e2e_ms);
+            perf_json_uint(&j, "engine_kills", kills);
+            perf_json_uint(&j, "engine0_versions", shared->consumer[0].versions);
+            perf_json_uint(&j, "engine0_first_version_after_restart", kills ? shared->consumer[0].first_version : 0);
             perf_json_uint(&j, "wrong_tensors", wrong);
             perf_json_uint(&j, "sampled_bytes", sampled_bytes);
             perf_json_uint(&j, "wrong_sampled_bytes", wrong_bytes);
@@ -908,10 +1062,23 @@ int perf_cmd_update(int argc, char **argv)
             }
         }
     }
+    if (o.kill_engine_at != 0 && published == o.versions &&
+        (kills != 1 || shared->consumer[0].versions != o.versions - 1 ||
+         shared->consumer[0].first_version != o.kill_engine_at + 1)) {
+        fprintf(stderr, "weft-perf update: --kill-engine %llu: %llu kills; engine 0 received %llu versions (want "
+                        "%llu), the first after its restart %llu (want %llu)\n",
+                (unsigned long long)o.kill_engine_at, (unsigned long long)kills,
+                (unsigned long long)shared->consumer[0].versions, (unsigned long long)(o.versions - 1),
+                (unsigned long long)shared->consumer[0].first_version, (unsigned long long)(o.kill_engine_at + 1));
+        rc = 1;
+    }
     if (wrong != 0 || wrong_bytes != 0) {
         rc = 1;
     }
 out:
+    if (nursery_fd >= 0) {
+        close(nursery_fd);
+    }
     perf_kill_children(&children);
     if (have_trainer) {
         trainer_destroy(&trainer);

@@ -32,6 +32,7 @@ typedef struct update_options {
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
     int      device;          /* that GPU */
     int      offload;         /* GPU engines free their tensors after each version, allocate anew */
+    uint64_t    kill_engine_at; /* engine 0 dies mid-transfer of this version and is restarted; 0: never */
     int         peer;         /* GPU: run the PyTorch sequential path beside (update_peer.py) */
     const char *peer_script;
     const char *model;        /* a preset's name, or NULL */
@@ -60,6 +61,10 @@ typedef struct update_shared {
         uint64_t copy_ns;   /* wake to every byte in place */
         uint64_t rebind_ns; /* --offload: new tensors allocated and the plan rebound */
         uint64_t rebinds, moved; /* rebinds, and those that got tensors at another address */
+        /* --kill-engine: set by the trainer before it starts an engine
+         * again: the run it is (0 the first), the version after which it
+         * joins; the engine records the first version it received. */
+        uint64_t incarnation, join_after, first_version;
         int      status;
     } consumer[PERF_CHILDREN_MAX];
 } update_shared_t;

@@ -16,6 +16,7 @@
 #include "sysinfo.h"
 #include "update.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,37 @@
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+
+/* --kill-engine: the version in whose transfer this run of engine `id`
+ * dies (engine 0's first run only); 0 when it does not. */
+static uint64_t death_version(const update_options_t *o, const update_shared_t *shared, int id)
+{
+    return o->kill_engine_at != 0 && id == 0 && shared->consumer[id].incarnation == 0 ? o->kill_engine_at : 0;
+}
+
+/* A plan over the first half of the views, for a death in the middle of a
+ * transfer; NULL when this run does not die. */
+static weft_plan_h half_plan(const update_options_t *o, const update_shared_t *shared, int id, weft_registry_h reg,
+                             weft_transport_t transport, const weft_recv_view_t *views, size_t count)
+{
+    weft_plan_h plan = NULL;
+
+    if (death_version(o, shared, id) != 0 && weft_plan_create(reg, transport, views, count / 2 + 1, &plan) != WEFT_OK) {
+        fprintf(stderr, "engine %d: the half plan for --kill-engine failed\n", id);
+        return NULL;
+    }
+    return plan;
+}
+
+/* Copies half of the version, then dies holding the lease, before it
+ * acknowledged anything: a process killed in the middle of a transfer. */
+static void die_mid_transfer(weft_plan_h half, const weft_lease_t *lease)
+{
+    if (half != NULL) {
+        (void)weft_plan_copy(half, lease);
+    }
+    raise(SIGKILL);
+}
 
 /* A consumer process: its own fused buffers (per layer and kind, experts
  * side by side), one view per expert tensor, then every version. */
@@ -37,6 +69,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
     weft_registry_h   reg = NULL;
     weft_plan_h       plan = NULL;
     uint32_t          consumer;
+    weft_plan_h       half = NULL;
     uint64_t          last = 0;
     char              label[32];
     weft_status_t     status;
@@ -86,6 +119,8 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
         fprintf(stderr, "consumer %d: setup: %s\n", id, weft_status_string(status));
         return 3;
     }
+    half = half_plan(o, shared, id, reg, WEFT_TRANSPORT_HOST, views, count);
+    last = shared->consumer[id].join_after;
     while (last < o->versions) {
         weft_lease_t lease;
 
@@ -97,6 +132,9 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
         }
         const uint64_t woke = perf_now_ns();
         shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = woke;
+        if (lease.version == death_version(o, shared, id)) {
+            die_mid_transfer(half, &lease);
+        }
         status = weft_plan_copy(plan, &lease);
         weft_registry_release(reg, &lease);
         shared->consumer[id].copy_ns += perf_now_ns() - woke;
@@ -105,6 +143,9 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
             return 4;
         }
         last = lease.version;
+        if (shared->consumer[id].first_version == 0) {
+            shared->consumer[id].first_version = last;
+        }
         /* Received: every byte landed. Verifying comes after, on the
          * consumer's own buffers, which the next copy alone changes. */
         weft_registry_consumer_received(reg, consumer, last);
@@ -135,6 +176,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
         shared->consumer[id].versions++;
     }
     weft_plan_destroy(plan);
+    weft_plan_destroy(half);
     weft_registry_close(reg);
     return shared->consumer[id].wrong_tensors == 0 ? 0 : 5;
 }
@@ -306,6 +348,7 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
     weft_registry_h   reg = NULL;
     weft_plan_h       plan = NULL;
     cudaStream_t      stream = NULL;
+    weft_plan_h       half = NULL;
     uint32_t          consumer;
     uint64_t          last = 0;
     char              label[32];
@@ -350,6 +393,8 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         fprintf(stderr, "engine %d: setup: %s\n", id, weft_status_string(status));
         return 3;
     }
+    half = half_plan(o, shared, id, reg, WEFT_TRANSPORT_CUDA_IPC, views, count);
+    last = shared->consumer[id].join_after;
     while (last < o->versions) {
         weft_lease_t lease;
         uint64_t     t0;
@@ -363,6 +408,9 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         }
         t0 = perf_now_ns();
         shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = t0;
+        if (lease.version == death_version(o, shared, id)) {
+            die_mid_transfer(half, &lease);
+        }
         status = weft_plan_copy(plan, &lease);
         weft_registry_release(reg, &lease);
         shared->consumer[id].copy_ns += perf_now_ns() - t0;
@@ -373,6 +421,9 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
             return 4;
         }
         last = lease.version;
+        if (shared->consumer[id].first_version == 0) {
+            shared->consumer[id].first_version = last;
+        }
         t0   = perf_now_ns();
         bad  = gpu_verify(o, shared, id, last, kinds, buffers, dev_sums, sums, sample,
                           (const char(*)[WEFT_TENSOR_NAME_MAX])names, stream);
@@ -386,12 +437,14 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         weft_registry_consumer_received(reg, consumer, last);
         shared->consumer[id].versions++;
         if (o->offload && last < o->versions &&
-            gpu_offload_reload(o, shared, id, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names,
-                               plan) != 0) {
+            (gpu_offload_reload(o, shared, id, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names,
+                                plan) != 0 ||
+             (half != NULL && weft_plan_rebind(half, views, count / 2 + 1) != WEFT_OK))) {
             return 3;
         }
     }
     weft_plan_destroy(plan);
+    weft_plan_destroy(half);
     weft_registry_close(reg);
     gpu_tensors_free(o, buffers);
     cudaFree(dev_sums);

@@ -25,12 +25,25 @@ echo "$out"
 [ "$(field optimizer)" = '"muon"' ] || { echo "FAIL: optimizer $(field optimizer), not muon"; fail=1; }
 [ "$(field versions)" = 2 ] || { echo "FAIL: muon: versions $(field versions), not 2"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: muon: wrong_tensors $(field wrong_tensors)"; fail=1; }
-out=$("$perf" update --device host --model deepseek-v3 --layers 1 --experts 2 --versions 1 --consumers 1 --json) ||
+out=$("$perf" update --device host --model deepseek-v3 --layers 1 --experts 1 --versions 1 --consumers 1 --json) ||
     { echo "FAIL: weft-perf update --model deepseek-v3 exited $?"; echo "$out"; fail=1; }
 echo "$out"
 [ "$(field model)" = '"deepseek-v3"' ] && [ "$(field hidden)" = 7168 ] && [ "$(field intermediate)" = 2048 ] ||
     { echo "FAIL: --model deepseek-v3: model $(field model), H $(field hidden), I $(field intermediate)"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: deepseek-v3 shapes: wrong_tensors $(field wrong_tensors)"; fail=1; }
+# Engine 0 dies in the middle of version 2 (half copied, its lease held)
+# and is started again: the others and the trainer go on, it never
+# acknowledges 2 and joins at 3, every byte right.
+out=$("$perf" update --device host --layers 1 --experts 3 --hidden 256 --intermediate 192 --versions 4 \
+    --consumers 2 --kill-engine 2 --json) || { echo "FAIL: --kill-engine 2 exited $?"; echo "$out"; fail=1; }
+echo "$out"
+[ "$(field engine_kills)" = 1 ] && [ "$(field engine0_versions)" = 3 ] &&
+    [ "$(field engine0_first_version_after_restart)" = 3 ] && [ "$(field versions)" = 4 ] &&
+    [ "$(field wrong_tensors)" = 0 ] ||
+    { echo "FAIL: --kill-engine 2: kills $(field engine_kills), engine 0 versions $(field engine0_versions)," \
+        "first after restart $(field engine0_first_version_after_restart), wrong $(field wrong_tensors)"; fail=1; }
+"$perf" update --device host --versions 4 --kill-engine 4 >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --kill-engine of the last version must be a usage error"; fail=1; }
 "$perf" update --model llama >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: an unknown --model must be a usage error"; fail=1; }
 "$perf" update --device host --offload >/dev/null 2>&1
@@ -41,7 +54,7 @@ echo "$out"
 [ $? -eq 2 ] || { echo "FAIL: an unknown --optimizer must be a usage error"; fail=1; }
 "$perf" update --lr -1 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
-for run in adamw muon "adamw --offload"; do
+for run in adamw muon "adamw --offload" "adamw --kill-engine 2"; do
     optimizer=${run%% *}
     out=$("$perf" update --device cuda --no-peer --optimizer $run --layers 2 --experts 3 --hidden 256 \
         --intermediate 192 --versions 4 --consumers 2 --json 2>&1)
@@ -62,6 +75,11 @@ for run in adamw muon "adamw --offload"; do
         # each engine rebinds after each version but the last: 2 x 3
         [ "$(field rebinds)" = 6 ] || { echo "FAIL: --offload: rebinds $(field rebinds), not 6"; fail=1; }
         echo "--offload: $(field rebinds_moved) of 6 rebinds to another address" ;;
+    *--kill-engine*)
+        [ "$(field engine_kills)" = 1 ] && [ "$(field engine0_versions)" = 3 ] &&
+            [ "$(field engine0_first_version_after_restart)" = 3 ] ||
+            { echo "FAIL: cuda --kill-engine 2: kills $(field engine_kills), engine 0 versions" \
+                "$(field engine0_versions), first after restart $(field engine0_first_version_after_restart)"; fail=1; } ;;
     esac
 done
 exit $fail
