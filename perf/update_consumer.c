@@ -57,6 +57,44 @@ static void die_mid_transfer(weft_plan_h half, const weft_lease_t *lease)
     raise(SIGKILL);
 }
 
+/* Waits for the version after `last`, copies it through `plan` and
+ * releases the lease, recording the wake-up and the copy's time (engine
+ * 0's first run dies in the copy of version --kill-engine). 0 with
+ * *version on success; 4 when the wait or the copy failed (a failed copy
+ * is recorded with the registry, never the version). */
+static int receive_next(const update_options_t *o, update_shared_t *shared, int id, const char *who,
+                        weft_registry_h reg, uint32_t consumer, weft_plan_h plan, weft_plan_h half, uint64_t last,
+                        uint64_t *version)
+{
+    weft_lease_t  lease;
+    uint64_t      woke;
+    weft_status_t status = weft_registry_wait(reg, last, 120000000, &lease);
+
+    if (status != WEFT_OK) {
+        fprintf(stderr, "%s %d: wait after %llu: %s\n", who, id, (unsigned long long)last, weft_status_string(status));
+        return 4;
+    }
+    woke = perf_now_ns();
+    shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = woke;
+    if (lease.version == death_version(o, shared, id)) {
+        die_mid_transfer(half, &lease);
+    }
+    status = weft_plan_copy(plan, &lease);
+    weft_registry_release(reg, &lease);
+    shared->consumer[id].copy_ns += perf_now_ns() - woke;
+    if (status != WEFT_OK) {
+        fprintf(stderr, "%s %d: version %llu: copy: %s\n", who, id, (unsigned long long)lease.version,
+                weft_status_string(status));
+        weft_registry_consumer_failed(reg, consumer, lease.version, status);
+        return 4;
+    }
+    if (shared->consumer[id].first_version == 0) {
+        shared->consumer[id].first_version = lease.version;
+    }
+    *version = lease.version;
+    return 0;
+}
+
 /* A consumer process: its own fused buffers (per layer and kind, experts
  * side by side), one view per expert tensor, then every version. */
 static int host_consumer(const char *name, const update_options_t *o, update_shared_t *shared, int id)
@@ -122,29 +160,8 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
     half = half_plan(o, shared, id, reg, WEFT_TRANSPORT_HOST, views, count);
     last = shared->consumer[id].join_after;
     while (last < o->versions) {
-        weft_lease_t lease;
-
-        status = weft_registry_wait(reg, last, 120000000, &lease);
-        if (status != WEFT_OK) {
-            fprintf(stderr, "consumer %d: wait after %llu: %s\n", id, (unsigned long long)last,
-                    weft_status_string(status));
+        if (receive_next(o, shared, id, "consumer", reg, consumer, plan, half, last, &last) != 0) {
             return 4;
-        }
-        const uint64_t woke = perf_now_ns();
-        shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = woke;
-        if (lease.version == death_version(o, shared, id)) {
-            die_mid_transfer(half, &lease);
-        }
-        status = weft_plan_copy(plan, &lease);
-        weft_registry_release(reg, &lease);
-        shared->consumer[id].copy_ns += perf_now_ns() - woke;
-        if (status != WEFT_OK) {
-            weft_registry_consumer_failed(reg, consumer, lease.version, status);
-            return 4;
-        }
-        last = lease.version;
-        if (shared->consumer[id].first_version == 0) {
-            shared->consumer[id].first_version = last;
         }
         /* Received: every byte landed. Verifying comes after, on the
          * consumer's own buffers, which the next copy alone changes. */
@@ -396,33 +413,11 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
     half = half_plan(o, shared, id, reg, WEFT_TRANSPORT_CUDA_IPC, views, count);
     last = shared->consumer[id].join_after;
     while (last < o->versions) {
-        weft_lease_t lease;
-        uint64_t     t0;
-        int          bad;
+        uint64_t t0;
+        int      bad;
 
-        status = weft_registry_wait(reg, last, 120000000, &lease);
-        if (status != WEFT_OK) {
-            fprintf(stderr, "engine %d: wait after %llu: %s\n", id, (unsigned long long)last,
-                    weft_status_string(status));
+        if (receive_next(o, shared, id, "engine", reg, consumer, plan, half, last, &last) != 0) {
             return 4;
-        }
-        t0 = perf_now_ns();
-        shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = t0;
-        if (lease.version == death_version(o, shared, id)) {
-            die_mid_transfer(half, &lease);
-        }
-        status = weft_plan_copy(plan, &lease);
-        weft_registry_release(reg, &lease);
-        shared->consumer[id].copy_ns += perf_now_ns() - t0;
-        if (status != WEFT_OK) {
-            fprintf(stderr, "engine %d: version %llu: copy: %s\n", id, (unsigned long long)lease.version,
-                    weft_status_string(status));
-            weft_registry_consumer_failed(reg, consumer, lease.version, status);
-            return 4;
-        }
-        last = lease.version;
-        if (shared->consumer[id].first_version == 0) {
-            shared->consumer[id].first_version = last;
         }
         t0   = perf_now_ns();
         bad  = gpu_verify(o, shared, id, last, kinds, buffers, dev_sums, sums, sample,
