@@ -1,7 +1,7 @@
 /*
  * Muon's parts: the element-wise momentum and update (host reference and
  * CUDA kernels, the same bytes), and the Newton–Schulz orthogonalization:
- * FP32 on the host, BF16 tensor-core GEMMs (cuBLAS) on the GPU, batched
+ * FP32 on the host, BF16 tensor-core GEMMs (cuBLASLt) on the GPU, batched
  * over the matrices of a group. The arithmetic is written out in
  * include/weft/optim.h. Internal.
  */
@@ -54,8 +54,9 @@ void weft_muon_apply_host(const weft_muon_scalars_t *s, float *param, const floa
  * The GPU: one group's step for `count` matrices of rows × cols, all in
  * one batch: param, momentum and grad hold the matrices one after
  * another (grad FP32 or BF16). The workspace is device memory of
- * weft_muon_cuda_work_bytes(rows, cols, count) bytes; `blas` a cuBLAS
- * handle (cublasHandle_t) whose stream the call sets to `stream`.
+ * weft_muon_cuda_work_bytes(rows, cols, count) bytes (cuBLASLt's
+ * workspace included); `blas` from weft_muon_blas_create, used by one
+ * thread at a time (it keeps the GEMM plans of the shapes it met).
  * gram_blocks: how many row blocks X·Xᵀ is computed in (only the blocks
  * on and below the diagonal are multiplied); 0 takes
  * weft_muon_gram_blocks(min(rows, cols)), another value (1..4, splitting
@@ -69,7 +70,10 @@ weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, ui
                                   uint64_t cols, uint64_t count, int gram_blocks, void *work, void *blas,
                                   void *stream);
 
-/* A cuBLAS handle, and its release. WEFT_ERR_UNSUPPORTED without CUDA. */
+/* The GEMM state of one optimizer: cuBLAS and cuBLASLt handles and the
+ * cuBLASLt plans (descriptors and the heuristic's first algorithm) of up
+ * to 16 shapes, made on first use; and its release. Not thread-safe.
+ * WEFT_ERR_UNSUPPORTED without CUDA. */
 weft_status_t weft_muon_blas_create(void **blas);
 void          weft_muon_blas_destroy(void *blas);
 

@@ -76,8 +76,8 @@ _WEFT_EOF
         ], [
           have_cuda=yes
           dnl nvcc's host code needs the C++ runtime (static guards, unwinding);
-          dnl Muon's batched GEMMs are cuBLAS's, part of every CUDA toolkit.
-          CUDA_LIBS="-lcublas $CUDA_LIBS -lstdc++"
+          dnl Muon's batched GEMMs are cuBLASLt's and cuBLAS's, part of every CUDA toolkit.
+          CUDA_LIBS="-lcublasLt -lcublas $CUDA_LIBS -lstdc++"
           weft_nvcc_version=`$NVCC --version | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
           weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, -arch=$CUDA_ARCH)"
         ])

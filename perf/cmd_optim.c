@@ -387,6 +387,11 @@ typedef struct muon_result {
     double staged_ms;    /* a STAGED step: master and momentum through the slots */
     double ns_tflops;    /* Newton–Schulz FLOPs / the RESIDENT step */
     double torch_ns_ms;  /* the torch.compile'd batched reference */
+    /* The five NS iterations alone, on both sides measured the same way:
+     * 5/4 × (5 iterations − 1 iteration), which leaves out what surrounds
+     * them (ours: momentum, the norm, θ's update; torch's: the BF16 cast
+     * and the norm). */
+    double iter_ms, torch_iter_ms;
     double floor_ms;     /* 8 B a parameter each way / PCIe both ways */
     double both_gbps;    /* that PCIe rate, measured just before the staged step */
     double staged_vs_resident; /* relative Frobenius distance of their masters */
@@ -396,8 +401,8 @@ typedef struct muon_result {
 /* Times `iters` steps of a one-group Muon optimizer of `placement`, from
  * zero masters; the masters after them into `master` (experts × rows ×
  * cols floats). */
-static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t placement, const void *grad,
-                        cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1, float *master)
+static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t placement, uint32_t ns_steps,
+                        const void *grad, cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1, float *master)
 {
     const uint64_t          n = o->rows[g] * o->cols[g];
     const uint64_t          batch = o->muon_batch < o->experts ? o->muon_batch : o->experts;
@@ -406,8 +411,10 @@ static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t 
                                  .placement = placement, .device = o->device, .slot_count = (uint32_t)o->slots,
                                  /* master and momentum of `batch` matrices, each array aligned */
                                  .slot_bytes = 8 * n * batch + 2 * 256};
-    weft_optim_group_desc_t d = {.name = "muon.{E}", .algo = WEFT_OPTIM_MUON, .experts = (uint32_t)o->experts,
-                                 .rows = o->rows[g], .cols = o->cols[g]};
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "muon.{E}", .algo = WEFT_OPTIM_MUON,
+                                 .experts = (uint32_t)o->experts, .rows = o->rows[g], .cols = o->cols[g],
+                                 .muon = {.lr = 0.02, .momentum = 0.95, .nesterov = 1, .ns_steps = ns_steps,
+                                          .scale = WEFT_MUON_SCALE_SHAPE, .schedule = WEFT_MUON_NS_SIMPLE}};
     weft_optim_grad_t       gr = {grad, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA};
     weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
     weft_optim_h            opt = NULL;
@@ -424,7 +431,7 @@ static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t 
             ms[it - o->warmup] = elapsed;
         }
     }
-    if (ok) {
+    if (ok && master != NULL) {
         float *state = NULL;
         ok = weft_ok(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_MASTER, &state), "muon master") &&
              CU(cudaMemcpy(master, state, o->experts * n * sizeof(float), cudaMemcpyDefault));
@@ -445,8 +452,18 @@ static double rel_frobenius(const float *a, const float *b, uint64_t n)
     return ref > 0 ? sqrt(diff / ref) : (diff > 0 ? 1.0 : 0.0);
 }
 
-/* The torch.compile'd NS of every shape, and the BF16 GEMM rate. */
-static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *gemm_tflops)
+/* The FLOPs of five NS iterations over group g's matrices, each GEMM
+ * counted whole (2·M·N·K) as the reference multiplies it. */
+static double flops_of(const optim_options_t *o, int g)
+{
+    const double m = (double)(o->rows[g] < o->cols[g] ? o->rows[g] : o->cols[g]);
+    const double n = (double)(o->rows[g] < o->cols[g] ? o->cols[g] : o->rows[g]);
+    return (double)o->experts * 5.0 * (4.0 * m * m * n + 2.0 * m * m * m);
+}
+
+/* The torch.compile'd NS of every shape, five iterations (ns_ms) and one
+ * (one_ms), and the BF16 GEMM rate. */
+static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *one_ms, double *gemm_tflops)
 {
     char  cmd[2048], line[1024];
     FILE *pipe;
@@ -454,7 +471,7 @@ static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *gemm_tf
 
     *gemm_tflops = NAN;
     for (int g = 0; g < o->groups; g++) {
-        ns_ms[g] = NAN;
+        ns_ms[g] = one_ms[g] = NAN;
     }
     if (!o->peer) {
         return;
@@ -485,7 +502,8 @@ static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *gemm_tf
                 snprintf(want, sizeof(want), "%llux%llux%llu", (unsigned long long)o->experts,
                          (unsigned long long)o->rows[g], (unsigned long long)o->cols[g]);
                 if (strcmp(want, shape) == 0) {
-                    ns_ms[g] = perf_json_find_number(line, "median_ms");
+                    ns_ms[g]  = perf_json_find_number(line, "median_ms");
+                    one_ms[g] = perf_json_find_number(line, "one_iteration_ms");
                 }
             }
         }
@@ -521,7 +539,7 @@ int perf_cmd_optim(int argc, char **argv)
     char                     reg_name[64], note[256], torch[64];
     uint64_t                 params = 0, slot_need = 0;
     muon_result_t            mr[MAX_GROUPS];
-    double                   ns_peer_ms[MAX_GROUPS], gemm_tflops = NAN;
+    double                   ns_peer_ms[MAX_GROUPS], ns_peer_one_ms[MAX_GROUPS], gemm_tflops = NAN;
     int                      rc, correct = 1, muon_correct = 1, ok;
 
     memset(grads, 0, sizeof(grads));
@@ -624,11 +642,11 @@ int perf_cmd_optim(int argc, char **argv)
     /* Muon, shape by shape, on the same gradients; its peers. The AdamW
      * optimizer's pinned state stays allocated meanwhile. */
     if (o.muon) {
-        run_ns_peer(&o, ns_peer_ms, &gemm_tflops);
+        run_ns_peer(&o, ns_peer_ms, ns_peer_one_ms, &gemm_tflops);
         for (int g = 0; g < o.groups; g++) {
             const double m = (double)(o.rows[g] < o.cols[g] ? o.rows[g] : o.cols[g]);
             const double n = (double)(o.rows[g] < o.cols[g] ? o.cols[g] : o.rows[g]);
-            const double flops = (double)o.experts * 5.0 * (4.0 * m * m * n + 2.0 * m * m * m);
+            const double flops = flops_of(&o, g);
             const size_t bytes = (size_t)(o.experts * m * n) * sizeof(float);
             float       *resident = malloc(bytes), *staged = malloc(bytes);
             if (resident == NULL || staged == NULL) {
@@ -638,7 +656,9 @@ int perf_cmd_optim(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
-            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, grads[g].data, stream, ev0, ev1, resident);
+            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, grads[g].data, stream, ev0, ev1, resident);
+            mr[g].iter_ms = 1.25 * (mr[g].resident_ms -
+                                    muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1, grads[g].data, stream, ev0, ev1, NULL));
             /* PCIe drifts on a shared host: its floor measured again just
              * before the staged step it bounds. */
             if (measure_pcie(&muon_pcie) != 0) {
@@ -647,7 +667,7 @@ int perf_cmd_optim(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
-            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, grads[g].data, stream, ev0, ev1, staged);
+            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, 5, grads[g].data, stream, ev0, ev1, staged);
             /* The same steps from the same state: the staged batches of
              * a few matrices against the one batch of all (cuBLAS may sum
              * in another order; the test suite's bound is 2e-2). */
@@ -660,6 +680,7 @@ int perf_cmd_optim(int argc, char **argv)
             }
             mr[g].ns_tflops   = flops / (mr[g].resident_ms / 1e3) / 1e12;
             mr[g].torch_ns_ms = ns_peer_ms[g];
+            mr[g].torch_iter_ms = 1.25 * (ns_peer_ms[g] - ns_peer_one_ms[g]);
             mr[g].floor_ms    = 8.0 * (double)o.experts * m * n / (muon_pcie.both_gbps * 1e9) * 1e3;
             mr[g].both_gbps   = muon_pcie.both_gbps;
         }
@@ -723,6 +744,11 @@ int perf_cmd_optim(int argc, char **argv)
                 perf_json_str(&j, "torch", torch);
                 perf_json_double(&j, "ns_speedup_torch_compile", mr[g].torch_ns_ms / ns_ms);
                 perf_json_double(&j, "ns_fraction_of_peak", mr[g].ns_tflops / gemm_tflops);
+                perf_json_double(&j, "ns_iterations_ms", mr[g].iter_ms);
+                perf_json_double(&j, "torch_compile_ns_iterations_ms", mr[g].torch_iter_ms);
+                perf_json_double(&j, "ns_iterations_speedup_torch_compile", mr[g].torch_iter_ms / mr[g].iter_ms);
+                perf_json_double(&j, "ns_iterations_fraction_of_peak",
+                                 flops_of(&o, g) / (mr[g].iter_ms / 1e3) / 1e12 / gemm_tflops);
                 perf_json_double(&j, "muon_ratio_floor", mr[g].staged_ms / muon_floor);
                 perf_json_number_g(&j, "staged_vs_resident_rel_err", mr[g].staged_vs_resident);
                 perf_json_bool(&j, "correct", !(mr[g].staged_vs_resident > 2e-2) && !isnan(mr[g].staged_ms));
@@ -752,23 +778,29 @@ int perf_cmd_optim(int argc, char **argv)
             if (o.muon) {
                 printf("# Muon (5 Newton-Schulz steps, BF16 on tensor cores; BF16 GEMM peak %.0f TFLOP/s by torch.mm)\n",
                        gemm_tflops);
-                printf("%12s %12s %10s %12s %12s %10s %12s %12s %10s %10s\n", "shape", "resident_ms", "ns_TFLOP/s",
-                       "of_peak", "compile_ms", "speedup", "staged_ms", "floor_ms", "ratio", "vs_res");
+                printf("%12s %12s %10s %12s %12s %10s %10s %10s %10s %12s %12s %10s %10s\n", "shape", "resident_ms",
+                       "ns_TFLOP/s", "of_peak", "compile_ms", "speedup", "iter_ms", "c_iter_ms", "iter_x", "staged_ms",
+                       "floor_ms", "ratio", "vs_res");
                 for (int g = 0; g < o.groups; g++) {
                     char         shape[32];
                     const double bound = mr[g].floor_ms > mr[g].resident_ms ? mr[g].floor_ms : mr[g].resident_ms;
                     snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
                              (unsigned long long)o.cols[g]);
-                    printf("%12s %12.2f %10.1f %12.3f %12s %10s %12.2f %12.2f %10.3f %10.2g\n", shape,
+                    char b3[32], b4[32];
+                    printf("%12s %12.2f %10.1f %12.3f %12s %10s %10.2f %10s %10s %12.2f %12.2f %10.3f %10.2g\n", shape,
                            mr[g].resident_ms, mr[g].ns_tflops, mr[g].ns_tflops / gemm_tflops,
                            perf_num(b1, sizeof(b1), mr[g].torch_ns_ms, 2),
-                           perf_num(b2, sizeof(b2), mr[g].torch_ns_ms / mr[g].resident_ms, 3), mr[g].staged_ms,
+                           perf_num(b2, sizeof(b2), mr[g].torch_ns_ms / mr[g].resident_ms, 3), mr[g].iter_ms,
+                           perf_num(b3, sizeof(b3), mr[g].torch_iter_ms, 2),
+                           perf_num(b4, sizeof(b4), mr[g].torch_iter_ms / mr[g].iter_ms, 3), mr[g].staged_ms,
                            mr[g].floor_ms, mr[g].staged_ms / bound, mr[g].staged_vs_resident);
                 }
                 printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); speedup:\n"
                        "# the torch.compile'd batched NS / it (target >= 1.3), of_peak: its NS rate / the GEMM peak\n"
-                       "# (>= 0.75); staged: master and momentum through the slots, %llu matrices a slot, ratio:\n"
-                       "# / max(floor, resident) (<= 1.1); vs_res: the staged masters' distance from the resident's\n"
+                       "# (>= 0.75); iter_ms, c_iter_ms: the five NS iterations alone, ours and the compiled\n"
+                       "# reference's, each 5/4 x (5 iterations - 1), iter_x their ratio; staged: master and\n"
+                       "# momentum through the slots, %llu matrices a slot, ratio: / max(floor, resident) (<= 1.1);\n"
+                       "# vs_res: the staged masters' distance from the resident's\n"
                        "# after the same steps (relative Frobenius, <= 2e-2)\n",
                        (unsigned long long)(o.muon_batch < o.experts ? o.muon_batch : o.experts));
             }

@@ -12,7 +12,8 @@ or {"error": ...} (exit 3) without PyTorch or a GPU.
 With --ns EXPERTSxROWSxCOLS (repeatable), the Muon peers instead: the
 reference Newton-Schulz (5 steps, BF16, transposed when tall, Frobenius
 normalization per matrix) batched over the experts and compiled with
-torch.compile, one {"ns": shape, "median_ms"} line a shape; and the BF16
+torch.compile, one {"ns": shape, "median_ms", "one_iteration_ms" (the same
+compiled with one iteration)} line a shape; and the BF16
 GEMM rate torch.mm reaches on 8192x8192x8192, {"gemm_tflops"}."""
 import argparse
 import json
@@ -60,20 +61,23 @@ def main():
 
 
 def ns_peers(torch, args):
-    def ns(G):
+    def ns(G, steps=5):
         a, b, c = 3.4445, -4.7750, 2.0315
         X = G.bfloat16()
         tall = G.size(-2) > G.size(-1)
         if tall:
             X = X.mT
         X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
-        for _ in range(5):
+        for _ in range(steps):
             A = X @ X.mT
             B = b * A + c * A @ A
             X = a * X + B @ X
         return X.mT if tall else X
 
     compiled = torch.compile(ns)
+    # One iteration as well, compiled on its own: five less one, × 5/4, is
+    # what the iterations alone cost (weft-perf measures its own the same way).
+    compiled_one = torch.compile(lambda G: ns(G, 1))
 
     def timed(fn, *xs):
         times = []
@@ -91,7 +95,8 @@ def ns_peers(torch, args):
     for shape in args.ns:
         e, r, c = (int(v) for v in shape.split("x"))
         G = torch.randn(e, r, c, device="cuda")
-        print(json.dumps({"ns": shape, "median_ms": timed(compiled, G), "torch": torch.__version__}))
+        print(json.dumps({"ns": shape, "median_ms": timed(compiled, G), "one_iteration_ms": timed(compiled_one, G),
+                          "torch": torch.__version__}))
         sys.stdout.flush()
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms = timed(torch.mm, a, a)
