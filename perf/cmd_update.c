@@ -709,7 +709,7 @@ int perf_cmd_update(int argc, char **argv)
     char                  name[64];
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
-    uint64_t              wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0, rebinds = 0, moved = 0;
+    uint64_t              wrong_bytes = 0, wrong_tensor_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0, rebinds = 0, moved = 0;
     update_peer_t         peer;
     pid_t                 engine0 = -1;
     int                   nursery_fd = -1;
@@ -904,6 +904,7 @@ int perf_cmd_update(int argc, char **argv)
     for (uint64_t c = 0; c < o.consumers; c++) {
         wrong += shared->consumer[c].wrong_tensors;
         wrong_bytes += shared->consumer[c].wrong_sampled_bytes;
+        wrong_tensor_bytes += shared->consumer[c].wrong_bytes;
         sampled_bytes += shared->consumer[c].sampled_bytes;
         copy_ns += shared->consumer[c].copy_ns;
         rebind_ns += shared->consumer[c].rebind_ns;
@@ -1005,6 +1006,9 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "engine_kills", kills);
             perf_json_uint(&j, "engine0_versions", shared->consumer[0].versions);
             perf_json_uint(&j, "engine0_first_version_after_restart", kills ? shared->consumer[0].first_version : 0);
+            /* The issue's key: the bytes of every tensor found wrong, over
+             * all versions and engines (0: every check passed). */
+            perf_json_uint(&j, "wrong_bytes", wrong_tensor_bytes);
             perf_json_uint(&j, "wrong_tensors", wrong);
             perf_json_uint(&j, "sampled_bytes", sampled_bytes);
             perf_json_uint(&j, "wrong_sampled_bytes", wrong_bytes);
@@ -1072,7 +1076,7 @@ int perf_cmd_update(int argc, char **argv)
                 (unsigned long long)shared->consumer[0].first_version, (unsigned long long)(o.kill_engine_at + 1));
         rc = 1;
     }
-    if (wrong != 0 || wrong_bytes != 0) {
+    if (wrong != 0 || wrong_bytes != 0 || wrong_tensor_bytes != 0) {
         rc = 1;
     }
 out:

@@ -58,6 +58,10 @@ typedef struct update_shared {
     struct {
         uint64_t wake_ns[UPDATE_MAX_VERSIONS + 1];
         uint64_t versions, wrong_tensors, wrong_sampled_bytes, sampled_bytes, verified_bytes, verify_ns;
+        /* The bytes of every tensor found wrong (its checksum, or a
+         * sampled byte of it): an upper bound on the wrong bytes, 0 only
+         * when every check passed. */
+        uint64_t wrong_bytes;
         uint64_t copy_ns;   /* wake to every byte in place */
         uint64_t rebind_ns; /* --offload: new tensors allocated and the plan rebound */
         uint64_t rebinds, moved; /* rebinds, and those that got tensors at another address */

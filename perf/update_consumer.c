@@ -178,6 +178,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
                     for (uint64_t e = 0; e < o->experts; e++) {
                         const uint32_t i = update_tensor_index(o, l, k, e);
                         if (weft_checksum_host(buffers[l][k] + e * bytes, bytes) != expect[i]) {
+                            shared->consumer[id].wrong_bytes += bytes;
                             if (shared->consumer[id].wrong_tensors++ == 0) {
                                 fprintf(stderr, "consumer %d: version %llu: %s differs from what the producer "
                                                 "wrote\n",
@@ -237,7 +238,7 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
     const uint64_t  count = update_tensor_count(o), expert = update_sample_expert(o, version);
     const uint64_t *expect = update_checksums(shared, o, version);
     const uint8_t  *expect_sample = update_samples(shared, o, version);
-    uint64_t        off = 0, wrong = 0, wrong_bytes = 0;
+    uint64_t        off = 0, wrong = 0, wrong_bytes = 0, wrong_tensor_bytes = 0;
 
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
@@ -261,14 +262,32 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
         cuda_fails(cudaStreamSynchronize(stream), "verify", id)) {
         return -1;
     }
-    for (uint64_t i = 0; i < count; i++) {
-        if (sums[i] != expect[i] && wrong++ == 0) {
-            fprintf(stderr, "engine %d: version %llu: %s differs from what the producer wrote\n", id,
-                    (unsigned long long)version, names[i]);
+    off = 0;
+    for (uint64_t l = 0; l < o->layers; l++) {
+        for (int k = 0; k < UPDATE_KINDS; k++) {
+            const uint64_t bytes = update_kind_bytes(&kinds[k]);
+            uint64_t       sampled_wrong = 0;
+            for (uint64_t e = 0; e < o->experts; e++) {
+                const uint32_t i = update_tensor_index(o, l, k, e);
+                if (sums[i] != expect[i]) {
+                    wrong_tensor_bytes += bytes;
+                    if (wrong++ == 0) {
+                        fprintf(stderr, "engine %d: version %llu: %s differs from what the producer wrote\n", id,
+                                (unsigned long long)version, names[i]);
+                    }
+                }
+            }
+            const uint32_t sampled = update_tensor_index(o, l, k, expert);
+            for (uint64_t b = 0; b < bytes; b++) {
+                sampled_wrong += sample[off + b] != expect_sample[off + b];
+            }
+            /* A sampled tensor whose checksum passed: counted here. */
+            if (sampled_wrong != 0 && sums[sampled] == expect[sampled]) {
+                wrong_tensor_bytes += bytes;
+            }
+            wrong_bytes += sampled_wrong;
+            off += bytes;
         }
-    }
-    for (uint64_t b = 0; b < off; b++) {
-        wrong_bytes += sample[b] != expect_sample[b];
     }
     if (wrong_bytes != 0) {
         fprintf(stderr, "engine %d: version %llu: %llu of %llu sampled bytes (expert %llu) differ\n", id,
@@ -277,6 +296,7 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
     }
     shared->consumer[id].wrong_tensors += wrong;
     shared->consumer[id].wrong_sampled_bytes += wrong_bytes;
+    shared->consumer[id].wrong_bytes += wrong_tensor_bytes;
     shared->consumer[id].sampled_bytes += off;
     return wrong == 0 && wrong_bytes == 0 ? 0 : 1;
 }

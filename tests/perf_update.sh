@@ -15,6 +15,7 @@ fail=0
 field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field versions)" = 4 ] || { echo "FAIL: versions $(field versions), not 4"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: wrong_tensors $(field wrong_tensors)"; fail=1; }
+[ "$(field wrong_bytes)" = 0 ] || { echo "FAIL: wrong_bytes $(field wrong_bytes)"; fail=1; }
 # 2 layers x 3 experts x (W, WT, scale) x 2 projections
 [ "$(field tensors)" = 36 ] || { echo "FAIL: tensors $(field tensors), not 36"; fail=1; }
 # 2 x 3 x (384 x 256 + 256 x 192) parameters
@@ -25,12 +26,14 @@ echo "$out"
 [ "$(field optimizer)" = '"muon"' ] || { echo "FAIL: optimizer $(field optimizer), not muon"; fail=1; }
 [ "$(field versions)" = 2 ] || { echo "FAIL: muon: versions $(field versions), not 2"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: muon: wrong_tensors $(field wrong_tensors)"; fail=1; }
+[ "$(field wrong_bytes)" = 0 ] || { echo "FAIL: muon: wrong_bytes $(field wrong_bytes)"; fail=1; }
 out=$("$perf" update --device host --model deepseek-v3 --layers 1 --experts 1 --versions 1 --consumers 1 --json) ||
     { echo "FAIL: weft-perf update --model deepseek-v3 exited $?"; echo "$out"; fail=1; }
 echo "$out"
 [ "$(field model)" = '"deepseek-v3"' ] && [ "$(field hidden)" = 7168 ] && [ "$(field intermediate)" = 2048 ] ||
     { echo "FAIL: --model deepseek-v3: model $(field model), H $(field hidden), I $(field intermediate)"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: deepseek-v3 shapes: wrong_tensors $(field wrong_tensors)"; fail=1; }
+[ "$(field wrong_bytes)" = 0 ] || { echo "FAIL: deepseek-v3 shapes: wrong_bytes $(field wrong_bytes)"; fail=1; }
 # Engine 0 dies in the middle of version 2 (half copied, its lease held)
 # and is started again: the others and the trainer go on, it never
 # acknowledges 2 and joins at 3, every byte right.
@@ -39,9 +42,10 @@ out=$("$perf" update --device host --layers 1 --experts 3 --hidden 256 --interme
 echo "$out"
 [ "$(field engine_kills)" = 1 ] && [ "$(field engine0_versions)" = 3 ] &&
     [ "$(field engine0_first_version_after_restart)" = 3 ] && [ "$(field versions)" = 4 ] &&
-    [ "$(field wrong_tensors)" = 0 ] ||
+    [ "$(field wrong_tensors)" = 0 ] && [ "$(field wrong_bytes)" = 0 ] ||
     { echo "FAIL: --kill-engine 2: kills $(field engine_kills), engine 0 versions $(field engine0_versions)," \
-        "first after restart $(field engine0_first_version_after_restart), wrong $(field wrong_tensors)"; fail=1; }
+        "first after restart $(field engine0_first_version_after_restart), wrong $(field wrong_tensors)" \
+        "tensors, $(field wrong_bytes) bytes"; fail=1; }
 "$perf" update --device host --versions 4 --kill-engine 4 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --kill-engine of the last version must be a usage error"; fail=1; }
 "$perf" update --model llama >/dev/null 2>&1
@@ -67,6 +71,7 @@ for run in adamw muon "adamw --offload" "adamw --kill-engine 2"; do
     [ "$(field memory)" = '"cuda"' ] || { echo "FAIL: cuda: memory $(field memory)"; fail=1; }
     [ "$(field versions)" = 4 ] || { echo "FAIL: cuda $optimizer: versions $(field versions), not 4"; fail=1; }
     [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: cuda $optimizer: wrong_tensors $(field wrong_tensors)"; fail=1; }
+    [ "$(field wrong_bytes)" = 0 ] || { echo "FAIL: cuda $optimizer: wrong_bytes $(field wrong_bytes)"; fail=1; }
     [ "$(field wrong_sampled_bytes)" = 0 ] || { echo "FAIL: cuda $optimizer: wrong sampled bytes"; fail=1; }
     # each engine compares one expert of every layer and kind, every version
     [ "$(field sampled_bytes)" -gt 0 ] 2>/dev/null || { echo "FAIL: cuda $optimizer: nothing sampled"; fail=1; }
