@@ -131,10 +131,19 @@ static int serve(const char *portfile, const char *token, uint64_t versions, uin
     for (uint64_t v = 1; v <= versions; v++) {
         /* The script makes the file once the version may go (a host
          * rejoined); 10 minutes only turn a hang into a failure. */
+        weft_status_t status;
+
         for (int i = 0; v == versions && holdfile != NULL && access(holdfile, F_OK) != 0 && i < 60000; i++) {
             usleep(10000);
         }
-        if (weft_registry_write_begin(reg, 60000000, NULL) != WEFT_OK) {
+        if (v == versions && holdfile != NULL) {
+            weft_server_get_stats(server, &st);
+            fprintf(stderr, "serve: version %" PRIu64 " released at %" PRIu64 ", %" PRIu64 " consumers\n", v,
+                    wall_ms(), (uint64_t)st.consumers);
+        }
+        status = weft_registry_write_begin(reg, 60000000, NULL);
+        if (status != WEFT_OK) {
+            fprintf(stderr, "serve: write_begin for version %" PRIu64 ": %s\n", v, weft_status_string(status));
             return 2;
         }
         for (uint32_t t = 0; t < TENSORS; t++) {
@@ -145,7 +154,9 @@ static int serve(const char *portfile, const char *token, uint64_t versions, uin
                 data[i] = word(v, t, i);
             }
         }
-        if (weft_registry_publish(reg, v, NULL) != WEFT_OK) {
+        status = weft_registry_publish(reg, v, NULL);
+        if (status != WEFT_OK) {
+            fprintf(stderr, "serve: publish of version %" PRIu64 ": %s\n", v, weft_status_string(status));
             return 2;
         }
         /* Dropped consumers leave the table: this returns for the rest. */
@@ -190,13 +201,17 @@ static int consume(const char *addr, const char *token, const char *name, uint64
                                       .shape = {ROWS, COLS},
                                       .data = (uint8_t *)buf + (uint64_t)t * ROWS * COLS};
     }
+    /* How long connecting took, so that a slow one shows where it went. */
+    printf("connecting at %" PRIu64 "\n", wall_ms());
+    fflush(stdout);
+    start = now_ms();
     status = weft_remote_connect(&params, views, TENSORS, &remote);
     if (status != WEFT_OK) {
-        printf("error %s connecting, last 0\n", weft_status_string(status));
+        printf("error %s connecting (%" PRIu64 " ms), last 0\n", weft_status_string(status), now_ms() - start);
         free(buf);
         return 3;
     }
-    printf("connected\n");
+    printf("connected in %" PRIu64 " ms\n", now_ms() - start);
     fflush(stdout);
     while (v < versions) {
         uint64_t got;

@@ -327,9 +327,12 @@ typedef struct weft_remote_params {
     const char      *server;    /* "host:port" of the server */
     const char      *token;     /* the server's token */
     const char      *name;      /* this consumer, for the registry (1..63 bytes) */
-    /* Connecting and the handshake; nccl: also the transfer of one
-     * version once its notice came; a server's connection that stops
-     * answering ends about 1.3 × this after. Default 30 s. */
+    /* Connecting and the handshake: every wait on the server (ucx: not
+     * UCX's own set-up of this consumer's workers and endpoints, local
+     * work that can take seconds on a loaded machine); nccl: also the
+     * transfer of one version once its notice came; a server's
+     * connection that stops answering ends about 1.3 × this after.
+     * Default 30 s. */
     uint64_t         timeout_us;
     /* ucx, host views: receive lanes (1..16; see weft_remote_connect).
      * Default WEFT_UCX_LANES. Ignored by other transports and for device
