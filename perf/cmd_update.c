@@ -78,6 +78,10 @@ static int update_usage(FILE *out)
             "  --kill-engine V   engine 0 dies in the middle of version V's transfer (half of\n"
             "                    its tensors copied, its lease held) and is started again: the\n"
             "                    others go on, it gets nothing of V and joins at V + 1\n"
+            "  --kill-trainer V  the trainer dies in the middle of writing version V (2 or\n"
+            "                    later); a witness process reports what is left: the\n"
+            "                    registry's latest is V - 1 and reads back whole (host), every\n"
+            "                    consumer holds V - 1 (its report replaces the job's)\n"
             "  --no-peer         on a GPU, skip the PyTorch sequential path beside the job\n"
             "  --peer-script P   that path's script (default %s)\n"
             "  --json            one JSON object instead of the table\n"
@@ -102,7 +106,8 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"lr", required_argument, NULL, 'r'},       {"threads", required_argument, NULL, 't'},
         {"optimizer", required_argument, NULL, 'o'}, {"device", required_argument, NULL, 'D'},
         {"gpu", required_argument, NULL, 'g'},      {"model", required_argument, NULL, 'M'},
-        {"offload", no_argument, NULL, 'O'},        {"kill-engine", required_argument, NULL, 'K'},        {"no-peer", no_argument, NULL, 'n'},
+        {"offload", no_argument, NULL, 'O'},        {"kill-engine", required_argument, NULL, 'K'},
+        {"kill-trainer", required_argument, NULL, 'T'}, {"no-peer", no_argument, NULL, 'n'},
         {"peer-script", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -140,6 +145,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         case 'g': bad = perf_arg_u64("--gpu", optarg, 0, 63, &gpu); break;
         case 'O': o->offload = 1; break;
         case 'K': bad = perf_arg_u64("--kill-engine", optarg, 1, UPDATE_MAX_VERSIONS, &o->kill_engine_at); break;
+        case 'T': bad = perf_arg_u64("--kill-trainer", optarg, 2, UPDATE_MAX_VERSIONS, &o->kill_trainer_at); break;
         case 'n': o->peer = 0; break;
         case 'p': o->peer_script = optarg; break;
         case 'M': {
@@ -180,6 +186,10 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         fprintf(stderr, "weft-perf update: --kill-engine V needs a version after V (--versions > V)\n");
         return 2;
     }
+    if (o->kill_trainer_at > o->versions || (o->kill_trainer_at != 0 && o->kill_engine_at != 0)) {
+        fprintf(stderr, "weft-perf update: --kill-trainer V needs V <= --versions, and not --kill-engine\n");
+        return 2;
+    }
     if (o->model != NULL && !layers_given) {
         o->layers = 0; /* fitted to the machine once its GPU is known */
     }
@@ -209,6 +219,7 @@ typedef struct trainer {
     weft_optim_grad_t  *grads;
     uint32_t            groups;
     uint64_t           *checksums; /* the row of the version being written */
+    uint64_t            version, units; /* the version being written, the matrices written of it */
     uint64_t            quant_ns, sum_ns;
     void               *dev_grads[2];     /* GPU: two gradient sets, group after group */
     uint64_t           *dev_checksums;    /* GPU: where the writer's sums land */
@@ -499,6 +510,12 @@ static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
         }
     }
     t->sum_ns += perf_now_ns() - t1;
+    /* --kill-trainer: a crash with half of the version's matrices written. */
+    if (t->version == t->o->kill_trainer_at &&
+        ++t->units >= t->o->layers * UPDATE_PROJS * t->o->experts / 2) {
+        fflush(NULL);
+        raise(SIGKILL);
+    }
     return status;
 }
 
@@ -766,6 +783,9 @@ int perf_cmd_update(int argc, char **argv)
     for (uint64_t c = 0; c < o.consumers; c++) {
         pid_t pid = perf_fork(&children);
         if (pid == 0) {
+            if (o.kill_trainer_at != 0) {
+                perf_outlive_parent(); /* an engine keeps what it has when the trainer dies */
+            }
             _exit(update_consumer_main(name, &o, shared, (int)c));
         }
         if (pid < 0) {
@@ -774,6 +794,19 @@ int perf_cmd_update(int argc, char **argv)
         }
         if (c == 0) {
             engine0 = pid;
+        }
+        shared->consumer[c].pid = pid;
+    }
+    if (o.kill_trainer_at != 0) {
+        const pid_t trainer_pid = getpid();
+        pid_t       pid = perf_fork(&children);
+        if (pid == 0) {
+            perf_outlive_parent();
+            _exit(update_witness_main(name, &o, shared, trainer_pid));
+        }
+        if (pid < 0) {
+            rc = 1;
+            goto out;
         }
     }
     if (o.gpu && o.kill_engine_at != 0 && nursery_start(&children, name, &o, shared, &nursery_fd) != 0) {
@@ -823,6 +856,8 @@ int perf_cmd_update(int argc, char **argv)
         /* One optimizer step; its writer quantizes each updated matrix
          * straight into the slot being written. */
         trainer.checksums = update_checksums(shared, &o, v);
+        trainer.version = v;
+        trainer.units = 0;
         status = weft_registry_write_begin(reg, 60000000, NULL);
         if (status == WEFT_OK) {
             status = weft_optim_step(trainer.opt, trainer.grads, trainer.groups, &sp);

@@ -81,6 +81,11 @@ pid_t perf_fork(perf_children_t *children)
     return pid;
 }
 
+void perf_outlive_parent(void)
+{
+    (void)prctl(PR_SET_PDEATHSIG, 0);
+}
+
 int perf_wait_child(perf_children_t *children, pid_t pid, unsigned timeout_ms, int *status)
 {
     uint64_t deadline = perf_now_ns() + (uint64_t)timeout_ms * 1000000u;

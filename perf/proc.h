@@ -32,6 +32,11 @@ int perf_catch_interrupts(void);
  * (printed). */
 pid_t perf_fork(perf_children_t *children);
 
+/* In a child of perf_fork that must outlive its parent (a witness of the
+ * parent's death, a consumer that keeps what it received): no SIGKILL
+ * when the parent dies. */
+void perf_outlive_parent(void);
+
 /* Waits up to timeout_ms for child pid to exit and forgets it; *status
  * gets its wait status. Returns 0, or -1 on timeout or failure (printed;
  * the child is still recorded then). */

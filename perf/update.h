@@ -12,6 +12,7 @@
 #include "proc.h"
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <weft/weft.h>
 
 #define UPDATE_MAX_VERSIONS 10000
@@ -33,6 +34,7 @@ typedef struct update_options {
     int      device;          /* that GPU */
     int      offload;         /* GPU engines free their tensors after each version, allocate anew */
     uint64_t    kill_engine_at; /* engine 0 dies mid-transfer of this version and is restarted; 0: never */
+    uint64_t    kill_trainer_at; /* the trainer dies mid-step writing this version; 0: never */
     int         peer;         /* GPU: run the PyTorch sequential path beside (update_peer.py) */
     const char *peer_script;
     const char *model;        /* a preset's name, or NULL */
@@ -70,6 +72,7 @@ typedef struct update_shared {
          * joins; the engine records the first version it received. */
         uint64_t incarnation, join_after, first_version;
         int      status;
+        pid_t    pid; /* --kill-trainer: set by the trainer, for the witness */
     } consumer[PERF_CHILDREN_MAX];
 } update_shared_t;
 
@@ -99,6 +102,18 @@ weft_status_t update_registry_create(const char *name, const update_options_t *o
  * and kind, one after another in layer, kind order. */
 size_t    update_shared_bytes(const update_options_t *o);
 uint64_t *update_checksums(update_shared_t *shared, const update_options_t *o, uint64_t version);
+
+/*
+ * --kill-trainer V: a process forked before the trainer touches CUDA that
+ * waits for the trainer (its parent) to die, then checks what a crash in
+ * the middle of writing version V must leave: the registry's latest
+ * version is V - 1 and, on the host, every byte of it reads back as the
+ * producer wrote it (its checksums); every consumer holds V - 1,
+ * verified, and none took anything of V. It stops the orphaned
+ * consumers, removes the registry's name, prints one JSON object (or a
+ * line) and returns 0 when all of that held.
+ */
+int update_witness_main(const char *name, const update_options_t *o, update_shared_t *shared, pid_t trainer);
 uint64_t  update_sample_bytes(const update_options_t *o);
 uint8_t  *update_samples(update_shared_t *shared, const update_options_t *o, uint64_t version);
 uint64_t  update_sample_expert(const update_options_t *o, uint64_t version);

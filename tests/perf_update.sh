@@ -46,6 +46,22 @@ echo "$out"
     { echo "FAIL: --kill-engine 2: kills $(field engine_kills), engine 0 versions $(field engine0_versions)," \
         "first after restart $(field engine0_first_version_after_restart), wrong $(field wrong_tensors)" \
         "tensors, $(field wrong_bytes) bytes"; fail=1; }
+# The trainer dies with half of version 3 written (SIGKILL: weft-perf exits
+# 137); its witness reports: the registry's latest is 2 and reads back
+# whole, both consumers hold 2 and took nothing of 3.
+kill_trainer() { # device
+    out=$("$perf" update --device "$1" --no-peer --layers 2 --experts 3 --hidden 256 --intermediate 192 \
+        --versions 4 --consumers 2 --threads 2 --kill-trainer 3 --json 2>&1)
+    echo "$out"
+    [ "$(field case)" = '"kill-trainer"' ] && [ "$(field ok)" = true ] &&
+        [ "$(field consumers_holding_last_version)" = 2 ] && [ "$(field wrong_bytes)" = 0 ] ||
+        { echo "FAIL: --kill-trainer 3 ($1): the witness's report"; fail=1; }
+}
+kill_trainer host
+[ "$(field registry_latest)" = 2 ] && [ "$(field registry_wrong_bytes)" = 0 ] ||
+    { echo "FAIL: --kill-trainer 3: the registry after the trainer's death"; fail=1; }
+"$perf" update --device host --versions 4 --kill-trainer 5 >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --kill-trainer past the last version must be a usage error"; fail=1; }
 "$perf" update --device host --versions 4 --kill-engine 4 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --kill-engine of the last version must be a usage error"; fail=1; }
 "$perf" update --model llama >/dev/null 2>&1
@@ -87,4 +103,8 @@ for run in adamw muon "adamw --offload" "adamw --kill-engine 2"; do
                 "$(field engine0_versions), first after restart $(field engine0_first_version_after_restart)"; fail=1; } ;;
     esac
 done
+case $out in
+*"no GPU"*) ;;
+*) kill_trainer cuda ;;
+esac
 exit $fail
