@@ -121,6 +121,9 @@ serve() { # versions consumers log [holdfile]; server_timeout: its drop timeout 
     port=$(cat "$work/port")
 }
 consume() { # ns dev addr name versions log [receive_timeout_ms [connect_timeout_ms]]
+    # Emptied here, not by the background job's redirection, which may
+    # come after the caller has read the log of an earlier try.
+    : > "$work/$6"
     ip netns exec "$1" env UCX_NET_DEVICES="$2" "$node" consume "$3:$port" "$TOKEN" "$4" "$5" "${7:-$LONG}" "${8:-${7:-$LONG}}" > "$work/$6" 2>&1 &
     last=$!; pids="$pids $last"
 }
