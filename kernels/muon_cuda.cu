@@ -172,6 +172,15 @@ __global__ void momentum_kernel(weft_muon_scalars_t s, float *momentum, const G 
     }
 }
 
+/* The element-wise steps move 16 bytes (8 BF16) a thread a load: 2-byte
+ * loads leave most of HBM's bandwidth unused. Buffers start 256-byte
+ * aligned (carve); a tail of fewer than 8 elements goes one at a time. */
+constexpr int kVec = 8;
+union Vec8 {
+    uint4         raw;
+    __nv_bfloat16 h[kVec];
+};
+
 /* Grid (kNormBlocks, count): each block sums matrix e's partials in the
  * same order (the same norm bits), then X /= norm + 1e-7 over its share,
  * 8 BF16 a load; the norm and the sum rounded to BF16 as the reference's
@@ -200,34 +209,22 @@ __global__ void normalize_kernel(__nv_bfloat16 *x, const float *partial, float *
      * multiple of 8 (X's buffer is); otherwise one element at a time. */
     const uint64_t first = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
     const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    const uint64_t vecs = n % 8 == 0 ? n / 8 : 0;
+    const uint64_t vecs = n % kVec == 0 ? n / kVec : 0;
     for (uint64_t v = first; v < vecs; v += stride) {
-        union {
-            uint4         raw;
-            __nv_bfloat16 h[8];
-        } a;
+        Vec8 a;
         a.raw = reinterpret_cast<const uint4 *>(xe)[v];
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < kVec; j++) {
             a.h[j] = __float2bfloat16_rn(__fdiv_rn(__bfloat162float(a.h[j]), denom));
         }
         reinterpret_cast<uint4 *>(xe)[v] = a.raw;
     }
-    for (uint64_t i = vecs * 8 + first; i < n; i += stride) {
+    for (uint64_t i = vecs * kVec + first; i < n; i += stride) {
         xe[i] = __float2bfloat16_rn(__fdiv_rn(__bfloat162float(xe[i]), denom));
     }
 }
 
 __device__ __forceinline__ float bf(const __nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ __nv_bfloat16 to_bf(float v) { return __float2bfloat16_rn(v); }
-
-/* The element-wise steps move 16 bytes (8 BF16) a thread a load: 2-byte
- * loads leave most of HBM's bandwidth unused. Buffers start 256-byte
- * aligned (carve); a tail of fewer than 8 elements goes one at a time. */
-constexpr int kVec = 8;
-union Vec8 {
-    uint4         raw;
-    __nv_bfloat16 h[kVec];
-};
 
 __device__ __forceinline__ __nv_bfloat16 scale_one(__nv_bfloat16 in, float k) { return to_bf(__fmul_rn(bf(in), k)); }
 __device__ __forceinline__ __nv_bfloat16 scale_add_one(__nv_bfloat16 in, float k, __nv_bfloat16 add)
@@ -528,8 +525,7 @@ weft_status_t plan_make(Blas *b, const GemmShape &g, GemmPlan *pl)
 
 /* Row-major C[count] (rows_c × cols_c) = P·Q, P and Q row-major, each
  * given as (pointer, transposed?, its row-major leading dimension). */
-weft_status_t gemm(Blas *b, cublasHandle_t h, cudaStream_t st, void *lt_work, int count, int rows_c, int cols_c,
-                   int inner,
+weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_c, int cols_c, int inner,
                    const __nv_bfloat16 *p, bool p_t, int ldp, long long sp, const __nv_bfloat16 *q, bool q_t,
                    int ldq, long long sq, __nv_bfloat16 *c, long long sc)
 {
@@ -552,7 +548,7 @@ weft_status_t gemm(Blas *b, cublasHandle_t h, cudaStream_t st, void *lt_work, in
         }
     }
     if (!pl->lt) {
-        return blas_check(cublasGemmStridedBatchedEx(h, q_t ? CUBLAS_OP_T : CUBLAS_OP_N,
+        return blas_check(cublasGemmStridedBatchedEx(b->h, q_t ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                      p_t ? CUBLAS_OP_T : CUBLAS_OP_N, cols_c, rows_c, inner, &one, q,
                                                      CUDA_R_16BF, ldq, sq, p, CUDA_R_16BF, ldp, sp, &zero, c,
                                                      CUDA_R_16BF, cols_c, sc, count, CUBLAS_COMPUTE_32F,
@@ -574,61 +570,51 @@ weft_status_t gram_lower(cublasHandle_t h, const void **q, const void **p, void 
                       "cublasGemmBatchedEx");
 }
 
-/* What the iterations work on: a batch of count matrices. */
-struct NsBatch {
-    __nv_bfloat16 *x, *xn, *a, *b, *p;
-    const void   **gram_q[2], **gram_p[2];
-    void         **gram_c;
-    void          *lt;
-    uint64_t       count;
-};
-
-/* ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X) on stream st,
- * X ping-ponging between nb.x and nb.xn (it ends in nb.x after an even
- * number of steps). */
-weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const NsBatch &nb, uint64_t m, uint64_t n, int blocks,
-                            int schedule, uint32_t steps)
+/* ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X) over the count
+ * matrices of the workspace w, on stream st, X ping-ponging between w.x
+ * and w.xn (it ends in w.x after an even number of steps). */
+weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t count, uint64_t m, uint64_t n,
+                            int blocks, int schedule, uint32_t steps)
 {
-    cublasHandle_t h = bl->h;
     const int      pairs = blocks * (blocks + 1) / 2;
-    const uint64_t count = nb.count, mm = count * m * m, mn = count * m * n;
-    __nv_bfloat16 *x = nb.x, *xn = nb.xn;
-    weft_status_t  status = blas_check(cublasSetStream(h, st), "cublasSetStream");
+    const uint64_t mm = count * m * m, mn = count * m * n;
+    __nv_bfloat16 *x = w.x, *xn = w.xn;
+    weft_status_t  status = blas_check(cublasSetStream(bl->h, st), "cublasSetStream");
 
     for (uint32_t step = 0; step < steps && status == WEFT_OK; step++) {
         float abc[3];
         weft_muon_coefficients(schedule, step, abc);
         /* A = X·Xᵀ, and bf16(c·A) into b */
         if (blocks == 1) {
-            status = gemm(bl, h, st, nb.lt, (int)count, (int)m, (int)m, (int)n, x, false, (int)n,
-                          (long long)(m * n), x, true, (int)n, (long long)(m * n), nb.a, (long long)(m * m));
+            status = gemm(bl, st, w.lt, (int)count, (int)m, (int)m, (int)n, x, false, (int)n,
+                          (long long)(m * n), x, true, (int)n, (long long)(m * n), w.a, (long long)(m * m));
             if (status == WEFT_OK) {
-                scale_kernel<<<blocks_for(mm), kThreads, 0, st>>>(nb.b, nb.a, abc[2], mm);
+                scale_kernel<<<blocks_for(mm), kThreads, 0, st>>>(w.b, w.a, abc[2], mm);
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
         } else {
             const int parity = step % 2;
-            status = gram_lower(h, nb.gram_q[parity], nb.gram_p[parity], nb.gram_c, (int)(count * pairs),
+            status = gram_lower(bl->h, w.gram_q[parity], w.gram_p[parity], w.gram_c, (int)(count * pairs),
                                 (int)(m / blocks), (int)n, (int)m);
             if (status == WEFT_OK) {
                 const dim3 tiles(static_cast<unsigned>(m / 32), static_cast<unsigned>(m / 32),
                                  static_cast<unsigned>(count));
-                gram_mirror_scale_kernel<<<tiles, dim3(32, 8), 0, st>>>(nb.a, nb.b, abc[2], m, m / blocks);
+                gram_mirror_scale_kernel<<<tiles, dim3(32, 8), 0, st>>>(w.a, w.b, abc[2], m, m / blocks);
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
         }
         /* B = bf16(b·A) + (bf16(c·A))·A */
         if (status == WEFT_OK) {
-            status = gemm(bl, h, st, nb.lt, (int)count, (int)m, (int)m, (int)m, nb.b, false, (int)m,
-                          (long long)(m * m), nb.a, false, (int)m, (long long)(m * m), nb.p, (long long)(m * m));
+            status = gemm(bl, st, w.lt, (int)count, (int)m, (int)m, (int)m, w.b, false, (int)m,
+                          (long long)(m * m), w.a, false, (int)m, (long long)(m * m), w.p, (long long)(m * m));
         }
         if (status == WEFT_OK) {
-            scale_add_kernel<<<blocks_for(mm), kThreads, 0, st>>>(nb.b, nb.a, abc[1], nb.p, mm);
+            scale_add_kernel<<<blocks_for(mm), kThreads, 0, st>>>(w.b, w.a, abc[1], w.p, mm);
             status = WEFT_CUDA_CHECK(cudaGetLastError());
         }
         /* X' = bf16(a·X) + B·X */
         if (status == WEFT_OK) {
-            status = gemm(bl, h, st, nb.lt, (int)count, (int)m, (int)n, (int)m, nb.b, false, (int)m,
+            status = gemm(bl, st, w.lt, (int)count, (int)m, (int)n, (int)m, w.b, false, (int)m,
                           (long long)(m * m), x, false, (int)n, (long long)(m * n), xn, (long long)(m * n));
         }
         if (status == WEFT_OK) {
@@ -743,9 +729,7 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
     }
     status = WEFT_CUDA_CHECK(cudaGetLastError());
     if (status == WEFT_OK) {
-        const NsBatch nb = {w.x, w.xn, w.a, w.b, w.p, {w.gram_q[0], w.gram_q[1]}, {w.gram_p[0], w.gram_p[1]},
-                            w.gram_c, w.lt, count};
-        status = ns_iterations(b, st, nb, m, n, blocks, schedule, steps);
+        status = ns_iterations(b, st, w, count, m, n, blocks, schedule, steps);
     }
     x = steps % 2 == 0 ? w.x : w.xn;
     if (status == WEFT_OK) {

@@ -726,7 +726,8 @@ int perf_cmd_update(int argc, char **argv)
     char                  name[64];
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
-    uint64_t              wrong_bytes = 0, wrong_tensor_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0, rebinds = 0, moved = 0;
+    uint64_t              wrong_sampled = 0, wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0;
+    uint64_t              rebinds = 0, moved = 0;
     update_peer_t         peer;
     pid_t                 engine0 = -1;
     int                   nursery_fd = -1;
@@ -938,8 +939,8 @@ int perf_cmd_update(int argc, char **argv)
     }
     for (uint64_t c = 0; c < o.consumers; c++) {
         wrong += shared->consumer[c].wrong_tensors;
-        wrong_bytes += shared->consumer[c].wrong_sampled_bytes;
-        wrong_tensor_bytes += shared->consumer[c].wrong_bytes;
+        wrong_sampled += shared->consumer[c].wrong_sampled_bytes;
+        wrong_bytes += shared->consumer[c].wrong_bytes;
         sampled_bytes += shared->consumer[c].sampled_bytes;
         copy_ns += shared->consumer[c].copy_ns;
         rebind_ns += shared->consumer[c].rebind_ns;
@@ -1043,10 +1044,10 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "engine0_first_version_after_restart", kills ? shared->consumer[0].first_version : 0);
             /* The issue's key: the bytes of every tensor found wrong, over
              * all versions and engines (0: every check passed). */
-            perf_json_uint(&j, "wrong_bytes", wrong_tensor_bytes);
+            perf_json_uint(&j, "wrong_bytes", wrong_bytes);
             perf_json_uint(&j, "wrong_tensors", wrong);
             perf_json_uint(&j, "sampled_bytes", sampled_bytes);
-            perf_json_uint(&j, "wrong_sampled_bytes", wrong_bytes);
+            perf_json_uint(&j, "wrong_sampled_bytes", wrong_sampled);
             perf_json_end(&j);
         } else {
             printf("# weft-perf update: libweft %s, %s, %llu layers x %llu experts%s%s, H=%llu I=%llu, "
@@ -1086,7 +1087,7 @@ int perf_cmd_update(int argc, char **argv)
                        "# bytes compared, %llu wrong; gradients ready to every engine acknowledged: %.1f ms\n",
                        pcie_gbps, (double)finish_ns / 1e6 / n,
                        verified_versions ? (double)copy_ns / 1e6 / (double)verified_versions : NAN,
-                       (unsigned long long)sampled_bytes, (unsigned long long)wrong_bytes, e2e_ms);
+                       (unsigned long long)sampled_bytes, (unsigned long long)wrong_sampled, e2e_ms);
                 printf("# pinned host memory %.2f GB; the optimizer's GPU memory %.2f GB\n",
                        (double)oinfo.host_bytes / 1e9, (double)oinfo.device_bytes / 1e9);
                 printf("# tail (step end to all acknowledged) %.1f ms; peer: %s (torch %s): step %.1f, quantizer\n"
@@ -1111,7 +1112,7 @@ int perf_cmd_update(int argc, char **argv)
                 (unsigned long long)shared->consumer[0].first_version, (unsigned long long)(o.kill_engine_at + 1));
         rc = 1;
     }
-    if (wrong != 0 || wrong_bytes != 0 || wrong_tensor_bytes != 0) {
+    if (wrong != 0 || wrong_sampled != 0 || wrong_bytes != 0) {
         rc = 1;
     }
 out:
