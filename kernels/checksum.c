@@ -68,4 +68,14 @@ weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, ui
     (void)stream;
     return WEFT_ERR_UNSUPPORTED;
 }
+
+weft_status_t weft_compare_cuda_async(const void *a, const void *b, size_t bytes, uint64_t *count, void *stream)
+{
+    (void)a;
+    (void)b;
+    (void)bytes;
+    (void)count;
+    (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
 #endif

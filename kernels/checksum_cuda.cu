@@ -70,7 +70,96 @@ __global__ void finalize_kernel(unsigned long long *sums, uint32_t count, size_t
     }
 }
 
+/* 1 in the lowest bit of each byte of x that is not zero. */
+__device__ uint64_t nonzero_bytes(uint64_t x)
+{
+    x |= x >> 4;
+    x |= x >> 2;
+    x |= x >> 1;
+    return x & 0x0101010101010101ULL;
+}
+
+/* Differing bytes of a and b: 8-byte words where both are aligned alike
+ * (a head of single bytes brings them to a word boundary), single bytes
+ * otherwise; a block's count folded in with one atomicAdd. */
+__global__ void compare_kernel(const unsigned char *a, const unsigned char *b, size_t bytes, unsigned long long *count)
+{
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t first  = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    uint64_t     local  = 0;
+    size_t       head   = 0;
+
+    if (((reinterpret_cast<uintptr_t>(a) ^ reinterpret_cast<uintptr_t>(b)) & 7) == 0) {
+        head = (8 - (reinterpret_cast<uintptr_t>(a) & 7)) & 7;
+        head = head < bytes ? head : bytes;
+        const size_t words = (bytes - head) / 8;
+        const auto  *wa    = reinterpret_cast<const uint64_t *>(a + head);
+        const auto  *wb    = reinterpret_cast<const uint64_t *>(b + head);
+        for (size_t i = first; i < words; i += stride) {
+            local += __popcll(nonzero_bytes(wa[i] ^ wb[i]));
+        }
+        /* The bytes before the first word and after the last. */
+        for (size_t i = first; i < head; i += stride) {
+            local += a[i] != b[i];
+        }
+        for (size_t i = head + 8 * words + first; i < bytes; i += stride) {
+            local += a[i] != b[i];
+        }
+    } else {
+        for (size_t i = first; i < bytes; i += stride) {
+            local += a[i] != b[i];
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        local += __shfl_down_sync(0xffffffffu, local, offset);
+    }
+    __shared__ uint64_t warp_counts[kThreads / 32];
+    if ((threadIdx.x & 31) == 0) {
+        warp_counts[threadIdx.x / 32] = local;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint64_t block = 0;
+        for (int w = 0; w < kThreads / 32; w++) {
+            block += warp_counts[w];
+        }
+        if (block != 0) {
+            atomicAdd(count, static_cast<unsigned long long>(block));
+        }
+    }
+}
+
 } // namespace
+
+extern "C" weft_status_t weft_compare_cuda_async(const void *a, const void *b, size_t bytes, uint64_t *count,
+                                                 void *stream)
+{
+    int           device, sms;
+    weft_status_t status;
+
+    if (count == nullptr || (bytes > 0 && (a == nullptr || b == nullptr))) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (bytes == 0) {
+        return WEFT_OK;
+    }
+    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    }
+    if (status == WEFT_OK) {
+        /* At most 8 blocks an SM; no more than the words need. */
+        const size_t want   = (bytes / 8 + kThreads) / kThreads;
+        const size_t most   = static_cast<size_t>(sms) * 8;
+        const size_t blocks = want < most ? want : most;
+
+        compare_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const unsigned char *>(a), static_cast<const unsigned char *>(b), bytes,
+            reinterpret_cast<unsigned long long *>(count));
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    return status;
+}
 
 extern "C" weft_status_t weft_checksum_cuda_strided_async(const void *device_data, size_t bytes, size_t stride,
                                                           uint32_t count, uint64_t *results, void *stream)

@@ -62,7 +62,11 @@ static int update_usage(FILE *out)
             "  --experts N       experts per layer (32)\n"
             "  --hidden N        hidden size H (2048)\n"
             "  --intermediate N  expert intermediate size I; gate_up is [2I, H] (768)\n"
-            "  --versions N      versions to publish, one optimizer step each (5)\n"
+            "  --versions N      versions to publish, one optimizer step each (5; on a GPU\n"
+            "                    the warm-up and 5 more)\n"
+            "  --warmup N        of those, the first N are not timed (on a GPU the slot\n"
+            "                    count: an engine maps each slot's GPU memory once, at its\n"
+            "                    first read of the slot; 0 on the host)\n"
             "  --consumers N     consumer processes (2)\n"
             "  --slots N         registry slots (3)\n"
             "  --block N         FP8 block size, a power of two up to 1024 (128)\n"
@@ -108,15 +112,15 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"gpu", required_argument, NULL, 'g'},      {"model", required_argument, NULL, 'M'},
         {"offload", no_argument, NULL, 'O'},        {"kill-engine", required_argument, NULL, 'K'},
         {"kill-trainer", required_argument, NULL, 'T'}, {"no-peer", no_argument, NULL, 'n'},
-        {"peer-script", required_argument, NULL, 'p'},
+        {"peer-script", required_argument, NULL, 'p'}, {"warmup", required_argument, NULL, 'w'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0;
     int      opt, layers_given = 0;
 
-    *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = WEFT_PERF_UPDATE_PEER, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 5,
+    *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = WEFT_PERF_UPDATE_PEER, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 0,
                             .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
-                            .optimizer = WEFT_OPTIM_ADAMW};
+                            .optimizer = WEFT_OPTIM_ADAMW, .warmup = UINT64_MAX};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -147,6 +151,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         case 'K': bad = perf_arg_u64("--kill-engine", optarg, 1, UPDATE_MAX_VERSIONS, &o->kill_engine_at); break;
         case 'T': bad = perf_arg_u64("--kill-trainer", optarg, 2, UPDATE_MAX_VERSIONS, &o->kill_trainer_at); break;
         case 'n': o->peer = 0; break;
+        case 'w': bad = perf_arg_u64("--warmup", optarg, 0, UPDATE_MAX_VERSIONS - 1, &o->warmup); break;
         case 'p': o->peer_script = optarg; break;
         case 'M': {
             /* hidden, moe intermediate, routed experts, MoE layers (their
@@ -182,6 +187,14 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         }
     }
     o->device = (int)gpu;
+    o->versions_given = o->versions != 0;
+    if (!o->versions_given) {
+        o->versions = 5; /* on a GPU the warm-up is added once the placement is known */
+    }
+    if (o->versions_given && o->warmup != UINT64_MAX && o->warmup >= o->versions) {
+        fprintf(stderr, "weft-perf update: --warmup N leaves no version to time (--versions > N)\n");
+        return 2;
+    }
     if (o->kill_engine_at >= o->versions) {
         fprintf(stderr, "weft-perf update: --kill-engine V needs a version after V (--versions > V)\n");
         return 2;
@@ -219,11 +232,13 @@ typedef struct trainer {
     weft_optim_grad_t  *grads;
     uint32_t            groups;
     uint64_t           *checksums; /* the row of the version being written */
+    uint8_t            *samples;   /* GPU: the sample row of the version being written */
     uint64_t            version, units; /* the version being written, the matrices written of it */
     uint64_t            quant_ns, sum_ns;
     void               *dev_grads[2];     /* GPU: two gradient sets, group after group */
     uint64_t           *dev_checksums;    /* GPU: where the writer's sums land */
     void               *stream;           /* GPU: the step's cudaStream_t */
+    void               *pinned_samples;   /* GPU: the shared mapping's sample rows, page-locked */
 } trainer_t;
 
 #ifdef HAVE_CUDA
@@ -238,7 +253,7 @@ static weft_status_t cuda_status(cudaError_t err, const char *what)
 
 /* The device arrays: two gradient sets of every parameter, the checksums,
  * the step's stream. */
-static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o)
+static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o, update_shared_t *shared)
 {
     const uint64_t params = o->layers * o->experts * 3 * o->intermediate * o->hidden;
     weft_status_t  status = cuda_status(cudaSetDevice(o->device), "cudaSetDevice");
@@ -254,6 +269,15 @@ static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o)
         cudaStream_t stream;
         status    = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
         t->stream = status == WEFT_OK ? stream : NULL;
+    }
+    if (status == WEFT_OK) {
+        /* Page-locked, so that the writer's copies of the sampled expert
+         * go home at PCIe speed, asynchronously, during the step (from
+         * pageable memory they took 16 ms of the tail). */
+        void *rows = update_samples(shared, o, 0);
+        status     = cuda_status(cudaHostRegister(rows, UPDATE_RING * update_sample_bytes(o), cudaHostRegisterDefault),
+                                 "cudaHostRegister (samples)");
+        t->pinned_samples = status == WEFT_OK ? rows : NULL;
     }
     return status;
 }
@@ -284,30 +308,42 @@ static weft_status_t trainer_gpu_wait(trainer_t *t)
 }
 
 /* After a GPU step: waits for it, then brings home the checksums the
- * writer computed and the sampled expert's bytes of every layer and kind,
- * for the engines to hold their copies against. */
-static weft_status_t trainer_gpu_finish(trainer_t *t, update_shared_t *shared, uint64_t version)
+ * writer computed (the sampled expert's bytes came home during the step,
+ * see write_and_sum), for the engines to hold their copies against. */
+static weft_status_t trainer_gpu_finish(trainer_t *t)
 {
-    const update_options_t *o = t->o;
-    const uint64_t          expert = update_sample_expert(o, version);
-    uint8_t                *sample = update_samples(shared, o, version);
-    weft_status_t           status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
+    weft_status_t status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
 
     if (status == WEFT_OK) {
-        status = cuda_status(cudaMemcpy(t->checksums, t->dev_checksums, update_tensor_count(o) * sizeof(uint64_t),
-                                        cudaMemcpyDeviceToHost),
+        status = cuda_status(cudaMemcpy(t->checksums, t->dev_checksums,
+                                        update_tensor_count(t->o) * sizeof(uint64_t), cudaMemcpyDeviceToHost),
                              "checksum copy");
     }
-    for (uint64_t l = 0; l < o->layers && status == WEFT_OK; l++) {
-        for (int k = 0; k < UPDATE_KINDS && status == WEFT_OK; k++) {
-            const uint64_t bytes = update_kind_bytes(&t->kinds[k]);
-            void          *data;
-            status = weft_registry_write_tensor(t->reg, update_tensor_index(o, l, k, expert), &data);
-            if (status == WEFT_OK) {
-                status = cuda_status(cudaMemcpy(sample, data, bytes, cudaMemcpyDeviceToHost), "sample copy");
-            }
-            sample += bytes;
+    return status;
+}
+
+/* The sampled expert's three tensors just written by `unit` (an expert of
+ * layer `layer`, projection `p`), copied home on the unit's stream after
+ * the writer's kernels, into their place in the sample row: every layer
+ * and kind one after another. */
+static weft_status_t trainer_gpu_sample(trainer_t *t, const weft_optim_unit_t *unit, uint64_t layer, int p)
+{
+    uint64_t      offset = 0;
+    weft_status_t status = WEFT_OK;
+
+    for (int k = 0; k < UPDATE_KINDS; k++) {
+        offset += update_kind_bytes(&t->kinds[k]) * (k < 3 * p ? layer + 1 : layer);
+    }
+    for (int k = 3 * p; k < 3 * p + 3 && status == WEFT_OK; k++) {
+        const uint64_t bytes = update_kind_bytes(&t->kinds[k]);
+        void          *data;
+        status = weft_registry_write_tensor(t->reg, update_tensor_index(t->o, layer, k, (uint64_t)unit->expert), &data);
+        if (status == WEFT_OK) {
+            status = cuda_status(cudaMemcpyAsync(t->samples + offset, data, bytes, cudaMemcpyDeviceToHost,
+                                                 (cudaStream_t)unit->stream),
+                                 "sample copy");
         }
+        offset += bytes;
     }
     return status;
 }
@@ -360,7 +396,7 @@ static void trainer_gpu_free(trainer_t *t)
     cudaFree(t->dev_checksums);
 }
 #else
-static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o)
+static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o, update_shared_t *shared)
 {
     (void)t;
     (void)o;
@@ -383,11 +419,18 @@ static weft_status_t trainer_gpu_wait(trainer_t *t)
     return WEFT_ERR_UNSUPPORTED;
 }
 
-static weft_status_t trainer_gpu_finish(trainer_t *t, update_shared_t *shared, uint64_t version)
+static weft_status_t trainer_gpu_finish(trainer_t *t)
 {
     (void)t;
-    (void)shared;
-    (void)version;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status_t trainer_gpu_sample(trainer_t *t, const weft_optim_unit_t *unit, uint64_t layer, int p)
+{
+    (void)t;
+    (void)unit;
+    (void)layer;
+    (void)p;
     return WEFT_ERR_UNSUPPORTED;
 }
 
@@ -405,7 +448,8 @@ static void trainer_gpu_free(trainer_t *t)
 }
 #endif
 
-static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, weft_registry_h reg)
+static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, weft_registry_h reg,
+                                    update_shared_t *shared)
 {
     weft_optim_params_t        op = {.field_mask = o->threads ? WEFT_OPTIM_PARAM_THREADS : 0,
                                      .threads    = (uint32_t)o->threads};
@@ -426,7 +470,7 @@ static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, wef
     if (o->gpu) {
         op = (weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE,
                                    .placement = WEFT_OPTIM_STAGED, .device = o->device};
-        status = trainer_gpu_alloc(t, o);
+        status = trainer_gpu_alloc(t, o, shared);
         if (status != WEFT_OK) {
             return status;
         }
@@ -485,7 +529,8 @@ static void trainer_destroy(trainer_t *t)
 }
 
 /* The step's writer: the FP8 writer, then the checksums of the three
- * tensors it wrote, while they are in cache. */
+ * tensors it wrote, while they are in cache; on a GPU, the sampled
+ * expert's tensors are copied home as well. */
 static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
 {
     trainer_t     *t = arg;
@@ -508,6 +553,9 @@ static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
         } else if (status == WEFT_OK) {
             t->checksums[i] = weft_checksum_host(data, update_kind_bytes(&t->kinds[k]));
         }
+    }
+    if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA && expert == update_sample_expert(t->o, t->version)) {
+        status = trainer_gpu_sample(t, unit, layer, p);
     }
     t->sum_ns += perf_now_ns() - t1;
     /* --kill-trainer: a crash with half of the version's matrices written. */
@@ -651,7 +699,7 @@ static void run_peer(const update_options_t *o, update_peer_t *peer)
              "--block %llu --versions %llu --warmup 2 --lr %g 2>&1",
              o->device, o->peer_script, (unsigned long long)o->layers, (unsigned long long)o->experts,
              (unsigned long long)o->hidden, (unsigned long long)o->intermediate, (unsigned long long)o->block,
-             (unsigned long long)o->versions, o->lr);
+             (unsigned long long)(o->versions - o->warmup), o->lr);
     snprintf(peer->note, sizeof(peer->note), "torch staged AdamW, compiled quantizer, per-tensor IPC via %s",
              o->peer_script);
     fflush(NULL);
@@ -727,7 +775,7 @@ int perf_cmd_update(int argc, char **argv)
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
     uint64_t              wrong_sampled = 0, wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0;
-    uint64_t              rebinds = 0, moved = 0;
+    uint64_t              rebinds = 0, moved = 0, timed_from = 1, timed_rebinds = 0;
     update_peer_t         peer;
     pid_t                 engine0 = -1;
     int                   nursery_fd = -1;
@@ -759,12 +807,22 @@ int perf_cmd_update(int argc, char **argv)
         fprintf(stderr, "weft-perf update: --offload is for engines on a GPU\n");
         return 2;
     }
+    if (o.warmup == UINT64_MAX) {
+        o.warmup = o.gpu ? o.slots : 0;
+        if (o.versions_given && o.warmup >= o.versions) {
+            o.warmup = o.versions - 1; /* a short run still times its last version */
+        }
+    }
+    if (!o.versions_given) {
+        o.versions = o.warmup + 5;
+    }
     if (o.layers == 0) {
         o.layers = fit_layers(&o, gpu_free);
     }
     shared_bytes = update_shared_bytes(&o);
     shared = mmap(NULL, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     wake = calloc(o.versions * o.consumers, sizeof(*wake));
+    timed_from = o.warmup + 1;
     if (shared == MAP_FAILED || wake == NULL || perf_catch_interrupts() != 0) {
         fprintf(stderr, "weft-perf update: out of memory\n");
         return 1;
@@ -823,7 +881,7 @@ int perf_cmd_update(int argc, char **argv)
             goto out;
         }
     }
-    status = trainer_create(&trainer, &o, reg);
+    status = trainer_create(&trainer, &o, reg, shared);
     have_trainer = 1;
     if (status != WEFT_OK) {
         fprintf(stderr, "weft-perf update: optimizer: %s\n", weft_status_string(status));
@@ -853,10 +911,14 @@ int perf_cmd_update(int argc, char **argv)
             sp.field_mask |= WEFT_OPTIM_STEP_STREAM;
             sp.stream = trainer.stream;
         }
+        if (v == timed_from) {
+            trainer.quant_ns = trainer.sum_ns = 0; /* the warm-up's are not counted */
+        }
         tg = perf_now_ns();
         /* One optimizer step; its writer quantizes each updated matrix
          * straight into the slot being written. */
         trainer.checksums = update_checksums(shared, &o, v);
+        trainer.samples   = update_samples(shared, &o, v);
         trainer.version = v;
         trainer.units = 0;
         status = weft_registry_write_begin(reg, 60000000, NULL);
@@ -868,7 +930,7 @@ int perf_cmd_update(int argc, char **argv)
         }
         t1 = perf_now_ns();
         if (status == WEFT_OK && o.gpu) {
-            status = trainer_gpu_finish(&trainer, shared, v);
+            status = trainer_gpu_finish(&trainer);
         }
         tf = perf_now_ns();
         shared->publish_ns[v] = tf;
@@ -911,11 +973,13 @@ int perf_cmd_update(int argc, char **argv)
                 goto out;
             }
         }
-        grad_ns += tg - t0;
-        step_ns += t1 - tg;
-        finish_ns += tf - t1;
-        publish_call_ns += t2 - tf;
-        ack_ns += perf_now_ns() - t2;
+        if (v >= timed_from) {
+            grad_ns += tg - t0;
+            step_ns += t1 - tg;
+            finish_ns += tf - t1;
+            publish_call_ns += t2 - tf;
+            ack_ns += perf_now_ns() - t2;
+        }
     }
     if (published < o.versions) {
         /* Interrupted: the consumers wait for versions that will not come. */
@@ -945,10 +1009,11 @@ int perf_cmd_update(int argc, char **argv)
         copy_ns += shared->consumer[c].copy_ns;
         rebind_ns += shared->consumer[c].rebind_ns;
         rebinds += shared->consumer[c].rebinds;
+        timed_rebinds += shared->consumer[c].timed_rebinds;
         moved += shared->consumer[c].moved;
         verify_ns += shared->consumer[c].verify_ns;
-        verified_versions += shared->consumer[c].versions;
-        for (uint64_t v = 1; v <= published; v++) {
+        verified_versions += shared->consumer[c].timed;
+        for (uint64_t v = timed_from; v <= published; v++) {
             if (shared->consumer[c].wake_ns[v] >= shared->publish_ns[v] && shared->publish_ns[v] != 0) {
                 wake[nwake++] = shared->consumer[c].wake_ns[v] - shared->publish_ns[v];
             }
@@ -962,7 +1027,8 @@ int perf_cmd_update(int argc, char **argv)
     perf_latency_summarize(wake, nwake, &lat);
     weft_registry_get_stats(reg, &stats);
     {
-        const double n = (double)published;
+        /* Per version: over the versions after the warm-up. */
+        const double n = published >= timed_from ? (double)(published - timed_from + 1) : 1.0;
         double bytes = (double)stats.slot_bytes, seconds = (double)(perf_now_ns() - start) / 1e9;
         double delivered_gbps = bytes * (double)o.consumers * n / ((double)ack_ns / 1e9) / 1e9;
         double verify_ms = verified_versions ? (double)verify_ns / 1e6 / (double)verified_versions : 0;
@@ -983,7 +1049,7 @@ int perf_cmd_update(int argc, char **argv)
         double e2e_ms = (double)(step_ns + finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
         /* An engine's rebinding happens after it acknowledged, outside
          * e2e: as a fraction of it, what offloading adds to a version. */
-        double rebind_ms = rebinds ? (double)rebind_ns / 1e6 / (double)rebinds : NAN;
+        double rebind_ms = timed_rebinds ? (double)rebind_ns / 1e6 / (double)timed_rebinds : NAN;
         /* The tail: the last optimizer write (the step's end: versions are
          * not yet published layer by layer) to every engine acknowledged. */
         double tail_ms = (double)(finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
@@ -1008,6 +1074,7 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "tensors", stats.tensor_count);
             perf_json_uint(&j, "bytes_per_version", stats.slot_bytes);
             perf_json_uint(&j, "versions", published);
+            perf_json_uint(&j, "timed_versions", published >= timed_from ? published - timed_from + 1 : 0);
             perf_json_uint(&j, "consumers", o.consumers);
             perf_json_double(&j, "grad_fill_ms_per_version", (double)grad_ns / 1e6 / n);
             perf_json_double(&j, "step_ms_per_version", (double)step_ns / 1e6 / n);
@@ -1065,6 +1132,11 @@ int perf_cmd_update(int argc, char **argv)
                                                   : "AdamW (betas 0.9/0.999)",
                    o.lr, (double)oinfo.parameters / 1e6, (double)oinfo.host_bytes / 1e9,
                    o.threads ? (unsigned)o.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+            if (timed_from > 1) {
+                printf("# times a version: the mean over versions %llu to %llu (the first %llu are the warm-up)\n",
+                       (unsigned long long)timed_from, (unsigned long long)published,
+                       (unsigned long long)(timed_from - 1));
+            }
             printf("%10s %10s %10s %10s %12s %12s %14s %16s %14s %10s %14s\n", "versions", "grad_ms", "step_ms",
                    "quant_ms", "adamw_GB/s", "publish_us", "wake_p50_us", "all_acked_ms", "delivered_GB/s",
                    "verify_ms", "wrong_tensors");

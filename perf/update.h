@@ -28,6 +28,12 @@
 
 typedef struct update_options {
     uint64_t layers, experts, hidden, intermediate, versions, consumers, slots, block, threads;
+    /* The first `warmup` of the versions are published, received and
+     * verified like the others but not timed: an engine maps each
+     * registry slot's GPU arena the first time it reads it (several ms a
+     * slot, once), so the default on a GPU is the slot count. */
+    uint64_t warmup;
+    int      versions_given; /* --versions was given (else a GPU run adds its warm-up) */
     double   lr;
     int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
@@ -64,8 +70,10 @@ typedef struct update_shared {
          * sampled byte of it): an upper bound on the wrong bytes, 0 only
          * when every check passed. */
         uint64_t wrong_bytes;
-        uint64_t copy_ns;   /* wake to every byte in place */
-        uint64_t rebind_ns; /* --offload: new tensors allocated and the plan rebound */
+        uint64_t copy_ns;   /* wake to every byte in place (timed versions) */
+        uint64_t timed;     /* versions after the warm-up: copy_ns and verify_ns are theirs */
+        uint64_t rebind_ns; /* --offload: new tensors allocated and the plan rebound (before timed versions) */
+        uint64_t timed_rebinds;
         uint64_t rebinds, moved; /* rebinds, and those that got tensors at another address */
         /* --kill-engine: set by the trainer before it starts an engine
          * again: the run it is (0 the first), the version after which it

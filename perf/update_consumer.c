@@ -81,7 +81,9 @@ static int receive_next(const update_options_t *o, update_shared_t *shared, int 
     }
     status = weft_plan_copy(plan, &lease);
     weft_registry_release(reg, &lease);
-    shared->consumer[id].copy_ns += perf_now_ns() - woke;
+    if (lease.version > o->warmup) {
+        shared->consumer[id].copy_ns += perf_now_ns() - woke;
+    }
     if (status != WEFT_OK) {
         fprintf(stderr, "%s %d: version %llu: copy: %s\n", who, id, (unsigned long long)lease.version,
                 weft_status_string(status));
@@ -189,7 +191,10 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
                     }
                 }
             }
-            shared->consumer[id].verify_ns += perf_now_ns() - t0;
+            if (last > o->warmup) {
+                shared->consumer[id].verify_ns += perf_now_ns() - t0;
+                shared->consumer[id].timed++;
+            }
         }
         shared->consumer[id].versions++;
     }
@@ -229,47 +234,69 @@ static weft_status_t open_when_created(const char *name, weft_registry_h *reg)
     return status;
 }
 
+/* What an engine verifies with: the device sums and differing-byte
+ * counts (one a layer and kind) and their page-locked copies home, the
+ * producer's sample rows in the shared mapping registered for the GPU to
+ * read, and its stream. */
+typedef struct verifier {
+    uint64_t      *dev_sums, *sums;
+    uint64_t      *dev_differing, *differing;
+    const uint8_t *samples_for_gpu; /* the GPU's address of row 0 of the producer's samples */
+    uint8_t       *samples_host;    /* the same rows, registered (NULL: not yet) */
+    cudaStream_t   stream;
+} verifier_t;
+
 /* Verifies the version in the engine's tensors; 0 when every checksum and
- * every sampled byte is the producer's. */
+ * every sampled byte is the producer's. All of it runs on the GPU: every
+ * tensor's checksum, and the sampled expert's bytes compared with the
+ * producer's copy, which the GPU reads from the shared mapping. */
 static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id, uint64_t version,
-                      const tensor_kind_t *kinds, uint8_t *buffers[][UPDATE_KINDS], uint64_t *dev_sums,
-                      uint64_t *sums, uint8_t *sample, const char (*names)[WEFT_TENSOR_NAME_MAX], cudaStream_t stream)
+                      const tensor_kind_t *kinds, uint8_t *buffers[][UPDATE_KINDS], verifier_t *vf,
+                      const char (*names)[WEFT_TENSOR_NAME_MAX])
 {
     const uint64_t  count = update_tensor_count(o), expert = update_sample_expert(o, version);
     const uint64_t *expect = update_checksums(shared, o, version);
-    const uint8_t  *expect_sample = update_samples(shared, o, version);
+    const uint8_t  *expect_sample =
+        vf->samples_for_gpu + (update_samples(shared, o, version) - update_samples(shared, o, 0));
+    const uint64_t  cells = o->layers * UPDATE_KINDS;
     uint64_t        off = 0, wrong = 0, wrong_bytes = 0, wrong_tensor_bytes = 0;
 
+    if (cuda_fails(cudaMemsetAsync(vf->dev_differing, 0, cells * sizeof(uint64_t), vf->stream), "cudaMemsetAsync",
+                   id)) {
+        return -1;
+    }
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
             const uint64_t bytes = update_kind_bytes(&kinds[k]);
             /* Every expert of the fused tensor in one launch; their
              * indices follow one another. */
             if (weft_checksum_cuda_strided_async(buffers[l][k], bytes, bytes, (uint32_t)o->experts,
-                                                 &dev_sums[update_tensor_index(o, l, k, 0)], stream) != WEFT_OK) {
-                return -1;
-            }
-            if (cuda_fails(cudaMemcpyAsync(sample + off, buffers[l][k] + expert * bytes, bytes,
-                                           cudaMemcpyDeviceToHost, stream),
-                           "sample copy", id)) {
+                                                 &vf->dev_sums[update_tensor_index(o, l, k, 0)],
+                                                 vf->stream) != WEFT_OK ||
+                weft_compare_cuda_async(buffers[l][k] + expert * bytes, expect_sample + off, bytes,
+                                        &vf->dev_differing[l * UPDATE_KINDS + (uint64_t)k], vf->stream) != WEFT_OK) {
                 return -1;
             }
             off += bytes;
         }
     }
-    if (cuda_fails(cudaMemcpyAsync(sums, dev_sums, count * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream),
+    if (cuda_fails(cudaMemcpyAsync(vf->sums, vf->dev_sums, count * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                   vf->stream),
                    "checksum copy", id) ||
-        cuda_fails(cudaStreamSynchronize(stream), "verify", id)) {
+        cuda_fails(cudaMemcpyAsync(vf->differing, vf->dev_differing, cells * sizeof(uint64_t),
+                                   cudaMemcpyDeviceToHost, vf->stream),
+                   "count copy", id) ||
+        cuda_fails(cudaStreamSynchronize(vf->stream), "verify", id)) {
         return -1;
     }
-    off = 0;
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
             const uint64_t bytes = update_kind_bytes(&kinds[k]);
-            uint64_t       sampled_wrong = 0;
+            const uint32_t sampled = update_tensor_index(o, l, k, expert);
+            const uint64_t differing = vf->differing[l * UPDATE_KINDS + (uint64_t)k];
             for (uint64_t e = 0; e < o->experts; e++) {
                 const uint32_t i = update_tensor_index(o, l, k, e);
-                if (sums[i] != expect[i]) {
+                if (vf->sums[i] != expect[i]) {
                     wrong_tensor_bytes += bytes;
                     if (wrong++ == 0) {
                         fprintf(stderr, "engine %d: version %llu: %s differs from what the producer wrote\n", id,
@@ -277,16 +304,11 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
                     }
                 }
             }
-            const uint32_t sampled = update_tensor_index(o, l, k, expert);
-            for (uint64_t b = 0; b < bytes; b++) {
-                sampled_wrong += sample[off + b] != expect_sample[off + b];
-            }
             /* A sampled tensor whose checksum passed: counted here. */
-            if (sampled_wrong != 0 && sums[sampled] == expect[sampled]) {
+            if (differing != 0 && vf->sums[sampled] == expect[sampled]) {
                 wrong_tensor_bytes += bytes;
             }
-            wrong_bytes += sampled_wrong;
-            off += bytes;
+            wrong_bytes += differing;
         }
     }
     if (wrong_bytes != 0) {
@@ -299,6 +321,46 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
     shared->consumer[id].wrong_bytes += wrong_tensor_bytes;
     shared->consumer[id].sampled_bytes += off;
     return wrong == 0 && wrong_bytes == 0 ? 0 : 1;
+}
+
+/* The verifier's memory; 0 on success. The producer's sample rows are
+ * registered as mapped so that the compare kernels read them where they
+ * are. */
+static int verifier_create(const update_options_t *o, update_shared_t *shared, int id, verifier_t *vf)
+{
+    const uint64_t cells = o->layers * UPDATE_KINDS, count = update_tensor_count(o);
+    uint8_t       *rows = update_samples(shared, o, 0);
+    void          *for_gpu = NULL;
+
+    if (cuda_fails(cudaMallocHost((void **)&vf->sums, count * sizeof(uint64_t)), "cudaMallocHost", id) ||
+        cuda_fails(cudaMallocHost((void **)&vf->differing, cells * sizeof(uint64_t)), "cudaMallocHost", id) ||
+        cuda_fails(cudaMalloc((void **)&vf->dev_sums, count * sizeof(uint64_t)), "cudaMalloc", id) ||
+        cuda_fails(cudaMalloc((void **)&vf->dev_differing, cells * sizeof(uint64_t)), "cudaMalloc", id) ||
+        cuda_fails(cudaStreamCreateWithFlags(&vf->stream, cudaStreamNonBlocking), "stream", id) ||
+        cuda_fails(cudaHostRegister(rows, UPDATE_RING * update_sample_bytes(o), cudaHostRegisterMapped),
+                   "cudaHostRegister (samples)", id)) {
+        return -1;
+    }
+    vf->samples_host = rows;
+    if (cuda_fails(cudaHostGetDevicePointer(&for_gpu, rows, 0), "cudaHostGetDevicePointer", id)) {
+        return -1;
+    }
+    vf->samples_for_gpu = for_gpu;
+    return 0;
+}
+
+static void verifier_destroy(verifier_t *vf)
+{
+    if (vf->samples_host != NULL) {
+        cudaHostUnregister(vf->samples_host);
+    }
+    cudaFree(vf->dev_sums);
+    cudaFree(vf->dev_differing);
+    cudaFreeHost(vf->sums);
+    cudaFreeHost(vf->differing);
+    if (vf->stream != NULL) {
+        cudaStreamDestroy(vf->stream);
+    }
 }
 
 /* The engine's fused tensors (w13_weight[E, 2I, H] and the like: one
@@ -345,7 +407,7 @@ static void gpu_tensors_free(const update_options_t *o, uint8_t *buffers[][UPDAT
  */
 static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared, int id, const tensor_kind_t *kinds,
                               uint8_t *buffers[][UPDATE_KINDS], weft_recv_view_t *views,
-                              const char (*names)[WEFT_TENSOR_NAME_MAX], weft_plan_h plan)
+                              const char (*names)[WEFT_TENSOR_NAME_MAX], weft_plan_h plan, int next_timed)
 {
     const uintptr_t before = (uintptr_t)buffers[0][0];
     void           *pad = NULL;
@@ -366,7 +428,10 @@ static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared
             bad = -1;
         }
     }
-    shared->consumer[id].rebind_ns += perf_now_ns() - t0;
+    if (next_timed) {
+        shared->consumer[id].rebind_ns += perf_now_ns() - t0;
+        shared->consumer[id].timed_rebinds++;
+    }
     shared->consumer[id].rebinds++;
     shared->consumer[id].moved += (uintptr_t)buffers[0][0] != before;
     cudaFree(pad);
@@ -378,13 +443,11 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
     const size_t      count = (size_t)update_tensor_count(o);
     weft_recv_view_t *views = calloc(count, sizeof(*views));
     char            (*names)[WEFT_TENSOR_NAME_MAX] = calloc(count, sizeof(*names));
-    uint64_t         *sums = NULL, *dev_sums = NULL;
-    uint8_t          *sample = NULL;
+    verifier_t        vf = {0};
     uint8_t          *buffers[UPDATE_MAX_LAYERS][UPDATE_KINDS];
     tensor_kind_t     kinds[UPDATE_KINDS];
     weft_registry_h   reg = NULL;
     weft_plan_h       plan = NULL;
-    cudaStream_t      stream = NULL;
     weft_plan_h       half = NULL;
     uint32_t          consumer;
     uint64_t          last = 0;
@@ -397,12 +460,7 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         fprintf(stderr, "engine %d: out of memory\n", id);
         return 3;
     }
-    /* Pinned, so that the verification's copies home run at full speed. */
-    if (cuda_fails(cudaSetDevice(o->device), "cudaSetDevice", id) ||
-        cuda_fails(cudaMallocHost((void **)&sums, count * sizeof(uint64_t)), "cudaMallocHost", id) ||
-        cuda_fails(cudaMallocHost((void **)&sample, update_sample_bytes(o)), "cudaMallocHost", id) ||
-        cuda_fails(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", id) ||
-        cuda_fails(cudaMalloc((void **)&dev_sums, count * sizeof(uint64_t)), "cudaMalloc", id)) {
+    if (cuda_fails(cudaSetDevice(o->device), "cudaSetDevice", id) || verifier_create(o, shared, id, &vf) != 0) {
         return 3;
     }
     for (uint64_t l = 0; l < o->layers; l++) {
@@ -440,9 +498,11 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
             return 4;
         }
         t0   = perf_now_ns();
-        bad  = gpu_verify(o, shared, id, last, kinds, buffers, dev_sums, sums, sample,
-                          (const char(*)[WEFT_TENSOR_NAME_MAX])names, stream);
-        shared->consumer[id].verify_ns += perf_now_ns() - t0;
+        bad  = gpu_verify(o, shared, id, last, kinds, buffers, &vf, (const char(*)[WEFT_TENSOR_NAME_MAX])names);
+        if (last > o->warmup) {
+            shared->consumer[id].verify_ns += perf_now_ns() - t0;
+            shared->consumer[id].timed++;
+        }
         if (bad != 0) {
             /* Not current for this engine: the trainer hears why. */
             weft_registry_consumer_failed(reg, consumer, last, bad < 0 ? WEFT_ERR_CUDA : WEFT_ERR_CORRUPT);
@@ -453,7 +513,7 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         shared->consumer[id].versions++;
         if (o->offload && last < o->versions &&
             (gpu_offload_reload(o, shared, id, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names,
-                                plan) != 0 ||
+                                plan, last + 1 > o->warmup) != 0 ||
              (half != NULL && weft_plan_rebind(half, views, count / 2 + 1) != WEFT_OK))) {
             return 3;
         }
@@ -462,10 +522,7 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
     weft_plan_destroy(half);
     weft_registry_close(reg);
     gpu_tensors_free(o, buffers);
-    cudaFree(dev_sums);
-    cudaFreeHost(sums);
-    cudaFreeHost(sample);
-    cudaStreamDestroy(stream);
+    verifier_destroy(&vf);
     free(views);
     free(names);
     return 0;

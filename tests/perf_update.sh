@@ -14,6 +14,8 @@ echo "$out"
 fail=0
 field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field versions)" = 4 ] || { echo "FAIL: versions $(field versions), not 4"; fail=1; }
+# No warm-up on the host: every version is timed.
+[ "$(field timed_versions)" = 4 ] || { echo "FAIL: timed_versions $(field timed_versions), not 4"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: wrong_tensors $(field wrong_tensors)"; fail=1; }
 [ "$(field wrong_bytes)" = 0 ] || { echo "FAIL: wrong_bytes $(field wrong_bytes)"; fail=1; }
 # 2 layers x 3 experts x (W, WT, scale) x 2 projections
@@ -64,6 +66,8 @@ kill_trainer host
 [ $? -eq 2 ] || { echo "FAIL: --kill-trainer past the last version must be a usage error"; fail=1; }
 "$perf" update --device host --versions 4 --kill-engine 4 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --kill-engine of the last version must be a usage error"; fail=1; }
+"$perf" update --device host --versions 4 --warmup 4 >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: a warm-up that leaves no version to time must be a usage error"; fail=1; }
 "$perf" update --model llama >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: an unknown --model must be a usage error"; fail=1; }
 "$perf" update --device host --offload >/dev/null 2>&1

@@ -113,6 +113,7 @@ START_TEST(checksum_cuda_without_gpu_support)
     ck_assert_int_eq(weft_checksum_cuda(NULL, 0, NULL, &sum), WEFT_ERR_UNSUPPORTED);
     ck_assert_int_eq(weft_checksum_cuda_async(NULL, 0, &sum, NULL), WEFT_ERR_UNSUPPORTED);
     ck_assert_int_eq(weft_checksum_cuda_strided_async(NULL, 0, 0, 1, &sum, NULL), WEFT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(weft_compare_cuda_async(&sum, &sum, sizeof(sum), &sum, NULL), WEFT_ERR_UNSUPPORTED);
     ck_assert_uint_eq(sum, 5);
 }
 END_TEST

@@ -1,4 +1,5 @@
-/* kernels/ on the GPU: the checksum kernel against the host reference.
+/* kernels/ on the GPU: the checksum kernel against the host reference, the
+ * byte comparison against a count on the host.
  * Exits 77 (skipped) where no GPU is present. */
 #include "config.h"
 
@@ -142,6 +143,96 @@ START_TEST(gpu_checksum_strided_matches_host)
 }
 END_TEST
 
+/* Bytes differing at known places, at offsets that align the two
+ * buffers alike and not, with b in device memory and in registered host
+ * memory; two calls add to one counter. */
+START_TEST(gpu_compare_counts_differing_bytes)
+{
+    static const size_t sizes[] = {0, 1, 7, 8, 9, 63, 4099, (1 << 20) + 5};
+    static const size_t offsets[][2] = {{0, 0}, {3, 3}, {0, 5}, {7, 1}};
+    const size_t        room = (1 << 20) + 64;
+    unsigned char      *host_a = malloc(room), *host_b = malloc(room);
+    unsigned char      *dev_a, *dev_b;
+    uint64_t           *dev_count, got;
+    cudaStream_t        stream;
+
+    ck_assert_ptr_nonnull(host_a);
+    ck_assert_ptr_nonnull(host_b);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&dev_a, room), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&dev_b, room), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&dev_count, sizeof(uint64_t)), cudaSuccess);
+    fill_random(host_a, room, 77u);
+    ck_assert_int_eq(cudaMemcpy(dev_a, host_a, room, cudaMemcpyHostToDevice), cudaSuccess);
+    for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++) {
+        const size_t oa = offsets[o][0], ob = offsets[o][1];
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            const size_t bytes = sizes[z];
+            uint64_t     expect = 0;
+
+            /* b: a's bytes moved to b's offset, then every 97th byte and
+             * the first and last ones changed. */
+            memcpy(host_b + ob, host_a + oa, bytes);
+            for (size_t i = 0; i < bytes; i += 97) {
+                host_b[ob + i] ^= (unsigned char)(1u << (i % 8));
+            }
+            if (bytes > 0) {
+                host_b[ob + bytes - 1] ^= 0x80;
+            }
+            for (size_t i = 0; i < bytes; i++) {
+                expect += host_a[oa + i] != host_b[ob + i];
+            }
+            ck_assert_int_eq(cudaMemcpy(dev_b, host_b, room, cudaMemcpyHostToDevice), cudaSuccess);
+            ck_assert_int_eq(cudaMemsetAsync(dev_count, 0, sizeof(uint64_t), stream), cudaSuccess);
+            ck_assert_int_eq(weft_compare_cuda_async(dev_a + oa, dev_b + ob, bytes, dev_count, stream), WEFT_OK);
+            ck_assert_int_eq(cudaMemcpyAsync(&got, dev_count, sizeof(got), cudaMemcpyDeviceToHost, stream),
+                             cudaSuccess);
+            ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+            ck_assert_msg(got == expect, "%zu bytes at offsets %zu, %zu: counted %llu, expected %llu", bytes, oa,
+                          ob, (unsigned long long)got, (unsigned long long)expect);
+            /* Identical bytes count nothing. */
+            ck_assert_int_eq(cudaMemsetAsync(dev_count, 0, sizeof(uint64_t), stream), cudaSuccess);
+            ck_assert_int_eq(weft_compare_cuda_async(dev_a + oa, dev_a + oa, bytes, dev_count, stream), WEFT_OK);
+            ck_assert_int_eq(cudaMemcpyAsync(&got, dev_count, sizeof(got), cudaMemcpyDeviceToHost, stream),
+                             cudaSuccess);
+            ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+            ck_assert_uint_eq(got, 0);
+        }
+    }
+    /* b in registered host memory, compared twice into one counter. */
+    {
+        const size_t bytes = (1 << 20) + 5;
+        uint64_t     expect = 0;
+
+        memcpy(host_b, host_a, bytes);
+        for (size_t i = 0; i < bytes; i += 1001) {
+            host_b[i] = (unsigned char)~host_b[i];
+        }
+        for (size_t i = 0; i < bytes; i++) {
+            expect += host_a[i] != host_b[i];
+        }
+        ck_assert_int_eq(cudaHostRegister(host_b, room, cudaHostRegisterMapped), cudaSuccess);
+        ck_assert_int_eq(cudaMemsetAsync(dev_count, 0, sizeof(uint64_t), stream), cudaSuccess);
+        ck_assert_int_eq(weft_compare_cuda_async(dev_a, host_b, bytes, dev_count, stream), WEFT_OK);
+        ck_assert_int_eq(weft_compare_cuda_async(dev_a, host_b, bytes, dev_count, stream), WEFT_OK);
+        ck_assert_int_eq(cudaMemcpyAsync(&got, dev_count, sizeof(got), cudaMemcpyDeviceToHost, stream), cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+        ck_assert_int_eq(cudaHostUnregister(host_b), cudaSuccess);
+        ck_assert_uint_gt(expect, 1000);
+        ck_assert_uint_eq(got, 2 * expect);
+    }
+    ck_assert_int_eq(weft_compare_cuda_async(dev_a, dev_b, 8, NULL, stream), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_compare_cuda_async(NULL, dev_b, 8, dev_count, stream), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_compare_cuda_async(NULL, NULL, 0, dev_count, stream), WEFT_OK);
+    cudaFree(dev_a);
+    cudaFree(dev_b);
+    cudaFree(dev_count);
+    cudaStreamDestroy(stream);
+    free(host_a);
+    free(host_b);
+}
+END_TEST
+
 int main(void)
 {
     Suite   *s;
@@ -160,6 +251,7 @@ int main(void)
     tcase_add_test(tc, gpu_checksum_rejects_null_output);
     tcase_add_test(tc, gpu_checksum_async_into_device_memory);
     tcase_add_test(tc, gpu_checksum_strided_matches_host);
+    tcase_add_test(tc, gpu_compare_counts_differing_bytes);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */

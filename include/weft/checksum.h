@@ -62,6 +62,22 @@ WEFT_API weft_status_t weft_checksum_cuda_async(const void *device_data, size_t 
 WEFT_API weft_status_t weft_checksum_cuda_strided_async(const void *device_data, size_t bytes, size_t stride,
                                                         uint32_t count, uint64_t *results, void *stream);
 
+/*
+ * Counts the bytes at which a[0 .. bytes − 1] and b[0 .. bytes − 1]
+ * differ, on the GPU, enqueued on `stream` like weft_checksum_cuda_async,
+ * and adds the count to *count (zero it first: several comparisons can
+ * add to one counter). a, b and count must be memory the stream's GPU
+ * can read (count: write): its device memory, or page-locked host memory
+ * registered as mapped (cudaHostRegister, cudaMallocHost), whose host
+ * address the GPU uses as is. For engines that check a sampled subset of
+ * what they received byte for byte against the producer's copy without
+ * bringing either home. Any alignment. WEFT_ERR_INVALID_PARAM for a NULL
+ * count (or NULL a or b with bytes > 0), WEFT_ERR_UNSUPPORTED without
+ * CUDA, WEFT_ERR_CUDA when the launch fails (logged).
+ */
+WEFT_API weft_status_t weft_compare_cuda_async(const void *a, const void *b, size_t bytes, uint64_t *count,
+                                               void *stream);
+
 #ifdef __cplusplus
 }
 #endif
