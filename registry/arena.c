@@ -116,6 +116,7 @@ void weft_registry_arenas_orphan(struct weft_registry *reg)
         uint64_t word = REG_LOAD(&reg->arenas[s].word);
 
         REG_STORE(&reg->slots[s].word, REG_SLOT_WORD(0, REG_SLOT_FREE));
+        weft_registry_slot_unannounce(reg, s);
         REG_STORE(&reg->arenas[s].word, REG_ARENA_WORD(REG_ARENA_GEN(word), REG_ARENA_ABSENT));
     }
     REG_STORE(&reg->hdr->arena_word,

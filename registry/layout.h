@@ -29,7 +29,7 @@
 #define REG_MAGIC         "WEFTREG1"
 #define REG_MAGIC_LEN     8
 #define REG_ABI_MAJOR     1
-#define REG_ABI_MINOR     1 /* 1.1 added GPU arenas; 1.0 segments still open */
+#define REG_ABI_MINOR     2 /* 1.1 added GPU arenas, 1.2 streaming; 1.0 segments still open */
 
 #define REG_TENSOR_ALIGN  256u  /* every tensor's offset in a slot arena */
 #define REG_PAGE          4096u /* arenas and the segment size */
@@ -156,7 +156,13 @@ typedef struct reg_tensor {
 typedef struct reg_slot {
     uint64_t word;            /* atomic: version << 2 | state */
     uint64_t publish_time_ns; /* CLOCK_MONOTONIC at publish */
-    uint8_t  reserved[48];
+    /* ABI 1.2, streaming (PROTOCOL.md): while the slot is WRITING, the
+     * version it will be published as and how many of its first tensors
+     * are final; both 0 when nothing is announced. The version is set
+     * before the count grows and cleared after the count is. */
+    uint64_t ready_version; /* atomic */
+    uint32_t ready_count;   /* atomic */
+    uint8_t  reserved[36];
 } reg_slot_t;
 
 typedef struct reg_lease {
@@ -211,6 +217,8 @@ _Static_assert(offsetof(reg_header_t, memory) == 112, "header layout");
 _Static_assert(offsetof(reg_header_t, arena_word) == 576, "header layout");
 _Static_assert(sizeof(reg_tensor_t) == 256, "tensor record layout");
 _Static_assert(sizeof(reg_slot_t) == 64, "slot record layout");
+_Static_assert(offsetof(reg_slot_t, ready_version) == 16 && offsetof(reg_slot_t, ready_count) == 24,
+               "slot record layout");
 _Static_assert(sizeof(reg_lease_t) == 64, "lease record layout");
 _Static_assert(sizeof(reg_consumer_t) == 128, "consumer record layout");
 _Static_assert(sizeof(reg_arena_t) == 1024, "arena record layout");

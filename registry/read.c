@@ -89,6 +89,28 @@ static int64_t lease_claim(struct weft_registry *reg)
     return -1;
 }
 
+/* lease_claim, logged when the table is full; NULL then. */
+static reg_lease_t *lease_claim_logged(struct weft_registry *reg, uint32_t *index)
+{
+    int64_t record = lease_claim(reg);
+
+    if (record < 0) {
+        weft_log_error("registry \"%s\": all %u lease records are held", reg->name, reg->geo.lease_capacity);
+        return NULL;
+    }
+    *index = (uint32_t)record;
+    return &reg->leases[record];
+}
+
+/* The caller's view of a lease now held on `version` in `slot`. */
+static void lease_fill(reg_lease_t *lease, uint32_t index, uint64_t version, uint32_t slot, weft_lease_t *out)
+{
+    out->version = version;
+    out->slot = slot;
+    out->record = index;
+    out->ticket = __atomic_add_fetch(&lease->ticket, 1, __ATOMIC_SEQ_CST);
+}
+
 static void lease_unclaim(struct weft_registry *reg, reg_lease_t *lease)
 {
     REG_STORE(&lease->slot_version, 0);
@@ -100,7 +122,7 @@ static void lease_unclaim(struct weft_registry *reg, reg_lease_t *lease)
 WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *out)
 {
     reg_lease_t *lease;
-    int64_t      record;
+    uint32_t     record;
 
     if (reg == NULL || out == NULL) {
         return WEFT_ERR_INVALID_PARAM;
@@ -112,12 +134,10 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
     if (!latest_readable(REG_LOAD(&reg->hdr->latest))) {
         return WEFT_ERR_NOT_FOUND;
     }
-    record = lease_claim(reg);
-    if (record < 0) {
-        weft_log_error("registry \"%s\": all %u lease records are held", reg->name, reg->geo.lease_capacity);
+    lease = lease_claim_logged(reg, &record);
+    if (lease == NULL) {
         return WEFT_ERR_NO_SPACE;
     }
-    lease = &reg->leases[record];
     for (int attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
         uint64_t latest = REG_LOAD(&reg->hdr->latest);
         uint32_t s = REG_VS_SLOT(latest);
@@ -139,10 +159,7 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
         REG_STORE(&lease->slot_version, latest);
         word = REG_LOAD(&reg->slots[s].word);
         if (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED && REG_SLOT_VERSION(word) == REG_VS_VERSION(latest)) {
-            out->version = REG_VS_VERSION(latest);
-            out->slot = s;
-            out->record = (uint32_t)record;
-            out->ticket = __atomic_add_fetch(&lease->ticket, 1, __ATOMIC_SEQ_CST);
+            lease_fill(lease, record, REG_VS_VERSION(latest), s, out);
             return WEFT_OK;
         }
         REG_STORE(&lease->slot_version, 0);
@@ -164,8 +181,77 @@ static inline void cpu_relax(void)
 #endif
 }
 
-WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_version, uint64_t timeout_us,
-                                          weft_lease_t *lease)
+/* One look for something to lease after after_version: WEFT_OK with the
+ * lease, WEFT_ERR_NOT_FOUND when there is nothing yet, else an error. */
+typedef weft_status_t (*lease_try_t)(struct weft_registry *reg, uint64_t after_version, weft_lease_t *lease);
+
+/* A published version newer than after_version: the latest. */
+static weft_status_t try_published(struct weft_registry *reg, uint64_t after_version, weft_lease_t *lease)
+{
+    if (!newer_readable(__atomic_load_n(&reg->hdr->latest, __ATOMIC_ACQUIRE), after_version)) {
+        return WEFT_ERR_NOT_FOUND;
+    }
+    /* NOT_FOUND: offloaded between the two loads; the caller waits on. */
+    return weft_registry_acquire(reg, lease);
+}
+
+/* The newest version newer than after_version that a write in progress
+ * announced (weft_registry_write_ready); leased like a published one:
+ * publish the lease, then check that the slot still announces it. */
+static weft_status_t lease_announced(struct weft_registry *reg, uint64_t after_version, weft_lease_t *out)
+{
+    uint64_t     best = 0;
+    uint32_t     slot = 0, record;
+    reg_lease_t *lease;
+    uint64_t     word;
+
+    uint64_t     producer = REG_LOAD(&reg->hdr->producer);
+
+    /* A dead producer's announcement will not be published: leasing it
+     * again and again would only spin. */
+    if (producer == REG_OWNER_NONE || !weft_process_alive(producer)) {
+        return WEFT_ERR_NOT_FOUND;
+    }
+    for (uint32_t s = 0; s < reg->geo.slot_count; s++) {
+        uint64_t version = REG_LOAD(&reg->slots[s].ready_version);
+
+        if (version > after_version && version > best && version <= REG_MAX_VERSION) {
+            best = version;
+            slot = s;
+        }
+    }
+    if (best == 0) {
+        return WEFT_ERR_NOT_FOUND;
+    }
+    lease = lease_claim_logged(reg, &record);
+    if (lease == NULL) {
+        return WEFT_ERR_NO_SPACE;
+    }
+    REG_STORE(&lease->slot_version, REG_VS_WORD(best, slot));
+    word = REG_LOAD(&reg->slots[slot].word);
+    if ((REG_SLOT_STATE(word) == REG_SLOT_WRITING && REG_LOAD(&reg->slots[slot].ready_version) == best) ||
+        (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED && REG_SLOT_VERSION(word) == best)) {
+        lease_fill(lease, record, best, slot, out);
+        return WEFT_OK;
+    }
+    lease_unclaim(reg, lease); /* published and gone, or abandoned: look again */
+    return WEFT_ERR_NOT_FOUND;
+}
+
+/* A published version first (it is whole), else an announced one. */
+static weft_status_t try_published_or_announced(struct weft_registry *reg, uint64_t after_version,
+                                                weft_lease_t *lease)
+{
+    weft_status_t status = try_published(reg, after_version, lease);
+
+    return status == WEFT_ERR_NOT_FOUND ? lease_announced(reg, after_version, lease) : status;
+}
+
+/* Waits until `try` leases something, up to timeout_us: spins for the
+ * spin budget, then sleeps on publish_seq (which publish, write_ready
+ * and an announced write's abort all bump). */
+static weft_status_t wait_for(struct weft_registry *reg, uint64_t after_version, uint64_t timeout_us,
+                              weft_lease_t *lease, lease_try_t try)
 {
     uint64_t      start, deadline, spin_end;
     weft_status_t status;
@@ -176,11 +262,9 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
     if (!reg->sealed) {
         return WEFT_ERR_STATE;
     }
-    if (newer_readable(REG_LOAD(&reg->hdr->latest), after_version)) {
-        status = weft_registry_acquire(reg, lease);
-        if (status != WEFT_ERR_NOT_FOUND) {
-            return status;
-        }
+    status = try(reg, after_version, lease);
+    if (status != WEFT_ERR_NOT_FOUND) {
+        return status;
     }
     start = weft_time_ns();
     deadline = weft_deadline_ns(start, timeout_us);
@@ -191,11 +275,9 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
     /* Bounded spinning catches a publish that comes soon after the call
      * without a system call on either side. */
     for (unsigned n = 0;; n++) {
-        if (newer_readable(__atomic_load_n(&reg->hdr->latest, __ATOMIC_ACQUIRE), after_version)) {
-            status = weft_registry_acquire(reg, lease);
-            if (status != WEFT_ERR_NOT_FOUND) {
-                return status;
-            }
+        status = try(reg, after_version, lease);
+        if (status != WEFT_ERR_NOT_FOUND) {
+            return status;
         }
         if ((n & 63) == 0 && weft_time_ns() >= spin_end) {
             break;
@@ -203,17 +285,14 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
         cpu_relax();
     }
     for (;;) {
-        /* Read the sequence before the version: a publish in between
-         * changes the sequence, and the futex then returns at once. */
+        /* Read the sequence before looking: a publish in between changes
+         * the sequence, and the futex then returns at once. */
         uint32_t seq = REG_LOAD(&reg->hdr->publish_seq);
         uint64_t now;
 
-        if (newer_readable(REG_LOAD(&reg->hdr->latest), after_version)) {
-            /* NOT_FOUND: offloaded between the two loads; wait on. */
-            status = weft_registry_acquire(reg, lease);
-            if (status != WEFT_ERR_NOT_FOUND) {
-                return status;
-            }
+        status = try(reg, after_version, lease);
+        if (status != WEFT_ERR_NOT_FOUND) {
+            return status;
         }
         /* An offload wakes us too: give up stale GPU mappings. */
         weft_registry_arenas_sweep(reg);
@@ -225,6 +304,18 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
         weft_registry_sleep(&reg->hdr->publish_seq, &reg->hdr->publish_waiters, seq,
                             deadline - now < 1000000000u ? deadline - now : 1000000000u);
     }
+}
+
+WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_version, uint64_t timeout_us,
+                                          weft_lease_t *lease)
+{
+    return wait_for(reg, after_version, timeout_us, lease, try_published);
+}
+
+WEFT_API weft_status_t weft_registry_wait_ready(weft_registry_h reg, uint64_t after_version, uint64_t timeout_us,
+                                                weft_lease_t *lease)
+{
+    return wait_for(reg, after_version, timeout_us, lease, try_published_or_announced);
 }
 
 /* The record of a lease this handle holds, or NULL. */
@@ -243,15 +334,65 @@ static reg_lease_t *lease_record(struct weft_registry *reg, const weft_lease_t *
     return record;
 }
 
+/*
+ * How far the leased version is: published (every tensor final), or
+ * being written with *count tensors final. 0 when the write it named was
+ * abandoned (aborted, or its producer died and another took over).
+ * Published means the slot word holds the version and `latest` got there
+ * too: a producer that died between the two stores published nothing. A
+ * slot word writing with the leased version in it is a producer trying
+ * the slot (write_try_slot keeps the old version there; a write it keeps
+ * holds 0), which finds the lease and puts the word back. Two looks: a
+ * publish clears the announcement after `latest`, and the second look
+ * finds the version published.
+ */
+static int lease_progress(struct weft_registry *reg, const weft_lease_t *lease, uint32_t *count, int *published)
+{
+    reg_slot_t *slot = &reg->slots[lease->slot];
+
+    for (int look = 0; look < 2; look++) {
+        uint64_t word = REG_LOAD(&slot->word);
+        uint64_t latest = REG_VS_VERSION(REG_LOAD(&reg->hdr->latest));
+        int      holds = REG_SLOT_VERSION(word) == lease->version &&
+                    (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED || REG_SLOT_STATE(word) == REG_SLOT_WRITING);
+
+        if (holds && latest >= lease->version) {
+            *count = reg->geo.tensor_count;
+            *published = 1;
+            return 1;
+        }
+        if (holds || REG_SLOT_STATE(word) == REG_SLOT_WRITING) {
+            uint64_t before = REG_LOAD(&slot->ready_version);
+            uint32_t ready = REG_LOAD(&slot->ready_count);
+
+            if (before == lease->version && REG_LOAD(&slot->ready_version) == before) {
+                *count = ready < reg->geo.tensor_count ? ready : reg->geo.tensor_count;
+                *published = 0;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const weft_lease_t *lease, uint32_t index,
                                                   const void **data)
 {
+    uint32_t final_count = 0;
+    int      published = 0, alive;
+
     if (reg == NULL || lease == NULL || data == NULL || index >= reg->geo.tensor_count) {
         return WEFT_ERR_INVALID_PARAM;
     }
     if (!reg->sealed || lease_record(reg, lease) == NULL) {
         weft_log_error("registry \"%s\": lease of version %llu is not held", reg->name,
                        (unsigned long long)lease->version);
+        return WEFT_ERR_STATE;
+    }
+    alive = lease_progress(reg, lease, &final_count, &published);
+    if (!alive || index >= final_count) {
+        weft_log_error("registry \"%s\": tensor %u of version %llu is not final (%s)", reg->name, index,
+                       (unsigned long long)lease->version, alive ? "not yet written" : "the write was abandoned");
         return WEFT_ERR_STATE;
     }
     if (reg->geo.memory == REG_MEMORY_CUDA) {
@@ -266,6 +407,54 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
     }
     *data = weft_registry_tensor_addr(reg, lease->slot, index);
     return WEFT_OK;
+}
+
+WEFT_API weft_status_t weft_registry_lease_ready(weft_registry_h reg, const weft_lease_t *lease, uint32_t tensors,
+                                                 uint64_t timeout_us, uint32_t *ready, int *published)
+{
+    uint64_t deadline;
+
+    if (reg == NULL || lease == NULL || ready == NULL || published == NULL ||
+        (tensors > reg->geo.tensor_count && tensors != WEFT_REGISTRY_PUBLISHED)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (!reg->sealed || lease_record(reg, lease) == NULL) {
+        weft_log_error("registry \"%s\": lease of version %llu is not held", reg->name,
+                       (unsigned long long)lease->version);
+        return WEFT_ERR_STATE;
+    }
+    deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
+    for (;;) {
+        uint32_t seq = REG_LOAD(&reg->hdr->publish_seq);
+        uint64_t producer = REG_LOAD(&reg->hdr->producer), now;
+
+        *ready = 0;
+        *published = 0;
+        if (!lease_progress(reg, lease, ready, published)) {
+            weft_log_info("registry \"%s\": version %llu will not be published (its write was abandoned)",
+                          reg->name, (unsigned long long)lease->version);
+            return WEFT_ERR_CANCELED;
+        }
+        if (*published || (tensors != WEFT_REGISTRY_PUBLISHED && *ready >= tensors)) {
+            return WEFT_OK;
+        }
+        if (producer == REG_OWNER_NONE || !weft_process_alive(producer)) {
+            /* It may have published, then exited, since the look above. */
+            if (lease_progress(reg, lease, ready, published) && *published) {
+                return WEFT_OK;
+            }
+            weft_log_info("registry \"%s\": the producer writing version %llu is gone", reg->name,
+                          (unsigned long long)lease->version);
+            return WEFT_ERR_CANCELED;
+        }
+        now = weft_time_ns();
+        if (now >= deadline) {
+            return WEFT_ERR_TIMEOUT;
+        }
+        /* A dead producer wakes nobody: look again at least every 100 ms. */
+        weft_registry_sleep(&reg->hdr->publish_seq, &reg->hdr->publish_waiters, seq,
+                            deadline - now < 100000000u ? deadline - now : 100000000u);
+    }
 }
 
 WEFT_API weft_status_t weft_registry_release(weft_registry_h reg, weft_lease_t *lease)

@@ -513,14 +513,23 @@ static weft_status_t registry_take_over(struct weft_registry *reg)
             break;
         }
     }
-    /* A slot the dead producer was writing holds a torn version. */
+    /* A slot the dead producer was writing holds a torn version. Its
+     * announcements go (one left by a death inside publish included), so
+     * that no streaming reader takes them for the new producer's. */
     for (uint32_t s = 0; s < reg->geo.slot_count; s++) {
         uint64_t word = REG_LOAD(&reg->slots[s].word);
+        uint64_t latest = REG_VS_VERSION(REG_LOAD(&reg->hdr->latest));
 
+        weft_registry_slot_unannounce(reg, s);
         if (REG_SLOT_STATE(word) == REG_SLOT_WRITING) {
             REG_STORE(&reg->slots[s].word, REG_SLOT_WORD(0, REG_SLOT_FREE));
             weft_log_warn("registry \"%s\": discarded slot %u, left half-written by pid %d", reg->name, s,
                           weft_process_pid(owner));
+        } else if (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED && REG_SLOT_VERSION(word) > latest) {
+            /* Died inside publish, before `latest`: never published. */
+            REG_STORE(&reg->slots[s].word, REG_SLOT_WORD(0, REG_SLOT_FREE));
+            weft_log_warn("registry \"%s\": discarded slot %u, version %llu never became the latest", reg->name,
+                          s, (unsigned long long)REG_SLOT_VERSION(word));
         }
     }
     reg->producer = 1;

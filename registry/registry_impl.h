@@ -49,6 +49,7 @@ struct weft_registry {
 
     int             writing;
     uint32_t        write_slot;
+    uint64_t        announced; /* the version the write in progress announced (streaming), 0: none */
     pthread_mutex_t lock; /* producer state of this handle */
 
     /* GPU registries (geo.memory == REG_MEMORY_CUDA). */
@@ -123,5 +124,14 @@ void weft_registry_arenas_close(struct weft_registry *reg);
 #define REG_LOAD(p)       __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define REG_STORE(p, v)   __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define REG_CAS(p, e, d)  __atomic_compare_exchange_n((p), (e), (d), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+
+/* Withdraws slot s's streaming announcement: the count first, then the
+ * version, so that a reader that loads version, count, version and sees
+ * the same version twice has that version's count. */
+static inline void weft_registry_slot_unannounce(struct weft_registry *reg, uint32_t s)
+{
+    REG_STORE(&reg->slots[s].ready_count, 0);
+    REG_STORE(&reg->slots[s].ready_version, 0);
+}
 
 #endif

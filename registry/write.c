@@ -108,6 +108,12 @@ WEFT_API weft_status_t weft_registry_write_begin(weft_registry_h reg, uint64_t t
     }
     reg->writing = 1;
     reg->write_slot = (uint32_t)taken;
+    reg->announced = 0;
+    weft_registry_slot_unannounce(reg, (uint32_t)taken); /* nothing of this write is final yet */
+    /* The slot is ours (no lease was seen): its old version goes from the
+     * word, so that writing with a version in the word only ever means a
+     * producer trying a slot (streaming readers count on it). */
+    REG_STORE(&reg->slots[taken].word, REG_SLOT_WORD(0, REG_SLOT_WRITING));
     if (slot != NULL) {
         *slot = (uint32_t)taken;
     }
@@ -154,8 +160,13 @@ WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t versi
         return WEFT_ERR_STATE;
     }
     latest_version = REG_VS_VERSION(REG_LOAD(&reg->hdr->latest));
+    if (reg->announced != 0 && version != 0 && version != reg->announced) {
+        weft_log_error("registry \"%s\": publish as version %llu, announced as %llu", reg->name,
+                       (unsigned long long)version, (unsigned long long)reg->announced);
+        return WEFT_ERR_INVALID_PARAM;
+    }
     if (version == 0) {
-        version = latest_version + 1;
+        version = reg->announced != 0 ? reg->announced : latest_version + 1;
     }
     if (version <= latest_version || version > REG_MAX_VERSION) {
         weft_log_error("registry \"%s\": version %llu is not newer than %llu (or past 2^56)", reg->name,
@@ -168,6 +179,10 @@ WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t versi
      * that sees the latest word sees the complete version. */
     REG_STORE(&reg->slots[s].word, REG_SLOT_WORD(version, REG_SLOT_PUBLISHED));
     REG_STORE(&reg->hdr->latest, REG_VS_WORD(version, s));
+    /* After the slot word: a streaming reader that misses the announcement
+     * finds the slot published instead. */
+    weft_registry_slot_unannounce(reg, s);
+    reg->announced = 0;
     __atomic_fetch_add(&reg->hdr->versions_published, 1, __ATOMIC_RELAXED);
     weft_registry_wake(&reg->hdr->publish_seq, &reg->hdr->publish_waiters);
     reg->writing = 0;
@@ -189,6 +204,45 @@ WEFT_API weft_status_t weft_registry_write_abort(weft_registry_h reg)
     }
     /* Part of the old version may be overwritten: the slot holds nothing. */
     REG_STORE(&reg->slots[reg->write_slot].word, REG_SLOT_WORD(0, REG_SLOT_FREE));
+    weft_registry_slot_unannounce(reg, reg->write_slot);
     reg->writing = 0;
+    if (reg->announced != 0) {
+        /* Streaming readers of the announced version wait on this word:
+         * they learn that it will not come. */
+        reg->announced = 0;
+        weft_registry_wake(&reg->hdr->publish_seq, &reg->hdr->publish_waiters);
+    }
+    return WEFT_OK;
+}
+
+WEFT_API weft_status_t weft_registry_write_ready(weft_registry_h reg, uint64_t version, uint32_t tensors)
+{
+    uint64_t latest_version;
+    uint32_t s;
+
+    if (reg == NULL) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (!reg->writing) {
+        weft_log_error("registry \"%s\": write_ready outside a write", reg->name);
+        return WEFT_ERR_STATE;
+    }
+    s = reg->write_slot;
+    latest_version = REG_VS_VERSION(REG_LOAD(&reg->hdr->latest));
+    if (version <= latest_version || version > REG_MAX_VERSION ||
+        (reg->announced != 0 && version != reg->announced) || tensors > reg->geo.tensor_count ||
+        tensors < REG_LOAD(&reg->slots[s].ready_count)) {
+        weft_log_error("registry \"%s\": write_ready(version %llu, %u tensors): the version must be newer than "
+                       "%llu and the same for the whole write, the count at most %u and never smaller",
+                       reg->name, (unsigned long long)version, tensors, (unsigned long long)latest_version,
+                       reg->geo.tensor_count);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (reg->announced == 0) {
+        REG_STORE(&reg->slots[s].ready_version, version);
+        reg->announced = version;
+    }
+    REG_STORE(&reg->slots[s].ready_count, tensors);
+    weft_registry_wake(&reg->hdr->publish_seq, &reg->hdr->publish_waiters);
     return WEFT_OK;
 }

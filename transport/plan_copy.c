@@ -54,11 +54,28 @@ void weft_plan_fail_next_copy(weft_plan_h plan, weft_status_t status)
     plan->fault = status;
 }
 
+/* A lease on a version being written (weft_registry_wait_ready) reads
+ * only the tensors announced final, a prefix of the declaration order:
+ * the plan's last tensor must be one of them. */
+static weft_status_t plan_tensors_final(struct weft_plan *plan, const weft_lease_t *lease)
+{
+    uint32_t    last = 0;
+    const void *data;
+
+    for (uint32_t v = 0; v < plan->view_count; v++) {
+        last = plan->views[v].tensor > last ? plan->views[v].tensor : last;
+    }
+    return plan->view_count > 0 ? weft_registry_lease_tensor(plan->reg, lease, last, &data) : WEFT_OK;
+}
+
 /* Moves one version's bytes; records nothing. */
 static weft_status_t plan_transfer(struct weft_plan *plan, const weft_lease_t *lease)
 {
-    weft_status_t status;
+    weft_status_t status = plan_tensors_final(plan, lease);
 
+    if (status != WEFT_OK) {
+        return status;
+    }
     if (plan->fault != WEFT_OK) {
         status      = plan->fault;
         plan->fault = WEFT_OK;

@@ -243,8 +243,46 @@ WEFT_API weft_status_t weft_registry_write_tensor(weft_registry_h reg, uint32_t 
 WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t version,
                                              uint64_t *published);
 
-/* Gives up the write in progress; the slot's bytes are discarded. */
+/* Gives up the write in progress; the slot's bytes are discarded.
+ * Streaming readers of its announced version get WEFT_ERR_CANCELED. */
 WEFT_API weft_status_t weft_registry_write_abort(weft_registry_h reg);
+
+/*
+ * Streaming: lets readers start on a version before it is published.
+ *
+ *   producer                                   consumer
+ *   write_begin()                              wait_ready(after v) → lease
+ *   … tensors 0 .. n−1 written …               lease_ready(lease, n)
+ *   write_ready(v + 1, n)   ──wake──►          copy tensors 0 .. n−1
+ *   … tensors n .. N−1 written …               lease_ready(lease, PUBLISHED)
+ *   publish(v + 1)          ──wake──►          copy the rest; received(v + 1)
+ *
+ * A version is still one unit for the library's promises: a lease on a
+ * version being written reads only the tensors announced final, the
+ * producer never writes them again and never takes the slot for another
+ * version while the lease is held, and a consumer should call
+ * weft_registry_consumer_received only after lease_ready said published
+ * (the version may yet be abandoned).
+ */
+
+/*
+ * Producer, during a write: announces that the version being written
+ * will be published as `version` and that its first `tensors` tensors
+ * (declaration order) are final. Call it as often as the count grows;
+ * `version` must be the same each time, newer than the latest version
+ * (publish then takes it, and refuses any other), and `tensors` at most
+ * the tensor count and never smaller than before (WEFT_ERR_INVALID_PARAM
+ * otherwise, nothing changed). WEFT_ERR_STATE outside a write. GPU
+ * registries: as for publish, the work that wrote those tensors must be
+ * complete first. Wakes the readers waiting in wait_ready or lease_ready.
+ * Does not call CUDA, so it may run in a CUDA host function
+ * (cudaLaunchHostFunc) enqueued after the kernels that wrote the tensors:
+ * on another thread than the one writing, which may go on calling
+ * weft_registry_write_tensor meanwhile, but never concurrently with
+ * write_begin, publish or write_abort (synchronize the host functions'
+ * stream before publishing).
+ */
+WEFT_API weft_status_t weft_registry_write_ready(weft_registry_h reg, uint64_t version, uint32_t tensors);
 
 /* --------------------------------------------------------------- reading */
 
@@ -273,7 +311,37 @@ WEFT_API weft_status_t weft_registry_wait(weft_registry_h reg, uint64_t after_ve
                                           uint64_t timeout_us, weft_lease_t *lease);
 
 /*
- * Where tensor `index` of the leased version is, for reading. Valid until
+ * As weft_registry_wait, but a version that a write in progress announced
+ * (weft_registry_write_ready) will do too: leases the latest published
+ * version newer than after_version if there is one, else the newest
+ * announced one. Ask weft_registry_lease_ready how far the leased version
+ * is before reading it. Release the lease as any other.
+ */
+WEFT_API weft_status_t weft_registry_wait_ready(weft_registry_h reg, uint64_t after_version,
+                                                uint64_t timeout_us, weft_lease_t *lease);
+
+/* weft_registry_lease_ready's `tensors` that waits for the publish itself. */
+#define WEFT_REGISTRY_PUBLISHED UINT32_MAX
+
+/*
+ * Waits, up to timeout_us, until the first `tensors` tensors of the leased
+ * version are final, or it is published (WEFT_REGISTRY_PUBLISHED: until
+ * it is published). *ready gets how many are final (the tensor count once
+ * published), *published 1 once it is. WEFT_OK when the wait is over;
+ * WEFT_ERR_TIMEOUT (with *ready and *published as they stand); and
+ * WEFT_ERR_CANCELED when the version will not be published: its write was
+ * aborted, or its producer died (the consumer must then forget what it
+ * copied of it, and release the lease). WEFT_ERR_STATE when the lease is
+ * not held, WEFT_ERR_INVALID_PARAM for a count over the tensor count.
+ */
+WEFT_API weft_status_t weft_registry_lease_ready(weft_registry_h reg, const weft_lease_t *lease,
+                                                 uint32_t tensors, uint64_t timeout_us, uint32_t *ready,
+                                                 int *published);
+
+/*
+ * Where tensor `index` of the leased version is, for reading (of a version
+ * being written, only a tensor announced final: WEFT_ERR_STATE otherwise).
+ * Valid until
  * the lease is released. GPU registries give a device pointer usable in
  * this process: the slot's arena is mapped through CUDA IPC the first time,
  * into the context of the calling thread's current device (the GPU that
