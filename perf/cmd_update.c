@@ -86,6 +86,12 @@ static int update_usage(FILE *out)
             "                    later); a witness process reports what is left: the\n"
             "                    registry's latest is V - 1 and reads back whole (host), every\n"
             "                    consumer holds V - 1 (its report replaces the job's)\n"
+            "  --stream          the trainer announces each layer once it is written and the\n"
+            "                    consumers copy it then, before the version is published\n"
+            "                    (weft_registry_write_ready; the default on the host: on a\n"
+            "                    GPU it is not yet measured)\n"
+            "  --whole-versions  consumers take a version once it is published (the default\n"
+            "                    on a GPU; --kill-trainer implies it)\n"
             "  --no-peer         on a GPU, skip the PyTorch sequential path beside the job\n"
             "  --peer-script P   that path's script (default %s)\n"
             "  --json            one JSON object instead of the table\n"
@@ -113,6 +119,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"offload", no_argument, NULL, 'O'},        {"kill-engine", required_argument, NULL, 'K'},
         {"kill-trainer", required_argument, NULL, 'T'}, {"no-peer", no_argument, NULL, 'n'},
         {"peer-script", required_argument, NULL, 'p'}, {"warmup", required_argument, NULL, 'w'},
+        {"whole-versions", no_argument, NULL, 'V'}, {"stream", no_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0;
@@ -120,7 +127,8 @@ static int update_parse(int argc, char **argv, update_options_t *o)
 
     *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = WEFT_PERF_UPDATE_PEER, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 0,
                             .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
-                            .optimizer = WEFT_OPTIM_ADAMW, .warmup = UINT64_MAX};
+                            .optimizer = WEFT_OPTIM_ADAMW, .warmup = UINT64_MAX,
+                            .whole_versions = -1};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
@@ -151,6 +159,8 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         case 'K': bad = perf_arg_u64("--kill-engine", optarg, 1, UPDATE_MAX_VERSIONS, &o->kill_engine_at); break;
         case 'T': bad = perf_arg_u64("--kill-trainer", optarg, 2, UPDATE_MAX_VERSIONS, &o->kill_trainer_at); break;
         case 'n': o->peer = 0; break;
+        case 'V': o->whole_versions = 1; break;
+        case 'S': o->whole_versions = 0; break;
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, UPDATE_MAX_VERSIONS - 1, &o->warmup); break;
         case 'p': o->peer_script = optarg; break;
         case 'M': {
@@ -199,6 +209,15 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         fprintf(stderr, "weft-perf update: --kill-engine V needs a version after V (--versions > V)\n");
         return 2;
     }
+    if (o->kill_trainer_at != 0) {
+        /* The witness checks that consumers still hold V - 1 untouched;
+         * a consumer streaming V would hold part of it. */
+        if (o->whole_versions == 0) {
+            fprintf(stderr, "weft-perf update: --kill-trainer checks whole versions: not with --stream\n");
+            return 2;
+        }
+        o->whole_versions = 1;
+    }
     if (o->kill_trainer_at > o->versions || (o->kill_trainer_at != 0 && o->kill_engine_at != 0)) {
         fprintf(stderr, "weft-perf update: --kill-trainer V needs V <= --versions, and not --kill-engine\n");
         return 2;
@@ -234,11 +253,26 @@ typedef struct trainer {
     uint64_t           *checksums; /* the row of the version being written */
     uint8_t            *samples;   /* GPU: the sample row of the version being written */
     uint64_t            version, units; /* the version being written, the matrices written of it */
+    uint64_t            layer_units[UPDATE_MAX_LAYERS]; /* matrices written of each layer (streaming) */
     uint64_t            quant_ns, sum_ns;
     void               *dev_grads[2];     /* GPU: two gradient sets, group after group */
     uint64_t           *dev_checksums;    /* GPU: where the writer's sums land */
     void               *stream;           /* GPU: the step's cudaStream_t */
     void               *pinned_samples;   /* GPU: the shared mapping's sample rows, page-locked */
+    /* GPU streaming: a layer is announced from a host function on its own
+     * stream, once that stream has waited for every slot stream's work so
+     * far (the writer's kernels, checksums and sample copies of the layer
+     * are on the slot streams the units came with). */
+    void               *announce_stream;
+    void               *streams[16], *events[16];
+    int                 nstreams;
+    struct announcement {
+        weft_registry_h reg;
+        uint64_t        version;
+        uint32_t        tensors;
+        int            *failed;
+    } announcements[UPDATE_MAX_LAYERS];
+    int                 announce_failed; /* set by a host function whose write_ready failed */
 } trainer_t;
 
 #ifdef HAVE_CUDA
@@ -279,6 +313,63 @@ static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o, 
                                  "cudaHostRegister (samples)");
         t->pinned_samples = status == WEFT_OK ? rows : NULL;
     }
+    if (status == WEFT_OK) {
+        cudaStream_t stream;
+        status             = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+        t->announce_stream = status == WEFT_OK ? stream : NULL;
+    }
+    for (int i = 0; i < 16 && status == WEFT_OK; i++) {
+        cudaEvent_t event;
+        status       = cuda_status(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event");
+        t->events[i] = status == WEFT_OK ? event : NULL;
+    }
+    return status;
+}
+
+/* Remembers a slot stream the writer's work went to in this version. */
+static weft_status_t trainer_gpu_note_stream(trainer_t *t, void *stream)
+{
+    for (int i = 0; i < t->nstreams; i++) {
+        if (t->streams[i] == stream) {
+            return WEFT_OK;
+        }
+    }
+    if (t->nstreams == 16) {
+        fprintf(stderr, "weft-perf update: more than 16 slot streams\n");
+        return WEFT_ERR_NO_SPACE;
+    }
+    t->streams[t->nstreams++] = stream;
+    return WEFT_OK;
+}
+
+/* Runs on CUDA's host-function thread; write_ready calls no CUDA. */
+static void CUDART_CB announce_fn(void *arg)
+{
+    struct announcement *a = arg;
+
+    if (weft_registry_write_ready(a->reg, a->version, a->tensors) != WEFT_OK) {
+        __atomic_store_n(a->failed, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* Announces the first `tensors` tensors (every layer up to `layer`) once
+ * the work enqueued so far on every slot stream is done. */
+static weft_status_t trainer_gpu_announce(trainer_t *t, uint64_t layer, uint32_t tensors)
+{
+    cudaStream_t  announce = (cudaStream_t)t->announce_stream;
+    weft_status_t status = WEFT_OK;
+
+    for (int i = 0; i < t->nstreams && status == WEFT_OK; i++) {
+        status = cuda_status(cudaEventRecord((cudaEvent_t)t->events[i], (cudaStream_t)t->streams[i]), "event");
+        if (status == WEFT_OK) {
+            status = cuda_status(cudaStreamWaitEvent(announce, (cudaEvent_t)t->events[i], 0), "stream wait");
+        }
+    }
+    t->announcements[layer] = (struct announcement){.reg = t->reg, .version = t->version, .tensors = tensors,
+                                                    .failed = &t->announce_failed};
+    if (status == WEFT_OK) {
+        status = cuda_status(cudaLaunchHostFunc(announce, announce_fn, &t->announcements[layer]), "host function");
+    }
     return status;
 }
 
@@ -314,6 +405,15 @@ static weft_status_t trainer_gpu_finish(trainer_t *t)
 {
     weft_status_t status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
 
+    /* Every announcement made, before the publish. */
+    if (status == WEFT_OK) {
+        status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->announce_stream), "the announcements");
+    }
+    if (status == WEFT_OK && __atomic_load_n(&t->announce_failed, __ATOMIC_ACQUIRE)) {
+        fprintf(stderr, "weft-perf update: version %llu: a layer's announcement failed\n",
+                (unsigned long long)t->version);
+        status = WEFT_ERR_STATE;
+    }
     if (status == WEFT_OK) {
         status = cuda_status(cudaMemcpy(t->checksums, t->dev_checksums,
                                         update_tensor_count(t->o) * sizeof(uint64_t), cudaMemcpyDeviceToHost),
@@ -394,12 +494,25 @@ static void trainer_gpu_free(trainer_t *t)
     cudaFree(t->dev_grads[0]);
     cudaFree(t->dev_grads[1]);
     cudaFree(t->dev_checksums);
+    if (t->pinned_samples != NULL) {
+        cudaHostUnregister(t->pinned_samples);
+    }
+    if (t->announce_stream != NULL) {
+        cudaStreamSynchronize((cudaStream_t)t->announce_stream);
+        cudaStreamDestroy((cudaStream_t)t->announce_stream);
+    }
+    for (int i = 0; i < 16; i++) {
+        if (t->events[i] != NULL) {
+            cudaEventDestroy((cudaEvent_t)t->events[i]);
+        }
+    }
 }
 #else
 static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o, update_shared_t *shared)
 {
     (void)t;
     (void)o;
+    (void)shared;
     return WEFT_ERR_UNSUPPORTED;
 }
 
@@ -431,6 +544,21 @@ static weft_status_t trainer_gpu_sample(trainer_t *t, const weft_optim_unit_t *u
     (void)unit;
     (void)layer;
     (void)p;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status_t trainer_gpu_note_stream(trainer_t *t, void *stream)
+{
+    (void)t;
+    (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+static weft_status_t trainer_gpu_announce(trainer_t *t, uint64_t layer, uint32_t tensors)
+{
+    (void)t;
+    (void)layer;
+    (void)tensors;
     return WEFT_ERR_UNSUPPORTED;
 }
 
@@ -528,6 +656,25 @@ static void trainer_destroy(trainer_t *t)
     trainer_gpu_free(t);
 }
 
+/* Streaming: once every matrix of `layer` is written (both projections,
+ * every expert), its tensors are final: the layers before it are too
+ * (the writer gets the matrices in group order), so every tensor up to
+ * the layer's last is announced. On a GPU, once the work is done. */
+static weft_status_t announce_when_layer_done(trainer_t *t, const weft_optim_unit_t *unit, uint64_t layer)
+{
+    const uint32_t tensors = update_tensor_index(t->o, layer + 1, 0, 0);
+    weft_status_t  status = WEFT_OK;
+
+    if (unit->memory == WEFT_MEMORY_CUDA) {
+        status = trainer_gpu_note_stream(t, unit->stream);
+    }
+    if (status != WEFT_OK || ++t->layer_units[layer] < UPDATE_PROJS * t->o->experts) {
+        return status;
+    }
+    return unit->memory == WEFT_MEMORY_CUDA ? trainer_gpu_announce(t, layer, tensors)
+                                            : weft_registry_write_ready(t->reg, t->version, tensors);
+}
+
 /* The step's writer: the FP8 writer, then the checksums of the three
  * tensors it wrote, while they are in cache; on a GPU, the sampled
  * expert's tensors are copied home as well. */
@@ -556,6 +703,9 @@ static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
     }
     if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA && expert == update_sample_expert(t->o, t->version)) {
         status = trainer_gpu_sample(t, unit, layer, p);
+    }
+    if (status == WEFT_OK && !t->o->whole_versions) {
+        status = announce_when_layer_done(t, unit, layer);
     }
     t->sum_ns += perf_now_ns() - t1;
     /* --kill-trainer: a crash with half of the version's matrices written. */
@@ -807,6 +957,9 @@ int perf_cmd_update(int argc, char **argv)
         fprintf(stderr, "weft-perf update: --offload is for engines on a GPU\n");
         return 2;
     }
+    if (o.whole_versions < 0) {
+        o.whole_versions = o.gpu; /* streaming on a GPU is built but not yet measured there */
+    }
     if (o.warmup == UINT64_MAX) {
         o.warmup = o.gpu ? o.slots : 0;
         if (o.versions_given && o.warmup >= o.versions) {
@@ -921,6 +1074,8 @@ int perf_cmd_update(int argc, char **argv)
         trainer.samples   = update_samples(shared, &o, v);
         trainer.version = v;
         trainer.units = 0;
+        trainer.nstreams = 0;
+        memset(trainer.layer_units, 0, sizeof(trainer.layer_units));
         status = weft_registry_write_begin(reg, 60000000, NULL);
         if (status == WEFT_OK) {
             status = weft_optim_step(trainer.opt, trainer.grads, trainer.groups, &sp);
@@ -1050,8 +1205,9 @@ int perf_cmd_update(int argc, char **argv)
         /* An engine's rebinding happens after it acknowledged, outside
          * e2e: as a fraction of it, what offloading adds to a version. */
         double rebind_ms = timed_rebinds ? (double)rebind_ns / 1e6 / (double)timed_rebinds : NAN;
-        /* The tail: the last optimizer write (the step's end: versions are
-         * not yet published layer by layer) to every engine acknowledged. */
+        /* The tail: the last optimizer write (the step's end) to every
+         * engine acknowledged. Streaming, the engines have copied every
+         * layer but the last by then. */
         double tail_ms = (double)(finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
         char   gbps_text[32], quant_text[32];
 
@@ -1062,6 +1218,7 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_str(&j, "memory", o.gpu ? "cuda" : "host");
             perf_json_str(&j, "optimizer", o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw");
             perf_json_str(&j, "format", "fp8");
+            perf_json_str(&j, "publication", o.whole_versions ? "whole" : "per-layer");
             perf_json_str(&j, "model", o.model != NULL ? o.model : "default");
             perf_json_bool(&j, "offload", o.offload);
             perf_json_uint(&j, "hidden", o.hidden);
@@ -1132,6 +1289,10 @@ int perf_cmd_update(int argc, char **argv)
                                                   : "AdamW (betas 0.9/0.999)",
                    o.lr, (double)oinfo.parameters / 1e6, (double)oinfo.host_bytes / 1e9,
                    o.threads ? (unsigned)o.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+            printf("# %s\n", o.whole_versions ? "versions published whole: consumers copy a version once it is "
+                                                 "published"
+                                               : "streaming: each layer announced once written, consumers copy it "
+                                                 "then, before the publish");
             if (timed_from > 1) {
                 printf("# times a version: the mean over versions %llu to %llu (the first %llu are the warm-up)\n",
                        (unsigned long long)timed_from, (unsigned long long)published,

@@ -34,6 +34,11 @@ typedef struct update_options {
      * slot, once), so the default on a GPU is the slot count. */
     uint64_t warmup;
     int      versions_given; /* --versions was given (else a GPU run adds its warm-up) */
+    /* 1 (--whole-versions, a GPU's default): consumers take a version once
+     * it is published; 0 (--stream, the host's): the trainer announces each
+     * layer once it is written and consumers copy it then
+     * (weft_registry_write_ready); -1 until the placement is known. */
+    int      whole_versions;
     double   lr;
     int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */

@@ -33,18 +33,71 @@ static uint64_t death_version(const update_options_t *o, const update_shared_t *
     return o->kill_engine_at != 0 && id == 0 && shared->consumer[id].incarnation == 0 ? o->kill_engine_at : 0;
 }
 
-/* A plan over the first half of the views, for a death in the middle of a
- * transfer; NULL when this run does not die. */
-static weft_plan_h half_plan(const update_options_t *o, const update_shared_t *shared, int id, weft_registry_h reg,
-                             weft_transport_t transport, const weft_recv_view_t *views, size_t count)
-{
-    weft_plan_h plan = NULL;
+/*
+ * What a consumer receives through: a plan over every view (whole
+ * versions) or one a layer (streaming: each layer is copied once the
+ * trainer announced it final, before the version is published), and the
+ * plan over half of the views with which engine 0 dies in --kill-engine.
+ * layer_done, when set, is called once a layer is in place (a GPU engine
+ * enqueues that layer's verification there).
+ */
+typedef struct receiver {
+    weft_plan_h whole, half;
+    weft_plan_h layer[UPDATE_MAX_LAYERS];
+    int         streaming;
+    int       (*layer_done)(void *arg, uint64_t version, uint64_t layer);
+    void       *arg;
+} receiver_t;
 
-    if (death_version(o, shared, id) != 0 && weft_plan_create(reg, transport, views, count / 2 + 1, &plan) != WEFT_OK) {
-        fprintf(stderr, "engine %d: the half plan for --kill-engine failed\n", id);
-        return NULL;
+/* Views of layer l: the tensor indices of a layer follow one another. */
+static size_t layer_views(const update_options_t *o) { return (size_t)(UPDATE_KINDS * o->experts); }
+
+static int receiver_create(const update_options_t *o, const update_shared_t *shared, int id, weft_registry_h reg,
+                           weft_transport_t transport, const weft_recv_view_t *views, size_t count, receiver_t *r)
+{
+    weft_status_t status = WEFT_OK;
+
+    r->streaming = !o->whole_versions;
+    if (!r->streaming) {
+        status = weft_plan_create(reg, transport, views, count, &r->whole);
     }
-    return plan;
+    for (uint64_t l = 0; r->streaming && l < o->layers && status == WEFT_OK; l++) {
+        status = weft_plan_create(reg, transport, views + l * layer_views(o), layer_views(o), &r->layer[l]);
+    }
+    if (status == WEFT_OK && death_version(o, shared, id) != 0) {
+        status = weft_plan_create(reg, transport, views, count / 2 + 1, &r->half);
+    }
+    if (status != WEFT_OK) {
+        fprintf(stderr, "consumer %d: plans: %s\n", id, weft_status_string(status));
+        return -1;
+    }
+    return 0;
+}
+
+#ifdef HAVE_CUDA
+/* The plans bound to new views (--offload, GPU engines only). */
+static weft_status_t receiver_rebind(const update_options_t *o, receiver_t *r, const weft_recv_view_t *views,
+                                     size_t count)
+{
+    weft_status_t status = r->whole != NULL ? weft_plan_rebind(r->whole, views, count) : WEFT_OK;
+
+    for (uint64_t l = 0; r->streaming && l < o->layers && status == WEFT_OK; l++) {
+        status = weft_plan_rebind(r->layer[l], views + l * layer_views(o), layer_views(o));
+    }
+    if (status == WEFT_OK && r->half != NULL) {
+        status = weft_plan_rebind(r->half, views, count / 2 + 1);
+    }
+    return status;
+}
+#endif
+
+static void receiver_destroy(const update_options_t *o, receiver_t *r)
+{
+    weft_plan_destroy(r->whole);
+    weft_plan_destroy(r->half);
+    for (uint64_t l = 0; l < o->layers; l++) {
+        weft_plan_destroy(r->layer[l]);
+    }
 }
 
 /* Copies half of the version, then dies holding the lease, before it
@@ -57,36 +110,93 @@ static void die_mid_transfer(weft_plan_h half, const weft_lease_t *lease)
     raise(SIGKILL);
 }
 
-/* Waits for the version after `last`, copies it through `plan` and
- * releases the lease, recording the wake-up and the copy's time (engine
- * 0's first run dies in the copy of version --kill-engine). 0 with
- * *version on success; 4 when the wait or the copy failed (a failed copy
- * is recorded with the registry, never the version). */
+/* One plan's copy, its time added to the consumer's copy time. */
+static weft_status_t timed_copy(const update_options_t *o, update_shared_t *shared, int id, weft_plan_h plan,
+                                const weft_lease_t *lease)
+{
+    const uint64_t t0 = perf_now_ns();
+    weft_status_t  status = weft_plan_copy(plan, lease);
+
+    if (lease->version > o->warmup) {
+        shared->consumer[id].copy_ns += perf_now_ns() - t0;
+    }
+    return status;
+}
+
+/* When this consumer learned that `version` was published. */
+static void note_wake(update_shared_t *shared, int id, uint64_t version)
+{
+    shared->consumer[id].wake_ns[version <= UPDATE_MAX_VERSIONS ? version : 0] = perf_now_ns();
+}
+
+/* Streaming: each layer as soon as it is final, then the publish. */
+static weft_status_t receive_layers(const update_options_t *o, update_shared_t *shared, int id, weft_registry_h reg,
+                                    receiver_t *r, const weft_lease_t *lease)
+{
+    uint32_t      ready;
+    int           published;
+    weft_status_t status = WEFT_OK;
+
+    for (uint64_t l = 0; l < o->layers && status == WEFT_OK; l++) {
+        status = weft_registry_lease_ready(reg, lease, (uint32_t)((l + 1) * layer_views(o)), 120000000, &ready,
+                                           &published);
+        if (status == WEFT_OK) {
+            status = timed_copy(o, shared, id, r->layer[l], lease);
+        }
+        if (status == WEFT_OK && r->layer_done != NULL && r->layer_done(r->arg, lease->version, l) != 0) {
+            status = WEFT_ERR_CUDA;
+        }
+    }
+    if (status == WEFT_OK) {
+        status = weft_registry_lease_ready(reg, lease, WEFT_REGISTRY_PUBLISHED, 120000000, &ready, &published);
+        note_wake(shared, id, lease->version);
+    }
+    return status;
+}
+
+/* Waits for the version after `last` (streaming: for its first
+ * announcement), copies it and releases the lease, recording when the
+ * consumer learned of the publish (streaming: after its copies of the
+ * layers announced before it) and the copies' time (engine 0's first
+ * run dies in the copy of version --kill-engine). 0 with *version on
+ * success; 4 when the wait or the copy failed (a failed copy is recorded
+ * with the registry, never the version; a version abandoned by its
+ * producer as well). */
 static int receive_next(const update_options_t *o, update_shared_t *shared, int id, const char *who,
-                        weft_registry_h reg, uint32_t consumer, weft_plan_h plan, weft_plan_h half, uint64_t last,
-                        uint64_t *version)
+                        weft_registry_h reg, uint32_t consumer, receiver_t *r, uint64_t last, uint64_t *version)
 {
     weft_lease_t  lease;
-    uint64_t      woke;
-    weft_status_t status = weft_registry_wait(reg, last, 120000000, &lease);
+    uint32_t      ready;
+    int           published;
+    weft_status_t status = r->streaming ? weft_registry_wait_ready(reg, last, 120000000, &lease)
+                                        : weft_registry_wait(reg, last, 120000000, &lease);
 
     if (status != WEFT_OK) {
         fprintf(stderr, "%s %d: wait after %llu: %s\n", who, id, (unsigned long long)last, weft_status_string(status));
         return 4;
     }
-    woke = perf_now_ns();
-    shared->consumer[id].wake_ns[lease.version <= UPDATE_MAX_VERSIONS ? lease.version : 0] = woke;
+    if (!r->streaming) {
+        note_wake(shared, id, lease.version);
+    }
     if (lease.version == death_version(o, shared, id)) {
-        die_mid_transfer(half, &lease);
+        /* Whole, so that the death falls in the copy, not in a wait. */
+        if (r->streaming) {
+            (void)weft_registry_lease_ready(reg, &lease, WEFT_REGISTRY_PUBLISHED, 120000000, &ready, &published);
+        }
+        die_mid_transfer(r->half, &lease);
     }
-    status = weft_plan_copy(plan, &lease);
+    if (r->streaming) {
+        status = receive_layers(o, shared, id, reg, r, &lease);
+    } else {
+        status = timed_copy(o, shared, id, r->whole, &lease);
+        for (uint64_t l = 0; l < o->layers && status == WEFT_OK && r->layer_done != NULL; l++) {
+            status = r->layer_done(r->arg, lease.version, l) == 0 ? WEFT_OK : WEFT_ERR_CUDA;
+        }
+    }
     weft_registry_release(reg, &lease);
-    if (lease.version > o->warmup) {
-        shared->consumer[id].copy_ns += perf_now_ns() - woke;
-    }
     if (status != WEFT_OK) {
-        fprintf(stderr, "%s %d: version %llu: copy: %s\n", who, id, (unsigned long long)lease.version,
-                weft_status_string(status));
+        fprintf(stderr, "%s %d: version %llu: %s: %s\n", who, id, (unsigned long long)lease.version,
+                status == WEFT_ERR_CANCELED ? "abandoned by its producer" : "copy", weft_status_string(status));
         weft_registry_consumer_failed(reg, consumer, lease.version, status);
         return 4;
     }
@@ -107,9 +217,8 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
     uint8_t          *buffers[UPDATE_MAX_LAYERS][UPDATE_KINDS];
     tensor_kind_t     kinds[UPDATE_KINDS];
     weft_registry_h   reg = NULL;
-    weft_plan_h       plan = NULL;
+    receiver_t        rx = {0};
     uint32_t          consumer;
-    weft_plan_h       half = NULL;
     uint64_t          last = 0;
     char              label[32];
     weft_status_t     status;
@@ -152,17 +261,16 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
     }
     snprintf(label, sizeof(label), "update-consumer-%d", id);
     status = weft_registry_consumer_register(reg, label, &consumer);
-    if (status == WEFT_OK) {
-        status = weft_plan_create(reg, WEFT_TRANSPORT_HOST, views, count, &plan);
-    }
     if (status != WEFT_OK) {
         fprintf(stderr, "consumer %d: setup: %s\n", id, weft_status_string(status));
         return 3;
     }
-    half = half_plan(o, shared, id, reg, WEFT_TRANSPORT_HOST, views, count);
+    if (receiver_create(o, shared, id, reg, WEFT_TRANSPORT_HOST, views, count, &rx) != 0) {
+        return 3;
+    }
     last = shared->consumer[id].join_after;
     while (last < o->versions) {
-        if (receive_next(o, shared, id, "consumer", reg, consumer, plan, half, last, &last) != 0) {
+        if (receive_next(o, shared, id, "consumer", reg, consumer, &rx, last, &last) != 0) {
             return 4;
         }
         /* Received: every byte landed. Verifying comes after, on the
@@ -198,8 +306,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
         }
         shared->consumer[id].versions++;
     }
-    weft_plan_destroy(plan);
-    weft_plan_destroy(half);
+    receiver_destroy(o, &rx);
     weft_registry_close(reg);
     return shared->consumer[id].wrong_tensors == 0 ? 0 : 5;
 }
@@ -246,40 +353,50 @@ typedef struct verifier {
     cudaStream_t   stream;
 } verifier_t;
 
-/* Verifies the version in the engine's tensors; 0 when every checksum and
- * every sampled byte is the producer's. All of it runs on the GPU: every
- * tensor's checksum, and the sampled expert's bytes compared with the
- * producer's copy, which the GPU reads from the shared mapping. */
-static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id, uint64_t version,
-                      const tensor_kind_t *kinds, uint8_t *buffers[][UPDATE_KINDS], verifier_t *vf,
-                      const char (*names)[WEFT_TENSOR_NAME_MAX])
+/* Enqueues the verification of layer l of `version`, in the engine's
+ * tensors: every tensor's checksum, and the sampled expert's bytes
+ * compared with the producer's copy, which the GPU reads from the shared
+ * mapping (the trainer put it there before it announced the layer). The
+ * counts start at 0 with layer 0. 0 when enqueued. */
+static int gpu_verify_layer(const update_options_t *o, update_shared_t *shared, int id, uint64_t version, uint64_t l,
+                            const tensor_kind_t *kinds, uint8_t *buffers[][UPDATE_KINDS], verifier_t *vf)
+{
+    const uint64_t expert = update_sample_expert(o, version);
+    const uint8_t *expect_sample =
+        vf->samples_for_gpu + (update_samples(shared, o, version) - update_samples(shared, o, 0));
+    uint64_t       off = l * (update_sample_bytes(o) / o->layers);
+
+    if (l == 0 && cuda_fails(cudaMemsetAsync(vf->dev_differing, 0, o->layers * UPDATE_KINDS * sizeof(uint64_t),
+                                             vf->stream),
+                             "cudaMemsetAsync", id)) {
+        return -1;
+    }
+    for (int k = 0; k < UPDATE_KINDS; k++) {
+        const uint64_t bytes = update_kind_bytes(&kinds[k]);
+        /* Every expert of the fused tensor in one launch; their indices
+         * follow one another. */
+        if (weft_checksum_cuda_strided_async(buffers[l][k], bytes, bytes, (uint32_t)o->experts,
+                                             &vf->dev_sums[update_tensor_index(o, l, k, 0)], vf->stream) != WEFT_OK ||
+            weft_compare_cuda_async(buffers[l][k] + expert * bytes, expect_sample + off, bytes,
+                                    &vf->dev_differing[l * UPDATE_KINDS + (uint64_t)k], vf->stream) != WEFT_OK) {
+            return -1;
+        }
+        off += bytes;
+    }
+    return 0;
+}
+
+/* After every layer's verification was enqueued: 0 when every checksum
+ * and every sampled byte is the producer's, 1 when not, -1 on a CUDA
+ * failure. */
+static int gpu_verify_end(const update_options_t *o, update_shared_t *shared, int id, uint64_t version,
+                          const tensor_kind_t *kinds, verifier_t *vf, const char (*names)[WEFT_TENSOR_NAME_MAX])
 {
     const uint64_t  count = update_tensor_count(o), expert = update_sample_expert(o, version);
     const uint64_t *expect = update_checksums(shared, o, version);
-    const uint8_t  *expect_sample =
-        vf->samples_for_gpu + (update_samples(shared, o, version) - update_samples(shared, o, 0));
     const uint64_t  cells = o->layers * UPDATE_KINDS;
-    uint64_t        off = 0, wrong = 0, wrong_bytes = 0, wrong_tensor_bytes = 0;
+    uint64_t        wrong = 0, wrong_bytes = 0, wrong_tensor_bytes = 0;
 
-    if (cuda_fails(cudaMemsetAsync(vf->dev_differing, 0, cells * sizeof(uint64_t), vf->stream), "cudaMemsetAsync",
-                   id)) {
-        return -1;
-    }
-    for (uint64_t l = 0; l < o->layers; l++) {
-        for (int k = 0; k < UPDATE_KINDS; k++) {
-            const uint64_t bytes = update_kind_bytes(&kinds[k]);
-            /* Every expert of the fused tensor in one launch; their
-             * indices follow one another. */
-            if (weft_checksum_cuda_strided_async(buffers[l][k], bytes, bytes, (uint32_t)o->experts,
-                                                 &vf->dev_sums[update_tensor_index(o, l, k, 0)],
-                                                 vf->stream) != WEFT_OK ||
-                weft_compare_cuda_async(buffers[l][k] + expert * bytes, expect_sample + off, bytes,
-                                        &vf->dev_differing[l * UPDATE_KINDS + (uint64_t)k], vf->stream) != WEFT_OK) {
-                return -1;
-            }
-            off += bytes;
-        }
-    }
     if (cuda_fails(cudaMemcpyAsync(vf->sums, vf->dev_sums, count * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                    vf->stream),
                    "checksum copy", id) ||
@@ -313,13 +430,13 @@ static int gpu_verify(const update_options_t *o, update_shared_t *shared, int id
     }
     if (wrong_bytes != 0) {
         fprintf(stderr, "engine %d: version %llu: %llu of %llu sampled bytes (expert %llu) differ\n", id,
-                (unsigned long long)version, (unsigned long long)wrong_bytes, (unsigned long long)off,
-                (unsigned long long)expert);
+                (unsigned long long)version, (unsigned long long)wrong_bytes,
+                (unsigned long long)update_sample_bytes(o), (unsigned long long)expert);
     }
     shared->consumer[id].wrong_tensors += wrong;
     shared->consumer[id].wrong_sampled_bytes += wrong_bytes;
     shared->consumer[id].wrong_bytes += wrong_tensor_bytes;
-    shared->consumer[id].sampled_bytes += off;
+    shared->consumer[id].sampled_bytes += update_sample_bytes(o);
     return wrong == 0 && wrong_bytes == 0 ? 0 : 1;
 }
 
@@ -407,7 +524,7 @@ static void gpu_tensors_free(const update_options_t *o, uint8_t *buffers[][UPDAT
  */
 static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared, int id, const tensor_kind_t *kinds,
                               uint8_t *buffers[][UPDATE_KINDS], weft_recv_view_t *views,
-                              const char (*names)[WEFT_TENSOR_NAME_MAX], weft_plan_h plan, int next_timed)
+                              const char (*names)[WEFT_TENSOR_NAME_MAX], receiver_t *rx, int next_timed)
 {
     const uintptr_t before = (uintptr_t)buffers[0][0];
     void           *pad = NULL;
@@ -422,7 +539,7 @@ static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared
     t0  = perf_now_ns();
     bad = gpu_tensors_alloc(o, kinds, buffers, views, names, id);
     if (bad == 0) {
-        status = weft_plan_rebind(plan, views, (size_t)update_tensor_count(o));
+        status = receiver_rebind(o, rx, views, (size_t)update_tensor_count(o));
         if (status != WEFT_OK) {
             fprintf(stderr, "engine %d: rebind: %s\n", id, weft_status_string(status));
             bad = -1;
@@ -438,6 +555,24 @@ static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared
     return bad;
 }
 
+/* What an engine's layer_done hook needs: verification is enqueued layer
+ * by layer as the layers land. */
+typedef struct engine {
+    const update_options_t *o;
+    update_shared_t        *shared;
+    int                     id;
+    const tensor_kind_t    *kinds;
+    uint8_t               *(*buffers)[UPDATE_KINDS];
+    verifier_t             *vf;
+} engine_t;
+
+static int engine_layer_done(void *arg, uint64_t version, uint64_t layer)
+{
+    engine_t *e = arg;
+
+    return gpu_verify_layer(e->o, e->shared, e->id, version, layer, e->kinds, e->buffers, e->vf);
+}
+
 static int gpu_consumer(const char *name, const update_options_t *o, update_shared_t *shared, int id)
 {
     const size_t      count = (size_t)update_tensor_count(o);
@@ -447,8 +582,8 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
     uint8_t          *buffers[UPDATE_MAX_LAYERS][UPDATE_KINDS];
     tensor_kind_t     kinds[UPDATE_KINDS];
     weft_registry_h   reg = NULL;
-    weft_plan_h       plan = NULL;
-    weft_plan_h       half = NULL;
+    receiver_t        rx = {0};
+    engine_t          engine = {.o = o, .shared = shared, .id = id, .kinds = kinds, .buffers = buffers, .vf = &vf};
     uint32_t          consumer;
     uint64_t          last = 0;
     char              label[32];
@@ -481,24 +616,25 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
     }
     snprintf(label, sizeof(label), "update-engine-%d", id);
     status = weft_registry_consumer_register(reg, label, &consumer);
-    if (status == WEFT_OK) {
-        status = weft_plan_create(reg, WEFT_TRANSPORT_CUDA_IPC, views, count, &plan);
-    }
     if (status != WEFT_OK) {
         fprintf(stderr, "engine %d: setup: %s\n", id, weft_status_string(status));
         return 3;
     }
-    half = half_plan(o, shared, id, reg, WEFT_TRANSPORT_CUDA_IPC, views, count);
+    if (receiver_create(o, shared, id, reg, WEFT_TRANSPORT_CUDA_IPC, views, count, &rx) != 0) {
+        return 3;
+    }
+    rx.layer_done = engine_layer_done;
+    rx.arg        = &engine;
     last = shared->consumer[id].join_after;
     while (last < o->versions) {
         uint64_t t0;
         int      bad;
 
-        if (receive_next(o, shared, id, "engine", reg, consumer, plan, half, last, &last) != 0) {
+        if (receive_next(o, shared, id, "engine", reg, consumer, &rx, last, &last) != 0) {
             return 4;
         }
         t0   = perf_now_ns();
-        bad  = gpu_verify(o, shared, id, last, kinds, buffers, &vf, (const char(*)[WEFT_TENSOR_NAME_MAX])names);
+        bad  = gpu_verify_end(o, shared, id, last, kinds, &vf, (const char(*)[WEFT_TENSOR_NAME_MAX])names);
         if (last > o->warmup) {
             shared->consumer[id].verify_ns += perf_now_ns() - t0;
             shared->consumer[id].timed++;
@@ -512,14 +648,12 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         weft_registry_consumer_received(reg, consumer, last);
         shared->consumer[id].versions++;
         if (o->offload && last < o->versions &&
-            (gpu_offload_reload(o, shared, id, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names,
-                                plan, last + 1 > o->warmup) != 0 ||
-             (half != NULL && weft_plan_rebind(half, views, count / 2 + 1) != WEFT_OK))) {
+            gpu_offload_reload(o, shared, id, kinds, buffers, views, (const char(*)[WEFT_TENSOR_NAME_MAX])names, &rx,
+                               last + 1 > o->warmup) != 0) {
             return 3;
         }
     }
-    weft_plan_destroy(plan);
-    weft_plan_destroy(half);
+    receiver_destroy(o, &rx);
     weft_registry_close(reg);
     gpu_tensors_free(o, buffers);
     verifier_destroy(&vf);

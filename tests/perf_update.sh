@@ -14,6 +14,7 @@ echo "$out"
 fail=0
 field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field versions)" = 4 ] || { echo "FAIL: versions $(field versions), not 4"; fail=1; }
+[ "$(field publication)" = '"per-layer"' ] || { echo "FAIL: publication $(field publication)"; fail=1; }
 # No warm-up on the host: every version is timed.
 [ "$(field timed_versions)" = 4 ] || { echo "FAIL: timed_versions $(field timed_versions), not 4"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: wrong_tensors $(field wrong_tensors)"; fail=1; }
@@ -22,10 +23,13 @@ field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field tensors)" = 36 ] || { echo "FAIL: tensors $(field tensors), not 36"; fail=1; }
 # 2 x 3 x (384 x 256 + 256 x 192) parameters
 [ "$(field parameters)" = 884736 ] || { echo "FAIL: parameters $(field parameters)"; fail=1; }
+# Muon, with versions published whole (no streaming).
 out=$("$perf" update --device host --optimizer muon --layers 1 --experts 2 --hidden 128 --intermediate 64 \
-    --versions 2 --consumers 1 --json) || { echo "FAIL: weft-perf update --optimizer muon exited $?"; echo "$out"; exit 1; }
+    --versions 2 --consumers 1 --whole-versions --json) ||
+    { echo "FAIL: weft-perf update --optimizer muon exited $?"; echo "$out"; exit 1; }
 echo "$out"
 [ "$(field optimizer)" = '"muon"' ] || { echo "FAIL: optimizer $(field optimizer), not muon"; fail=1; }
+[ "$(field publication)" = '"whole"' ] || { echo "FAIL: --whole-versions: publication $(field publication)"; fail=1; }
 [ "$(field versions)" = 2 ] || { echo "FAIL: muon: versions $(field versions), not 2"; fail=1; }
 [ "$(field wrong_tensors)" = 0 ] || { echo "FAIL: muon: wrong_tensors $(field wrong_tensors)"; fail=1; }
 [ "$(field wrong_bytes)" = 0 ] || { echo "FAIL: muon: wrong_bytes $(field wrong_bytes)"; fail=1; }
@@ -66,6 +70,8 @@ kill_trainer host
 [ $? -eq 2 ] || { echo "FAIL: --kill-trainer past the last version must be a usage error"; fail=1; }
 "$perf" update --device host --versions 4 --kill-engine 4 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --kill-engine of the last version must be a usage error"; fail=1; }
+"$perf" update --device host --versions 4 --kill-trainer 3 --stream >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --kill-trainer with --stream must be a usage error"; fail=1; }
 "$perf" update --device host --versions 4 --warmup 4 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a warm-up that leaves no version to time must be a usage error"; fail=1; }
 "$perf" update --model llama >/dev/null 2>&1
@@ -78,7 +84,7 @@ kill_trainer host
 [ $? -eq 2 ] || { echo "FAIL: an unknown --optimizer must be a usage error"; fail=1; }
 "$perf" update --lr -1 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
-for run in adamw muon "adamw --offload" "adamw --kill-engine 2"; do
+for run in adamw muon "adamw --offload" "adamw --kill-engine 2" "adamw --stream" "adamw --stream --offload"; do
     optimizer=${run%% *}
     out=$("$perf" update --device cuda --no-peer --optimizer $run --layers 2 --experts 3 --hidden 256 \
         --intermediate 192 --versions 4 --consumers 2 --json 2>&1)
