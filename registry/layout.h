@@ -162,7 +162,13 @@ typedef struct reg_slot {
      * before the count grows and cleared after the count is. */
     uint64_t ready_version; /* atomic */
     uint32_t ready_count;   /* atomic */
-    uint8_t  reserved[36];
+    uint32_t reserved0;
+    /* The owner word of the producer that announced: an announcement
+     * counts only while it is the header's producer (one left by a dead
+     * producer, which an older library's takeover would not clear, does
+     * not). Set before the version, cleared after it. */
+    uint64_t ready_owner; /* atomic */
+    uint8_t  reserved[24];
 } reg_slot_t;
 
 typedef struct reg_lease {
@@ -217,7 +223,8 @@ _Static_assert(offsetof(reg_header_t, memory) == 112, "header layout");
 _Static_assert(offsetof(reg_header_t, arena_word) == 576, "header layout");
 _Static_assert(sizeof(reg_tensor_t) == 256, "tensor record layout");
 _Static_assert(sizeof(reg_slot_t) == 64, "slot record layout");
-_Static_assert(offsetof(reg_slot_t, ready_version) == 16 && offsetof(reg_slot_t, ready_count) == 24,
+_Static_assert(offsetof(reg_slot_t, ready_version) == 16 && offsetof(reg_slot_t, ready_count) == 24 &&
+                   offsetof(reg_slot_t, ready_owner) == 32,
                "slot record layout");
 _Static_assert(sizeof(reg_lease_t) == 64, "lease record layout");
 _Static_assert(sizeof(reg_consumer_t) == 128, "consumer record layout");

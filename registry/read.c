@@ -215,7 +215,8 @@ static weft_status_t lease_announced(struct weft_registry *reg, uint64_t after_v
     for (uint32_t s = 0; s < reg->geo.slot_count; s++) {
         uint64_t version = REG_LOAD(&reg->slots[s].ready_version);
 
-        if (version > after_version && version > best && version <= REG_MAX_VERSION) {
+        if (version > after_version && version > best && version <= REG_MAX_VERSION &&
+            REG_LOAD(&reg->slots[s].ready_owner) == producer) {
             best = version;
             slot = s;
         }
@@ -337,7 +338,8 @@ static reg_lease_t *lease_record(struct weft_registry *reg, const weft_lease_t *
 /*
  * How far the leased version is: published (every tensor final), or
  * being written with *count tensors final. 0 when the write it named was
- * abandoned (aborted, or its producer died and another took over).
+ * abandoned (aborted, or its producer died and another took over: an
+ * announcement counts only while its announcer is the producer).
  * Published means the slot word holds the version and `latest` got there
  * too: a producer that died between the two stores published nothing. A
  * slot word writing with the leased version in it is a producer trying
@@ -364,8 +366,10 @@ static int lease_progress(struct weft_registry *reg, const weft_lease_t *lease, 
         if (holds || REG_SLOT_STATE(word) == REG_SLOT_WRITING) {
             uint64_t before = REG_LOAD(&slot->ready_version);
             uint32_t ready = REG_LOAD(&slot->ready_count);
+            uint64_t owner = REG_LOAD(&slot->ready_owner);
 
-            if (before == lease->version && REG_LOAD(&slot->ready_version) == before) {
+            if (before == lease->version && owner == REG_LOAD(&reg->hdr->producer) &&
+                REG_LOAD(&slot->ready_version) == before) {
                 *count = ready < reg->geo.tensor_count ? ready : reg->geo.tensor_count;
                 *published = 0;
                 return 1;

@@ -126,12 +126,14 @@ void weft_registry_arenas_close(struct weft_registry *reg);
 #define REG_CAS(p, e, d)  __atomic_compare_exchange_n((p), (e), (d), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
 
 /* Withdraws slot s's streaming announcement: the count first, then the
- * version, so that a reader that loads version, count, version and sees
- * the same version twice has that version's count. */
+ * version, then its producer, so that a reader that loads version, count,
+ * owner, version and sees the same version twice has that version's count
+ * and announcer. */
 static inline void weft_registry_slot_unannounce(struct weft_registry *reg, uint32_t s)
 {
     REG_STORE(&reg->slots[s].ready_count, 0);
     REG_STORE(&reg->slots[s].ready_version, 0);
+    REG_STORE(&reg->slots[s].ready_owner, 0);
 }
 
 #endif

@@ -239,6 +239,7 @@ WEFT_API weft_status_t weft_registry_write_ready(weft_registry_h reg, uint64_t v
         return WEFT_ERR_INVALID_PARAM;
     }
     if (reg->announced == 0) {
+        REG_STORE(&reg->slots[s].ready_owner, reg->self);
         REG_STORE(&reg->slots[s].ready_version, version);
         reg->announced = version;
     }

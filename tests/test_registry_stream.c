@@ -455,6 +455,41 @@ START_TEST(a_dead_producer_cancels_its_streaming_readers)
 }
 END_TEST
 
+/* An announcement counts only while its announcer is the producer: one
+ * left in a slot by another (here written into the segment as an older
+ * library's takeover would leave it: the slot writing, the announcement
+ * not cleared) is not leased. */
+START_TEST(an_announcement_of_another_producer_does_not_count)
+{
+    weft_registry_h reg = make_registry(3), reader;
+    weft_lease_t    lease;
+    uint8_t        *segment;
+    uint64_t        slot_table;
+    uint8_t        *slot;
+    uint32_t        taken;
+
+    publish_whole(reg, 1);
+    ck_assert_int_eq(weft_registry_write_begin(reg, SIGNAL_TIMEOUT_US, &taken), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_abort(reg), WEFT_OK);
+    segment = map_segment(1024);
+    ck_assert_ptr_nonnull(segment);
+    slot_table = *(const uint64_t *)(segment + 56);
+    segment = map_segment(slot_table + 64 * 16);
+    ck_assert_ptr_nonnull(segment);
+    slot = segment + slot_table + 64 * taken;
+    /* Slot word writing, ready_version 2, ready_count 4, ready_owner a
+     * producer that is not the header's. */
+    __atomic_store_n((uint64_t *)(slot + 32), UINT64_C(0x12345) << 32, __ATOMIC_SEQ_CST);
+    __atomic_store_n((uint64_t *)(slot + 16), UINT64_C(2), __ATOMIC_SEQ_CST);
+    __atomic_store_n((uint32_t *)(slot + 24), TENSORS, __ATOMIC_SEQ_CST);
+    __atomic_store_n((uint64_t *)slot, UINT64_C(1), __ATOMIC_SEQ_CST);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_ready(reader, 1, 0, &lease), WEFT_ERR_TIMEOUT);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+}
+END_TEST
+
 /* A producer that dies inside publish, after the slot word and before
  * `latest` (written here into the segment as PROTOCOL.md lays it out),
  * published nothing: its streaming reader is canceled, not given a
@@ -570,6 +605,7 @@ int main(void)
     tcase_add_test(tc, streaming_reader_in_another_process_follows_the_writer);
     tcase_add_test(tc, a_dead_producer_cancels_its_streaming_readers);
     tcase_add_test(tc, a_death_inside_publish_publishes_nothing);
+    tcase_add_test(tc, an_announcement_of_another_producer_does_not_count);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
