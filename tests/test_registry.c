@@ -4,6 +4,7 @@
 
 #include "registry/layout.h"
 #include "registry/validate.h"
+#include "registry_fixture.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -19,25 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <weft/weft.h>
-
-static char reg_name[64];
-
-/* A name unique to this test process; unlinked by the teardown. */
-static const char *test_name(void)
-{
-    if (reg_name[0] == '\0') {
-        snprintf(reg_name, sizeof(reg_name), "test-registry-%d", (int)getpid());
-    }
-    weft_registry_unlink(reg_name);
-    return reg_name;
-}
-
-static void unlink_registry(void)
-{
-    if (reg_name[0] != '\0') {
-        weft_registry_unlink(reg_name);
-    }
-}
 
 static uint64_t pattern_word(uint64_t version, uint32_t tensor, uint64_t i)
 {
@@ -120,26 +102,12 @@ static int wait_child(pid_t pid)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* How long a test waits for another process's signal (a byte on a pipe, a
- * word in the segment): only there to turn a hang into a failure. */
-#define SIGNAL_TIMEOUT_US UINT64_C(30000000)
-
 static uint64_t now_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Reads the byte another process writes once it got somewhere. 0 when it
- * came, -1 when it did not within SIGNAL_TIMEOUT_US or the writer died. */
-static int await_byte(int fd)
-{
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    char          byte;
-
-    return poll(&pfd, 1, (int)(SIGNAL_TIMEOUT_US / 1000)) == 1 && read(fd, &byte, 1) == 1 ? 0 : -1;
 }
 
 /* The header of reg_name's segment, mapped read-only, to watch the words

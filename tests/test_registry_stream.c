@@ -5,9 +5,10 @@
  * refuses to copy past what is final. */
 #include "config.h"
 
+#include "registry_fixture.h"
+
 #include <check.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,28 +20,6 @@
 
 #define TENSORS 4
 #define BYTES   4096u
-
-/* How long a test waits for another process: only there to turn a hang
- * into a failure. */
-#define SIGNAL_TIMEOUT_US UINT64_C(30000000)
-
-static char reg_name[64];
-
-static const char *test_name(void)
-{
-    if (reg_name[0] == '\0') {
-        snprintf(reg_name, sizeof(reg_name), "test-registry-stream-%d", (int)getpid());
-    }
-    weft_registry_unlink(reg_name);
-    return reg_name;
-}
-
-static void unlink_registry(void)
-{
-    if (reg_name[0] != '\0') {
-        weft_registry_unlink(reg_name);
-    }
-}
 
 static uint8_t pattern_byte(uint64_t version, uint32_t tensor, uint64_t i)
 {
@@ -338,8 +317,6 @@ START_TEST(streaming_reader_in_another_process_follows_the_writer)
     weft_registry_h reg = make_registry(3);
     int             to_parent[2];
     pid_t           pid;
-    struct pollfd   pfd;
-    char            byte;
 
     publish_whole(reg, 1);
     ck_assert_int_eq(pipe(to_parent), 0);
@@ -369,9 +346,7 @@ START_TEST(streaming_reader_in_another_process_follows_the_writer)
     ck_assert_int_eq(weft_registry_write_ready(reg, 2, 1), WEFT_OK);
     write_tensors(reg, 2, 1, 2);
     ck_assert_int_eq(weft_registry_write_ready(reg, 2, 2), WEFT_OK);
-    pfd = (struct pollfd){.fd = to_parent[0], .events = POLLIN};
-    ck_assert_int_eq(poll(&pfd, 1, (int)(SIGNAL_TIMEOUT_US / 1000)), 1);
-    ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
+    ck_assert_int_eq(await_byte(to_parent[0]), 0);
     write_tensors(reg, 2, 2, TENSORS);
     ck_assert_int_eq(weft_registry_publish(reg, 2, NULL), WEFT_OK);
     {
@@ -390,8 +365,6 @@ START_TEST(a_dead_producer_cancels_its_streaming_readers)
 {
     int           to_parent[2];
     pid_t         pid;
-    struct pollfd pfd;
-    char          byte;
 
     ck_assert_int_eq(pipe(to_parent), 0);
     (void)test_name();
@@ -414,9 +387,7 @@ START_TEST(a_dead_producer_cancels_its_streaming_readers)
         }
     }
     close(to_parent[1]);
-    pfd = (struct pollfd){.fd = to_parent[0], .events = POLLIN};
-    ck_assert_int_eq(poll(&pfd, 1, (int)(SIGNAL_TIMEOUT_US / 1000)), 1);
-    ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
+    ck_assert_int_eq(await_byte(to_parent[0]), 0);
     {
         weft_registry_h reader;
         weft_lease_t    lease;
@@ -500,7 +471,6 @@ START_TEST(a_death_inside_publish_publishes_nothing)
 {
     int           to_parent[2], to_child[2];
     pid_t         pid;
-    struct pollfd pfd;
     char          byte;
 
     ck_assert_int_eq(pipe(to_parent), 0);
@@ -548,9 +518,7 @@ START_TEST(a_death_inside_publish_publishes_nothing)
     }
     close(to_parent[1]);
     close(to_child[0]);
-    pfd = (struct pollfd){.fd = to_parent[0], .events = POLLIN};
-    ck_assert_int_eq(poll(&pfd, 1, (int)(SIGNAL_TIMEOUT_US / 1000)), 1);
-    ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
+    ck_assert_int_eq(await_byte(to_parent[0]), 0);
     {
         weft_registry_h reader, reg;
         weft_lease_t    lease;
@@ -561,8 +529,7 @@ START_TEST(a_death_inside_publish_publishes_nothing)
         ck_assert_int_eq(weft_registry_wait_ready(reader, 1, SIGNAL_TIMEOUT_US, &lease), WEFT_OK);
         ck_assert_uint_eq(lease.version, 2);
         ck_assert_int_eq(write(to_child[1], "g", 1), 1);
-        ck_assert_int_eq(poll(&pfd, 1, (int)(SIGNAL_TIMEOUT_US / 1000)), 1);
-        ck_assert_int_eq(read(to_parent[0], &byte, 1), 1);
+        ck_assert_int_eq(await_byte(to_parent[0]), 0);
         /* The slot word says published, `latest` does not: not yet. */
         ck_assert_int_eq(weft_registry_lease_ready(reader, &lease, WEFT_REGISTRY_PUBLISHED, 0, &ready, &published),
                          WEFT_ERR_TIMEOUT);

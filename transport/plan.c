@@ -174,6 +174,7 @@ static weft_status_t plan_add_view(struct weft_plan *plan, const weft_recv_view_
     pv->data   = view->data;
     pv->bytes  = elements * elem_size;
     plan->bytes += pv->bytes;
+    plan->last_tensor = index > plan->last_tensor ? index : plan->last_tensor;
 
     layout = (weft_range_tensor_t){
         .view        = (uint32_t)i,
@@ -372,6 +373,7 @@ WEFT_API weft_status_t weft_plan_rebind(weft_plan_h plan, const weft_recv_view_t
     plan->views              = fresh->views;
     plan->view_count         = fresh->view_count;
     plan->bytes              = fresh->bytes;
+    plan->last_tensor        = fresh->last_tensor;
     plan->ranges_uncoalesced = fresh->ranges_uncoalesced;
     plan->ranges             = fresh->ranges;
     plan->checked_slots      = 0;

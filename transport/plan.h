@@ -35,6 +35,7 @@ struct weft_plan {
     weft_plan_view_t *views;
     uint32_t          view_count;
     uint64_t          bytes;              /* per version */
+    uint32_t          last_tensor;        /* the largest registry index of a view */
     uint64_t          ranges_uncoalesced;
     weft_range_list_t ranges;             /* coalesced, sorted by source */
     uint64_t          slot_bytes;         /* of one version in the registry */

@@ -59,13 +59,9 @@ void weft_plan_fail_next_copy(weft_plan_h plan, weft_status_t status)
  * the plan's last tensor must be one of them. */
 static weft_status_t plan_tensors_final(struct weft_plan *plan, const weft_lease_t *lease)
 {
-    uint32_t    last = 0;
     const void *data;
 
-    for (uint32_t v = 0; v < plan->view_count; v++) {
-        last = plan->views[v].tensor > last ? plan->views[v].tensor : last;
-    }
-    return plan->view_count > 0 ? weft_registry_lease_tensor(plan->reg, lease, last, &data) : WEFT_OK;
+    return plan->view_count > 0 ? weft_registry_lease_tensor(plan->reg, lease, plan->last_tensor, &data) : WEFT_OK;
 }
 
 /* Moves one version's bytes; records nothing. */
