@@ -8,6 +8,7 @@
 #ifndef WEFT_KERNELS_MUON_H
 #define WEFT_KERNELS_MUON_H
 
+#include <weft/optim.h>
 #include <weft/weft.h>
 
 #include <stddef.h>
@@ -60,15 +61,16 @@ void weft_muon_apply_host(const weft_muon_scalars_t *s, float *param, const floa
  * gram_blocks: how many row blocks X·Xᵀ is computed in (only the blocks
  * on and below the diagonal are multiplied); 0 takes
  * weft_muon_gram_blocks(min(rows, cols)), another value (1..4, splitting
- * the rows in multiples of 32) is for benchmarks. Asynchronous.
+ * the rows in multiples of 32) is for benchmarks. rounding: a
+ * weft_muon_rounding_t (where the iterations round to BF16). Asynchronous.
  * WEFT_ERR_UNSUPPORTED without CUDA.
  */
 size_t        weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count);
 int           weft_muon_gram_blocks(uint64_t m);
-weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps, float *param,
-                                  float *momentum, const void *grad, weft_dtype_t grad_dtype, uint64_t rows,
-                                  uint64_t cols, uint64_t count, int gram_blocks, void *work, void *blas,
-                                  void *stream);
+weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, int rounding, uint32_t steps,
+                                  float *param, float *momentum, const void *grad, weft_dtype_t grad_dtype,
+                                  uint64_t rows, uint64_t cols, uint64_t count, int gram_blocks, void *work,
+                                  void *blas, void *stream);
 
 /* The GEMM state of one optimizer: cuBLAS and cuBLASLt handles and the
  * cuBLASLt plans (descriptors and the heuristic's first algorithm) of up

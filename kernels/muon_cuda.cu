@@ -13,11 +13,15 @@
  *      symmetric, so only its blocks on and below the diagonal are
  *      multiplied (gram_blocks) and a tiled kernel mirrors them while it
  *      forms c·A, which costs no more memory traffic than forming c·A;
- *      each product and scaled term rounded to BF16 where the reference
- *      Muon (eager PyTorch) rounds it: b·A, c·A, (c·A)·A, their sum, a·X,
- *      B·X and that sum. A shorter chain (the sums in GEMM epilogues) is
- *      as accurate but lands ~2.5 % (relative Frobenius) from the
- *      reference's own BF16 result; this one stays close to it;
+ *      rounding EAGER: each product and scaled term rounded to BF16 where
+ *      the reference Muon (eager PyTorch) rounds it: b·A, c·A, (c·A)·A,
+ *      their sum, a·X, B·X and that sum, in element-wise passes between
+ *      the GEMMs; rounding FUSED: b·A + c·A·A and a·X + B·X formed in
+ *      FP32 in the GEMMs' epilogues (cuBLASLt's α·P·Q + β·C) and rounded
+ *      once, as torch.compile's fused reference and torch.baddbmm round;
+ *      no element-wise pass but A's mirror. FUSED is nearer the FP64
+ *      iteration, EAGER nearer the eager reference (they land ~2 %
+ *      apart, as any two BF16 roundings of five iterations do);
  *   4. θ = θ·decay − lr·scale·X, X read back in θ's layout.
  * Row-major matrices are handed to column-major cuBLAS as their
  * transposes: row-major C = P·Q is column-major Cᵀ = Qᵀ·Pᵀ.
@@ -306,18 +310,21 @@ __global__ void gram_pointers_kernel(const void **q0, const void **p0, const voi
 
 /*
  * After the lower blocks of A: A's blocks above the diagonal mirrored
- * from below, and out = bf16(k·A) everywhere. 32 × 32 tiles (bs is a
- * multiple of 32, so a tile is wholly above or not); grid (m/32, m/32,
- * count), 32 × 8 threads. Tiles above read only tiles below and write
- * only themselves: no tile is both read and written.
+ * from below, and (out not null) out = bf16(k·A) everywhere. 32 × 32
+ * tiles (bs is a multiple of 32, so a tile is wholly above or not); grid
+ * (m/32, m/32, count), 32 × 8 threads. Tiles above read only tiles below
+ * and write only themselves: no tile is both read and written.
  */
 __global__ void gram_mirror_scale_kernel(__nv_bfloat16 *a, __nv_bfloat16 *out, float k, uint64_t m, uint64_t bs)
 {
     __shared__ __nv_bfloat16 tile[32][33];
     const uint64_t           e = blockIdx.z, row0 = blockIdx.y * 32ull, col0 = blockIdx.x * 32ull;
-    __nv_bfloat16           *ae = a + e * m * m, *oe = out + e * m * m;
+    __nv_bfloat16           *ae = a + e * m * m, *oe = out != nullptr ? out + e * m * m : nullptr;
     const bool               above = row0 / bs < col0 / bs;
 
+    if (!above && oe == nullptr) {
+        return; /* mirror only: the tiles on and below the diagonal stay */
+    }
     if (above) {
         for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* tile (col0, row0), rows of it */
             tile[r][threadIdx.x] = ae[(col0 + r) * m + row0 + threadIdx.x];
@@ -330,7 +337,9 @@ __global__ void gram_mirror_scale_kernel(__nv_bfloat16 *a, __nv_bfloat16 *out, f
         if (above) {
             ae[at] = v;
         }
-        oe[at] = to_bf(__fmul_rn(bf(v), k));
+        if (oe != nullptr) {
+            oe[at] = to_bf(__fmul_rn(bf(v), k));
+        }
     }
 }
 
@@ -523,14 +532,24 @@ weft_status_t plan_make(Blas *b, const GemmShape &g, GemmPlan *pl)
     return WEFT_OK;
 }
 
-/* Row-major C[count] (rows_c × cols_c) = P·Q, P and Q row-major, each
- * given as (pointer, transposed?, its row-major leading dimension). */
+/* What a GEMM adds to its product: D = alpha·P·Q + beta·C, in FP32 and
+ * rounded to BF16 once; C (laid out as D) is read only when beta ≠ 0. */
+struct Epilogue {
+    float                alpha, beta;
+    const __nv_bfloat16 *c;
+};
+
+constexpr Epilogue kProductOnly = {1.0f, 0.0f, nullptr};
+
+/* Row-major D[count] (rows_c × cols_c) = alpha·P·Q + beta·C, P and Q
+ * row-major, each given as (pointer, transposed?, its row-major leading
+ * dimension); D is c, contiguous (leading dimension cols_c). */
 weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_c, int cols_c, int inner,
                    const __nv_bfloat16 *p, bool p_t, int ldp, long long sp, const __nv_bfloat16 *q, bool q_t,
-                   int ldq, long long sq, __nv_bfloat16 *c, long long sc)
+                   int ldq, long long sq, __nv_bfloat16 *c, long long sc, Epilogue ep = kProductOnly)
 {
     const GemmShape g = {count, rows_c, cols_c, inner, p_t, q_t, ldp, ldq, sp, sq, sc};
-    const float     one = 1.0f, zero = 0.0f;
+    const __nv_bfloat16 *cin = ep.beta != 0.0f ? ep.c : c;
     GemmPlan       *pl = nullptr;
 
     for (int i = 0; i < kPlans && pl == nullptr; i++) {
@@ -548,15 +567,23 @@ weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_
         }
     }
     if (!pl->lt) {
+        /* The classic entry point reads C where it writes D. */
+        if (cin != c) {
+            const weft_status_t status = WEFT_CUDA_CHECK(cudaMemcpyAsync(
+                c, cin, static_cast<size_t>(count) * static_cast<size_t>(sc) * 2, cudaMemcpyDeviceToDevice, st));
+            if (status != WEFT_OK) {
+                return status;
+            }
+        }
         return blas_check(cublasGemmStridedBatchedEx(b->h, q_t ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                                     p_t ? CUBLAS_OP_T : CUBLAS_OP_N, cols_c, rows_c, inner, &one, q,
-                                                     CUDA_R_16BF, ldq, sq, p, CUDA_R_16BF, ldp, sp, &zero, c,
+                                                     p_t ? CUBLAS_OP_T : CUBLAS_OP_N, cols_c, rows_c, inner, &ep.alpha,
+                                                     q, CUDA_R_16BF, ldq, sq, p, CUDA_R_16BF, ldp, sp, &ep.beta, c,
                                                      CUDA_R_16BF, cols_c, sc, count, CUBLAS_COMPUTE_32F,
                                                      CUBLAS_GEMM_DEFAULT),
                           "cublasGemmStridedBatchedEx");
     }
-    return blas_check(cublasLtMatmul(b->lt, pl->op, &one, q, pl->q, p, pl->p, &zero, c, pl->c, c, pl->c, &pl->algo,
-                                     lt_work, kLtWorkspaceBytes, st),
+    return blas_check(cublasLtMatmul(b->lt, pl->op, &ep.alpha, q, pl->q, p, pl->p, &ep.beta, cin, pl->c, c, pl->c,
+                                     &pl->algo, lt_work, kLtWorkspaceBytes, st),
                       "cublasLtMatmul");
 }
 
@@ -572,9 +599,11 @@ weft_status_t gram_lower(cublasHandle_t h, const void **q, const void **p, void 
 
 /* ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X) over the count
  * matrices of the workspace w, on stream st, X ping-ponging between w.x
- * and w.xn (it ends in w.x after an even number of steps). */
+ * and w.xn (it ends in w.x after an even number of steps); the terms
+ * summed in the GEMM epilogues (fused) or rounded as eager PyTorch rounds
+ * them. */
 weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t count, uint64_t m, uint64_t n,
-                            int blocks, int schedule, uint32_t steps)
+                            int blocks, int schedule, bool fused, uint32_t steps)
 {
     const int      pairs = blocks * (blocks + 1) / 2;
     const uint64_t mm = count * m * m, mn = count * m * n;
@@ -584,11 +613,11 @@ weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t c
     for (uint32_t step = 0; step < steps && status == WEFT_OK; step++) {
         float abc[3];
         weft_muon_coefficients(schedule, step, abc);
-        /* A = X·Xᵀ, and bf16(c·A) into b */
+        /* A = X·Xᵀ, and (eager) bf16(c·A) into b */
         if (blocks == 1) {
             status = gemm(bl, st, w.lt, (int)count, (int)m, (int)m, (int)n, x, false, (int)n,
                           (long long)(m * n), x, true, (int)n, (long long)(m * n), w.a, (long long)(m * m));
-            if (status == WEFT_OK) {
+            if (status == WEFT_OK && !fused) {
                 scale_kernel<<<blocks_for(mm), kThreads, 0, st>>>(w.b, w.a, abc[2], mm);
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
@@ -599,9 +628,27 @@ weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t c
             if (status == WEFT_OK) {
                 const dim3 tiles(static_cast<unsigned>(m / 32), static_cast<unsigned>(m / 32),
                                  static_cast<unsigned>(count));
-                gram_mirror_scale_kernel<<<tiles, dim3(32, 8), 0, st>>>(w.a, w.b, abc[2], m, m / blocks);
+                gram_mirror_scale_kernel<<<tiles, dim3(32, 8), 0, st>>>(w.a, fused ? nullptr : w.b, abc[2], m,
+                                                                        m / blocks);
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
+        }
+        if (fused) {
+            /* B = c·A·A + b·A; X' = B·X + a·X, each rounded once */
+            if (status == WEFT_OK) {
+                status = gemm(bl, st, w.lt, (int)count, (int)m, (int)m, (int)m, w.a, false, (int)m,
+                              (long long)(m * m), w.a, false, (int)m, (long long)(m * m), w.b, (long long)(m * m),
+                              Epilogue{abc[2], abc[1], w.a});
+            }
+            if (status == WEFT_OK) {
+                status = gemm(bl, st, w.lt, (int)count, (int)m, (int)n, (int)m, w.b, false, (int)m,
+                              (long long)(m * m), x, false, (int)n, (long long)(m * n), xn, (long long)(m * n),
+                              Epilogue{1.0f, abc[0], x});
+            }
+            __nv_bfloat16 *t = x;
+            x = xn;
+            xn = t;
+            continue;
         }
         /* B = bf16(b·A) + (bf16(c·A))·A */
         if (status == WEFT_OK) {
@@ -689,8 +736,8 @@ extern "C" void weft_muon_blas_destroy(void *blas)
     }
 }
 
-extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps,
-                                             float *param, float *momentum, const void *grad,
+extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, int rounding,
+                                             uint32_t steps, float *param, float *momentum, const void *grad,
                                              weft_dtype_t grad_dtype, uint64_t rows, uint64_t cols, uint64_t count,
                                              int gram_blocks, void *work, void *blas, void *stream)
 {
@@ -729,7 +776,8 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
     }
     status = WEFT_CUDA_CHECK(cudaGetLastError());
     if (status == WEFT_OK) {
-        status = ns_iterations(b, st, w, count, m, n, blocks, schedule, steps);
+        status = ns_iterations(b, st, w, count, m, n, blocks, schedule, rounding == WEFT_MUON_ROUNDING_FUSED,
+                               steps);
     }
     x = steps % 2 == 0 ? w.x : w.xn;
     if (status == WEFT_OK) {

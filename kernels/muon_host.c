@@ -140,13 +140,14 @@ size_t weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count)
     return 0;
 }
 
-weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, uint32_t steps, float *param,
-                                  float *momentum, const void *grad, weft_dtype_t grad_dtype, uint64_t rows,
-                                  uint64_t cols, uint64_t count, int gram_blocks, void *work, void *blas,
-                                  void *stream)
+weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int schedule, int rounding, uint32_t steps,
+                                  float *param, float *momentum, const void *grad, weft_dtype_t grad_dtype,
+                                  uint64_t rows, uint64_t cols, uint64_t count, int gram_blocks, void *work,
+                                  void *blas, void *stream)
 {
     (void)s;
     (void)schedule;
+    (void)rounding;
     (void)steps;
     (void)param;
     (void)momentum;

@@ -55,7 +55,7 @@ typedef struct ckpt_group {
     double   muon_lr, muon_momentum, muon_weight_decay;
     uint32_t muon_nesterov, muon_ns_steps, muon_scale, muon_schedule;
     uint32_t arrays;        /* 3 (AdamW) or 2 (Muon) */
-    uint32_t reserved;
+    uint32_t muon_rounding; /* a weft_muon_rounding_t; 0 (files before it): EAGER */
     uint64_t data_offset;
     uint64_t array_bytes;   /* each array */
     uint64_t checksum[3];   /* of each array; 0 past `arrays` */
@@ -186,6 +186,7 @@ static void table_fill(weft_optim_h opt, ckpt_group_t *table, uint64_t *data_byt
         t->muon_ns_steps     = g->muon.ns_steps;
         t->muon_scale        = (uint32_t)g->muon.scale;
         t->muon_schedule     = (uint32_t)g->muon.schedule;
+        t->muon_rounding     = (uint32_t)g->muon_rounding;
         t->arrays       = (uint32_t)g->arrays;
         t->data_offset  = offset;
         t->array_bytes  = g->units * g->unit_elems * sizeof(float);
@@ -334,6 +335,11 @@ static weft_status_t restore_check(weft_optim_h opt, const char *path, int fd, c
             free(mine);
             return WEFT_ERR_INVALID_PARAM;
         }
+        if (t->muon_rounding > WEFT_MUON_ROUNDING_FUSED) {
+            weft_log_error("%s: \"%s\": group %u has an unknown Muon rounding %u", who, path, i, t->muon_rounding);
+            free(mine);
+            return WEFT_ERR_CORRUPT;
+        }
     }
     free(mine);
     if (fstat(fd, &st) != 0) {
@@ -422,6 +428,8 @@ weft_status_t weft_optim_restore(weft_optim_h opt, const char *path)
                                              .ns_steps     = table[i].muon_ns_steps,
                                              .scale        = (weft_muon_scale_t)table[i].muon_scale,
                                              .schedule     = (weft_muon_schedule_t)table[i].muon_schedule};
+            g->muon_rounding = table[i].muon_rounding == WEFT_MUON_ROUNDING_FUSED ? WEFT_MUON_ROUNDING_FUSED
+                                                                                   : WEFT_MUON_ROUNDING_EAGER;
         }
     }
     if (status == WEFT_OK) {

@@ -348,9 +348,9 @@ static weft_status_t staged_batch(weft_optim_h opt, uint32_t group, uint32_t u0,
     }
     if (status == WEFT_OK) {
         status = g->algo == WEFT_OPTIM_MUON
-                     ? weft_muon_cuda_step(&s->muon, (int)g->muon.schedule, g->muon.ns_steps, dev[0], dev[1], dgrad,
-                                           grad->dtype, g->rows, g->cols, count, 0, gpu->muon_work, gpu->blas,
-                                           gpu->compute)
+                     ? weft_muon_cuda_step(&s->muon, (int)g->muon.schedule, (int)g->muon_rounding,
+                                           g->muon.ns_steps, dev[0], dev[1], dgrad, grad->dtype, g->rows, g->cols,
+                                           count, 0, gpu->muon_work, gpu->blas, gpu->compute)
                      : weft_adamw_cuda(&s->adamw, dev[0], dev[1], dev[2], dgrad, grad->dtype, (size_t)elems,
                                        gpu->compute);
     }
@@ -424,9 +424,10 @@ static weft_status_t resident_step(weft_optim_h opt, cudaStream_t stream, const 
         const optim_group_t *g = &opt->groups[i];
         /* Muon: every matrix of the group in one batch. */
         status = g->algo == WEFT_OPTIM_MUON
-                     ? weft_muon_cuda_step(&scalars[i].muon, (int)g->muon.schedule, g->muon.ns_steps, g->state[0],
-                                           g->state[1], grads[i].data, grads[i].dtype, g->rows, g->cols, g->units, 0,
-                                           opt->gpu->muon_work, opt->gpu->blas, stream)
+                     ? weft_muon_cuda_step(&scalars[i].muon, (int)g->muon.schedule, (int)g->muon_rounding,
+                                           g->muon.ns_steps, g->state[0], g->state[1], grads[i].data, grads[i].dtype,
+                                           g->rows, g->cols, g->units, 0, opt->gpu->muon_work, opt->gpu->blas,
+                                           stream)
                      : weft_adamw_cuda(&scalars[i].adamw, g->state[0], g->state[1], g->state[2], grads[i].data,
                                        grads[i].dtype, (size_t)(g->units * g->unit_elems), stream);
         for (uint32_t u = 0; u < g->units && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER);

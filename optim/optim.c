@@ -17,7 +17,9 @@
 #define OPTIM_KNOWN_FIELDS                                                                  \
     ((uint64_t)(WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE | WEFT_OPTIM_PARAM_SLOT_COUNT | \
                 WEFT_OPTIM_PARAM_SLOT_BYTES | WEFT_OPTIM_PARAM_THREADS))
-#define GROUP_KNOWN_FIELDS ((uint64_t)(WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_ADOPT | WEFT_OPTIM_GROUP_MUON))
+#define GROUP_KNOWN_FIELDS                                                                                 \
+    ((uint64_t)(WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_ADOPT | WEFT_OPTIM_GROUP_MUON |                  \
+                WEFT_OPTIM_GROUP_MUON_ROUNDING))
 #define STEP_KNOWN_FIELDS  ((uint64_t)(WEFT_OPTIM_STEP_WRITER | WEFT_OPTIM_STEP_STREAM))
 
 #define SLOT_COUNT_DEFAULT 3u
@@ -246,6 +248,12 @@ static weft_status_t group_check(weft_optim_h opt, const weft_optim_group_desc_t
     if ((d->field_mask & WEFT_OPTIM_GROUP_MUON) && !muon_ok(who, &d->muon)) {
         return WEFT_ERR_INVALID_PARAM;
     }
+    if ((d->field_mask & WEFT_OPTIM_GROUP_MUON_ROUNDING) && d->muon_rounding != WEFT_MUON_ROUNDING_EAGER &&
+        d->muon_rounding != WEFT_MUON_ROUNDING_FUSED) {
+        weft_log_error("%s: group \"%s\": unknown Muon rounding %d (WEFT_MUON_ROUNDING_EAGER or _FUSED)", who,
+                       d->name, (int)d->muon_rounding);
+        return WEFT_ERR_INVALID_PARAM;
+    }
     if ((d->field_mask & WEFT_OPTIM_GROUP_ADOPT) &&
         (d->master == NULL || d->exp_avg == NULL || (d->algo == WEFT_OPTIM_ADAMW && d->exp_avg_sq == NULL))) {
         weft_log_error("%s: group \"%s\": adopting needs master and exp_avg (and exp_avg_sq for AdamW)", who,
@@ -302,6 +310,8 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
     g.unit_elems = desc->rows * desc->cols;
     g.adamw      = (desc->field_mask & WEFT_OPTIM_GROUP_ADAMW) ? desc->adamw : adamw_defaults;
     g.muon       = (desc->field_mask & WEFT_OPTIM_GROUP_MUON) ? desc->muon : muon_defaults;
+    g.muon_rounding =
+        (desc->field_mask & WEFT_OPTIM_GROUP_MUON_ROUNDING) ? desc->muon_rounding : WEFT_MUON_ROUNDING_EAGER;
     g.arrays     = g.algo == WEFT_OPTIM_MUON ? 2 : 3;
     if (opt->placement == WEFT_OPTIM_STAGED && optim_slot_need(&g, 1, WEFT_DTYPE_INVALID) > opt->slot_bytes) {
         weft_log_error("weft_optim_add_group: group \"%s\": a %llu × %llu matrix needs %llu bytes of slot "

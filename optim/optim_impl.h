@@ -22,6 +22,7 @@ typedef struct optim_group {
     uint64_t             unit_elems; /* rows × cols */
     weft_adamw_hparams_t adamw;
     weft_muon_hparams_t  muon;
+    weft_muon_rounding_t muon_rounding;
     int                  arrays;     /* state arrays: 3 (AdamW), 2 (Muon) */
     /* master, then exp_avg and exp_avg_sq (AdamW) or the momentum (Muon):
      * units × unit_elems floats each. */

@@ -392,6 +392,10 @@ typedef struct muon_result {
      * them (ours: momentum, the norm, θ's update; torch's: the BF16 cast
      * and the norm). */
     double iter_ms, torch_iter_ms;
+    /* The same with WEFT_MUON_ROUNDING_FUSED (the sums in the GEMMs'
+     * epilogues, rounded once, as the compiled reference rounds them),
+     * and how far its masters land from the default's. */
+    double fused_resident_ms, fused_iter_ms, fused_vs_eager;
     double floor_ms;     /* 8 B a parameter each way / PCIe both ways */
     double both_gbps;    /* that PCIe rate, measured just before the staged step */
     double staged_vs_resident; /* relative Frobenius distance of their masters */
@@ -402,7 +406,8 @@ typedef struct muon_result {
  * zero masters; the masters after them into `master` (experts × rows ×
  * cols floats). */
 static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t placement, uint32_t ns_steps,
-                        const void *grad, cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1, float *master)
+                        weft_muon_rounding_t rounding, const void *grad, cudaStream_t stream, cudaEvent_t ev0,
+                        cudaEvent_t ev1, float *master)
 {
     const uint64_t          n = o->rows[g] * o->cols[g];
     const uint64_t          batch = o->muon_batch < o->experts ? o->muon_batch : o->experts;
@@ -411,10 +416,12 @@ static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t 
                                  .placement = placement, .device = o->device, .slot_count = (uint32_t)o->slots,
                                  /* master and momentum of `batch` matrices, each array aligned */
                                  .slot_bytes = 8 * n * batch + 2 * 256};
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "muon.{E}", .algo = WEFT_OPTIM_MUON,
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING,
+                                 .name = "muon.{E}", .algo = WEFT_OPTIM_MUON,
                                  .experts = (uint32_t)o->experts, .rows = o->rows[g], .cols = o->cols[g],
                                  .muon = {.lr = 0.02, .momentum = 0.95, .nesterov = 1, .ns_steps = ns_steps,
-                                          .scale = WEFT_MUON_SCALE_SHAPE, .schedule = WEFT_MUON_NS_SIMPLE}};
+                                          .scale = WEFT_MUON_SCALE_SHAPE, .schedule = WEFT_MUON_NS_SIMPLE},
+                                 .muon_rounding = rounding};
     weft_optim_grad_t       gr = {grad, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA};
     weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
     weft_optim_h            opt = NULL;
@@ -656,9 +663,19 @@ int perf_cmd_optim(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
-            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, grads[g].data, stream, ev0, ev1, resident);
-            mr[g].iter_ms = 1.25 * (mr[g].resident_ms -
-                                    muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1, grads[g].data, stream, ev0, ev1, NULL));
+            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, WEFT_MUON_ROUNDING_EAGER, grads[g].data,
+                                          stream, ev0, ev1, resident);
+            mr[g].iter_ms     = 1.25 * (mr[g].resident_ms - muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1,
+                                                                      WEFT_MUON_ROUNDING_EAGER, grads[g].data,
+                                                                      stream, ev0, ev1, NULL));
+            /* FUSED, its masters into `staged` for a moment. */
+            mr[g].fused_resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, WEFT_MUON_ROUNDING_FUSED,
+                                                grads[g].data, stream, ev0, ev1, staged);
+            mr[g].fused_iter_ms     = 1.25 * (mr[g].fused_resident_ms - muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1,
+                                                                                  WEFT_MUON_ROUNDING_FUSED,
+                                                                                  grads[g].data, stream, ev0, ev1,
+                                                                                  NULL));
+            mr[g].fused_vs_eager = rel_frobenius(staged, resident, (uint64_t)(o.experts * m * n));
             /* PCIe drifts on a shared host: its floor measured again just
              * before the staged step it bounds. */
             if (measure_pcie(&muon_pcie) != 0) {
@@ -667,7 +684,8 @@ int perf_cmd_optim(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
-            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, 5, grads[g].data, stream, ev0, ev1, staged);
+            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, 5, WEFT_MUON_ROUNDING_EAGER, grads[g].data,
+                                          stream, ev0, ev1, staged);
             /* The same steps from the same state: the staged batches of
              * a few matrices against the one batch of all (cuBLAS may sum
              * in another order; the test suite's bound is 2e-2). */
@@ -749,6 +767,13 @@ int perf_cmd_optim(int argc, char **argv)
                 perf_json_double(&j, "ns_iterations_speedup_torch_compile", mr[g].torch_iter_ms / mr[g].iter_ms);
                 perf_json_double(&j, "ns_iterations_fraction_of_peak",
                                  flops_of(&o, g) / (mr[g].iter_ms / 1e3) / 1e12 / gemm_tflops);
+                perf_json_double(&j, "fused_resident_step_ms", mr[g].fused_resident_ms);
+                perf_json_double(&j, "fused_ns_iterations_ms", mr[g].fused_iter_ms);
+                perf_json_double(&j, "fused_ns_iterations_speedup_torch_compile",
+                                 mr[g].torch_iter_ms / mr[g].fused_iter_ms);
+                perf_json_double(&j, "fused_ns_iterations_fraction_of_peak",
+                                 flops_of(&o, g) / (mr[g].fused_iter_ms / 1e3) / 1e12 / gemm_tflops);
+                perf_json_number_g(&j, "fused_vs_eager_rel_err", mr[g].fused_vs_eager);
                 perf_json_double(&j, "muon_ratio_floor", mr[g].staged_ms / muon_floor);
                 perf_json_number_g(&j, "staged_vs_resident_rel_err", mr[g].staged_vs_resident);
                 perf_json_bool(&j, "correct", !(mr[g].staged_vs_resident > 2e-2) && !isnan(mr[g].staged_ms));
@@ -795,13 +820,26 @@ int perf_cmd_optim(int argc, char **argv)
                            perf_num(b4, sizeof(b4), mr[g].torch_iter_ms / mr[g].iter_ms, 3), mr[g].staged_ms,
                            mr[g].floor_ms, mr[g].staged_ms / bound, mr[g].staged_vs_resident);
                 }
+                printf("# rounding FUSED (the sums in the GEMM epilogues):\n%12s %12s %10s %10s %12s %12s\n",
+                       "shape", "resident_ms", "iter_ms", "iter_x", "of_peak", "vs_eager");
+                for (int g = 0; g < o.groups; g++) {
+                    char shape[32];
+                    snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
+                             (unsigned long long)o.cols[g]);
+                    printf("%12s %12.2f %10.2f %10s %12.3f %12.2g\n", shape, mr[g].fused_resident_ms,
+                           mr[g].fused_iter_ms, perf_num(b1, sizeof(b1), mr[g].torch_iter_ms / mr[g].fused_iter_ms, 3),
+                           flops_of(&o, g) / (mr[g].fused_iter_ms / 1e3) / 1e12 / gemm_tflops, mr[g].fused_vs_eager);
+                }
                 printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); speedup:\n"
                        "# the torch.compile'd batched NS / it (target >= 1.3), of_peak: its NS rate / the GEMM peak\n"
                        "# (>= 0.75); iter_ms, c_iter_ms: the five NS iterations alone, ours and the compiled\n"
                        "# reference's, each 5/4 x (5 iterations - 1), iter_x their ratio; staged: master and\n"
                        "# momentum through the slots, %llu matrices a slot, ratio: / max(floor, resident) (<= 1.1);\n"
                        "# vs_res: the staged masters' distance from the resident's\n"
-                       "# after the same steps (relative Frobenius, <= 2e-2)\n",
+                       "# after the same steps (relative Frobenius, <= 2e-2); FUSED: the same with the sums\n"
+                       "# b*A + c*A*A and a*X + B*X rounded once in the GEMMs (the compiled reference's rounding),\n"
+                       "# vs_eager: its masters' distance from the default's; FLOPs counted as the reference\n"
+                       "# multiplies (X*X^T whole; libweft multiplies its lower blocks)\n",
                        (unsigned long long)(o.muon_batch < o.experts ? o.muon_batch : o.experts));
             }
         }

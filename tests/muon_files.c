@@ -4,8 +4,9 @@
  *   muon_files DIR E ROWS COLS LR MOMENTUM WD NESTEROV NS_STEPS
  * reads DIR/{p,m,g}.f32 (E × ROWS × COLS floats each) and writes
  * DIR/{p,m}.batched.f32 (every matrix in one batch), DIR/p.single.f32
- * (one matrix at a time) and DIR/p.full.f32 (in one batch, X·Xᵀ
- * multiplied whole instead of its lower blocks). Not a test by itself.
+ * (one matrix at a time), DIR/p.full.f32 (in one batch, X·Xᵀ
+ * multiplied whole instead of its lower blocks) and DIR/p.fused.f32 (in
+ * one batch, WEFT_MUON_ROUNDING_FUSED). Not a test by itself.
  */
 #include "config.h"
 
@@ -75,17 +76,18 @@ int main(int argc, char **argv)
          cudaMalloc((void **)&dm, E * n * 4) == cudaSuccess && cudaMalloc((void **)&dg, E * n * 4) == cudaSuccess &&
          cudaMalloc(&work, weft_muon_cuda_work_bytes(rows, cols, E)) == cudaSuccess &&
          weft_muon_blas_create(&blas) == WEFT_OK;
-    /* Batched, one at a time, batched with the whole Gram product; each
-     * from the same inputs. */
-    for (int pass = 0; pass < 3 && ok; pass++) {
-        static const char *const out_name[3] = {"p.batched", "p.single", "p.full"};
+    /* Batched, one at a time, batched with the whole Gram product, batched
+     * with the sums rounded in the GEMMs; each from the same inputs. */
+    for (int pass = 0; pass < 4 && ok; pass++) {
+        static const char *const out_name[4] = {"p.batched", "p.single", "p.full", "p.fused"};
+        const int rounding = pass == 3 ? WEFT_MUON_ROUNDING_FUSED : WEFT_MUON_ROUNDING_EAGER;
         ok = cudaMemcpy(dp, p, E * n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
              cudaMemcpy(dm, m, E * n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
              cudaMemcpy(dg, g, E * n * 4, cudaMemcpyHostToDevice) == cudaSuccess;
         for (uint64_t e = 0; e < (pass == 1 ? E : 1) && ok; e++) {
             const uint64_t off = pass == 1 ? e * n : 0, count = pass == 1 ? 1 : E;
-            ok = weft_muon_cuda_step(&s, WEFT_MUON_NS_SIMPLE, (uint32_t)steps, dp + off, dm + off, dg + off,
-                                     WEFT_DTYPE_FP32, rows, cols, count, pass == 2 ? 1 : 0, work, blas,
+            ok = weft_muon_cuda_step(&s, WEFT_MUON_NS_SIMPLE, rounding, (uint32_t)steps, dp + off, dm + off,
+                                     dg + off, WEFT_DTYPE_FP32, rows, cols, count, pass == 2 ? 1 : 0, work, blas,
                                      NULL) == WEFT_OK;
         }
         if (ok) {

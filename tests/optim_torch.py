@@ -13,7 +13,9 @@ PyTorch (the momentum lerp, Nesterov, the quintic Newton-Schulz iteration in
 BF16 of Keller Jordan's formulation, the shape scale), expert stacks shaped
 like a MoE layer: the orthogonalized update of every matrix within 2e-2
 (relative Frobenius norm), and the batched launch against one matrix at a
-time within the same.
+time within the same. Its FUSED rounding (the sums in the GEMM epilogues)
+against the same iteration written with torch.baddbmm, which rounds the same
+sums once, and against the iteration in FP64: within 2e-2 of each.
 
   optim_torch.py BUILD_TESTS_DIR [--json FILE]
 Exit: 0 pass, 1 fail, 77 without PyTorch or a GPU."""
@@ -126,18 +128,27 @@ def main():
     return 1 if failures or muon_failures else 0
 
 
-def ns_reference(G, steps):
-    """Newton-Schulz as the reference Muon computes it, in BF16."""
+def ns_reference(G, steps, rounding="eager"):
+    """Newton-Schulz as the reference Muon computes it, in BF16 (eager);
+    with each sum in a GEMM epilogue (fused: torch.baddbmm rounds b*A +
+    c*A@A and a*X + B@X once); or every step in FP64 from the same BF16
+    start (fp64)."""
     a, b, c = 3.4445, -4.7750, 2.0315
     X = G.bfloat16()
     tall = G.size(-2) > G.size(-1)
     if tall:
         X = X.mT
     X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    if rounding == "fp64":
+        X = X.double()
     for _ in range(steps):
         A = X @ X.mT
-        B = b * A + c * A @ A
-        X = a * X + B @ X
+        if rounding == "fused":
+            B = torch.baddbmm(A, A, A, beta=b, alpha=c)
+            X = torch.baddbmm(X, B, X, beta=a, alpha=1.0)
+        else:
+            B = b * A + c * A @ A
+            X = a * X + B @ X
     return X.mT if tall else X
 
 
@@ -165,30 +176,41 @@ def muon(tests_dir):
             ours_m = torch.from_numpy(np.fromfile(os.path.join(d, "m.batched.f32"), dtype=np.float32)).view(shape)
             single = torch.from_numpy(np.fromfile(os.path.join(d, "p.single.f32"), dtype=np.float32)).view(shape)
             full = torch.from_numpy(np.fromfile(os.path.join(d, "p.full.f32"), dtype=np.float32)).view(shape)
+            fused = torch.from_numpy(np.fromfile(os.path.join(d, "p.fused.f32"), dtype=np.float32)).view(shape)
             tm, tg = m.cuda(), grad.cuda()
             tm.lerp_(tg, 1 - beta)
             u = tg.lerp(tm, beta) if nesterov else tm
-            ref = ns_reference(u, steps).float() * max(1.0, rows / cols) ** 0.5
+            scale = max(1.0, rows / cols) ** 0.5
+            ref = ns_reference(u, steps).float() * scale
+            ref_fused = ns_reference(u, steps, "fused").float() * scale
+            ref_fp64 = ns_reference(u, steps, "fp64") * scale
             decayed = p * (1 - lr * wd)
             ours = ((decayed - ours_p) / lr).cuda()
             ours_single = ((decayed - single) / lr).cuda()
             ours_full = ((decayed - full) / lr).cuda()
+            ours_fused = ((decayed - fused) / lr).cuda()
             err = rel_frobenius(ours, ref)
+            err_fused = rel_frobenius(ours_fused, ref_fused)
+            err_fused_fp64 = rel_frobenius(ours_fused.double(), ref_fp64)
+            err_eager_fp64 = rel_frobenius(ours.double(), ref_fp64)
             err_single = rel_frobenius(ours_single, ours)
             err_full = rel_frobenius(ours_full, ref)
             m_differ = int((tm.cpu().numpy().view(np.uint32) != ours_m.numpy().view(np.uint32)).sum())
-            ok = max(err) <= 2e-2 and max(err_single) <= 2e-2 and max(err_full) <= 2e-2
+            ok = (max(err) <= 2e-2 and max(err_single) <= 2e-2 and max(err_full) <= 2e-2 and
+                  max(err_fused) <= 2e-2 and max(err_fused_fp64) <= 2e-2)
             failures += not ok
             case = {"experts": experts, "rows": rows, "cols": cols, "nesterov": nesterov,
                     "update_rel_err_max": max(err), "update_rel_err_mean": sum(err) / len(err),
                     "batched_vs_single_max": max(err_single), "whole_gram_rel_err_max": max(err_full),
+                    "fused_vs_baddbmm_max": max(err_fused), "fused_vs_fp64_max": max(err_fused_fp64),
+                    "eager_vs_fp64_max": max(err_eager_fp64),
                     "momentum_differ": m_differ, "ok": ok}
             cases.append(case)
             print("optim_torch: muon %dx%dx%d nesterov %d: update vs the reference %.4f max, %.4f mean "
                   "(relative Frobenius; %.4f with X.X^T multiplied whole); batched vs one at a time %.2g; "
-                  "momentum bytes differing %d  %s"
+                  "momentum bytes differing %d; fused rounding vs baddbmm %.4f, vs FP64 %.4f (eager vs FP64 %.4f)  %s"
                   % (experts, rows, cols, nesterov, max(err), sum(err) / len(err), max(err_full), max(err_single),
-                     m_differ, "ok" if ok else "FAIL"))
+                     m_differ, max(err_fused), max(err_fused_fp64), max(err_eager_fp64), "ok" if ok else "FAIL"))
     return cases, failures
 
 

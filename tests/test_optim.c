@@ -662,7 +662,15 @@ START_TEST(muon_argument_errors)
     d.muon          = muon_h;
     d.muon.scale    = 9;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
-    d.muon = muon_h;
+    d.muon          = muon_h;
+    d.field_mask    = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING; /* and muon_rounding 0 */
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.muon_rounding = (weft_muon_rounding_t)3;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.field_mask    = WEFT_OPTIM_GROUP_MUON | (WEFT_OPTIM_GROUP_MUON_ROUNDING << 1); /* an unknown bit */
+    d.muon_rounding = WEFT_MUON_ROUNDING_FUSED;
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
+    d.field_mask = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
     ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_EXP_AVG_SQ, &data), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_EXP_AVG, &data), WEFT_ERR_INVALID_PARAM);

@@ -322,14 +322,15 @@ END_TEST
  * 2-3 % from FP32's, while a wrong coefficient, transpose or scale, or an
  * iteration too few, is 30 % and more away. (Against the reference Muon
  * in BF16 the bound is 2e-2: optim_torch.py.) */
-static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrices)
+static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrices, weft_muon_rounding_t rounding)
 {
     const uint32_t          E = 4;
     const uint64_t          n = rows * cols;
     weft_muon_hparams_t     h = {.lr = 0.02, .momentum = 0.95, .weight_decay = 0.01, .nesterov = 1, .ns_steps = 5,
                                  .scale = WEFT_MUON_SCALE_SHAPE, .schedule = WEFT_MUON_NS_SIMPLE};
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "L0.experts.{E}.w2",
-                                 .algo = WEFT_OPTIM_MUON, .experts = E, .rows = rows, .cols = cols, .muon = h};
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING,
+                                 .name = "L0.experts.{E}.w2", .algo = WEFT_OPTIM_MUON, .experts = E, .rows = rows,
+                                 .cols = cols, .muon = h, .muon_rounding = rounding};
     weft_optim_h            opt[3];
     const weft_optim_placement_t where[3] = {WEFT_OPTIM_HOST, WEFT_OPTIM_RESIDENT, WEFT_OPTIM_STAGED};
     float                  *g = malloc(E * n * 4), *init = malloc(E * n * 4), *out[3], *mom[3];
@@ -379,9 +380,9 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrice
                     err += ((double)out[k][i] - out[0][i]) * ((double)out[k][i] - out[0][i]);
                     ref += (double)out[0][i] * out[0][i];
                 }
-                ck_assert_msg(sqrt(err / ref) <= 5e-2, "%llux%llu placement %d expert %u step %d: %.3g off",
-                              (unsigned long long)rows, (unsigned long long)cols, (int)where[k], e, step,
-                              sqrt(err / ref));
+                ck_assert_msg(sqrt(err / ref) <= 5e-2, "%llux%llu rounding %d placement %d expert %u step %d: "
+                              "%.3g off", (unsigned long long)rows, (unsigned long long)cols, (int)rounding,
+                              (int)where[k], e, step, sqrt(err / ref));
             }
         }
         /* The placements continue from their own masters: all three moved
@@ -397,13 +398,104 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrice
     free(init);
 }
 
+/* _i: the weft_muon_rounding_t (EAGER, FUSED). */
 START_TEST(muon_gpu_close_to_host)
 {
-    muon_gpu_vs_host(96, 160, 1);
-    muon_gpu_vs_host(160, 96, 3); /* staged batches of 3 and 1 */
+    const weft_muon_rounding_t rounding = (weft_muon_rounding_t)_i;
+
+    muon_gpu_vs_host(96, 160, 1, rounding);
+    muon_gpu_vs_host(160, 96, 3, rounding); /* staged batches of 3 and 1 */
     /* X·Xᵀ in 2 × 2 blocks of 256 rows, the three lower ones multiplied */
     ck_assert_int_eq(weft_muon_gram_blocks(512), 2);
-    muon_gpu_vs_host(640, 512, 2);
+    muon_gpu_vs_host(640, 512, 2, rounding);
+}
+END_TEST
+
+/* One RESIDENT Muon optimizer of a 4 × 128 × 192 stack, masters from
+ * `init` (device copies are the optimizer's; masters and momentum read
+ * back with read_muon). */
+static weft_optim_h muon_resident(weft_muon_rounding_t rounding, const float *init, size_t n)
+{
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON_ROUNDING, .name = "L0.experts.{E}.w1",
+                                 .algo = WEFT_OPTIM_MUON, .experts = 4, .rows = 128, .cols = 192,
+                                 .muon_rounding = rounding};
+    weft_optim_h            opt;
+
+    ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
+    ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
+    CUDA_OK(cudaMemcpy(state(opt, 0, WEFT_OPTIM_STATE_MASTER), init, n * 4, cudaMemcpyHostToDevice));
+    return opt;
+}
+
+static void read_muon(weft_optim_h opt, float *out, size_t n)
+{
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(out, state(opt, 0, WEFT_OPTIM_STATE_MASTER), n * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(out + n, state(opt, 0, WEFT_OPTIM_STATE_MOMENTUM), n * 4, cudaMemcpyDeviceToHost));
+}
+
+/* The group's rounding is part of its checkpoint: an optimizer created
+ * EAGER that restores a FUSED one's file steps as FUSED (the same bytes),
+ * where an EAGER step from the same state gives other bytes. */
+START_TEST(muon_rounding_survives_checkpoint)
+{
+    const size_t      n = 4 * 128 * 192;
+    float            *init = malloc(n * 4), *g = malloc(n * 4), *out[3];
+    void             *dg;
+    uint64_t          rng = 77;
+    char              path[128];
+    weft_optim_h      fused, restored, eager;
+    weft_optim_grad_t gr;
+
+    for (size_t i = 0; i < n; i++) {
+        init[i] = rng_unit(&rng) * 0.05f;
+        g[i]    = rng_unit(&rng) + 0.3f * (float)((i / 192) % 5);
+    }
+    dg = device_copy(g, n * 4);
+    gr = (weft_optim_grad_t){dg, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA};
+    snprintf(path, sizeof(path), "/tmp/weft-test-optim-cuda-rounding-%d.ckpt", (int)getpid());
+    fused    = muon_resident(WEFT_MUON_ROUNDING_FUSED, init, n);
+    restored = muon_resident(WEFT_MUON_ROUNDING_EAGER, init, n);
+    eager    = muon_resident(WEFT_MUON_ROUNDING_EAGER, init, n);
+    ck_assert_int_eq(weft_optim_step(fused, &gr, 1, NULL), WEFT_OK);
+    CUDA_OK(cudaDeviceSynchronize());
+    ck_assert_int_eq(weft_optim_save(fused, path), WEFT_OK);
+    ck_assert_int_eq(weft_optim_restore(restored, path), WEFT_OK);
+    ck_assert_int_eq(weft_optim_restore(eager, path), WEFT_OK);
+    ck_assert_int_eq(weft_optim_group_set_muon(eager, 0, &(weft_muon_hparams_t){.lr = 0.02, .momentum = 0.95,
+                                                                                .nesterov = 1, .ns_steps = 5,
+                                                                                .scale = WEFT_MUON_SCALE_SHAPE,
+                                                                                .schedule = WEFT_MUON_NS_SIMPLE}),
+                     WEFT_OK); /* set_muon keeps the rounding: still FUSED */
+    for (int k = 0; k < 3; k++) {
+        out[k] = malloc(2 * n * 4);
+    }
+    ck_assert_int_eq(weft_optim_step(fused, &gr, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(restored, &gr, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(eager, &gr, 1, NULL), WEFT_OK);
+    read_muon(fused, out[0], n);
+    read_muon(restored, out[1], n);
+    read_muon(eager, out[2], n);
+    ck_assert_msg(memcmp(out[0], out[1], 2 * n * 4) == 0, "the restored optimizer stepped otherwise");
+    ck_assert_msg(memcmp(out[0], out[2], 2 * n * 4) == 0, "set_muon changed the restored rounding");
+    weft_optim_destroy(eager);
+    /* An optimizer that stays EAGER from the same file's state differs. */
+    eager = muon_resident(WEFT_MUON_ROUNDING_EAGER, init, n);
+    ck_assert_int_eq(weft_optim_step(eager, &gr, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(eager, &gr, 1, NULL), WEFT_OK);
+    read_muon(eager, out[2], n);
+    ck_assert_msg(memcmp(out[0], out[2], n * 4) != 0, "EAGER and FUSED gave the same masters");
+    unlink(path);
+    weft_optim_destroy(fused);
+    weft_optim_destroy(restored);
+    weft_optim_destroy(eager);
+    for (int k = 0; k < 3; k++) {
+        free(out[k]);
+    }
+    cudaFree(dg);
+    free(init);
+    free(g);
 }
 END_TEST
 
@@ -611,7 +703,8 @@ int main(void)
     tcase_add_test(tc, kernel_matches_host_reference);
     tcase_add_loop_test(tc, staged_and_resident_equal_host, 0, 2);
     tcase_add_test(tc, checkpoint_crosses_placements);
-    tcase_add_test(tc, muon_gpu_close_to_host);
+    tcase_add_loop_test(tc, muon_gpu_close_to_host, WEFT_MUON_ROUNDING_EAGER, WEFT_MUON_ROUNDING_FUSED + 1);
+    tcase_add_test(tc, muon_rounding_survives_checkpoint);
     tcase_add_test(tc, slot_too_small_is_an_error);
     tcase_add_test(tc, fp8_writer_from_the_slot);
     tcase_add_test(tc, bf16_writer_from_the_slot);

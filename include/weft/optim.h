@@ -62,11 +62,16 @@
  * B = b·A + c·A·A, X = a·X + B·X, with (a, b, c) = (3.4445, −4.7750,
  * 2.0315) or the five tuples of the "quintic" schedule. On the GPU X is
  * BF16 (tensor-core GEMMs accumulating in FP32, cuBLAS), every expert of
- * a group in one batched launch where the placement allows (RESIDENT),
- * each product and term rounded to BF16 where the reference Muon in
- * PyTorch rounds it (b·A, c·A, (c·A)·A, their sum, a·X, B·X, that sum; the
- * norm and norm + 1e-7): on the H200 its updates were within 1.1 % of the
- * reference's. On the host everything is FP32. Muon's results are not bit-exact
+ * a group in one batched launch where the placement allows (RESIDENT).
+ * Where it rounds to BF16 is the group's weft_muon_rounding_t: by default
+ * each product and term where the reference Muon in eager PyTorch rounds
+ * it (b·A, c·A, (c·A)·A, their sum, a·X, B·X, that sum; the norm and
+ * norm + 1e-7): on the H200 its updates were within 1.1 % of the
+ * reference's; or (WEFT_MUON_ROUNDING_FUSED) the sums b·A + c·A·A and
+ * a·X + B·X formed in FP32 in the GEMMs and rounded once, as
+ * torch.compile's fusion or torch.baddbmm rounds them: faster (no
+ * element-wise passes) and nearer the FP64 iteration, about 2 % from the
+ * eager reference's own result. On the host everything is FP32. Muon's results are not bit-exact
  * between the two (BF16 against FP32) nor with other implementations:
  * tests hold them to tolerances (tests/optim_torch.py, test_optim).
  *
@@ -165,6 +170,15 @@ typedef enum weft_muon_schedule {
     WEFT_MUON_NS_QUINTIC = 2  /* five tuples from (4.0848, −6.8946, 2.9270); steps a multiple of 5 */
 } weft_muon_schedule_t;
 
+/* Where Newton–Schulz rounds to BF16 on the GPU (the host path is FP32
+ * either way). Measured on stacks of 1536×2048 and 2048×768 (perf/
+ * ns_accuracy.py): EAGER lands 0.020-0.023 (relative Frobenius) from the
+ * same iterations in FP64, FUSED 0.008-0.009, and the two ~0.02 apart. */
+typedef enum weft_muon_rounding {
+    WEFT_MUON_ROUNDING_EAGER = 1, /* each product and scaled term, as eager PyTorch (default) */
+    WEFT_MUON_ROUNDING_FUSED = 2  /* each sum once, in the GEMM epilogue */
+} weft_muon_rounding_t;
+
 typedef struct weft_muon_hparams {
     double               lr;           /* ≥ 0; default 0.02 */
     double               momentum;     /* β in [0, 1); default 0.95 */
@@ -178,7 +192,8 @@ typedef struct weft_muon_hparams {
 enum weft_optim_group_field {
     WEFT_OPTIM_GROUP_ADAMW = 1u << 0, /* adamw is set (else the defaults) */
     WEFT_OPTIM_GROUP_ADOPT = 1u << 1, /* master and the state arrays are the caller's */
-    WEFT_OPTIM_GROUP_MUON  = 1u << 2  /* muon is set (else the defaults) */
+    WEFT_OPTIM_GROUP_MUON  = 1u << 2, /* muon is set (else the defaults) */
+    WEFT_OPTIM_GROUP_MUON_ROUNDING = 1u << 3 /* muon_rounding is set (else EAGER) */
 };
 
 typedef struct weft_optim_group_desc {
@@ -202,6 +217,10 @@ typedef struct weft_optim_group_desc {
      * momentum; exp_avg_sq unused). */
     float            *master, *exp_avg, *exp_avg_sq;
     weft_muon_hparams_t muon; /* algo WEFT_OPTIM_MUON: rows and cols ≥ 2 */
+    /* Read only with WEFT_OPTIM_GROUP_MUON_ROUNDING (added after the
+     * other fields: a caller built against a header without it never sets
+     * the bit). Kept by weft_optim_group_set_muon; saved in checkpoints. */
+    weft_muon_rounding_t muon_rounding;
 } weft_optim_group_desc_t;
 
 /*
