@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include "args.h"
+#include "gpu_mem.h"
 #include "json.h"
 #include "perf.h"
 #include "proc.h"
@@ -77,6 +78,9 @@ static int update_usage(FILE *out)
             "  --device D        host, cuda or auto: the GPU placement when a GPU is present\n"
             "                    (auto, the default)\n"
             "  --gpu N           the GPU of the cuda placement (0)\n"
+            "  --engine-gpu N    the engines' GPU (the trainer's by default: colocated);\n"
+            "                    another puts them there, still through cuda_ipc (exit 77\n"
+            "                    when there is no such GPU)\n"
             "  --offload         GPU engines free their weights after each version and take\n"
             "                    new memory before the next (receive views rebound)\n"
             "  --kill-engine V   engine 0 dies in the middle of version V's transfer (half of\n"
@@ -88,10 +92,9 @@ static int update_usage(FILE *out)
             "                    consumer holds V - 1 (its report replaces the job's)\n"
             "  --stream          the trainer announces each layer once it is written and the\n"
             "                    consumers copy it then, before the version is published\n"
-            "                    (weft_registry_write_ready; the default on the host: on a\n"
-            "                    GPU it is not yet measured)\n"
-            "  --whole-versions  consumers take a version once it is published (the default\n"
-            "                    on a GPU; --kill-trainer implies it)\n"
+            "                    (weft_registry_write_ready; the default)\n"
+            "  --whole-versions  consumers take a version once it is published\n"
+            "                    (--kill-trainer implies it)\n"
             "  --no-peer         on a GPU, skip the PyTorch sequential path beside the job\n"
             "  --peer-script P   that path's script (default %s)\n"
             "  --json            one JSON object instead of the table\n"
@@ -120,9 +123,10 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"kill-trainer", required_argument, NULL, 'T'}, {"no-peer", no_argument, NULL, 'n'},
         {"peer-script", required_argument, NULL, 'p'}, {"warmup", required_argument, NULL, 'w'},
         {"whole-versions", no_argument, NULL, 'V'}, {"stream", no_argument, NULL, 'S'},
+        {"engine-gpu", required_argument, NULL, 'E'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    uint64_t gpu = 0;
+    uint64_t gpu = 0, engine_gpu = UINT64_MAX;
     int      opt, layers_given = 0;
 
     *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = WEFT_PERF_UPDATE_PEER, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 0,
@@ -155,6 +159,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
             break;
         }
         case 'g': bad = perf_arg_u64("--gpu", optarg, 0, 63, &gpu); break;
+        case 'E': bad = perf_arg_u64("--engine-gpu", optarg, 0, 63, &engine_gpu); break;
         case 'O': o->offload = 1; break;
         case 'K': bad = perf_arg_u64("--kill-engine", optarg, 1, UPDATE_MAX_VERSIONS, &o->kill_engine_at); break;
         case 'T': bad = perf_arg_u64("--kill-trainer", optarg, 2, UPDATE_MAX_VERSIONS, &o->kill_trainer_at); break;
@@ -196,7 +201,8 @@ static int update_parse(int argc, char **argv, update_options_t *o)
             return 2;
         }
     }
-    o->device = (int)gpu;
+    o->device        = (int)gpu;
+    o->engine_device = engine_gpu == UINT64_MAX ? o->device : (int)engine_gpu;
     o->versions_given = o->versions != 0;
     if (!o->versions_given) {
         o->versions = 5; /* on a GPU the warm-up is added once the placement is known */
@@ -925,6 +931,9 @@ int perf_cmd_update(int argc, char **argv)
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
     uint64_t              wrong_sampled = 0, wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0;
+    uint64_t              realloc_ns = 0, engine_gpu_peak = 0, trainer_gpu_peak = 0;
+    gpu_mem_watch_t      *mem_watch[2] = {NULL, NULL}; /* the trainer's GPU, the engines' (when another) */
+    char                  mem_why[128] = "not on a GPU";
     uint64_t              rebinds = 0, moved = 0, timed_from = 1, timed_rebinds = 0;
     update_peer_t         peer;
     pid_t                 engine0 = -1;
@@ -939,6 +948,7 @@ int perf_cmd_update(int argc, char **argv)
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
     }
+    const int placement_asked = o.gpu; /* 0 host, 1 cuda, -1 auto */
     if (o.gpu != 0) {
         const int gpus = gpu_probe(&children, o.device, &gpu_free);
         if (o.gpu == 1 && gpus <= o.device) {
@@ -952,13 +962,22 @@ int perf_cmd_update(int argc, char **argv)
             return 1;
         }
         o.gpu = gpus > o.device;
+        if (o.gpu && gpus <= o.engine_device) {
+            fprintf(stderr, "weft-perf update: --engine-gpu %d: no such GPU (%d found)\n", o.engine_device, gpus);
+            return 77;
+        }
+    }
+    if (o.engine_device != o.device && !o.gpu) {
+        fprintf(stderr, "weft-perf update: --engine-gpu %d: %s\n", o.engine_device,
+                placement_asked == 0 ? "engines on a GPU need --device cuda" : "no GPU here");
+        return placement_asked == 0 ? 2 : 77;
     }
     if (o.offload && !o.gpu) {
         fprintf(stderr, "weft-perf update: --offload is for engines on a GPU\n");
         return 2;
     }
     if (o.whole_versions < 0) {
-        o.whole_versions = o.gpu; /* streaming on a GPU is built but not yet measured there */
+        o.whole_versions = 0;
     }
     if (o.warmup == UINT64_MAX) {
         o.warmup = o.gpu ? o.slots : 0;
@@ -1032,6 +1051,12 @@ int perf_cmd_update(int argc, char **argv)
             fprintf(stderr, "weft-perf update: GPU registry: %s\n", weft_status_string(status));
             rc = 1;
             goto out;
+        }
+        /* Every process's footprint on the GPUs, sampled from now on (the
+         * engines' tensors, allocated before, are in their first sample). */
+        mem_watch[0] = gpu_mem_watch_start(o.device, 5, mem_why, sizeof(mem_why));
+        if (mem_watch[0] != NULL && o.engine_device != o.device) {
+            mem_watch[1] = gpu_mem_watch_start(o.engine_device, 5, mem_why, sizeof(mem_why));
         }
     }
     status = trainer_create(&trainer, &o, reg, shared);
@@ -1156,13 +1181,18 @@ int perf_cmd_update(int argc, char **argv)
     if (published == 0) {
         goto out;
     }
+    trainer_gpu_peak = gpu_mem_watch_peak(mem_watch[0], getpid());
     for (uint64_t c = 0; c < o.consumers; c++) {
+        const uint64_t peak = gpu_mem_watch_peak(mem_watch[1] != NULL ? mem_watch[1] : mem_watch[0],
+                                                 shared->consumer[c].pid);
+        engine_gpu_peak = peak > engine_gpu_peak ? peak : engine_gpu_peak;
         wrong += shared->consumer[c].wrong_tensors;
         wrong_sampled += shared->consumer[c].wrong_sampled_bytes;
         wrong_bytes += shared->consumer[c].wrong_bytes;
         sampled_bytes += shared->consumer[c].sampled_bytes;
         copy_ns += shared->consumer[c].copy_ns;
         rebind_ns += shared->consumer[c].rebind_ns;
+        realloc_ns += shared->consumer[c].realloc_ns;
         rebinds += shared->consumer[c].rebinds;
         timed_rebinds += shared->consumer[c].timed_rebinds;
         moved += shared->consumer[c].moved;
@@ -1202,9 +1232,18 @@ int perf_cmd_update(int argc, char **argv)
                                        ((double)step_ns / n / 1e9) / 1e9
                                  : NAN;
         double e2e_ms = (double)(step_ns + finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
+        /* NVML lists processes by their pid in its own namespace: in a
+         * container it may list none of ours. */
+        const char *mem_source = mem_watch[0] == NULL ? mem_why
+                                 : trainer_gpu_peak != 0 || engine_gpu_peak != 0
+                                     ? "nvml"
+                                     : "nvml listed none of this run's processes (another PID namespace?)";
         /* An engine's rebinding happens after it acknowledged, outside
          * e2e: as a fraction of it, what offloading adds to a version. */
         double rebind_ms = timed_rebinds ? (double)rebind_ns / 1e6 / (double)timed_rebinds : NAN;
+        /* The engine's own cudaMalloc of its new tensors, apart: an engine
+         * that takes its memory back pays it with any transport. */
+        double realloc_ms = timed_rebinds ? (double)realloc_ns / 1e6 / (double)timed_rebinds : NAN;
         /* The tail: the last optimizer write (the step's end) to every
          * engine acknowledged. Streaming, the engines have copied every
          * layer but the last by then. */
@@ -1225,6 +1264,19 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "intermediate", o.intermediate);
             perf_json_uint(&j, "pinned_host_bytes", o.gpu ? oinfo.host_bytes : 0);
             perf_json_uint(&j, "optimizer_gpu_bytes", oinfo.device_bytes);
+            perf_json_str(&j, "gpu_memory_source", mem_source);
+            perf_json_uint(&j, "engine_device", o.gpu ? (uint64_t)o.engine_device : 0);
+            /* null when not measured */
+            if (trainer_gpu_peak != 0) {
+                perf_json_uint(&j, "trainer_gpu_peak_bytes", trainer_gpu_peak);
+            } else {
+                perf_json_double(&j, "trainer_gpu_peak_bytes", NAN);
+            }
+            if (engine_gpu_peak != 0) {
+                perf_json_uint(&j, "engine_gpu_peak_bytes", engine_gpu_peak);
+            } else {
+                perf_json_double(&j, "engine_gpu_peak_bytes", NAN);
+            }
             perf_json_uint(&j, "layers", o.layers);
             perf_json_uint(&j, "experts", o.experts);
             perf_json_uint(&j, "parameters", oinfo.parameters);
@@ -1254,6 +1306,8 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_uint(&j, "rebinds_moved", moved);
             perf_json_double(&j, "rebind_ms", rebind_ms);
             perf_json_double(&j, "rebind_fraction", rebind_ms / e2e_ms);
+            perf_json_double(&j, "realloc_ms", realloc_ms);
+            perf_json_double(&j, "realloc_fraction", realloc_ms / e2e_ms);
             perf_json_double(&j, "tail_ms_per_version", tail_ms);
             perf_json_double(&j, "torch_step_ms", peer.step_ms);
             perf_json_double(&j, "torch_quant_ms", peer.quant_ms);
@@ -1323,14 +1377,22 @@ int perf_cmd_update(int argc, char **argv)
                        (unsigned long long)sampled_bytes, (unsigned long long)wrong_sampled, e2e_ms);
                 printf("# pinned host memory %.2f GB; the optimizer's GPU memory %.2f GB\n",
                        (double)oinfo.host_bytes / 1e9, (double)oinfo.device_bytes / 1e9);
+                if (trainer_gpu_peak != 0 || engine_gpu_peak != 0) {
+                    printf("# GPU memory high-water (NVML, each process's whole footprint): trainer %.2f GB,\n"
+                           "# the largest engine's %.2f GB (GPU %d)\n",
+                           (double)trainer_gpu_peak / 1e9, (double)engine_gpu_peak / 1e9, o.engine_device);
+                } else {
+                    printf("# GPU memory high-water per process: not measured (%s)\n", mem_source);
+                }
                 printf("# tail (step end to all acknowledged) %.1f ms; peer: %s (torch %s): step %.1f, quantizer\n"
                        "# %.1f, per-tensor IPC %.1f, tail %.1f, end to end %.1f ms: tail ratio %.3f, speedup %.2f\n",
                        tail_ms, peer.note, peer.torch, peer.step_ms, peer.quant_ms, peer.ipc_ms, peer.tail_ms,
                        peer.e2e_ms, tail_ms / peer.tail_ms, peer.e2e_ms / e2e_ms);
                 if (o.offload) {
-                    printf("# --offload: %llu rebinds (%llu to another address), %.2f ms each (new tensors and\n"
-                           "# weft_plan_rebind): %.3f of the end-to-end time\n",
-                           (unsigned long long)rebinds, (unsigned long long)moved, rebind_ms, rebind_ms / e2e_ms);
+                    printf("# --offload: %llu rebinds (%llu to another address), each %.2f ms of weft_plan_rebind\n"
+                           "# (%.3f of the end-to-end time) after %.2f ms of cudaMalloc for the new tensors (%.3f)\n",
+                           (unsigned long long)rebinds, (unsigned long long)moved, rebind_ms, rebind_ms / e2e_ms,
+                           realloc_ms, realloc_ms / e2e_ms);
                 }
             }
         }
@@ -1349,6 +1411,8 @@ int perf_cmd_update(int argc, char **argv)
         rc = 1;
     }
 out:
+    gpu_mem_watch_stop(mem_watch[0]);
+    gpu_mem_watch_stop(mem_watch[1]);
     if (nursery_fd >= 0) {
         close(nursery_fd);
     }

@@ -34,15 +34,16 @@ typedef struct update_options {
      * slot, once), so the default on a GPU is the slot count. */
     uint64_t warmup;
     int      versions_given; /* --versions was given (else a GPU run adds its warm-up) */
-    /* 1 (--whole-versions, a GPU's default): consumers take a version once
-     * it is published; 0 (--stream, the host's): the trainer announces each
+    /* 1 (--whole-versions): consumers take a version once it is
+     * published; 0 (--stream, the default): the trainer announces each
      * layer once it is written and consumers copy it then
-     * (weft_registry_write_ready); -1 until the placement is known. */
+     * (weft_registry_write_ready). */
     int      whole_versions;
     double   lr;
     int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
     int      device;          /* that GPU */
+    int      engine_device;   /* the engines' GPU (--engine-gpu; the trainer's by default) */
     int      offload;         /* GPU engines free their tensors after each version, allocate anew */
     uint64_t    kill_engine_at; /* engine 0 dies mid-transfer of this version and is restarted; 0: never */
     uint64_t    kill_trainer_at; /* the trainer dies mid-step writing this version; 0: never */
@@ -77,7 +78,8 @@ typedef struct update_shared {
         uint64_t wrong_bytes;
         uint64_t copy_ns;   /* wake to every byte in place (timed versions) */
         uint64_t timed;     /* versions after the warm-up: copy_ns and verify_ns are theirs */
-        uint64_t rebind_ns; /* --offload: new tensors allocated and the plan rebound (before timed versions) */
+        uint64_t realloc_ns; /* --offload: the new tensors allocated (before timed versions) */
+        uint64_t rebind_ns;  /* --offload: the plans rebound to them (weft_plan_rebind) */
         uint64_t timed_rebinds;
         uint64_t rebinds, moved; /* rebinds, and those that got tensors at another address */
         /* --kill-engine: set by the trainer before it starts an engine
@@ -85,7 +87,7 @@ typedef struct update_shared {
          * joins; the engine records the first version it received. */
         uint64_t incarnation, join_after, first_version;
         int      status;
-        pid_t    pid; /* --kill-trainer: set by the trainer, for the witness */
+        pid_t    pid; /* its process (a restarted engine's too): set by the consumer itself */
     } consumer[PERF_CHILDREN_MAX];
 } update_shared_t;
 

@@ -528,7 +528,7 @@ static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared
 {
     const uintptr_t before = (uintptr_t)buffers[0][0];
     void           *pad = NULL;
-    uint64_t        t0;
+    uint64_t        t0, t1;
     weft_status_t   status;
     int             bad;
 
@@ -538,6 +538,7 @@ static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared
     }
     t0  = perf_now_ns();
     bad = gpu_tensors_alloc(o, kinds, buffers, views, names, id);
+    t1  = perf_now_ns();
     if (bad == 0) {
         status = receiver_rebind(o, rx, views, (size_t)update_tensor_count(o));
         if (status != WEFT_OK) {
@@ -546,7 +547,8 @@ static int gpu_offload_reload(const update_options_t *o, update_shared_t *shared
         }
     }
     if (next_timed) {
-        shared->consumer[id].rebind_ns += perf_now_ns() - t0;
+        shared->consumer[id].realloc_ns += t1 - t0;
+        shared->consumer[id].rebind_ns += perf_now_ns() - t1;
         shared->consumer[id].timed_rebinds++;
     }
     shared->consumer[id].rebinds++;
@@ -595,7 +597,8 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
         fprintf(stderr, "engine %d: out of memory\n", id);
         return 3;
     }
-    if (cuda_fails(cudaSetDevice(o->device), "cudaSetDevice", id) || verifier_create(o, shared, id, &vf) != 0) {
+    if (cuda_fails(cudaSetDevice(o->engine_device), "cudaSetDevice", id) ||
+        verifier_create(o, shared, id, &vf) != 0) {
         return 3;
     }
     for (uint64_t l = 0; l < o->layers; l++) {
@@ -665,6 +668,7 @@ static int gpu_consumer(const char *name, const update_options_t *o, update_shar
 
 int update_consumer_main(const char *name, const update_options_t *o, update_shared_t *shared, int id)
 {
+    shared->consumer[id].pid = getpid();
 #ifdef HAVE_CUDA
     if (o->gpu) {
         return gpu_consumer(name, o, shared, id);

@@ -84,7 +84,10 @@ kill_trainer host
 [ $? -eq 2 ] || { echo "FAIL: an unknown --optimizer must be a usage error"; fail=1; }
 "$perf" update --lr -1 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a negative --lr must be a usage error"; fail=1; }
-for run in adamw muon "adamw --offload" "adamw --kill-engine 2" "adamw --stream" "adamw --stream --offload"; do
+"$perf" update --device host --engine-gpu 1 >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --engine-gpu with --device host must be a usage error"; fail=1; }
+for run in adamw muon "adamw --offload" "adamw --kill-engine 2" "adamw --whole-versions" \
+    "adamw --whole-versions --offload"; do
     optimizer=${run%% *}
     out=$("$perf" update --device cuda --no-peer --optimizer $run --layers 2 --experts 3 --hidden 256 \
         --intermediate 192 --versions 4 --consumers 2 --json 2>&1)
@@ -101,6 +104,12 @@ for run in adamw muon "adamw --offload" "adamw --kill-engine 2" "adamw --stream"
     [ "$(field wrong_sampled_bytes)" = 0 ] || { echo "FAIL: cuda $optimizer: wrong sampled bytes"; fail=1; }
     # each engine compares one expert of every layer and kind, every version
     [ "$(field sampled_bytes)" -gt 0 ] 2>/dev/null || { echo "FAIL: cuda $optimizer: nothing sampled"; fail=1; }
+    case $run in
+    *--whole-versions*) want='"whole"' ;;
+    *) want='"per-layer"' ;;
+    esac
+    [ "$(field publication)" = "$want" ] || { echo "FAIL: cuda $run: publication $(field publication)"; fail=1; }
+    [ -n "$(field gpu_memory_source)" ] || { echo "FAIL: cuda $run: no gpu_memory_source"; fail=1; }
     case $run in
     *--offload)
         # each engine rebinds after each version but the last: 2 x 3
