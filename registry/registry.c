@@ -50,7 +50,81 @@ static int registry_name_valid(const char *name)
             return 0;
         }
     }
-    return 1;
+    /* "weft.." and "weft..." are odd names for a file; nothing wants them. */
+    return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+/* name as it may be logged: printable ASCII, anything else as \xNN (a
+ * refused name comes from whoever called, and must not write to the log's
+ * terminal or forge its lines). */
+static const char *registry_name_printable(const char *name, char *buf, size_t size)
+{
+    size_t at = 0;
+
+    if (name == NULL) {
+        return "(null)";
+    }
+    for (size_t i = 0; name[i] != '\0' && i < WEFT_REGISTRY_NAME_MAX && at + 5 < size; i++) {
+        const unsigned char c = (unsigned char)name[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+            buf[at++] = (char)c;
+        } else {
+            at += (size_t)snprintf(buf + at, size - at, "\\x%02x", c);
+        }
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* registry_name_valid, saying so in the log when it is not. */
+static int registry_name_checked(const char *name)
+{
+    char printable[5 * WEFT_REGISTRY_NAME_MAX + 1];
+
+    if (registry_name_valid(name)) {
+        return 1;
+    }
+    weft_log_error("registry name \"%s\" is not 1 to %d characters of [A-Za-z0-9._-] (nor \".\" or \"..\")",
+                   registry_name_printable(name, printable, sizeof(printable)), WEFT_REGISTRY_NAME_MAX - 1);
+    return 0;
+}
+
+/*
+ * Whose segment this is. Refused: one anybody may write (whoever wrote it
+ * can change it under its readers), and one another user owns unless it
+ * is shared through a group of this process (WEFT_REGISTRY_PARAM_GROUP at
+ * create, mode 0660): another user's segment under our registry's name is
+ * a squatter's.
+ */
+static weft_status_t registry_owner_check(const struct weft_registry *reg, const struct stat *st)
+{
+    gid_t groups[256];
+    int   n;
+
+    if (st->st_mode & S_IWOTH) {
+        weft_log_error("registry \"%s\": refused: the segment is writable by every user (mode 0%o)", reg->name,
+                       (unsigned)(st->st_mode & 0777));
+        return WEFT_ERR_PERMISSION;
+    }
+    if (st->st_uid == geteuid()) {
+        return WEFT_OK;
+    }
+    if ((st->st_mode & (S_IRGRP | S_IWGRP)) == (S_IRGRP | S_IWGRP)) {
+        if (st->st_gid == getegid()) {
+            return WEFT_OK;
+        }
+        n = getgroups((int)(sizeof(groups) / sizeof(groups[0])), groups);
+        for (int i = 0; i < n; i++) {
+            if (groups[i] == st->st_gid) {
+                return WEFT_OK;
+            }
+        }
+    }
+    weft_log_error("registry \"%s\": refused: the segment belongs to uid %u, not to this process's uid %u, and "
+                   "is not shared with a group of this process (mode 0%o, gid %u)",
+                   reg->name, (unsigned)st->st_uid, (unsigned)geteuid(), (unsigned)(st->st_mode & 0777),
+                   (unsigned)st->st_gid);
+    return WEFT_ERR_PERMISSION;
 }
 
 /* A handle with its name set and nothing mapped. */
@@ -60,9 +134,7 @@ static weft_status_t registry_alloc(const char *name, struct weft_registry **out
     long                  spin_us = 0;
     weft_status_t         status;
 
-    if (!registry_name_valid(name)) {
-        weft_log_error("registry name \"%s\" is not 1 to %d characters of [A-Za-z0-9._-]",
-                       name ? name : "(null)", WEFT_REGISTRY_NAME_MAX - 1);
+    if (!registry_name_checked(name)) {
         return WEFT_ERR_INVALID_PARAM;
     }
     status = weft_config_long(WEFT_CONFIG_REGISTRY_SPIN_US, 0, 10000000, &spin_us);
@@ -184,13 +256,13 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     weft_status_t          status;
     uint64_t               tables_end;
 
-    if (out == NULL) {
+    if (out == NULL || !registry_name_checked(name)) {
         return WEFT_ERR_INVALID_PARAM;
     }
     if (params != NULL) {
         p = *params;
         if (p.field_mask & ~(uint64_t)PARAMS_KNOWN) {
-            weft_log_error("registry \"%s\": unknown params field_mask bits 0x%llx", name ? name : "",
+            weft_log_error("registry \"%s\": unknown params field_mask bits 0x%llx", name,
                            (unsigned long long)(p.field_mask & ~(uint64_t)PARAMS_KNOWN));
             return WEFT_ERR_INVALID_PARAM;
         }
@@ -202,16 +274,16 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MODE)) p.mode = DEFAULT_MODE;
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MEMORY)) p.memory = WEFT_MEMORY_HOST;
     if (p.memory != WEFT_MEMORY_HOST && p.memory != WEFT_MEMORY_CUDA) {
-        weft_log_error("registry \"%s\": unknown memory kind %d", name ? name : "", (int)p.memory);
+        weft_log_error("registry \"%s\": unknown memory kind %d", name, (int)p.memory);
         return WEFT_ERR_INVALID_PARAM;
     }
     if (p.slot_count < REG_MIN_SLOTS || p.slot_count > REG_MAX_SLOTS || p.max_tensors < 1 ||
         p.max_tensors > REG_MAX_TENSORS || p.max_leases < 1 || p.max_leases > REG_MAX_LEASES ||
         p.max_consumers < 1 || p.max_consumers > REG_MAX_CONSUMERS || (p.mode & ~0777u) ||
-        !(p.mode & 0600u)) {
+        (p.mode & 0600u) != 0600u || (p.mode & 0002u)) {
         weft_log_error("registry \"%s\": params out of range (slots %u in %u..%u, max_tensors %u, "
-                       "max_leases %u, max_consumers %u, mode 0%o needs owner rw)",
-                       name ? name : "", p.slot_count, REG_MIN_SLOTS, REG_MAX_SLOTS, p.max_tensors,
+                       "max_leases %u, max_consumers %u, mode 0%o needs owner rw and no write for others)",
+                       name, p.slot_count, REG_MIN_SLOTS, REG_MAX_SLOTS, p.max_tensors,
                        p.max_leases, p.max_consumers, p.mode);
         return WEFT_ERR_INVALID_PARAM;
     }
@@ -499,6 +571,38 @@ WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg)
     return WEFT_OK;
 }
 
+/*
+ * At takeover: a latest word that names a slot not holding its version
+ * was not written by a producer (publish stores the slot word first, and
+ * the latest's slot is never rewritten while it is the latest). It is
+ * damage, and kept it would refuse every later version as not newer. It
+ * is recomputed from the slots: the newest published one, or none. (A
+ * latest without a slot, after an offload, has nothing to check against.)
+ */
+static void registry_latest_repair(struct weft_registry *reg)
+{
+    const uint64_t latest = REG_LOAD(&reg->hdr->latest);
+    const uint32_t slot = REG_VS_SLOT(latest);
+    uint64_t       best = 0;
+
+    if (latest == 0 || slot == REG_SLOT_NONE ||
+        (slot < reg->geo.slot_count &&
+         REG_LOAD(&reg->slots[slot].word) == REG_SLOT_WORD(REG_VS_VERSION(latest), REG_SLOT_PUBLISHED))) {
+        return;
+    }
+    for (uint32_t s = 0; s < reg->geo.slot_count; s++) {
+        const uint64_t word = REG_LOAD(&reg->slots[s].word);
+        if (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED && REG_SLOT_VERSION(word) > REG_VS_VERSION(best)) {
+            best = REG_VS_WORD(REG_SLOT_VERSION(word), s);
+        }
+    }
+    REG_STORE(&reg->hdr->latest, best);
+    weft_log_warn("registry \"%s\": the latest word named version %llu in slot %u, which does not hold it: "
+                  "damaged; the latest is now version %llu, the newest of the slots",
+                  reg->name, (unsigned long long)REG_VS_VERSION(latest), slot,
+                  (unsigned long long)REG_VS_VERSION(best));
+}
+
 /* Takes the producer role over from a producer that exited. */
 static weft_status_t registry_take_over(struct weft_registry *reg)
 {
@@ -513,6 +617,7 @@ static weft_status_t registry_take_over(struct weft_registry *reg)
             break;
         }
     }
+    registry_latest_repair(reg);
     /* A slot the dead producer was writing holds a torn version. Its
      * announcements go (one left by a death inside publish included), so
      * that no streaming reader takes them for the new producer's. */
@@ -579,6 +684,10 @@ WEFT_API weft_status_t weft_registry_open(const char *name, weft_registry_open_m
     }
     if (fstat(reg->fd, &st) != 0) {
         status = registry_open_error(reg, errno, "fstat");
+        goto err_free;
+    }
+    status = registry_owner_check(reg, &st);
+    if (status != WEFT_OK) {
         goto err_free;
     }
     if (st.st_size < (off_t)sizeof(reg_header_t)) {

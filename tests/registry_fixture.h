@@ -18,7 +18,7 @@
 static char reg_name[64];
 
 /* A name unique to this test process; unlinked by the teardown. */
-static const char *test_name(void)
+static inline const char *test_name(void)
 {
     if (reg_name[0] == '\0') {
         snprintf(reg_name, sizeof(reg_name), "test-registry-%d", (int)getpid());
@@ -27,7 +27,7 @@ static const char *test_name(void)
     return reg_name;
 }
 
-static void unlink_registry(void)
+static inline void unlink_registry(void)
 {
     if (reg_name[0] != '\0') {
         weft_registry_unlink(reg_name);
@@ -36,7 +36,7 @@ static void unlink_registry(void)
 
 /* Reads the byte another process writes once it got somewhere. 0 when it
  * came, -1 when it did not within SIGNAL_TIMEOUT_US or the writer died. */
-static int await_byte(int fd)
+static inline int await_byte(int fd)
 {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     char          byte;

@@ -908,6 +908,41 @@ START_TEST(latest_without_slot_is_not_readable)
 }
 END_TEST
 
+/* A damaged latest word (a version no slot holds) would refuse every
+ * later version as not newer; a takeover recomputes it from the slots. */
+START_TEST(takeover_repairs_a_damaged_latest)
+{
+    weft_registry_h reg = make_registry(3, 2, 64), reader;
+    weft_lease_t    lease;
+    char            path[128];
+    int             fd;
+    reg_header_t   *hdr;
+
+    write_version(reg, 1);
+    write_version(reg, 2);
+    weft_registry_close(reg); /* the producer is gone; the segment stays */
+    snprintf(path, sizeof(path), "/weft.%s", reg_name);
+    fd = shm_open(path, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    hdr = mmap(NULL, sizeof(*hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(hdr, MAP_FAILED);
+    __atomic_store_n(&hdr->latest, REG_VS_WORD(UINT64_C(39) << 50, REG_VS_SLOT(hdr->latest)), __ATOMIC_SEQ_CST);
+
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_PRODUCER, &reg), WEFT_OK);
+    ck_assert_uint_eq(REG_VS_VERSION(__atomic_load_n(&hdr->latest, __ATOMIC_SEQ_CST)), 2);
+    write_version(reg, 3);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_acquire(reader, &lease), WEFT_OK);
+    ck_assert_uint_eq(lease.version, 3);
+    ck_assert_uint_eq(verify_lease(reader, &lease), 0);
+    ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
+    weft_registry_close(reader);
+    weft_registry_close(reg);
+    munmap(hdr, sizeof(*hdr));
+    close(fd);
+}
+END_TEST
+
 START_TEST(open_refuses_a_truncated_segment)
 {
     weft_registry_h reg = make_registry(3, 2, 4096), reader;
@@ -955,6 +990,7 @@ int main(void)
     tcase_add_test(api, gpu_registry_needs_its_device);
     tcase_add_test(api, host_registry_has_no_arenas_to_offload);
     tcase_add_test(inv, latest_without_slot_is_not_readable);
+    tcase_add_test(inv, takeover_repairs_a_damaged_latest);
     suite_add_tcase(s, api);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, val);

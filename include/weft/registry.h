@@ -81,7 +81,7 @@ typedef struct weft_registry_params {
     uint32_t max_tensors;    /* 1..1048576; default 8192 */
     uint32_t max_leases;     /* leases held at once, all readers; 1..65536; default 1024 */
     uint32_t max_consumers;  /* 1..4096; default 256 */
-    uint32_t mode;           /* permission bits of the segment; default 0600 */
+    uint32_t mode;           /* permission bits: owner rw, none for others to write; default 0600 */
     uint32_t group;          /* group id to give the segment (with mode 0660, say) */
     /* Where the slots' arenas live: WEFT_MEMORY_HOST (default) or
      * WEFT_MEMORY_CUDA on GPU `device` (an ordinal of the calling
@@ -91,7 +91,8 @@ typedef struct weft_registry_params {
 } weft_registry_params_t;
 
 /*
- * Creates the registry `name` ([A-Za-z0-9._-], 1 to 63 bytes): a POSIX
+ * Creates the registry `name` ([A-Za-z0-9._-], 1 to 63 bytes, not "." or
+ * ".."): a POSIX
  * shared-memory segment "/weft.<name>", owned by the calling process as its
  * producer. The registry is in the declaring state: declare tensors, then
  * seal. params may be NULL for all defaults.
@@ -166,7 +167,12 @@ typedef enum weft_registry_open_mode {
  * no longer readable and consumers wait for the next one. Errors: WEFT_ERR_NOT_FOUND (no such registry),
  * WEFT_ERR_STATE (not sealed yet), WEFT_ERR_CORRUPT (the segment fails
  * validation), WEFT_ERR_VERSION (another ABI major version),
- * WEFT_ERR_BUSY (PRODUCER: the producer is alive), WEFT_ERR_PERMISSION.
+ * WEFT_ERR_BUSY (PRODUCER: the producer is alive), WEFT_ERR_PERMISSION (the
+ * operating system's, or the segment's: refused when every user may write
+ * it, or when another user owns it and does not share it through a group
+ * of the caller: someone else's segment under this name is a squatter's,
+ * not to be read nor taken over). A takeover that finds a damaged latest
+ * version (one its slot does not hold) recomputes it from the slots.
  */
 WEFT_API weft_status_t weft_registry_open(const char *name, weft_registry_open_mode_t mode,
                                           weft_registry_h *reg);
