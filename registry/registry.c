@@ -872,15 +872,18 @@ WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registr
         s.versions_published = REG_LOAD(&reg->hdr->versions_published);
         s.busy = REG_LOAD(&reg->hdr->busy);
         s.leases_reclaimed = REG_LOAD(&reg->hdr->leases_reclaimed);
+        /* A dead process's record is not counted: it is only waiting to
+         * be reclaimed. */
         for (uint32_t i = 0; i < reg->geo.lease_capacity; i++) {
             uint64_t owner = REG_LOAD(&reg->leases[i].owner);
-            if (owner != REG_OWNER_NONE && owner != REG_OWNER_BUSY && REG_LOAD(&reg->leases[i].slot_version)) {
+            if (owner != REG_OWNER_NONE && owner != REG_OWNER_BUSY && REG_LOAD(&reg->leases[i].slot_version) &&
+                weft_process_alive(owner)) {
                 s.leases_held++;
             }
         }
         for (uint32_t i = 0; i < reg->geo.consumer_capacity; i++) {
             uint64_t owner = REG_LOAD(&reg->consumers[i].owner);
-            if (owner != REG_OWNER_NONE && owner != REG_OWNER_BUSY) {
+            if (owner != REG_OWNER_NONE && owner != REG_OWNER_BUSY && weft_process_alive(owner)) {
                 s.consumers++;
             }
         }

@@ -649,11 +649,12 @@ END_TEST
 
 START_TEST(consumers_ack_and_fail)
 {
-    weft_registry_h      reg = make_registry(3, 1, 64), reader;
-    weft_consumer_info_t info;
-    uint32_t             consumer, lagging = 99;
-    int                  registered[2];
-    pid_t                pid;
+    weft_registry_h       reg = make_registry(3, 1, 64), reader;
+    weft_consumer_info_t  info;
+    weft_registry_stats_t stats;
+    uint32_t              consumer, lagging = 99;
+    int                   registered[2];
+    pid_t                 pid;
 
     ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
     ck_assert_int_eq(weft_registry_consumer_register(reader, "", &consumer), WEFT_ERR_INVALID_PARAM);
@@ -704,9 +705,14 @@ START_TEST(consumers_ack_and_fail)
     ck_assert_int_eq(weft_registry_consumer_received(reader, consumer, 3), WEFT_OK);
     ck_assert_int_eq(weft_registry_wait_consumers(reg, 3, 10000, &lagging), WEFT_ERR_TIMEOUT);
     ck_assert_uint_eq(lagging, 1);
-    /* A consumer that dies no longer holds anyone back. */
+    ck_assert_int_eq(weft_registry_get_stats(reg, &stats), WEFT_OK);
+    ck_assert_uint_eq(stats.consumers, 2);
+    /* A consumer that dies no longer counts, even before its record is
+     * reclaimed, and no longer holds anyone back. */
     kill(pid, SIGKILL);
     ck_assert_int_eq(wait_child(pid), 128 + SIGKILL);
+    ck_assert_int_eq(weft_registry_get_stats(reg, &stats), WEFT_OK);
+    ck_assert_uint_eq(stats.consumers, 1);
     ck_assert_int_eq(weft_registry_wait_consumers(reg, 3, 1000000, &lagging), WEFT_OK);
 
     ck_assert_int_eq(weft_registry_consumer_unregister(reader, consumer), WEFT_OK);

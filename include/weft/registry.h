@@ -419,8 +419,8 @@ typedef struct weft_registry_stats {
     uint64_t versions_published;
     uint64_t busy;             /* write_begin calls that found no free slot */
     uint64_t leases_reclaimed; /* leases of dead processes taken back */
-    uint32_t leases_held;
-    uint32_t consumers;        /* registered */
+    uint32_t leases_held;      /* by live processes */
+    uint32_t consumers;        /* registered by live processes */
 } weft_registry_stats_t;
 
 WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registry_stats_t *stats);
