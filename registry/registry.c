@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -498,6 +499,31 @@ WEFT_API weft_status_t weft_registry_declare(weft_registry_h reg, const weft_ten
     return WEFT_OK;
 }
 
+/*
+ * The segment's pages taken now. tmpfs lets a file grow past the space
+ * /dev/shm has (ftruncate makes it sparse), and a write to a page it then
+ * cannot supply is SIGBUS, deep inside whoever writes the version (a
+ * container's default /dev/shm is 64 MB). Reserving them here turns that
+ * into an error at seal, saying how much is needed and how much is free.
+ */
+static weft_status_t registry_reserve(const struct weft_registry *reg, uint64_t size)
+{
+    const int      err = posix_fallocate(reg->fd, 0, (off_t)size);
+    struct statvfs fs;
+
+    if (err == 0) {
+        return WEFT_OK;
+    }
+    if (err == ENOSPC && statvfs("/dev/shm", &fs) == 0) {
+        weft_log_error("registry \"%s\": the segment needs %llu MB of shared memory and /dev/shm has %llu MB "
+                       "free: make /dev/shm larger (a container's: --shm-size), or use fewer slots",
+                       reg->name, (unsigned long long)(size >> 20),
+                       (unsigned long long)((uint64_t)fs.f_bavail * fs.f_frsize >> 20));
+        return WEFT_ERR_NO_SPACE;
+    }
+    return registry_open_error(reg, err, "reserving the segment's memory");
+}
+
 WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg)
 {
     uint64_t      offset = 0, stride, size;
@@ -529,8 +555,15 @@ WEFT_API weft_status_t weft_registry_seal(weft_registry_h reg)
         return WEFT_ERR_INVALID_PARAM;
     }
     if (ftruncate(reg->fd, (off_t)size) != 0) {
-        /* tmpfs refuses with ENOSPC or EFBIG when /dev/shm is too small. */
         return registry_open_error(reg, errno, "growing the segment");
+    }
+    status = registry_reserve(reg, size);
+    if (status != WEFT_OK) {
+        /* leave no large sparse file behind */
+        if (ftruncate(reg->fd, (off_t)reg->mapped) != 0) {
+            weft_log_debug("registry \"%s\": shrinking the segment back failed: %s", reg->name, strerror(errno));
+        }
+        return status;
     }
     base = mremap(reg->base, reg->mapped, size, MREMAP_MAYMOVE);
     if (base == MAP_FAILED) {

@@ -143,8 +143,12 @@ WEFT_API weft_status_t weft_registry_declare(weft_registry_h reg, const weft_ten
  * order), sizes the segment and makes the registry visible to readers.
  * GPU registries allocate one arena per slot on their GPU here (the
  * calling thread's current device is left as it was) and export it.
- * Producer only, once. Errors: WEFT_ERR_STATE (sealed already, or no
- * tensor), WEFT_ERR_NO_MEMORY / WEFT_ERR_IO (the segment cannot grow),
+ * A host registry's pages are reserved here (posix_fallocate), so that a
+ * /dev/shm too small for its slots is an error now, not SIGBUS when a
+ * version is written. Producer only, once. Errors: WEFT_ERR_STATE (sealed
+ * already, or no tensor), WEFT_ERR_NO_SPACE (/dev/shm lacks the room: the
+ * log says how much is needed and free; the segment is shrunk back),
+ * WEFT_ERR_NO_MEMORY / WEFT_ERR_IO (the segment cannot grow),
  * WEFT_ERR_CUDA (a device allocation or export failed; nothing is left
  * allocated).
  */
