@@ -14,6 +14,11 @@
  * spoken by hand: SENDING(v) when the puts begin, VERSION(v) once every
  * byte is there, nothing else; and a real consumer told a malformed
  * SENDING by a server spoken by hand leaves with WEFT_ERR_CORRUPT.
+ *
+ * And the handshake's authentication (remote/auth.h): a real consumer
+ * refuses a server that does not prove the token and proves itself to
+ * one that does, the token in none of the bytes it sends; a recorded
+ * handshake played again is refused.
  */
 #include "config.h"
 
@@ -32,6 +37,7 @@
 #if HAVE_UCX
 #include "common/time_util.h"
 #include "transport/bootstrap/bootstrap.h"
+#include "transport/remote/auth.h"
 #include "transport/remote/wire.h"
 #include "transport/ucx/ucx_common.h"
 #include "transport/ucx/ucx_gpu.h"
@@ -81,19 +87,58 @@ static weft_recv_view_t view_at(uint64_t base)
                               .ndim = 2, .shape = {ROWS, COLS}, .data = (void *)(uintptr_t)base};
 }
 
-/* Connects and passes the token: the server then waits for VIEWS. */
+/* A consumer's side of the handshake by hand, up to its PROOF (the
+ * WELCOME is the caller's to read): HELLO, the server's CHALLENGE checked
+ * against `token`, PROOF. 0 when the server proved the token; the sent
+ * HELLO and PROOF into hello and proof when not NULL (for replays). */
+static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf_t *hello, weft_boot_buf_t *proof)
+{
+    const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
+    uint8_t         nonce_c[WEFT_AUTH_NONCE_BYTES], nonce_s[WEFT_AUTH_NONCE_BYTES];
+    uint8_t         mac[WEFT_AUTH_MAC_BYTES], want[WEFT_AUTH_MAC_BYTES];
+    weft_boot_buf_t h = {0}, pr = {0};
+    weft_boot_msg_t msg;
+    int             ok;
+
+    if (weft_auth_init() != WEFT_OK) {
+        return -1;
+    }
+    weft_auth_nonce(nonce_c);
+    weft_wire_put_hello(&h, WEFT_UCX_PROTOCOL, nonce_c, name);
+    if (weft_boot_send(fd, WEFT_BOOT_HELLO, h.data, (uint32_t)h.length, deadline) != WEFT_OK ||
+        weft_boot_recv(fd, &msg, deadline) != WEFT_OK) {
+        return -1;
+    }
+    ok = weft_wire_get_auth(&msg, nonce_s, mac) == WEFT_OK;
+    free(msg.payload);
+    weft_auth_mac(want, WEFT_AUTH_SERVER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
+    if (!ok || !weft_auth_mac_ok(want, mac, sizeof(mac))) {
+        return -1;
+    }
+    weft_auth_mac(want, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
+    weft_boot_put_blob(&pr, want, WEFT_AUTH_MAC_BYTES);
+    ok = weft_boot_send(fd, WEFT_BOOT_PROOF, pr.data, (uint32_t)pr.length, deadline) == WEFT_OK;
+    if (hello != NULL) {
+        *hello = h;
+    } else {
+        weft_boot_buf_free(&h);
+    }
+    if (proof != NULL) {
+        *proof = pr;
+    } else {
+        weft_boot_buf_free(&pr);
+    }
+    return ok ? 0 : -1;
+}
+
+/* Connects and passes the handshake: the server then waits for VIEWS. */
 static int handshake(void)
 {
-    weft_boot_buf_t buf = {0};
     weft_boot_msg_t msg;
     int             fd;
 
     ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
-    weft_wire_put_hello(&buf, WEFT_UCX_PROTOCOL, TOKEN, "wire-client");
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_HELLO, buf.data, (uint32_t)buf.length,
-                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
-                     WEFT_OK);
-    weft_boot_buf_free(&buf);
+    ck_assert_int_eq(hand_prove(fd, TOKEN, "wire-client", NULL, NULL), 0);
     ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
     ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME);
     free(msg.payload);
@@ -315,7 +360,7 @@ static pid_t fork_hand_consumer(int go)
     if (pid == 0) {
         const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
         uint8_t        *buf = calloc(1, (size_t)ROWS * COLS);
-        weft_boot_buf_t views = {0}, hello = {0};
+        weft_boot_buf_t views = {0};
         weft_boot_msg_t msg;
         weft_ucx_t      ucx;
         ucp_mem_h       memh;
@@ -328,10 +373,8 @@ static pid_t fork_hand_consumer(int go)
                                      "the hand consumer's buffer") == WEFT_OK,
                     63);
         CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0, 64);
-        weft_wire_put_hello(&hello, WEFT_UCX_PROTOCOL, TOKEN, "hand-consumer");
         CHILD_CHECK(weft_boot_connect(srv.addr, deadline, &fd) == WEFT_OK, 65);
-        CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_HELLO, hello.data, (uint32_t)hello.length, deadline) == WEFT_OK,
-                    65);
+        CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL) == 0, 65);
         CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME, 66);
         free(msg.payload);
         CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_VIEWS, views.data, (uint32_t)views.length, deadline) == WEFT_OK,
@@ -366,7 +409,6 @@ static pid_t fork_hand_consumer(int go)
         ucp_mem_unmap(ucx.context, memh);
         weft_ucx_close(&ucx);
         weft_boot_buf_free(&views);
-        weft_boot_buf_free(&hello);
         free(buf);
         CHILD_EXIT();
     }
@@ -439,6 +481,48 @@ static void expect_message(int fd, uint32_t type)
     free(msg.payload);
 }
 
+/* A server's side of the handshake by hand, up to the consumer's PROOF
+ * (checked): HELLO, then a CHALLENGE proving `token` (or, bad_mac, a MAC
+ * of the right length made without it). 0 when the consumer's proof was
+ * right; 1 when it answered REFUSED instead of a proof. */
+static int hand_challenge(int fd, const char *token, int bad_mac)
+{
+    const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
+    uint8_t         nonce_c[WEFT_AUTH_NONCE_BYTES], nonce_s[WEFT_AUTH_NONCE_BYTES], mac[WEFT_AUTH_MAC_BYTES];
+    uint8_t         got[WEFT_AUTH_MAC_BYTES];
+    char            name[WEFT_CONSUMER_NAME_MAX];
+    const char     *reason;
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+    int             ok;
+
+    ck_assert_int_eq(weft_auth_init(), WEFT_OK);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL, nonce_c, name, &reason), WEFT_OK);
+    ck_assert_msg(memmem(msg.payload, msg.length, token, strlen(token)) == NULL, "the token is in the hello");
+    free(msg.payload);
+    weft_auth_nonce(nonce_s);
+    weft_auth_mac(mac, WEFT_AUTH_SERVER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
+    if (bad_mac) {
+        weft_auth_nonce(mac); /* 32 random bytes */
+    }
+    weft_boot_put_blob(&buf, nonce_s, WEFT_AUTH_NONCE_BYTES);
+    weft_boot_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_CHALLENGE, buf.data, (uint32_t)buf.length, deadline), WEFT_OK);
+    weft_boot_buf_free(&buf);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_msg(memmem(msg.payload, msg.length, token, strlen(token)) == NULL, "the token is in the proof");
+    if (msg.type == WEFT_BOOT_REFUSED) {
+        free(msg.payload);
+        return 1;
+    }
+    ck_assert_int_eq(weft_wire_get_auth(&msg, NULL, got), WEFT_OK);
+    free(msg.payload);
+    weft_auth_mac(mac, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
+    ok = weft_auth_mac_ok(mac, got, sizeof(got));
+    return ok ? 0 : -1;
+}
+
 START_TEST(ucx_consumer_refuses_a_malformed_sending)
 {
     weft_boot_buf_t buf = {0};
@@ -459,7 +543,7 @@ START_TEST(ucx_consumer_refuses_a_malformed_sending)
     ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fd = accept_one(listen_fd);
 
-    expect_message(fd, WEFT_BOOT_HELLO);
+    ck_assert_int_eq(hand_challenge(fd, TOKEN, 0), 0);
     ck_assert_int_eq(ucp_worker_get_address(ucx.worker, &address, &address_length), UCS_OK);
     ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_WELCOME, address, (uint32_t)address_length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
@@ -546,6 +630,108 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
 }
 END_TEST
 
+/* A real consumer against a server spoken by hand: it must refuse one
+ * whose CHALLENGE does not prove the token (WEFT_ERR_AUTH, a REFUSED and
+ * no proof), and prove itself to one that does, the token in none of the
+ * bytes it sends. */
+static pid_t fork_consumer_of_a_hand_server(int go, weft_status_t want)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uint8_t                   *buf = calloc(1, (size_t)ROWS * COLS);
+        weft_recv_view_t           view;
+        weft_remote_h              remote = NULL;
+        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+                                        .server = srv.addr, .token = TOKEN, .name = "auth-consumer",
+                                        .timeout_us = WAIT_US};
+        weft_status_t              status;
+
+        CHILD_CHECK(buf != NULL && read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 90);
+        view = view_at((uint64_t)(uintptr_t)buf);
+        status = weft_remote_connect(&p, &view, 1, &remote);
+        if (status == WEFT_OK) {
+            (void)weft_remote_close(remote);
+        }
+        if (status != want) {
+            fprintf(stderr, "against the hand server: %s, want %s\n", weft_status_string(status),
+                    weft_status_string(want));
+            CHILD_FAIL(91);
+        }
+        free(buf);
+        CHILD_EXIT();
+    }
+    return pid;
+}
+
+START_TEST(ucx_consumer_refuses_a_server_without_the_token)
+{
+    pid_t    consumer;
+    uint16_t port;
+    int      go[2], listen_fd, fd;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    /* A server that does not know the token. */
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer_of_a_hand_server(go[0], WEFT_ERR_AUTH);
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fd = accept_one(listen_fd);
+    ck_assert_int_eq(hand_challenge(fd, TOKEN, 1), 1);
+    close(fd);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    /* One that does: the consumer proves itself (the server then leaves). */
+    consumer = fork_consumer_of_a_hand_server(go[0], WEFT_ERR_CONNECTION);
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fd = accept_one(listen_fd);
+    ck_assert_int_eq(hand_challenge(fd, TOKEN, 0), 0);
+    close(fd);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    close(listen_fd);
+}
+END_TEST
+
+/* A consumer's HELLO and PROOF recorded and played again on a new
+ * connection: the server's nonce is new, the old proof is refused. */
+START_TEST(ucx_replayed_handshake_is_refused)
+{
+    weft_boot_buf_t     hello = {0}, proof = {0};
+    weft_boot_msg_t     msg;
+    weft_server_stats_t before, after;
+    const uint64_t      deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
+    int                 fd;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    server_start();
+    ck_assert_int_eq(weft_boot_connect(srv.addr, deadline, &fd), WEFT_OK);
+    ck_assert_int_eq(hand_prove(fd, TOKEN, "recorded", &hello, &proof), 0);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME); /* the real one was accepted */
+    free(msg.payload);
+    close(fd);
+    ck_assert_int_eq(weft_server_get_stats(srv.server, &before), WEFT_OK);
+
+    ck_assert_int_eq(weft_boot_connect(srv.addr, deadline, &fd), WEFT_OK);
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_HELLO, hello.data, (uint32_t)hello.length, deadline), WEFT_OK);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_uint_eq(msg.type, WEFT_BOOT_CHALLENGE);
+    free(msg.payload);
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_PROOF, proof.data, (uint32_t)proof.length, deadline), WEFT_OK);
+    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_msg(msg.type == WEFT_BOOT_REFUSED, "a replayed proof was answered with %u", msg.type);
+    free(msg.payload);
+    close(fd);
+    ck_assert_int_eq(weft_server_get_stats(srv.server, &after), WEFT_OK);
+    ck_assert_uint_eq(after.refused, before.refused + 1);
+    ck_assert_uint_eq(after.accepted, before.accepted);
+    weft_boot_buf_free(&hello);
+    weft_boot_buf_free(&proof);
+    server_stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite              *s;
@@ -564,6 +750,8 @@ int main(void)
     tcase_add_test(tc, ucx_malformed_handshakes_are_refused_and_the_server_goes_on);
     tcase_add_test(tc, ucx_server_says_sending_then_the_notice);
     tcase_add_test(tc, ucx_consumer_refuses_a_malformed_sending);
+    tcase_add_test(tc, ucx_consumer_refuses_a_server_without_the_token);
+    tcase_add_test(tc, ucx_replayed_handshake_is_refused);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -186,8 +186,11 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
  *   trainer node                          rollout node
  *   ------------                          ------------
  *   weft_server_create(reg, addr, token)  weft_remote_connect(addr, token, views)
- *     accepts, checks the token,   ◄──TCP──   (registers the views' memory,
- *     builds the plan, registers              sends keys and views)
+ *     accepts; each side proves    ◄──TCP──   (proves the token, then
+ *     the token to the other (an              registers the views' memory,
+ *     HMAC over both fresh nonces:            sends keys and views)
+ *     the token never crosses),
+ *     builds the plan, registers
  *     the consumer in reg
  *   every published version:             loop:
  *     lease, put every range,  ──RMA──►     weft_remote_receive(after v)

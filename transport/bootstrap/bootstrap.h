@@ -27,8 +27,8 @@ extern "C" {
 #define WEFT_BOOT_TOKEN_MAX   255u
 
 typedef enum weft_boot_type {
-    WEFT_BOOT_HELLO    = 1, /* consumer → server: protocol, token, name */
-    WEFT_BOOT_WELCOME  = 2, /* server → consumer: token accepted; server's transport address */
+    WEFT_BOOT_HELLO    = 1, /* consumer → server: protocol, nonce, name (remote/auth.h) */
+    WEFT_BOOT_WELCOME  = 2, /* server → consumer: proof accepted; server's transport address */
     WEFT_BOOT_VIEWS    = 3, /* consumer → server: its views, memory keys, transport address */
     WEFT_BOOT_READY    = 4, /* server → consumer: plan built, consumer registered */
     WEFT_BOOT_REFUSED  = 5, /* either way: a status and a reason; the connection ends */
@@ -39,7 +39,9 @@ typedef enum weft_boot_type {
     WEFT_BOOT_WANT     = 10, /* consumer → server: write a version newer than v now (cuda_ipc push) */
     WEFT_BOOT_ROUND    = 11, /* server → consumer: a round of v is in its staging ring (ucx) */
     WEFT_BOOT_ROUND_DONE = 12, /* consumer → server: that round was copied out of the ring (ucx) */
-    WEFT_BOOT_SENDING  = 13  /* server → consumer: the puts of v have begun; its notice is near (ucx) */
+    WEFT_BOOT_SENDING  = 13, /* server → consumer: the puts of v have begun; its notice is near (ucx) */
+    WEFT_BOOT_CHALLENGE = 14, /* server → consumer: its nonce and its proof of the token */
+    WEFT_BOOT_PROOF    = 15  /* consumer → server: the consumer's proof of the token */
 } weft_boot_type_t;
 
 /* A set of message types, for calls that take several. */

@@ -39,7 +39,7 @@
 
 
 typedef enum peer_state {
-    PEER_HELLO,  /* waiting for HELLO */
+    PEER_HELLO,  /* waiting for HELLO, then its PROOF */
     PEER_VIEWS,  /* waiting for VIEWS */
     PEER_READY,  /* idle; gets a version newer than want_after once wanting */
     PEER_ACKING, /* its copy done and VERSION sent, waiting for ACK */
@@ -121,6 +121,9 @@ static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
 {
     weft_status_t status = weft_serve_welcome(&p->base, msg, NULL, 0);
 
+    if (status == WEFT_INPROGRESS) {
+        return; /* challenged: its proof comes next, in this state */
+    }
     if (status != WEFT_OK) {
         peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
         return;

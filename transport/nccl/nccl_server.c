@@ -42,7 +42,7 @@
 #define SHUTDOWN_SPINS       200000 /* looks at aborted streams before giving up */
 
 typedef enum peer_state {
-    PEER_HELLO,   /* waiting for HELLO */
+    PEER_HELLO,   /* waiting for HELLO, then its PROOF */
     PEER_VIEWS,   /* waiting for VIEWS */
     PEER_INIT,    /* READY sent; its communicator is being made */
     PEER_READY,   /* idle, gets the next version */
@@ -134,6 +134,9 @@ static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
 {
     weft_status_t status = weft_serve_welcome(&p->base, msg, NULL, 0);
 
+    if (status == WEFT_INPROGRESS) {
+        return; /* challenged: its proof comes next, in this state */
+    }
     if (status != WEFT_OK) {
         peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
         return;

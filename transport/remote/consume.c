@@ -3,6 +3,8 @@
 
 #include "consume.h"
 
+#include "auth.h"
+
 #include "common/log.h"
 #include "common/time_util.h"
 
@@ -85,14 +87,46 @@ weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
                                  const weft_remote_params_t *p, uint64_t deadline_ns,
                                  weft_boot_msg_t *welcome)
 {
+    uint8_t         consumer_nonce[WEFT_AUTH_NONCE_BYTES], server_nonce[WEFT_AUTH_NONCE_BYTES];
+    uint8_t         got[WEFT_AUTH_MAC_BYTES], want[WEFT_AUTH_MAC_BYTES];
     weft_boot_buf_t buf = {0};
-    weft_status_t   status;
+    weft_boot_msg_t challenge;
+    weft_status_t   status = weft_auth_init();
 
-    weft_wire_put_hello(&buf, protocol, p->token, p->name);
-    status = exchange(c, WEFT_BOOT_HELLO, &buf, deadline_ns, welcome);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    weft_auth_nonce(consumer_nonce);
+    weft_wire_put_hello(&buf, protocol, consumer_nonce, p->name);
+    status = exchange(c, WEFT_BOOT_HELLO, &buf, deadline_ns, &challenge);
     weft_boot_buf_free(&buf);
     if (status != WEFT_OK) {
         weft_log_error("remote: no answer from %s to the handshake: %s", c->server,
+                       weft_status_string(status));
+        return status;
+    }
+    status = expect(c, &challenge, WEFT_BOOT_CHALLENGE, "this consumer");
+    if (status != WEFT_OK) {
+        return status;
+    }
+    /* The server proves it knows the token before this consumer proves
+     * anything: one that does not is told so and left. */
+    status = weft_wire_get_auth(&challenge, server_nonce, got);
+    free(challenge.payload);
+    weft_auth_mac(want, WEFT_AUTH_SERVER, p->token, protocol, consumer_nonce, server_nonce, p->name);
+    if (status != WEFT_OK || !weft_auth_mac_ok(want, got, sizeof(got))) {
+        weft_log_error("remote: %s did not prove it knows the token (another server, or this consumer's token is "
+                       "wrong): refused",
+                       c->server);
+        (void)weft_wire_send_refused(c->fd, WEFT_ERR_AUTH, "the server's proof is wrong", deadline_ns);
+        return WEFT_ERR_AUTH;
+    }
+    weft_auth_mac(want, WEFT_AUTH_CONSUMER, p->token, protocol, consumer_nonce, server_nonce, p->name);
+    weft_boot_put_blob(&buf, want, WEFT_AUTH_MAC_BYTES);
+    status = exchange(c, WEFT_BOOT_PROOF, &buf, deadline_ns, welcome);
+    weft_boot_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_log_error("remote: no answer from %s to this consumer's proof: %s", c->server,
                        weft_status_string(status));
         return status;
     }

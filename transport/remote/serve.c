@@ -3,6 +3,9 @@
 
 #include "serve.h"
 
+#include "auth.h"
+#include "wire.h"
+
 #include "common/log.h"
 #include "common/time_util.h"
 
@@ -35,7 +38,9 @@ void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_par
 
 weft_status_t weft_serve_listen(weft_serve_t *s, const char *listen)
 {
-    return weft_boot_listen(listen, &s->listen_fd, &s->port);
+    const weft_status_t status = weft_auth_init(); /* before any consumer can say hello */
+
+    return status == WEFT_OK ? weft_boot_listen(listen, &s->listen_fd, &s->port) : status;
 }
 
 weft_status_t weft_serve_start(weft_serve_t *s, void *(*main)(void *), void *arg)
@@ -180,23 +185,59 @@ void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *r
     (void)weft_wire_send_refused(p->fd, status, reason, weft_deadline_ns(weft_time_ns(), GOODBYE_US));
 }
 
-weft_status_t weft_serve_hello(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+/* HELLO → CHALLENGE. */
+static weft_status_t serve_challenge(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
 {
-    const char   *reason;
-    weft_status_t status;
+    weft_serve_t   *s = p->server;
+    const char     *reason;
+    uint8_t         mac[WEFT_AUTH_MAC_BYTES];
+    weft_boot_buf_t buf = {0};
+    weft_status_t   status;
 
-    /* Nothing is set up for a peer before its token is checked. */
-    status = weft_wire_check_hello(msg, p->server->protocol, p->server->token, p->name, &reason);
+    status = weft_wire_check_hello(msg, s->protocol, p->consumer_nonce, p->name, &reason);
     if (status != WEFT_OK) {
         weft_serve_refuse(p, status, reason);
+        return status;
     }
-    return status;
+    weft_auth_nonce(p->server_nonce);
+    weft_auth_mac(mac, WEFT_AUTH_SERVER, s->token, s->protocol, p->consumer_nonce, p->server_nonce, p->name);
+    weft_boot_put_blob(&buf, p->server_nonce, WEFT_AUTH_NONCE_BYTES);
+    weft_boot_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
+    status = buf.failed ? WEFT_ERR_NO_MEMORY
+                        : weft_boot_send(p->fd, WEFT_BOOT_CHALLENGE, buf.data, (uint32_t)buf.length,
+                                         weft_deadline_ns(weft_time_ns(), s->timeout_us));
+    weft_boot_buf_free(&buf);
+    if (status != WEFT_OK) {
+        return WEFT_ERR_CONNECTION;
+    }
+    p->challenged = 1;
+    return WEFT_INPROGRESS;
+}
+
+/* PROOF → (checked). A consumer that found our CHALLENGE wrong says so
+ * with a REFUSED instead: not a proof either. */
+static weft_status_t serve_proof(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+{
+    weft_serve_t *s = p->server;
+    uint8_t       want[WEFT_AUTH_MAC_BYTES], got[WEFT_AUTH_MAC_BYTES];
+
+    if (weft_wire_get_auth(msg, NULL, got) != WEFT_OK) {
+        weft_serve_refuse(p, WEFT_ERR_AUTH, msg->type == WEFT_BOOT_REFUSED ? "it refused this server's proof"
+                                                                              : "a malformed proof");
+        return WEFT_ERR_AUTH;
+    }
+    weft_auth_mac(want, WEFT_AUTH_CONSUMER, s->token, s->protocol, p->consumer_nonce, p->server_nonce, p->name);
+    if (!weft_auth_mac_ok(want, got, sizeof(got))) {
+        weft_serve_refuse(p, WEFT_ERR_AUTH, "wrong token");
+        return WEFT_ERR_AUTH;
+    }
+    return WEFT_OK;
 }
 
 weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *msg,
                                  const void *payload, uint32_t length)
 {
-    weft_status_t status = weft_serve_hello(p, msg);
+    weft_status_t status = p->challenged ? serve_proof(p, msg) : serve_challenge(p, msg);
 
     if (status != WEFT_OK) {
         return status;

@@ -122,6 +122,10 @@ struct weft_serve_peer {
     char          name[WEFT_CONSUMER_NAME_MAX];
     uint64_t      deadline;
     weft_plan_h   plan;
+    /* The handshake (remote/auth.h): the nonces, and whether the
+     * CHALLENGE went out (the next message must be the PROOF). */
+    uint8_t       consumer_nonce[32], server_nonce[32];
+    int           challenged;
     uint32_t      consumer;
     int           registered;
     uint64_t      acked;   /* the last version it acknowledged */
@@ -175,13 +179,16 @@ void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const c
 /* Logs and counts a refusal and tells the consumer (the caller drops it). */
 void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *reason);
 
-/* Checks a HELLO (protocol, token) and keeps the name; refuses on error. */
-weft_status_t weft_serve_hello(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
-
 /*
- * weft_serve_hello, then WELCOME with the transport's payload (may be
- * empty): WEFT_OK, the hello's error (the consumer was refused), or
- * WEFT_ERR_CONNECTION (the welcome could not be sent).
+ * The handshake's messages, in the order they come (remote/auth.h): the
+ * HELLO is checked (protocol) and answered with a CHALLENGE, and
+ * WEFT_INPROGRESS says to wait for the next message in the same state;
+ * that must be the PROOF, which is checked, then WELCOME goes out with the
+ * transport's payload (may be empty): WEFT_OK. Otherwise the error (the
+ * consumer was refused: malformed, another protocol, WEFT_ERR_AUTH for a
+ * proof made without the token or no proof at all), or
+ * WEFT_ERR_CONNECTION (an answer could not be sent). Nothing is set up
+ * for a consumer before its proof is checked.
  */
 weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *msg,
                                  const void *payload, uint32_t length);

@@ -3,6 +3,8 @@
 
 #include "wire.h"
 
+#include "auth.h"
+
 #include "common/log.h"
 #include "transport/view_layout.h"
 
@@ -10,41 +12,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const char *token,
-                         const char *name)
+void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const uint8_t *nonce, const char *name)
 {
     weft_boot_put_u32(buf, protocol);
-    weft_boot_put_str(buf, token);
+    weft_boot_put_blob(buf, nonce, WEFT_AUTH_NONCE_BYTES);
     weft_boot_put_str(buf, name);
 }
 
-weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol,
-                                    const char *token, char *name, const char **reason)
+weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
+                                    const char **reason)
 {
     weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    char               got[WEFT_TOKEN_MAX + 1];
-    uint32_t           theirs = weft_boot_get_u32(&cur);
-    int                equal;
+    uint32_t           theirs = weft_boot_get_u32(&cur), length = 0;
+    const void        *got = weft_boot_get_blob(&cur, &length);
 
-    weft_boot_get_str(&cur, got, sizeof(got));
     weft_boot_get_str(&cur, name, WEFT_CONSUMER_NAME_MAX);
-    if (msg->type != WEFT_BOOT_HELLO || cur.failed) {
-        explicit_bzero(got, sizeof(got));
+    if (msg->type != WEFT_BOOT_HELLO || cur.failed || length != WEFT_AUTH_NONCE_BYTES) {
         *reason = "a malformed hello";
         return WEFT_ERR_CORRUPT;
     }
     if (theirs != protocol) {
-        explicit_bzero(got, sizeof(got));
         *reason = "another transport or protocol version";
         return WEFT_ERR_VERSION;
     }
-    equal = weft_boot_token_equal(got, token);
-    explicit_bzero(got, sizeof(got));
-    if (!equal) {
-        *reason = "wrong token";
-        return WEFT_ERR_AUTH;
-    }
+    memcpy(nonce, got, WEFT_AUTH_NONCE_BYTES);
     *reason = NULL;
+    return WEFT_OK;
+}
+
+weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uint8_t *mac)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint32_t           nonce_length = WEFT_AUTH_NONCE_BYTES, mac_length = 0;
+    const void        *got_nonce = nonce != NULL ? weft_boot_get_blob(&cur, &nonce_length) : NULL;
+    const void        *got_mac = weft_boot_get_blob(&cur, &mac_length);
+
+    if (msg->type != (nonce != NULL ? WEFT_BOOT_CHALLENGE : WEFT_BOOT_PROOF) || cur.failed ||
+        cur.at != cur.length || nonce_length != WEFT_AUTH_NONCE_BYTES || mac_length != WEFT_AUTH_MAC_BYTES) {
+        return WEFT_ERR_CORRUPT;
+    }
+    if (nonce != NULL) {
+        memcpy(nonce, got_nonce, WEFT_AUTH_NONCE_BYTES);
+    }
+    memcpy(mac, got_mac, WEFT_AUTH_MAC_BYTES);
     return WEFT_OK;
 }
 

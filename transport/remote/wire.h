@@ -4,7 +4,9 @@
  * (ucx, nccl). Internal.
  *
  * HELLO:   u32 protocol (the transport's: a consumer of another transport
- *          is refused), str token, str name.
+ *          is refused), blob nonce (32 bytes), str name.
+ * CHALLENGE: blob nonce (32 bytes), blob MAC (32 bytes).  PROOF: blob MAC.
+ *          The MACs and why: remote/auth.h. The token never crosses.
  * REFUSED: u32 status (negative, as int32), str reason.
  * VERSION, ACK: u64 version.  FAILED: u64 version, u32 status.
  * Views (inside each transport's VIEWS): u32 count, then per view str
@@ -22,17 +24,20 @@
 #include <stdint.h>
 #include <weft/transport.h>
 
-void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const char *token,
-                         const char *name);
+void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const uint8_t *nonce, const char *name);
 
 /*
  * Reads a HELLO and checks it: WEFT_ERR_CORRUPT (malformed),
- * WEFT_ERR_VERSION (another protocol or transport), WEFT_ERR_AUTH (wrong
- * token, compared in constant time). name gets the consumer's name
+ * WEFT_ERR_VERSION (another protocol or transport). nonce gets the
+ * consumer's nonce (WEFT_AUTH_NONCE_BYTES), name its name
  * (name[WEFT_CONSUMER_NAME_MAX]). *reason says why, for the refusal.
  */
-weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol,
-                                    const char *token, char *name, const char **reason);
+weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
+                                    const char **reason);
+
+/* Reads a CHALLENGE (nonce and MAC, copied out) or a PROOF (nonce NULL):
+ * WEFT_ERR_CORRUPT when it is not one, or malformed. */
+weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uint8_t *mac);
 
 weft_status_t weft_wire_send_refused(int fd, weft_status_t status, const char *reason,
                                      uint64_t deadline_ns);

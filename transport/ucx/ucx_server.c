@@ -78,7 +78,7 @@
 #define LANES_SPIN_NS        UINT64_C(1000000)
 
 typedef enum peer_state {
-    PEER_HELLO,    /* waiting for HELLO */
+    PEER_HELLO,    /* waiting for HELLO, then its PROOF */
     PEER_VIEWS,    /* waiting for VIEWS */
     PEER_READY,    /* idle, gets the next version */
     PEER_SENDING,  /* puts in flight */
@@ -271,6 +271,9 @@ static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
      * aborting on it. */
     weft_status_t status = weft_serve_welcome(&p->base, msg, s->address, (uint32_t)s->address_length);
 
+    if (status == WEFT_INPROGRESS) {
+        return; /* challenged: its proof comes next, in this state */
+    }
     if (status != WEFT_OK) {
         peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
         return;
