@@ -97,7 +97,8 @@ static int update_usage(FILE *out)
             "                    (--kill-trainer implies it)\n"
             "  --no-peer         on a GPU, skip the PyTorch sequential path beside the job\n"
             "  --peer-script P   that path's script (default %s)\n"
-            "  --json            one JSON object instead of the table\n"
+            "  --json            one JSON object instead of the table (no progress lines)\n"
+            "  --quiet           no progress line a version (on stderr otherwise)\n"
             "The default is Qwen3-30B-A3B's expert shapes, 2 layers of 32 experts: 302 M\n"
             "parameters, 0.6 GB of FP8 a version. Memory: 16 B a parameter in the trainer\n"
             "(FP32 master, m, v, gradient: 4.8 GB), slots x 0.6 GB of shared memory and\n"
@@ -123,7 +124,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"kill-trainer", required_argument, NULL, 'T'}, {"no-peer", no_argument, NULL, 'n'},
         {"peer-script", required_argument, NULL, 'p'}, {"warmup", required_argument, NULL, 'w'},
         {"whole-versions", no_argument, NULL, 'V'}, {"stream", no_argument, NULL, 'S'},
-        {"engine-gpu", required_argument, NULL, 'E'},
+        {"engine-gpu", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0, engine_gpu = UINT64_MAX;
@@ -194,6 +195,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
             break;
         }
         case 'j': o->json = 1; break;
+        case 'q': o->quiet = 1; break;
         case 'h': return update_usage(stdout) + 1;
         default: return update_usage(stderr);
         }
@@ -1139,6 +1141,12 @@ int perf_cmd_update(int argc, char **argv)
             goto out;
         }
         published = v;
+        if (!o.json && !o.quiet) {
+            fprintf(stderr, "weft-perf update: version %llu of %llu%s: step %.1f ms; every consumer had it %.1f ms "
+                            "after the publish\n",
+                    (unsigned long long)v, (unsigned long long)o.versions, v < timed_from ? " (warm-up)" : "",
+                    (double)(t1 - tg) / 1e6, (double)(perf_now_ns() - t2) / 1e6);
+        }
         if (v == o.kill_engine_at && v < o.versions) {
             /* Engine 0 again, joining at the next version: registered
              * before that version is published, so that it gets it. */
@@ -1409,6 +1417,20 @@ int perf_cmd_update(int argc, char **argv)
     }
     if (wrong != 0 || wrong_sampled != 0 || wrong_bytes != 0) {
         rc = 1;
+    }
+    {
+        /* The verdict, last: on stdout under the table, on stderr beside
+         * --json (whose stdout is one JSON object). */
+        uint64_t received = 0;
+        for (uint64_t c = 0; c < o.consumers; c++) {
+            received += shared->consumer[c].versions;
+        }
+        fprintf(o.json ? stderr : stdout,
+                "%s: %llu of %llu versions published; %llu consumers received and verified %.2f GB; %llu wrong "
+                "bytes\n",
+                rc == 0 ? "PASS" : "FAIL", (unsigned long long)published, (unsigned long long)o.versions,
+                (unsigned long long)o.consumers, (double)received * (double)stats.slot_bytes / 1e9,
+                (unsigned long long)(wrong_bytes + wrong_sampled));
     }
 out:
     gpu_mem_watch_stop(mem_watch[0]);

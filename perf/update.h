@@ -41,6 +41,7 @@ typedef struct update_options {
     int      whole_versions;
     double   lr;
     int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
+    int      quiet;           /* no progress line a version */
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
     int      device;          /* that GPU */
     int      engine_device;   /* the engines' GPU (--engine-gpu; the trainer's by default) */

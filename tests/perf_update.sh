@@ -23,6 +23,15 @@ field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field tensors)" = 36 ] || { echo "FAIL: tensors $(field tensors), not 36"; fail=1; }
 # 2 x 3 x (384 x 256 + 256 x 192) parameters
 [ "$(field parameters)" = 884736 ] || { echo "FAIL: parameters $(field parameters)"; fail=1; }
+# The table's run: a progress line a version on stderr, the verdict last.
+text=$("$perf" update --device host --layers 1 --experts 2 --hidden 128 --intermediate 64 --versions 2 \
+    --consumers 1 2>/tmp/perf_update_progress.$$)
+echo "$text" | tail -1
+[ "$(grep -c '^weft-perf update: version [12] of 2' /tmp/perf_update_progress.$$)" = 2 ] ||
+    { echo "FAIL: not one progress line a version"; cat /tmp/perf_update_progress.$$; fail=1; }
+echo "$text" | tail -1 | grep -q '^PASS: 2 of 2 versions published; 1 consumers received and verified' ||
+    { echo "FAIL: the verdict is not the last line"; fail=1; }
+rm -f /tmp/perf_update_progress.$$
 # Muon, with versions published whole (no streaming).
 out=$("$perf" update --device host --optimizer muon --layers 1 --experts 2 --hidden 128 --intermediate 64 \
     --versions 2 --consumers 1 --whole-versions --json) ||
