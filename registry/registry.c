@@ -324,6 +324,14 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     reg->mapped = reg->geo.data_offset;
 
     reg->fd = shm_open(reg->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, p.mode);
+    if (reg->fd < 0 && errno == EEXIST) {
+        weft_log_error("registry \"%s\" exists (/dev/shm%s): a producer has it, or one that died left it; "
+                       "open it with WEFT_REGISTRY_OPEN_PRODUCER to take it over, or remove it "
+                       "(weft_registry_unlink) first",
+                       reg->name, reg->shm_name);
+        status = WEFT_ERR_EXISTS;
+        goto err_free;
+    }
     if (reg->fd < 0) {
         status = registry_open_error(reg, errno, "shm_open");
         goto err_free;
