@@ -62,7 +62,7 @@ static int optim_usage(FILE *out)
             "  --shapes RxC,...   the groups' matrix shapes (1536x2048,2048x768)\n"
             "  --slots N          GPU staging slots (4)\n"
             "  --slot-mib N       MiB a slot (0: just the largest matrix's master and state)\n"
-            "  --iters N          timed steps (5), after --warmup N (2)\n"
+            "  --iterations N     timed steps (5), after --warmup N (2); --iters too\n"
             "  --device N         GPU (0)\n"
             "  --no-muon          skip Muon (batched on the GPU, and staged)\n"
             "  --muon-batch N     matrices a staged Muon slot carries (8)\n"
@@ -103,7 +103,8 @@ static int optim_parse(int argc, char **argv, optim_options_t *o)
     static const struct option longopts[] = {
         {"experts", required_argument, NULL, 'e'}, {"shapes", required_argument, NULL, 's'},
         {"slots", required_argument, NULL, 'k'},   {"slot-mib", required_argument, NULL, 'm'},
-        {"iters", required_argument, NULL, 'i'},   {"warmup", required_argument, NULL, 'w'},
+        {"iterations", required_argument, NULL, 'i'}, {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'},
         {"device", required_argument, NULL, 'd'},  {"no-peer", no_argument, NULL, 'n'},
         {"no-muon", no_argument, NULL, 'u'},       {"muon-batch", required_argument, NULL, 'b'},
         {"peer-script", required_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
@@ -122,7 +123,7 @@ static int optim_parse(int argc, char **argv, optim_options_t *o)
         case 's': bad = parse_shapes(optarg, o); break;
         case 'k': bad = perf_arg_u64("--slots", optarg, 2, 64, &o->slots); break;
         case 'm': bad = perf_arg_u64("--slot-mib", optarg, 0, 65536, &o->slot_mib); break;
-        case 'i': bad = perf_arg_u64("--iters", optarg, 1, MAX_ITERS, &o->iters); break;
+        case 'i': bad = perf_arg_u64("--iterations", optarg, 1, MAX_ITERS, &o->iters); break;
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, 100, &o->warmup); break;
         case 'd': bad = perf_arg_u64("--device", optarg, 0, 63, &device); break;
         case 'n': o->peer = 0; break;

@@ -52,7 +52,7 @@ static int quant_usage(FILE *out)
             "usage: weft-perf quant [options]\n"
             "  FP8 writer on the GPU vs a D2D copy of the same bytes and torch.compile\n"
             "  shapes: 128 x 1536x2048, 128 x 2048x768 (batched experts), 1 x 8192x8192\n"
-            "  --iters N          timed runs per measurement (default 20)\n"
+            "  --iterations N     timed runs per measurement (default 20); --iters too\n"
             "  --warmup N         untimed runs first (default 5)\n"
             "  --no-peer          skip the torch.compile peer\n"
             "  --peer-script P    the peer script (default %s)\n"
@@ -64,7 +64,7 @@ static int quant_usage(FILE *out)
 static int parse_options(int argc, char **argv, quant_options_t *o)
 {
     static const struct option longopts[] = {
-        {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
+        {"iterations", required_argument, NULL, 'i'}, {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
         {"no-peer", no_argument, NULL, 'n'},     {"peer-script", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -76,7 +76,7 @@ static int parse_options(int argc, char **argv, quant_options_t *o)
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 'i':
-            if (perf_arg_u64("--iters", optarg, 1, MAX_ITERS, &o->iters) != 0) {
+            if (perf_arg_u64("--iterations", optarg, 1, MAX_ITERS, &o->iters) != 0) {
                 return 2;
             }
             break;
@@ -387,6 +387,15 @@ int perf_cmd_quant(int argc, char **argv)
 
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
+    }
+    {
+        int count = 0;
+        /* As the other GPU commands do: no GPU is a skip (77), not an error. */
+        if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+            (void)cudaGetLastError();
+            fprintf(stderr, "weft-perf quant: no GPU here\n");
+            return 77;
+        }
     }
     if (!CU(cudaGetDevice(&device)) || !CU(cudaGetDeviceProperties(&prop, device)) ||
         !CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device))) {

@@ -33,6 +33,10 @@ err=$(WEFT_NO_SUCH_SETTING=1 "$perf" info 2>&1 >/dev/null)
 [ "$(echo "$err" | grep -c WEFT_NO_SUCH_SETTING)" = 1 ] || {
     echo "FAIL: unknown variable not reported once: $err"; fail=1; }
 
+# -V and --version say the same.
+[ "$("$perf" -V)" = "weft-perf $PACKAGE_VERSION" ] && [ "$("$perf" --version)" = "weft-perf $PACKAGE_VERSION" ] ||
+    { echo "FAIL: -V / --version"; fail=1; }
+
 # Usage errors exit 2.
 "$perf" no-such-command >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: an unknown command must exit 2"; fail=1; }
