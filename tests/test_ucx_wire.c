@@ -18,7 +18,9 @@
  * And the handshake's authentication (remote/auth.h): a real consumer
  * refuses a server that does not prove the token and proves itself to
  * one that does, the token in none of the bytes it sends; a recorded
- * handshake played again is refused.
+ * handshake played again is refused. Clients that stall mid-message or
+ * announce a long message before proving the token do not hold the server
+ * up.
  */
 #include "config.h"
 
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <weft/weft.h>
@@ -732,6 +735,65 @@ START_TEST(ucx_replayed_handshake_is_refused)
 }
 END_TEST
 
+/* A socket to the server that has sent `bytes` of raw data. */
+static int raw_client(const void *bytes, size_t length)
+{
+    int fd;
+
+    ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
+    ck_assert_int_eq(send(fd, bytes, length, 0), (ssize_t)length);
+    return fd;
+}
+
+/* Clients that stall in the middle of a header, and one whose header
+ * announces 64 MiB before it proved anything: the server reads each
+ * without waiting for it, drops the second at once (nothing allocated for
+ * it), and a real consumer connecting meanwhile gets its version. A server
+ * that waited on each slow client for its timeout (5 s each, 15 s) would
+ * have let the consumer's own 5 s handshake time out. */
+START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
+{
+    /* magic "WEFB", type HELLO: 8 of the header's 16 bytes */
+    static const uint8_t part[8] = {'W', 'E', 'F', 'B', WEFT_BOOT_HELLO, 0, 0, 0};
+    /* the same header whole, with a 64 MiB payload to come */
+    static const uint8_t big[16] = {'W', 'E', 'F', 'B', WEFT_BOOT_HELLO, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0};
+    struct pollfd        pfd;
+    char                 byte;
+    uint8_t             *data;
+    pid_t                consumer;
+    int                  go[2], slow[3], oversized;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer(go[0]);
+    server_start();
+    for (int i = 0; i < 3; i++) {
+        slow[i] = raw_client(part, sizeof(part));
+    }
+    oversized = raw_client(big, sizeof(big));
+    /* The consumer connects now, while the others hang (as serve_version_1,
+     * with the check of the oversized one before the server stops). */
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fixture_wait_ready(srv.server, 1, 30);
+    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
+    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+        data[i] = pattern(1, 0, i);
+    }
+    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    pfd = (struct pollfd){.fd = oversized, .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 0), 1);
+    ck_assert_int_eq(recv(oversized, &byte, 1, 0), 0); /* closed by the server long ago */
+    close(oversized);
+    for (int i = 0; i < 3; i++) {
+        close(slow[i]);
+    }
+    server_stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite              *s;
@@ -752,6 +814,7 @@ int main(void)
     tcase_add_test(tc, ucx_consumer_refuses_a_malformed_sending);
     tcase_add_test(tc, ucx_consumer_refuses_a_server_without_the_token);
     tcase_add_test(tc, ucx_replayed_handshake_is_refused);
+    tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

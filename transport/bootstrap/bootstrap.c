@@ -29,6 +29,8 @@ typedef struct boot_header {
     uint32_t reserved;
 } boot_header_t;
 
+_Static_assert(sizeof(boot_header_t) == 16, "the header is 16 bytes (weft_boot_reader_t)");
+
 weft_status_t weft_boot_parse_addr(const char *text, char *host, size_t host_size, uint16_t *port)
 {
     const char   *colon;
@@ -364,6 +366,61 @@ weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadl
     msg->type = h.type;
     msg->length = h.length;
     return WEFT_OK;
+}
+
+weft_status_t weft_boot_read_some(int fd, weft_boot_reader_t *r, uint32_t max_payload, weft_boot_msg_t *msg,
+                                  int *peer_closed)
+{
+    for (;;) {
+        const int in_header = r->have < sizeof(boot_header_t);
+        uint8_t  *to = in_header ? r->header + r->have : r->payload + (r->have - sizeof(boot_header_t));
+        size_t    want = in_header ? sizeof(boot_header_t) - r->have
+                                   : (size_t)r->length - (r->have - sizeof(boot_header_t));
+        ssize_t   got;
+
+        if (!in_header && want == 0) {
+            /* Whole: handed over, and the reader is empty again. */
+            r->payload[r->length] = 0;
+            msg->type = r->type;
+            msg->length = r->length;
+            msg->payload = r->payload;
+            *r = (weft_boot_reader_t){0};
+            return WEFT_OK;
+        }
+        got = recv(fd, to, want, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno == ECONNRESET)) {
+            *peer_closed = 1;
+            return WEFT_ERR_CONNECTION;
+        }
+        if (got < 0) {
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? WEFT_INPROGRESS
+                                                                             : WEFT_ERR_CONNECTION;
+        }
+        r->have += (uint32_t)got;
+        if (in_header && r->have == sizeof(boot_header_t)) {
+            boot_header_t h;
+            memcpy(&h, r->header, sizeof(h));
+            /* The length is checked before anything is allocated for it. */
+            if (h.magic != BOOT_MAGIC || h.length > max_payload) {
+                weft_log_warn("bootstrap: a message with a bad header (magic 0x%08x, %u bytes, at most %u "
+                              "here): not a libweft peer, or not yet allowed that much",
+                              h.magic, h.length, max_payload);
+                return WEFT_ERR_CORRUPT;
+            }
+            r->type = h.type;
+            r->length = h.length;
+            r->payload = malloc((size_t)h.length + 1);
+            if (r->payload == NULL) {
+                return WEFT_ERR_NO_MEMORY;
+            }
+        }
+    }
+}
+
+void weft_boot_reader_free(weft_boot_reader_t *r)
+{
+    free(r->payload);
+    *r = (weft_boot_reader_t){0};
 }
 
 int weft_boot_readable(int fd)

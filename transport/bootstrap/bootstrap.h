@@ -95,6 +95,32 @@ weft_status_t weft_boot_recv(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns)
 weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns,
                                     int *peer_closed);
 
+/*
+ * A message read piece by piece, for a thread that serves many peers and
+ * must never wait for one: whatever arrived is kept until the message is
+ * whole. Zero-initialized to start.
+ */
+typedef struct weft_boot_reader {
+    uint8_t  header[16];
+    uint32_t have; /* bytes of the header, then of the payload, read so far */
+    uint32_t type, length;
+    uint8_t *payload;
+} weft_boot_reader_t;
+
+/*
+ * Reads what fd holds now, without waiting. WEFT_OK with *msg when a
+ * message is whole (the caller frees its payload; the reader starts
+ * over); WEFT_INPROGRESS when more must come; WEFT_ERR_CORRUPT for a bad
+ * header or a payload longer than max_payload (refused before anything
+ * is allocated for it); WEFT_ERR_CONNECTION when the peer closed
+ * (*peer_closed set) or the socket failed; WEFT_ERR_NO_MEMORY.
+ */
+weft_status_t weft_boot_read_some(int fd, weft_boot_reader_t *r, uint32_t max_payload, weft_boot_msg_t *msg,
+                                  int *peer_closed);
+
+/* Frees what a reader holds of a message not yet whole. */
+void weft_boot_reader_free(weft_boot_reader_t *r);
+
 /* 1 when a message (or the peer's close) is waiting on fd. */
 int weft_boot_readable(int fd);
 

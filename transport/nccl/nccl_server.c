@@ -351,7 +351,12 @@ static void peer_read(weft_serve_peer_t *base)
     weft_status_t   why;
     const char     *what;
 
-    if (!weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what)) {
+    const int got = weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
+
+    if (got < 0) {
+        return; /* a message not yet whole: the rest comes later */
+    }
+    if (got == 0) {
         peer_drop(p, why, what);
         return;
     }

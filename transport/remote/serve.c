@@ -246,6 +246,7 @@ weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *ms
                        weft_deadline_ns(weft_time_ns(), p->server->timeout_us)) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
+    p->authenticated = 1; /* its VIEWS may be long */
     return WEFT_OK;
 }
 
@@ -377,18 +378,26 @@ uint64_t weft_serve_want_floor(const weft_serve_peer_t *p)
 
 weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
 {
-    weft_status_t status =
-        weft_boot_recv(p->fd, msg, weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
+    int           closed = 0;
+    weft_status_t status = weft_boot_read_some(p->fd, &p->reader,
+                                               p->authenticated ? WEFT_BOOT_MAX_PAYLOAD : WEFT_SERVE_PREAUTH_MAX,
+                                               msg, &closed);
 
-    return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
+    return status == WEFT_OK || status == WEFT_INPROGRESS || status == WEFT_ERR_CORRUPT ? status
+                                                                                         : WEFT_ERR_CONNECTION;
 }
 
 int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
                     const char **what)
 {
-    if (weft_serve_read(p, msg) != WEFT_OK) {
-        *why = WEFT_ERR_CONNECTION;
-        *what = "its connection closed";
+    const weft_status_t status = weft_serve_read(p, msg);
+
+    if (status == WEFT_INPROGRESS) {
+        return -1;
+    }
+    if (status != WEFT_OK) {
+        *why = status == WEFT_ERR_CORRUPT ? WEFT_ERR_CORRUPT : WEFT_ERR_CONNECTION;
+        *what = status == WEFT_ERR_CORRUPT ? "it sent what is not a message it may send" : "its connection closed";
         return 0;
     }
     if (msg->type == WEFT_BOOT_BYE) {
@@ -446,6 +455,7 @@ void weft_serve_peer_fini(weft_serve_peer_t *p)
 {
     weft_plan_destroy(p->plan);
     p->plan = NULL;
+    weft_boot_reader_free(&p->reader);
 }
 
 weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t *lease)

@@ -125,7 +125,10 @@ struct weft_serve_peer {
     /* The handshake (remote/auth.h): the nonces, and whether the
      * CHALLENGE went out (the next message must be the PROOF). */
     uint8_t       consumer_nonce[32], server_nonce[32];
-    int           challenged;
+    int           challenged, authenticated;
+    /* What arrived of a message not yet whole: the server's thread never
+     * waits for one peer's bytes. */
+    weft_boot_reader_t reader;
     uint32_t      consumer;
     int           registered;
     uint64_t      acked;   /* the last version it acknowledged */
@@ -230,15 +233,24 @@ void weft_serve_release(weft_serve_peer_t *p);
  */
 weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
 
-/* Reads one message: WEFT_ERR_CONNECTION when the connection ended. */
+/*
+ * Reads what the peer's connection holds, without waiting: WEFT_OK and
+ * *msg when a message is whole, WEFT_INPROGRESS when it is not yet,
+ * WEFT_ERR_CONNECTION when the connection ended, WEFT_ERR_CORRUPT for a
+ * bad header or a message too long: before the peer proved the token,
+ * WEFT_SERVE_PREAUTH_MAX bytes at most.
+ */
+#define WEFT_SERVE_PREAUTH_MAX 4096u
 weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg);
 
 /*
  * Reads the message of a peer whose connection is readable: 1 and *msg
- * (the caller frees its payload) for the transport to handle; 0 when the
- * peer must be dropped with *why and *what: its connection closed, or it
- * said BYE (WEFT_OK when it was idle, WEFT_ERR_CANCELED when it gave up
- * on a version in flight: busy set).
+ * (the caller frees its payload) for the transport to handle; -1 when
+ * what came is not a whole message yet (nothing to do until more comes);
+ * 0 when the peer must be dropped with *why and *what: its connection
+ * closed or sent what is not a message, or it said BYE (WEFT_OK when it
+ * was idle, WEFT_ERR_CANCELED when it gave up on a version in flight:
+ * busy set).
  */
 int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
                     const char **what);
