@@ -880,6 +880,23 @@ START_TEST(host_registry_has_no_arenas_to_offload)
 }
 END_TEST
 
+/* The test registry's header, mapped writable to damage it by hand
+ * (munmap it after). */
+static reg_header_t *map_header_writable(void)
+{
+    char          path[128];
+    reg_header_t *hdr;
+    int           fd;
+
+    snprintf(path, sizeof(path), "/weft.%s", reg_name);
+    fd = shm_open(path, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    hdr = mmap(NULL, sizeof(*hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ck_assert_ptr_ne(hdr, MAP_FAILED);
+    return hdr;
+}
+
 /* What readers see after an offload dropped the latest version's bytes
  * (the latest word names no slot): nothing to lease, waits go on, and the
  * next version is readable again. Made by hand here: no GPU needed. */
@@ -887,16 +904,10 @@ START_TEST(latest_without_slot_is_not_readable)
 {
     weft_registry_h reg = make_registry(3, 2, 64), reader;
     weft_lease_t    lease;
-    char            path[128];
-    int             fd;
     reg_header_t   *hdr;
 
     write_version(reg, 1);
-    snprintf(path, sizeof(path), "/weft.%s", reg_name);
-    fd = shm_open(path, O_RDWR, 0);
-    ck_assert_int_ge(fd, 0);
-    hdr = mmap(NULL, sizeof(*hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ck_assert_ptr_ne(hdr, MAP_FAILED);
+    hdr = map_header_writable();
     __atomic_store_n(&hdr->latest, REG_VS_WORD(1, REG_SLOT_NONE), __ATOMIC_SEQ_CST);
 
     ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
@@ -908,7 +919,6 @@ START_TEST(latest_without_slot_is_not_readable)
     ck_assert_uint_eq(verify_lease(reader, &lease), 0);
     ck_assert_int_eq(weft_registry_release(reader, &lease), WEFT_OK);
     munmap(hdr, sizeof(*hdr));
-    close(fd);
     weft_registry_close(reader);
     weft_registry_close(reg);
 }
@@ -920,18 +930,12 @@ START_TEST(takeover_repairs_a_damaged_latest)
 {
     weft_registry_h reg = make_registry(3, 2, 64), reader;
     weft_lease_t    lease;
-    char            path[128];
-    int             fd;
     reg_header_t   *hdr;
 
     write_version(reg, 1);
     write_version(reg, 2);
     weft_registry_close(reg); /* the producer is gone; the segment stays */
-    snprintf(path, sizeof(path), "/weft.%s", reg_name);
-    fd = shm_open(path, O_RDWR, 0);
-    ck_assert_int_ge(fd, 0);
-    hdr = mmap(NULL, sizeof(*hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ck_assert_ptr_ne(hdr, MAP_FAILED);
+    hdr = map_header_writable();
     __atomic_store_n(&hdr->latest, REG_VS_WORD(UINT64_C(39) << 50, REG_VS_SLOT(hdr->latest)), __ATOMIC_SEQ_CST);
 
     ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_PRODUCER, &reg), WEFT_OK);
@@ -945,7 +949,6 @@ START_TEST(takeover_repairs_a_damaged_latest)
     weft_registry_close(reader);
     weft_registry_close(reg);
     munmap(hdr, sizeof(*hdr));
-    close(fd);
 }
 END_TEST
 

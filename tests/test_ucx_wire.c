@@ -285,11 +285,12 @@ static pid_t fork_consumer(int go)
 /* Tells the consumer forked on the other end of `go` the server's
  * address, publishes version 1 once it is ready, waits for its ack and
  * its clean exit, and stops the server. */
-static void serve_version_1(pid_t consumer, int go)
+/* Once the consumer told where the server is became ready: version 1
+ * published, its ack and the consumer's clean exit awaited. */
+static void deliver_version_1(pid_t consumer)
 {
     uint8_t *data;
 
-    ck_assert_int_eq(write(go, srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fixture_wait_ready(srv.server, 1, 30);
     ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
@@ -299,6 +300,12 @@ static void serve_version_1(pid_t consumer, int go)
     ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(wait_child(consumer), 0);
+}
+
+static void serve_version_1(pid_t consumer, int go)
+{
+    ck_assert_int_eq(write(go, srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    deliver_version_1(consumer);
     server_stop();
 }
 
@@ -759,7 +766,6 @@ START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
     static const uint8_t big[16] = {'W', 'E', 'F', 'B', WEFT_BOOT_HELLO, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0};
     struct pollfd        pfd;
     char                 byte;
-    uint8_t             *data;
     pid_t                consumer;
     int                  go[2], slow[3], oversized;
 
@@ -774,15 +780,7 @@ START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
     /* The consumer connects now, while the others hang (as serve_version_1,
      * with the check of the oversized one before the server stops). */
     ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
-    fixture_wait_ready(srv.server, 1, 30);
-    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
-    ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-        data[i] = pattern(1, 0, i);
-    }
-    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
-    ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
-    ck_assert_int_eq(wait_child(consumer), 0);
+    deliver_version_1(consumer);
     pfd = (struct pollfd){.fd = oversized, .events = POLLIN};
     ck_assert_int_eq(poll(&pfd, 1, 0), 1);
     ck_assert_int_eq(recv(oversized, &byte, 1, 0), 0); /* closed by the server long ago */
