@@ -742,6 +742,28 @@ START_TEST(ucx_replayed_handshake_is_refused)
 }
 END_TEST
 
+/* A consumer's name reaches logs before the consumer proved anything:
+ * its control characters are replaced, so that it cannot forge a line or
+ * drive a terminal. */
+START_TEST(hello_names_lose_their_control_characters)
+{
+    uint8_t         nonce[WEFT_AUTH_NONCE_BYTES] = {0}, got[WEFT_AUTH_NONCE_BYTES];
+    char            name[WEFT_CONSUMER_NAME_MAX];
+    const char     *reason;
+    weft_boot_buf_t buf = {0};
+    weft_boot_msg_t msg;
+
+    weft_wire_put_hello(&buf, WEFT_UCX_PROTOCOL, nonce, "ok\n[error] forged\033[2J\x7f");
+    msg = (weft_boot_msg_t){.type = WEFT_BOOT_HELLO, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL, got, name, &reason), WEFT_OK);
+    ck_assert_str_eq(name, "ok?[error] forged?[2J?");
+    ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL + 1, got, name, &reason), WEFT_ERR_VERSION);
+    msg.length -= 3; /* cut short */
+    ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL, got, name, &reason), WEFT_ERR_CORRUPT);
+    weft_boot_buf_free(&buf);
+}
+END_TEST
+
 /* A socket to the server that has sent `bytes` of raw data. */
 static int raw_client(const void *bytes, size_t length)
 {
@@ -813,6 +835,7 @@ int main(void)
     tcase_add_test(tc, ucx_consumer_refuses_a_server_without_the_token);
     tcase_add_test(tc, ucx_replayed_handshake_is_refused);
     tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
+    tcase_add_test(tc, hello_names_lose_their_control_characters);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

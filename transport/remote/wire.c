@@ -36,6 +36,13 @@ weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protoco
         return WEFT_ERR_VERSION;
     }
     memcpy(nonce, got, WEFT_AUTH_NONCE_BYTES);
+    /* The name comes from a peer not yet authenticated and goes into logs
+     * and the registry's consumer table: no control characters. */
+    for (char *c = name; *c != '\0'; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            *c = '?';
+        }
+    }
     *reason = NULL;
     return WEFT_OK;
 }

@@ -30,7 +30,8 @@ void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const uint8_t 
  * Reads a HELLO and checks it: WEFT_ERR_CORRUPT (malformed),
  * WEFT_ERR_VERSION (another protocol or transport). nonce gets the
  * consumer's nonce (WEFT_AUTH_NONCE_BYTES), name its name
- * (name[WEFT_CONSUMER_NAME_MAX]). *reason says why, for the refusal.
+ * (name[WEFT_CONSUMER_NAME_MAX]; control characters made '?', for the
+ * logs it goes to). *reason says why, for the refusal.
  */
 weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
                                     const char **reason);
