@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,13 +60,13 @@ typedef struct server_side {
 
 static server_side_t srv;
 
-static void server_start(void)
+static void server_start_with(uint64_t timeout_us)
 {
     weft_tensor_desc_t   d = {.name = "w", .layer = 0, .expert = 0, .role = WEFT_ROLE_W,
                               .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {ROWS, COLS}};
     weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT,
                                    .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
-                                   .token = TOKEN, .timeout_us = 5000000};
+                                   .token = TOKEN, .timeout_us = timeout_us};
     uint16_t             port;
 
     snprintf(srv.name, sizeof(srv.name), "t-ucx-wire-%d", (int)getpid());
@@ -76,6 +77,11 @@ static void server_start(void)
     ck_assert_int_eq(weft_server_create(srv.reg, &params, &srv.server), WEFT_OK);
     ck_assert_int_eq(weft_server_port(srv.server, &port), WEFT_OK);
     snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+}
+
+static void server_start(void)
+{
+    server_start_with(5000000);
 }
 
 static void server_stop(void)
@@ -742,6 +748,57 @@ START_TEST(ucx_replayed_handshake_is_refused)
 }
 END_TEST
 
+/* Connections that never say anything: from one address, only the newest
+ * WEFT_SERVE_PREAUTH_PER_ADDRESS are kept (the older ones are closed by
+ * the server as newer ones come), and enough of them to fill the server's
+ * table (where the descriptor limit allows opening them) do not keep a
+ * real consumer out: it gets its version. */
+START_TEST(ucx_idle_connections_do_not_keep_a_consumer_out)
+{
+    enum { IDLE = 1100 };
+    static int    idle[IDLE];
+    struct rlimit lim;
+    struct pollfd pfd;
+    char          byte;
+    pid_t         consumer;
+    int           go[2], count = 40, closed = 0;
+
+    /* The test process holds both ends of every connection. */
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max >= 2 * IDLE + 256) {
+        lim.rlim_cur = 2 * IDLE + 256;
+        if (setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+            count = IDLE;
+        }
+    }
+    printf("ucx_idle_connections_do_not_keep_a_consumer_out: %d idle connections\n", count);
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer(go[0]);
+    /* A timeout far longer than the waits below: what closes the idle
+     * connections here is the room made for newer ones, not their time. */
+    server_start_with(60000000);
+    for (int i = 0; i < count; i++) {
+        ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &idle[i]), WEFT_OK);
+    }
+    /* The server has closed every older one beyond the newest 16 (it
+     * accepts them in order; poll each until it has). */
+    for (int i = 0; i + 16 < count; i++) {
+        pfd = (struct pollfd){.fd = idle[i], .events = POLLIN};
+        closed += poll(&pfd, 1, 10000) == 1 && recv(idle[i], &byte, 1, 0) == 0;
+        if (closed <= i) {
+            break; /* one left open: no need to wait for the others */
+        }
+    }
+    ck_assert_int_eq(closed, count - 16);
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    deliver_version_1(consumer);
+    for (int i = 0; i < count; i++) {
+        close(idle[i]);
+    }
+    server_stop();
+}
+END_TEST
+
 /* A consumer's name reaches logs before the consumer proved anything:
  * its control characters are replaced, so that it cannot forge a line or
  * drive a terminal. */
@@ -836,6 +893,7 @@ int main(void)
     tcase_add_test(tc, ucx_replayed_handshake_is_refused);
     tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
     tcase_add_test(tc, hello_names_lose_their_control_characters);
+    tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -420,12 +420,18 @@ static void peer_init(weft_serve_peer_t *base)
     p->state = PEER_HELLO;
 }
 
+static void peer_drop_base(weft_serve_peer_t *base, weft_status_t why, const char *what)
+{
+    peer_drop((peer_t *)base, why, what);
+}
+
 static const weft_serve_peer_ops_t peer_ops = {
     .size  = sizeof(peer_t),
     .init  = peer_init,
     .read  = peer_read,
     .start = peer_start,
     .reap  = peer_reap,
+    .drop  = peer_drop_base,
 };
 
 static void *server_main(void *arg)

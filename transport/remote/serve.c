@@ -465,6 +465,35 @@ weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t 
     return WEFT_ERR_UNSUPPORTED;
 }
 
+/*
+ * Room for a connection from addr: when addr has WEFT_SERVE_PREAUTH_PER_ADDRESS
+ * connections that have not proved the token, or the table is full, the
+ * oldest such connection (from addr, else from anywhere) is dropped and
+ * freed. Connections that proved the token are never dropped for room.
+ */
+static void make_room(weft_serve_t *s, const char *addr)
+{
+    weft_serve_peer_t *oldest_here = NULL, *oldest = NULL;
+    uint32_t           here = 0;
+
+    for (uint32_t i = 0; i < s->peer_count; i++) {
+        weft_serve_peer_t *p = s->peers[i];
+        if (p->authenticated || p->fd < 0) {
+            continue;
+        }
+        if (strcmp(p->addr, addr) == 0) {
+            here++;
+            oldest_here = oldest_here == NULL || p->accepted_seq < oldest_here->accepted_seq ? p : oldest_here;
+        }
+        oldest = oldest == NULL || p->accepted_seq < oldest->accepted_seq ? p : oldest;
+    }
+    if (here >= WEFT_SERVE_PREAUTH_PER_ADDRESS || (s->peer_count == WEFT_SERVE_MAX_PEERS && oldest != NULL)) {
+        weft_serve_peer_t *victim = here >= WEFT_SERVE_PREAUTH_PER_ADDRESS ? oldest_here : oldest;
+        s->peer_ops->drop(victim, WEFT_ERR_BUSY, "it had not proved the token, and a newer connection needed room");
+        weft_serve_reap(s);
+    }
+}
+
 /* Takes every pending connection as a peer waiting for its hello. */
 static void accept_peers(weft_serve_t *s)
 {
@@ -476,12 +505,14 @@ static void accept_peers(weft_serve_t *s)
         if (weft_boot_accept(s->listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
             return;
         }
+        make_room(s, addr);
         if (s->peer_count == WEFT_SERVE_MAX_PEERS || (p = calloc(1, s->peer_ops->size)) == NULL) {
             weft_log_error("server: no room for consumer from %s", addr);
             close(fd);
             continue;
         }
         weft_serve_peer_init(p, s, fd, addr);
+        p->accepted_seq = ++s->accepted;
         s->peer_ops->init(p);
         s->peers[s->peer_count++] = p;
     }

@@ -24,6 +24,11 @@
 #include <weft/transport.h>
 
 #define WEFT_SERVE_MAX_PEERS 1024u
+/* Connections that have not proved the token yet, from one address: a new
+ * one beyond this makes the oldest of them go (as does one that finds the
+ * table full), so that idle or hostile connections cannot keep a consumer
+ * out: a real consumer proves itself within a round trip. */
+#define WEFT_SERVE_PREAUTH_PER_ADDRESS 16u
 
 typedef struct weft_serve_peer weft_serve_peer_t;
 
@@ -37,6 +42,7 @@ typedef struct weft_serve_peer_ops {
     void (*read)(weft_serve_peer_t *p);                   /* its connection is readable */
     void (*start)(weft_serve_peer_t *p, uint64_t latest); /* latest is published (> 0) */
     int (*reap)(weft_serve_peer_t *p);                    /* 1 when it was freed */
+    void (*drop)(weft_serve_peer_t *p, weft_status_t why, const char *what); /* the transport's dropping */
 } weft_serve_peer_ops_t;
 
 typedef struct weft_serve {
@@ -52,6 +58,7 @@ typedef struct weft_serve {
     atomic_int          stop;
     pthread_mutex_t     stats_lock;
     weft_server_stats_t stats;
+    uint64_t            accepted; /* connections accepted so far */
     /* The consumers, touched by the server thread alone. */
     const weft_serve_peer_ops_t *peer_ops;
     weft_serve_peer_t           *peers[WEFT_SERVE_MAX_PEERS];
@@ -126,6 +133,7 @@ struct weft_serve_peer {
      * CHALLENGE went out (the next message must be the PROOF). */
     uint8_t       consumer_nonce[32], server_nonce[32];
     int           challenged, authenticated;
+    uint64_t      accepted_seq; /* order of acceptance, for the eviction of the oldest */
     /* What arrived of a message not yet whole: the server's thread never
      * waits for one peer's bytes. */
     weft_boot_reader_t reader;
