@@ -28,7 +28,9 @@
 #include "transport_fixture.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -799,6 +801,73 @@ START_TEST(ucx_idle_connections_do_not_keep_a_consumer_out)
 }
 END_TEST
 
+/* A server out of file descriptors: connections keep coming, and it says
+ * so once a second rather than once an accept, backing off instead of
+ * spinning on its listener (a server that logged every failed accept
+ * wrote 311,228 lines in 4 s). Its own process, with a descriptor limit
+ * just above what it holds. */
+START_TEST(ucx_server_out_of_descriptors_backs_off)
+{
+    char     log[128], line[512];
+    int      go[2], fds[40], warnings = 0;
+    uint16_t port;
+    pid_t    server;
+    FILE    *f;
+
+    snprintf(log, sizeof(log), "/tmp/weft-test-ucx-wire-fds-%d.log", (int)getpid());
+    unlink(log);
+    ck_assert_int_eq(pipe(go), 0);
+    server = fork();
+    ck_assert_int_ge(server, 0);
+    if (server == 0) {
+        struct rlimit lim;
+        int           top = 0;
+
+        const int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+        /* The log goes to stderr: into the file. */
+        CHILD_CHECK(out >= 0 && dup2(out, STDERR_FILENO) == STDERR_FILENO, 94);
+        close(out);
+        setenv("UCX_TLS", "tcp,self", 1);
+        server_start_with(60000000);
+        CHILD_CHECK(weft_server_port(srv.server, &port) == WEFT_OK, 95);
+        /* No descriptor left: the limit just above the highest in use,
+         * the free numbers below it taken. */
+        for (int fd = 0; fd < 4096; fd++) {
+            top = fcntl(fd, F_GETFD) != -1 ? fd : top;
+        }
+        CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &lim) == 0, 96);
+        lim.rlim_cur = (rlim_t)top + 1;
+        CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &lim) == 0, 97);
+        while (open("/dev/null", O_RDONLY) >= 0) {
+        }
+        CHILD_CHECK(write(go[1], &port, sizeof(port)) == (ssize_t)sizeof(port), 98);
+        pause(); /* serving on its thread until killed */
+        _exit(0);
+    }
+    ck_assert_int_eq(read(go[0], &port, sizeof(port)), (ssize_t)sizeof(port));
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fds[i]), WEFT_OK);
+    }
+    usleep(2500000); /* the server tries, fails and waits meanwhile */
+    kill(server, SIGKILL);
+    ck_assert_int_eq(wait_child(server), 128 + SIGKILL);
+    for (int i = 0; i < 40; i++) {
+        close(fds[i]);
+    }
+    f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        warnings += strstr(line, "accept") != NULL; /* the word, or a failed accept's */
+    }
+    fclose(f);
+    unlink(log);
+    /* At least one word, and at most one a second (2.5 s: 3) and a spare. */
+    ck_assert_msg(warnings >= 1 && warnings <= 4, "%d warnings in 2.5 s", warnings);
+}
+END_TEST
+
 /* A consumer's name reaches logs before the consumer proved anything:
  * its control characters are replaced, so that it cannot forge a line or
  * drive a terminal. */
@@ -894,6 +963,7 @@ int main(void)
     tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
     tcase_add_test(tc, hello_names_lose_their_control_characters);
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
+    tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -174,6 +174,9 @@ weft_status_t weft_boot_accept(int listen_fd, int *fd_out, char *peer, size_t pe
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
             return WEFT_OK;
         }
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            return WEFT_ERR_NO_SPACE; /* the caller backs off and says so, not once a call */
+        }
         weft_log_error("bootstrap: accept failed: %s", strerror(errno));
         return WEFT_ERR_IO;
     }

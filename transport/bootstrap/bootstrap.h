@@ -61,7 +61,8 @@ weft_status_t weft_boot_parse_addr(const char *text, char *host, size_t host_siz
 weft_status_t weft_boot_listen(const char *addr, int *fd, uint16_t *port);
 
 /* Accepts one connection if one is waiting (the listening socket is
- * non-blocking): *fd = -1 when none. */
+ * non-blocking): *fd = -1 when none. WEFT_ERR_NO_SPACE, not logged, when
+ * the process or system is out of descriptors or memory for it. */
 weft_status_t weft_boot_accept(int listen_fd, int *fd, char *peer, size_t peer_size);
 
 /* Connects to host:port before the deadline. */

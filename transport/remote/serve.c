@@ -18,6 +18,7 @@
 
 #define DEFAULT_TIMEOUT_US 30000000u
 #define GOODBYE_US         100000u /* a refusal or FAILED to a peer that may be gone */
+#define ACCEPT_PAUSE_NS    100000000ull /* out of descriptors: the next accept after this */
 
 void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_params_t *params,
                      uint32_t protocol, uint64_t default_window,
@@ -502,7 +503,22 @@ static void accept_peers(weft_serve_t *s)
         int                fd;
         weft_serve_peer_t *p;
 
-        if (weft_boot_accept(s->listen_fd, &fd, addr, sizeof(addr)) != WEFT_OK || fd < 0) {
+        const weft_status_t status = weft_boot_accept(s->listen_fd, &fd, addr, sizeof(addr));
+
+        if (status == WEFT_ERR_NO_SPACE) {
+            const uint64_t now = weft_time_ns();
+            s->accept_resume_ns = now + ACCEPT_PAUSE_NS;
+            s->accept_failures++;
+            if (now >= s->accept_log_ns) {
+                weft_log_warn("server: out of file descriptors for new connections (%llu accepts failed since "
+                              "the last word): they wait in the backlog; trying again every %u ms",
+                              (unsigned long long)s->accept_failures, (unsigned)(ACCEPT_PAUSE_NS / 1000000));
+                s->accept_failures = 0;
+                s->accept_log_ns = now + 1000000000ull;
+            }
+            return;
+        }
+        if (status != WEFT_OK || fd < 0) {
             return;
         }
         make_room(s, addr);
@@ -522,7 +538,10 @@ uint32_t weft_serve_poll_fds(const weft_serve_t *s, struct pollfd *fds)
 {
     uint32_t n = 0;
 
-    fds[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+    /* A paused listener is still in the set (fds[0] is always it), asked
+     * for nothing. */
+    fds[n++] = (struct pollfd){.fd = s->listen_fd,
+                               .events = weft_time_ns() < s->accept_resume_ns ? 0 : POLLIN};
     for (uint32_t i = 0; i < s->peer_count; i++) {
         fds[n++] = (struct pollfd){.fd = s->peers[i]->fd, .events = POLLIN};
     }

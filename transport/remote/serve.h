@@ -59,6 +59,10 @@ typedef struct weft_serve {
     pthread_mutex_t     stats_lock;
     weft_server_stats_t stats;
     uint64_t            accepted; /* connections accepted so far */
+    /* Out of descriptors: the listener is not polled until accept_resume_ns
+     * (a waiting connection would wake every poll), and the log says so once
+     * a second with how many accepts failed. */
+    uint64_t            accept_resume_ns, accept_log_ns, accept_failures;
     /* The consumers, touched by the server thread alone. */
     const weft_serve_peer_ops_t *peer_ops;
     weft_serve_peer_t           *peers[WEFT_SERVE_MAX_PEERS];
