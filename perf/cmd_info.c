@@ -1,5 +1,6 @@
 /* weft-perf info: what this libweft is, what it was built with, what it
  * finds on this machine, and the WEFT_* settings in force. */
+#include "json.h"
 #include "perf.h"
 
 #include <stdio.h>
@@ -20,11 +21,55 @@ static void print_indented(const char *text)
     }
 }
 
+/* The same as one flat JSON object: backend_<name>_built, _found,
+ * _version and _detail; each setting's value under its name, and
+ * <name>_set. */
+static int info_json(void)
+{
+    perf_json_t j;
+    char        key[96];
+
+    perf_json_begin(&j, stdout);
+    perf_json_str(&j, "command", "info");
+    perf_json_str(&j, "libweft", weft_version());
+    perf_json_bool(&j, "headers_match", weft_version_number() == WEFT_VERSION);
+    for (int b = 0; b < WEFT_BACKEND_LAST; b++) {
+        weft_backend_info_t info;
+
+        if (weft_backend_query((weft_backend_t)b, &info) != WEFT_OK) {
+            continue;
+        }
+        snprintf(key, sizeof(key), "backend_%s_built", info.name);
+        perf_json_bool(&j, key, info.compiled);
+        snprintf(key, sizeof(key), "backend_%s_found", info.name);
+        perf_json_bool(&j, key, info.available);
+        snprintf(key, sizeof(key), "backend_%s_version", info.name);
+        perf_json_str(&j, key, info.version);
+        snprintf(key, sizeof(key), "backend_%s_detail", info.name);
+        perf_json_str(&j, key, info.detail);
+    }
+    for (size_t i = 0; i < weft_config_count(); i++) {
+        weft_config_var_t var;
+
+        if (weft_config_describe(i, &var) != WEFT_OK) {
+            continue;
+        }
+        perf_json_str(&j, var.name, var.value);
+        snprintf(key, sizeof(key), "%s_set", var.name);
+        perf_json_bool(&j, key, var.is_set);
+    }
+    perf_json_end(&j);
+    return 0;
+}
+
 int perf_cmd_info(int argc, char **argv)
 {
     if (argc > 1) {
         int help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
-        fprintf(help ? stdout : stderr, "usage: weft-perf info\n");
+        if (argc == 2 && strcmp(argv[1], "--json") == 0) {
+            return info_json();
+        }
+        fprintf(help ? stdout : stderr, "usage: weft-perf info [--json]\n");
         return help ? 0 : 2;
     }
 

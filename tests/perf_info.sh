@@ -33,6 +33,17 @@ err=$(WEFT_NO_SUCH_SETTING=1 "$perf" info 2>&1 >/dev/null)
 [ "$(echo "$err" | grep -c WEFT_NO_SUCH_SETTING)" = 1 ] || {
     echo "FAIL: unknown variable not reported once: $err"; fail=1; }
 
+# --json: the same as one JSON object on one line.
+json=$(WEFT_LOG_LEVEL=info "$perf" info --json) || { echo "FAIL: weft-perf info --json exited $?"; fail=1; }
+echo "$json"
+[ "$(echo "$json" | wc -l)" = 1 ] || { echo "FAIL: info --json is not one line"; fail=1; }
+for want in "\"libweft\": \"$PACKAGE_VERSION\"" '"backend_host_built": true' '"backend_host_found": true' \
+    '"WEFT_LOG_LEVEL": "info"' '"WEFT_LOG_LEVEL_set": true' '"WEFT_LOG_FILE_set": false'; do
+    echo "$json" | grep -qF -- "$want" || { echo "FAIL: info --json lacks $want"; fail=1; }
+done
+"$perf" info --bogus >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: info with an unknown option must exit 2"; fail=1; }
+
 # -V and --version say the same.
 [ "$("$perf" -V)" = "weft-perf $PACKAGE_VERSION" ] && [ "$("$perf" --version)" = "weft-perf $PACKAGE_VERSION" ] ||
     { echo "FAIL: -V / --version"; fail=1; }
