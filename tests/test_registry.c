@@ -29,28 +29,8 @@ static uint64_t pattern_word(uint64_t version, uint32_t tensor, uint64_t i)
     return x ^ (x >> 29);
 }
 
-/* A sealed registry of `tensors` 1-D uint8 tensors of `bytes` each (a
- * multiple of 8). */
-static weft_registry_h make_registry(uint32_t slots, uint32_t tensors, uint64_t bytes)
-{
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS, .slot_count = slots};
-    weft_registry_h        reg;
-
-    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_OK);
-    for (uint32_t t = 0; t < tensors; t++) {
-        char               name[64];
-        weft_tensor_desc_t desc = {.name = name, .layer = 0, .expert = (int32_t)t, .role = WEFT_ROLE_W,
-                                   .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {bytes}};
-        uint32_t           index;
-
-        snprintf(name, sizeof(name), "model.layers.0.mlp.experts.%u.down_proj.weight", t);
-        ck_assert_int_eq(weft_registry_declare(reg, &desc, &index), WEFT_OK);
-        ck_assert_uint_eq(index, t);
-    }
-    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
-    return reg;
-}
-
+/* Version `version` of every tensor (their bytes a multiple of 8), by
+ * word, published. */
 static void write_version(weft_registry_h reg, uint64_t version)
 {
     uint32_t count;

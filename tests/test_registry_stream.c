@@ -26,26 +26,6 @@ static uint8_t pattern_byte(uint64_t version, uint32_t tensor, uint64_t i)
     return (uint8_t)(version * 131u + tensor * 31u + i * 7u + (i >> 8));
 }
 
-/* A sealed registry of TENSORS uint8 tensors of BYTES each. */
-static weft_registry_h make_registry(uint32_t slots)
-{
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS, .slot_count = slots};
-    weft_registry_h        reg;
-
-    ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_OK);
-    for (uint32_t t = 0; t < TENSORS; t++) {
-        char               name[64];
-        weft_tensor_desc_t desc = {.name = name, .layer = 0, .expert = (int32_t)t, .role = WEFT_ROLE_W,
-                                   .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {BYTES}};
-        uint32_t           index;
-
-        snprintf(name, sizeof(name), "model.layers.0.mlp.experts.%u.down_proj.weight", t);
-        ck_assert_int_eq(weft_registry_declare(reg, &desc, &index), WEFT_OK);
-    }
-    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
-    return reg;
-}
-
 /* The segment's first `bytes`, mapped read-write by the layout
  * registry/PROTOCOL.md gives other implementations (the header's words
  * at their offsets there); NULL on failure. Left mapped: tests exit. */
@@ -122,7 +102,7 @@ static void host_views(weft_recv_view_t *views, char (*names)[64], uint8_t (*buf
 
 START_TEST(announced_tensors_are_read_before_the_publish)
 {
-    weft_registry_h  reg = make_registry(3), reader;
+    weft_registry_h  reg = make_registry(3, TENSORS, BYTES), reader;
     weft_lease_t     lease;
     uint32_t         ready = 99;
     int              published = 9;
@@ -204,7 +184,7 @@ END_TEST
  * with the other slot the latest, there is nowhere to write. */
 START_TEST(a_streamed_slot_is_not_taken_while_leased)
 {
-    weft_registry_h reg = make_registry(2), reader;
+    weft_registry_h reg = make_registry(2, TENSORS, BYTES), reader;
     weft_lease_t    lease;
     uint32_t        slot_streamed, slot;
 
@@ -232,7 +212,7 @@ END_TEST
 
 START_TEST(an_aborted_write_cancels_its_streaming_readers)
 {
-    weft_registry_h reg = make_registry(3), reader;
+    weft_registry_h reg = make_registry(3, TENSORS, BYTES), reader;
     weft_lease_t    lease;
     uint32_t        ready, seq;
     int             published;
@@ -272,7 +252,7 @@ END_TEST
 
 START_TEST(write_ready_checks_its_arguments)
 {
-    weft_registry_h reg = make_registry(3), reader;
+    weft_registry_h reg = make_registry(3, TENSORS, BYTES), reader;
     weft_lease_t    lease;
     uint32_t        ready, seq;
     int             published;
@@ -314,7 +294,7 @@ END_TEST
  * says where it is (a byte on a pipe). */
 START_TEST(streaming_reader_in_another_process_follows_the_writer)
 {
-    weft_registry_h reg = make_registry(3);
+    weft_registry_h reg = make_registry(3, TENSORS, BYTES);
     int             to_parent[2];
     pid_t           pid;
 
@@ -371,7 +351,7 @@ START_TEST(a_dead_producer_cancels_its_streaming_readers)
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        weft_registry_h reg = make_registry(3);
+        weft_registry_h reg = make_registry(3, TENSORS, BYTES);
 
         close(to_parent[0]);
         publish_whole(reg, 1);
@@ -432,7 +412,7 @@ END_TEST
  * not cleared) is not leased. */
 START_TEST(an_announcement_of_another_producer_does_not_count)
 {
-    weft_registry_h reg = make_registry(3), reader;
+    weft_registry_h reg = make_registry(3, TENSORS, BYTES), reader;
     weft_lease_t    lease;
     uint8_t        *segment;
     uint64_t        slot_table;
@@ -479,7 +459,7 @@ START_TEST(a_death_inside_publish_publishes_nothing)
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        weft_registry_h reg = make_registry(3);
+        weft_registry_h reg = make_registry(3, TENSORS, BYTES);
         uint32_t        slot;
         uint8_t        *segment;
 

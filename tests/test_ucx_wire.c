@@ -692,21 +692,18 @@ START_TEST(ucx_consumer_refuses_a_server_without_the_token)
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
     snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
-    /* A server that does not know the token. */
     ck_assert_int_eq(pipe(go), 0);
-    consumer = fork_consumer_of_a_hand_server(go[0], WEFT_ERR_AUTH);
-    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
-    fd = accept_one(listen_fd);
-    ck_assert_int_eq(hand_challenge(fd, TOKEN, 1), 1);
-    close(fd);
-    ck_assert_int_eq(wait_child(consumer), 0);
-    /* One that does: the consumer proves itself (the server then leaves). */
-    consumer = fork_consumer_of_a_hand_server(go[0], WEFT_ERR_CONNECTION);
-    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
-    fd = accept_one(listen_fd);
-    ck_assert_int_eq(hand_challenge(fd, TOKEN, 0), 0);
-    close(fd);
-    ck_assert_int_eq(wait_child(consumer), 0);
+    /* A server that does not know the token (bad_mac 1): the consumer
+     * answers REFUSED and fails with WEFT_ERR_AUTH. One that does: the
+     * consumer proves itself, and fails only when the server then leaves. */
+    for (int bad_mac = 1; bad_mac >= 0; bad_mac--) {
+        consumer = fork_consumer_of_a_hand_server(go[0], bad_mac ? WEFT_ERR_AUTH : WEFT_ERR_CONNECTION);
+        ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+        fd = accept_one(listen_fd);
+        ck_assert_int_eq(hand_challenge(fd, TOKEN, bad_mac), bad_mac);
+        close(fd);
+        ck_assert_int_eq(wait_child(consumer), 0);
+    }
     close(listen_fd);
 }
 END_TEST

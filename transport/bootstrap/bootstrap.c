@@ -433,18 +433,6 @@ int weft_boot_readable(int fd)
     return poll(&pfd, 1, 0) > 0;
 }
 
-int weft_boot_token_equal(const char *a, const char *b)
-{
-    size_t        la = strnlen(a, WEFT_BOOT_TOKEN_MAX + 1), lb = strnlen(b, WEFT_BOOT_TOKEN_MAX + 1);
-    unsigned char diff = (unsigned char)(la != lb);
-
-    /* Walk the expected token's full length whatever the other holds. */
-    for (size_t i = 0; i < lb; i++) {
-        diff |= (unsigned char)(b[i] ^ (i < la ? a[i] : 0));
-    }
-    return diff == 0;
-}
-
 /* ---------------------------------------------------------------- codec */
 
 void weft_boot_put(weft_boot_buf_t *buf, const void *bytes, size_t length)

@@ -1,7 +1,7 @@
 /*
  * The bootstrap connection between a server (the trainer's node) and a
  * remote consumer: one TCP connection per consumer that carries the
- * handshake (a shared token, the transport's addresses and keys, the
+ * handshake (proofs of a shared token, the transport's addresses and keys, the
  * consumer's views), then the per-version notifications and acks. Bytes
  * themselves never go through it. Shared by the ucx and nccl transports;
  * knows nothing of either. Internal.
@@ -24,7 +24,6 @@ extern "C" {
 #endif
 
 #define WEFT_BOOT_MAX_PAYLOAD (UINT32_C(64) << 20) /* a handshake with many views fits */
-#define WEFT_BOOT_TOKEN_MAX   255u
 
 typedef enum weft_boot_type {
     WEFT_BOOT_HELLO    = 1, /* consumer → server: protocol, nonce, name (remote/auth.h) */
@@ -124,9 +123,6 @@ void weft_boot_reader_free(weft_boot_reader_t *r);
 
 /* 1 when a message (or the peer's close) is waiting on fd. */
 int weft_boot_readable(int fd);
-
-/* Compares two tokens in time that does not depend on where they differ. */
-int weft_boot_token_equal(const char *a, const char *b);
 
 /* A growing buffer for building payloads, and a cursor for reading them. */
 typedef struct weft_boot_buf {
