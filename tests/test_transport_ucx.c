@@ -953,10 +953,12 @@ int main(void)
         return 77;
     }
     s = suite_create("transport_ucx");
-    /* One case per test: CK_RUN_CASE=<name> runs one alone. */
+    /* One case per test, tagged with its name: CK_RUN_CASE=<name> runs one
+     * alone, CK_EXCLUDE_TAGS=<name> all but it. */
 #define ADD(test)                                  \
     do {                                           \
         tc = tcase_create(#test);                  \
+        tcase_set_tags(tc, #test);                 \
         tcase_set_timeout(tc, 120);                \
         tcase_add_test(tc, test);                  \
         suite_add_tcase(s, tc);                    \

@@ -18,7 +18,8 @@
  * And the handshake's authentication (remote/auth.h): a real consumer
  * refuses a server that does not prove the token and proves itself to
  * one that does, the token in none of the bytes it sends; a recorded
- * handshake played again is refused. Clients that stall mid-message or
+ * handshake played again is refused; after the handshake, a message in
+ * clear or sealed for another session ends the connection on either side. Clients that stall mid-message or
  * announce a long message before proving the token do not hold the server
  * up.
  */
@@ -98,11 +99,21 @@ static weft_recv_view_t view_at(uint64_t base)
                               .ndim = 2, .shape = {ROWS, COLS}, .data = (void *)(uintptr_t)base};
 }
 
+/* The next message on fd, opened with the session (as weft_auth_open). */
+static weft_status_t hand_recv(int fd, weft_auth_session_t *session, weft_boot_msg_t *msg, uint64_t deadline)
+{
+    const weft_status_t status = weft_boot_recv(fd, msg, deadline);
+
+    return status == WEFT_OK ? weft_auth_open(session, msg) : status;
+}
+
 /* A consumer's side of the handshake by hand, up to its PROOF (the
  * WELCOME is the caller's to read): HELLO, the server's CHALLENGE checked
  * against `token`, PROOF. 0 when the server proved the token; the sent
- * HELLO and PROOF into hello and proof when not NULL (for replays). */
-static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf_t *hello, weft_boot_buf_t *proof)
+ * HELLO and PROOF into hello and proof when not NULL (for replays); the
+ * consumer's session started in *session when not NULL. */
+static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf_t *hello, weft_boot_buf_t *proof,
+                      weft_auth_session_t *session)
 {
     const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
     uint8_t         nonce_c[WEFT_AUTH_NONCE_BYTES], nonce_s[WEFT_AUTH_NONCE_BYTES];
@@ -129,6 +140,9 @@ static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf
     weft_auth_mac(want, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
     weft_boot_put_blob(&pr, want, WEFT_AUTH_MAC_BYTES);
     ok = weft_boot_send(fd, WEFT_BOOT_PROOF, pr.data, (uint32_t)pr.length, deadline) == WEFT_OK;
+    if (session != NULL) {
+        weft_auth_session_start(session, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
+    }
     if (hello != NULL) {
         *hello = h;
     } else {
@@ -142,15 +156,16 @@ static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf
     return ok ? 0 : -1;
 }
 
-/* Connects and passes the handshake: the server then waits for VIEWS. */
-static int handshake(void)
+/* Connects and passes the handshake: the server then waits for VIEWS,
+ * sealed with *session. */
+static int handshake(weft_auth_session_t *session)
 {
     weft_boot_msg_t msg;
     int             fd;
 
     ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
-    ck_assert_int_eq(hand_prove(fd, TOKEN, "wire-client", NULL, NULL), 0);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
+    ck_assert_int_eq(hand_prove(fd, TOKEN, "wire-client", NULL, NULL, session), 0);
+    ck_assert_int_eq(hand_recv(fd, session, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
     ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME);
     free(msg.payload);
     return fd;
@@ -166,13 +181,14 @@ static void expect_refused(uint32_t type, const weft_boot_buf_t *buf, const char
     weft_registry_stats_t rs;
     weft_boot_msg_t       msg;
     char                  reason[256] = "";
-    int                   fd = handshake();
+    weft_auth_session_t   session = {0};
+    int                   fd = handshake(&session);
 
     ck_assert_int_eq(weft_server_get_stats(srv.server, &before), WEFT_OK);
-    ck_assert_int_eq(weft_boot_send(fd, type, buf->data, (uint32_t)buf->length,
+    ck_assert_int_eq(weft_auth_send(fd, &session, type, buf->data, (uint32_t)buf->length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
+    ck_assert_int_eq(hand_recv(fd, &session, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
     ck_assert_msg(msg.type == WEFT_BOOT_REFUSED, "%s: answered with message %u", what, msg.type);
     ck_assert_int_ne(weft_wire_parse_refused(&msg, reason, sizeof(reason)), WEFT_OK);
     ck_assert_msg(strcmp(reason, why) == 0, "%s: refused for \"%s\", not \"%s\"", what, reason, why);
@@ -345,14 +361,15 @@ static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_bo
     return out->failed ? -1 : 0;
 }
 
-/* The server's next message, its worker driven meanwhile (puts over TCP
- * land only with the target's progress); -1 by the deadline. */
-static int next_message(weft_ucx_t *ucx, int fd, uint64_t deadline, weft_boot_msg_t *msg)
+/* The server's next message, opened, its worker driven meanwhile (puts
+ * over TCP land only with the target's progress); -1 by the deadline. */
+static int next_message(weft_ucx_t *ucx, int fd, weft_auth_session_t *session, uint64_t deadline,
+                        weft_boot_msg_t *msg)
 {
     while (weft_time_ns() < deadline) {
         weft_ucx_progress(ucx);
         if (weft_boot_readable(fd)) {
-            return weft_boot_recv(fd, msg, deadline) == WEFT_OK ? 0 : -1;
+            return hand_recv(fd, session, msg, deadline) == WEFT_OK ? 0 : -1;
         }
     }
     return -1;
@@ -380,6 +397,7 @@ static pid_t fork_hand_consumer(int go)
         uint8_t        *buf = calloc(1, (size_t)ROWS * COLS);
         weft_boot_buf_t views = {0};
         weft_boot_msg_t msg;
+        weft_auth_session_t session = {0};
         weft_ucx_t      ucx;
         ucp_mem_h       memh;
         int             fd;
@@ -392,22 +410,23 @@ static pid_t fork_hand_consumer(int go)
                     63);
         CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0, 64);
         CHILD_CHECK(weft_boot_connect(srv.addr, deadline, &fd) == WEFT_OK, 65);
-        CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL) == 0, 65);
-        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME, 66);
+        CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL, &session) == 0, 65);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME, 66);
         free(msg.payload);
-        CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_VIEWS, views.data, (uint32_t)views.length, deadline) == WEFT_OK,
+        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_VIEWS, views.data, (uint32_t)views.length, deadline) ==
+                        WEFT_OK,
                     67);
-        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0 && msg.type == WEFT_BOOT_READY, 68);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_READY, 68);
         free(msg.payload);
-        CHILD_CHECK(weft_wire_send_u64(fd, WEFT_BOOT_WANT, 0, deadline) == WEFT_OK, 69);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_WANT, 0, deadline) == WEFT_OK, 69);
 
-        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0, 70);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0, 70);
         if (msg.type != WEFT_BOOT_SENDING || message_u64(&msg) != 1) {
             fprintf(stderr, "hand consumer: message %u first, not SENDING(1)\n", msg.type);
             CHILD_FAIL(71);
         }
         free(msg.payload);
-        CHILD_CHECK(next_message(&ucx, fd, deadline, &msg) == 0, 72);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0, 72);
         if (msg.type != WEFT_BOOT_VERSION || message_u64(&msg) != 1) {
             fprintf(stderr, "hand consumer: message %u after SENDING, not VERSION(1)\n", msg.type);
             CHILD_FAIL(73);
@@ -416,11 +435,11 @@ static pid_t fork_hand_consumer(int go)
         for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
             CHILD_CHECK(buf[i] == pattern(1, 0, i), 74);
         }
-        CHILD_CHECK(weft_wire_send_u64(fd, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK, 75);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK, 75);
         /* Leaving: BYE, then the server closes once none of its puts can
          * land here (everything it sends until then is skipped). */
-        CHILD_CHECK(weft_boot_send(fd, WEFT_BOOT_BYE, NULL, 0, deadline) == WEFT_OK, 76);
-        while (next_message(&ucx, fd, deadline, &msg) == 0) {
+        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_BYE, NULL, 0, deadline) == WEFT_OK, 76);
+        while (next_message(&ucx, fd, &session, deadline, &msg) == 0) {
             free(msg.payload);
         }
         close(fd);
@@ -489,12 +508,12 @@ static int accept_one(int listen_fd)
     return fd;
 }
 
-/* The next message from the consumer, of `type`; its payload freed. */
-static void expect_message(int fd, uint32_t type)
+/* The next message from the consumer, of `type`, opened; its payload freed. */
+static void expect_message(int fd, weft_auth_session_t *session, uint32_t type)
 {
     weft_boot_msg_t msg;
 
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
+    ck_assert_int_eq(hand_recv(fd, session, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
     ck_assert_msg(msg.type == type, "message %u, expected %u", msg.type, type);
     free(msg.payload);
 }
@@ -502,8 +521,9 @@ static void expect_message(int fd, uint32_t type)
 /* A server's side of the handshake by hand, up to the consumer's PROOF
  * (checked): HELLO, then a CHALLENGE proving `token` (or, bad_mac, a MAC
  * of the right length made without it). 0 when the consumer's proof was
- * right; 1 when it answered REFUSED instead of a proof. */
-static int hand_challenge(int fd, const char *token, int bad_mac)
+ * right (the server's session then started in *session, when not NULL);
+ * 1 when it answered REFUSED instead of a proof. */
+static int hand_challenge(int fd, const char *token, int bad_mac, weft_auth_session_t *session)
 {
     const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
     uint8_t         nonce_c[WEFT_AUTH_NONCE_BYTES], nonce_s[WEFT_AUTH_NONCE_BYTES], mac[WEFT_AUTH_MAC_BYTES];
@@ -538,6 +558,9 @@ static int hand_challenge(int fd, const char *token, int bad_mac)
     free(msg.payload);
     weft_auth_mac(mac, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
     ok = weft_auth_mac_ok(mac, got, sizeof(got));
+    if (ok && session != NULL) {
+        weft_auth_session_start(session, WEFT_AUTH_SERVER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
+    }
     return ok ? 0 : -1;
 }
 
@@ -545,6 +568,7 @@ START_TEST(ucx_consumer_refuses_a_malformed_sending)
 {
     weft_boot_buf_t buf = {0};
     weft_boot_msg_t msg;
+    weft_auth_session_t session = {0};
     weft_ucx_t      ucx;
     ucp_address_t  *address;
     size_t          address_length;
@@ -561,24 +585,24 @@ START_TEST(ucx_consumer_refuses_a_malformed_sending)
     ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fd = accept_one(listen_fd);
 
-    ck_assert_int_eq(hand_challenge(fd, TOKEN, 0), 0);
+    ck_assert_int_eq(hand_challenge(fd, TOKEN, 0, &session), 0);
     ck_assert_int_eq(ucp_worker_get_address(ucx.worker, &address, &address_length), UCS_OK);
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_WELCOME, address, (uint32_t)address_length,
+    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_BOOT_WELCOME, address, (uint32_t)address_length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
     ucp_worker_release_address(ucx.worker, address);
-    expect_message(fd, WEFT_BOOT_VIEWS);
+    expect_message(fd, &session, WEFT_BOOT_VIEWS);
     weft_boot_put_u32(&buf, 0);                        /* its consumer id */
     weft_boot_put_u64(&buf, (uint64_t)ROWS * COLS);    /* bytes a version */
     weft_boot_put_u64(&buf, 1);                        /* ranges */
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_READY, buf.data, (uint32_t)buf.length,
+    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_BOOT_READY, buf.data, (uint32_t)buf.length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
     weft_boot_buf_free(&buf);
-    expect_message(fd, WEFT_BOOT_WANT);
+    expect_message(fd, &session, WEFT_BOOT_WANT);
     /* SENDING carries a u64: four bytes are not one. */
     weft_boot_put_u32(&buf, 1);
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_SENDING, buf.data, (uint32_t)buf.length,
+    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_BOOT_SENDING, buf.data, (uint32_t)buf.length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
     weft_boot_buf_free(&buf);
@@ -623,7 +647,7 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
     m = good_views();
     m.regions = 3;
     m.with_views = 0;
-    refused_views(&m, "regions cut short", MALFORMED_OR_KEYS);
+    refused_views(&m, "regions cut short", MALFORMED); /* 3 cannot fit: refused before any is read */
     m = good_views();
     m.truncate_views = 1;
     refused_views(&m, "views cut short", MALFORMED_OR_KEYS);
@@ -700,7 +724,7 @@ START_TEST(ucx_consumer_refuses_a_server_without_the_token)
         consumer = fork_consumer_of_a_hand_server(go[0], bad_mac ? WEFT_ERR_AUTH : WEFT_ERR_CONNECTION);
         ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
         fd = accept_one(listen_fd);
-        ck_assert_int_eq(hand_challenge(fd, TOKEN, bad_mac), bad_mac);
+        ck_assert_int_eq(hand_challenge(fd, TOKEN, bad_mac, NULL), bad_mac);
         close(fd);
         ck_assert_int_eq(wait_child(consumer), 0);
     }
@@ -714,6 +738,7 @@ START_TEST(ucx_replayed_handshake_is_refused)
 {
     weft_boot_buf_t     hello = {0}, proof = {0};
     weft_boot_msg_t     msg;
+    weft_auth_session_t session = {0};
     weft_server_stats_t before, after;
     const uint64_t      deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
     int                 fd;
@@ -721,8 +746,8 @@ START_TEST(ucx_replayed_handshake_is_refused)
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     server_start();
     ck_assert_int_eq(weft_boot_connect(srv.addr, deadline, &fd), WEFT_OK);
-    ck_assert_int_eq(hand_prove(fd, TOKEN, "recorded", &hello, &proof), 0);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_int_eq(hand_prove(fd, TOKEN, "recorded", &hello, &proof, &session), 0);
+    ck_assert_int_eq(hand_recv(fd, &session, &msg, deadline), WEFT_OK);
     ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME); /* the real one was accepted */
     free(msg.payload);
     close(fd);
@@ -744,6 +769,73 @@ START_TEST(ucx_replayed_handshake_is_refused)
     weft_boot_buf_free(&hello);
     weft_boot_buf_free(&proof);
     server_stop();
+}
+END_TEST
+
+/* After the handshake every message must be sealed with the session's
+ * key (remote/auth.h): VIEWS in clear, or sealed with the key of another
+ * session (a message captured from it and played on this one), make the
+ * server close the connection before it reads them, with no answer and
+ * nobody registered; a real consumer is served afterwards. */
+START_TEST(ucx_server_drops_messages_that_are_not_sealed_for_the_session)
+{
+    weft_auth_session_t   session = {0}, other = {0};
+    weft_boot_buf_t       buf = {0};
+    weft_boot_msg_t       msg;
+    weft_registry_stats_t rs;
+    weft_server_stats_t   stats;
+    const views_msg_t     m = good_views();
+    pid_t                 consumer;
+    int                   go[2], fd;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer(go[0]);
+    server_start();
+    build_views_msg(&m, &buf);
+    for (int sealed_for_another = 0; sealed_for_another <= 1; sealed_for_another++) {
+        fd = handshake(sealed_for_another ? &session : &other);
+        ck_assert_int_eq(weft_auth_send(fd, sealed_for_another ? &other : NULL, WEFT_BOOT_VIEWS, buf.data,
+                                        (uint32_t)buf.length, weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                         WEFT_OK);
+        ck_assert_msg(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)) == WEFT_ERR_CONNECTION,
+                      "VIEWS %s was answered with message %u", sealed_for_another ? "of another session" : "in clear",
+                      msg.type);
+        close(fd);
+    }
+    weft_boot_buf_free(&buf);
+    ck_assert_int_eq(weft_server_get_stats(srv.server, &stats), WEFT_OK);
+    ck_assert_uint_eq(stats.accepted, 0);
+    ck_assert_int_eq(weft_registry_get_stats(srv.reg, &rs), WEFT_OK);
+    ck_assert_uint_eq(rs.consumers, 0);
+    serve_version_1(consumer, go[1]);
+}
+END_TEST
+
+/* A server that proves the token but then speaks in clear (its WELCOME
+ * unsealed: anyone on the path could have written it) is refused by a
+ * real consumer with WEFT_ERR_AUTH, before it uses the address in it. */
+START_TEST(ucx_consumer_refuses_a_welcome_that_is_not_sealed)
+{
+    static const uint8_t address[32] = {0xde, 0xad};
+    pid_t                consumer;
+    uint16_t             port;
+    int                  go[2], listen_fd, fd;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_consumer_of_a_hand_server(go[0], WEFT_ERR_AUTH);
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fd = accept_one(listen_fd);
+    ck_assert_int_eq(hand_challenge(fd, TOKEN, 0, NULL), 0);
+    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_WELCOME, address, sizeof(address),
+                                    weft_deadline_ns(weft_time_ns(), WAIT_US)),
+                     WEFT_OK);
+    ck_assert_int_eq(wait_child(consumer), 0);
+    close(fd);
+    close(listen_fd);
 }
 END_TEST
 
@@ -957,6 +1049,8 @@ int main(void)
     tcase_add_test(tc, ucx_consumer_refuses_a_malformed_sending);
     tcase_add_test(tc, ucx_consumer_refuses_a_server_without_the_token);
     tcase_add_test(tc, ucx_replayed_handshake_is_refused);
+    tcase_add_test(tc, ucx_server_drops_messages_that_are_not_sealed_for_the_session);
+    tcase_add_test(tc, ucx_consumer_refuses_a_welcome_that_is_not_sealed);
     tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
     tcase_add_test(tc, hello_names_lose_their_control_characters);
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);

@@ -138,7 +138,7 @@ static weft_status_t server_spoke(struct nccl_remote *r)
 {
     weft_boot_msg_t msg;
     weft_status_t   status =
-        weft_boot_recv(r->base.fd, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+        weft_consume_recv(&r->base, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
 
     if (status != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s: %s", r->base.server,

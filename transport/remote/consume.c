@@ -27,6 +27,7 @@ uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
     c->wanting = 0;
     c->want_after = 0;
     c->server_closed = 0;
+    c->session = (weft_auth_session_t){0};
     snprintf(c->server, sizeof(c->server), "%s", p->server);
     c->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
     return c->timeout_us;
@@ -57,15 +58,30 @@ weft_status_t weft_consume_refused(const weft_consume_t *c, const weft_boot_msg_
     return status;
 }
 
+weft_status_t weft_consume_recv(weft_consume_t *c, weft_boot_msg_t *msg, uint64_t deadline_ns)
+{
+    weft_status_t status = weft_boot_recv_closed(c->fd, msg, deadline_ns, &c->server_closed);
+
+    if (status == WEFT_OK) {
+        status = weft_auth_open(&c->session, msg);
+        if (status == WEFT_ERR_AUTH) {
+            weft_log_error("remote: a message from %s does not open with the session's key (forged, altered, "
+                           "replayed or out of order)",
+                           c->server);
+        }
+    }
+    return status;
+}
+
 /* Sends type with buf's payload, then reads the answer into *answer. */
 static weft_status_t exchange(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf,
                               uint64_t deadline_ns, weft_boot_msg_t *answer)
 {
     weft_status_t status = buf->failed ? WEFT_ERR_NO_MEMORY
-                                       : weft_boot_send(c->fd, type, buf->data,
+                                       : weft_auth_send(c->fd, &c->session, type, buf->data,
                                                         (uint32_t)buf->length, deadline_ns);
 
-    return status == WEFT_OK ? weft_boot_recv_closed(c->fd, answer, deadline_ns, &c->server_closed) : status;
+    return status == WEFT_OK ? weft_consume_recv(c, answer, deadline_ns) : status;
 }
 
 /* OK when the answer is of type expect; else the refusal, the payload freed. */
@@ -118,16 +134,33 @@ weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
         weft_log_error("remote: %s did not prove it knows the token (another server, or this consumer's token is "
                        "wrong): refused",
                        c->server);
-        (void)weft_wire_send_refused(c->fd, WEFT_ERR_AUTH, "the server's proof is wrong", deadline_ns);
+        (void)weft_wire_send_refused(c->fd, NULL, WEFT_ERR_AUTH, "the server's proof is wrong", deadline_ns);
         return WEFT_ERR_AUTH;
     }
     weft_auth_mac(want, WEFT_AUTH_CONSUMER, p->token, protocol, consumer_nonce, server_nonce, p->name);
     weft_boot_put_blob(&buf, want, WEFT_AUTH_MAC_BYTES);
-    status = exchange(c, WEFT_BOOT_PROOF, &buf, deadline_ns, welcome);
+    status = buf.failed ? WEFT_ERR_NO_MEMORY
+                        : weft_boot_send(c->fd, WEFT_BOOT_PROOF, buf.data, (uint32_t)buf.length, deadline_ns);
     weft_boot_buf_free(&buf);
+    if (status == WEFT_OK) {
+        status = weft_boot_recv_closed(c->fd, welcome, deadline_ns, &c->server_closed);
+    }
     if (status != WEFT_OK) {
         weft_log_error("remote: no answer from %s to this consumer's proof: %s", c->server,
                        weft_status_string(status));
+        return status;
+    }
+    /* A server that refuses the proof has no session: its REFUSED comes in
+     * clear. Anything else is the first sealed message, the WELCOME. */
+    if (welcome->type == WEFT_BOOT_REFUSED) {
+        return expect(c, welcome, WEFT_BOOT_WELCOME, "this consumer");
+    }
+    weft_auth_session_start(&c->session, WEFT_AUTH_CONSUMER, p->token, protocol, consumer_nonce, server_nonce,
+                            p->name);
+    status = weft_auth_open(&c->session, welcome);
+    if (status != WEFT_OK) {
+        weft_log_error("remote: %s's answer to this consumer's proof does not open with the session's key: refused",
+                       c->server);
         return status;
     }
     return expect(c, welcome, WEFT_BOOT_WELCOME, "this consumer");
@@ -149,8 +182,11 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
     weft_status_t      status;
     uint64_t           v;
 
-    status = weft_boot_recv_closed(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US),
-                                   &c->server_closed);
+    status = weft_consume_recv(c, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+    if (status == WEFT_ERR_AUTH) {
+        weft_consume_disconnect(c);
+        return WEFT_ERR_AUTH;
+    }
     if (status != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s: %s", c->server,
                        weft_status_string(status));
@@ -186,7 +222,7 @@ weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after)
     if (c->wanting && c->want_after == after) {
         return WEFT_OK;
     }
-    if (weft_wire_send_u64(c->fd, WEFT_BOOT_WANT, after,
+    if (weft_wire_send_u64(c->fd, &c->session, WEFT_BOOT_WANT, after,
                            weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s", c->server);
         weft_consume_disconnect(c);
@@ -202,7 +238,7 @@ weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boo
     if (buf->failed) {
         return WEFT_ERR_NO_MEMORY;
     }
-    return weft_boot_send(c->fd, type, buf->data, (uint32_t)buf->length,
+    return weft_auth_send(c->fd, &c->session, type, buf->data, (uint32_t)buf->length,
                           weft_deadline_ns(weft_time_ns(), MESSAGE_US)) == WEFT_OK
                ? WEFT_OK
                : WEFT_ERR_CONNECTION;
@@ -211,7 +247,7 @@ weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boo
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)
 {
     weft_status_t status =
-        weft_wire_send_u64(c->fd, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+        weft_wire_send_u64(c->fd, &c->session, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
 
     return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
 }
@@ -238,6 +274,7 @@ void weft_consume_disconnect(weft_consume_t *c)
         close(c->fd);
         c->fd = -1;
     }
+    weft_auth_session_end(&c->session);
 }
 
 weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadline_ns)
@@ -260,7 +297,7 @@ weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadl
 void weft_consume_bye(weft_consume_t *c)
 {
     if (c->fd >= 0) {
-        (void)weft_boot_send(c->fd, WEFT_BOOT_BYE, NULL, 0,
+        (void)weft_auth_send(c->fd, &c->session, WEFT_BOOT_BYE, NULL, 0,
                              weft_deadline_ns(weft_time_ns(), GOODBYE_US));
     }
 }
@@ -283,8 +320,7 @@ weft_status_t weft_consume_await_close(weft_consume_t *c, const char *what,
         if (weft_boot_readable(c->fd)) {
             weft_boot_msg_t msg;
 
-            if (weft_boot_recv_closed(c->fd, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US),
-                                      &c->server_closed) != WEFT_OK) {
+            if (weft_consume_recv(c, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
                 break;
             }
             free(msg.payload); /* a notice sent before the server read our BYE */

@@ -23,6 +23,9 @@ typedef struct weft_consume {
      * that none of its writes can land any more, or the end of its
      * process. The server closes only after its writes are over. */
     int      server_closed;
+    /* On once the server proved the token and this consumer sent its
+     * proof: every later message both ways sealed (auth.h). */
+    weft_auth_session_t session;
 } weft_consume_t;
 
 /* No connection yet; returns the handshake's timeout (params or default). */
@@ -67,12 +70,21 @@ weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadl
  * and *version for a VERSION notice; WEFT_INPROGRESS and *extra (the
  * caller frees its payload) for a message of a type in extra_types
  * (WEFT_BOOT_TYPE_BIT of each), which the transport handles (0: none).
- * Otherwise logs why (the connection lost, FAILED, anything else), closes
- * the connection and returns WEFT_ERR_CONNECTION, WEFT_ERR_CANCELED or
+ * Otherwise logs why (the connection lost, FAILED, a message that does
+ * not open, anything else), closes the connection and returns
+ * WEFT_ERR_CONNECTION, WEFT_ERR_CANCELED, WEFT_ERR_AUTH or
  * WEFT_ERR_CORRUPT.
  */
 weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_types,
                                   weft_boot_msg_t *extra);
+
+/*
+ * Receives the server's next message before the deadline, opened
+ * (auth.h): WEFT_OK and *msg (the caller frees its payload); the
+ * connection's errors (server_closed noted); WEFT_ERR_AUTH (logged) for
+ * a message that does not open.
+ */
+weft_status_t weft_consume_recv(weft_consume_t *c, weft_boot_msg_t *msg, uint64_t deadline_ns);
 
 /* Sends a message with buf's payload (a transport's own: WEFT_ERR_NO_MEMORY
  * when building it failed): WEFT_ERR_CONNECTION when it could not be sent. */
@@ -89,8 +101,9 @@ weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after);
 /* Acknowledges version v: WEFT_ERR_CONNECTION when it could not be sent. */
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v);
 
-/* Closes the connection, if open; nothing of it is used again. Notes
- * first whether the server had closed its end (server_closed). */
+/* Closes the connection, if open, and ends its session; nothing of it is
+ * used again. Notes first whether the server had closed its end
+ * (server_closed). */
 void weft_consume_disconnect(weft_consume_t *c);
 
 /*

@@ -183,7 +183,8 @@ void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *r
 {
     weft_log_warn("server: refused consumer from %s: %s", p->addr, reason);
     weft_serve_stats_add(p->server, &p->server->stats.refused, 1); /* before the peer can hear of it */
-    (void)weft_wire_send_refused(p->fd, status, reason, weft_deadline_ns(weft_time_ns(), GOODBYE_US));
+    (void)weft_wire_send_refused(p->fd, &p->session, status, reason,
+                                 weft_deadline_ns(weft_time_ns(), GOODBYE_US));
 }
 
 /* HELLO → CHALLENGE. */
@@ -232,6 +233,8 @@ static weft_status_t serve_proof(weft_serve_peer_t *p, const weft_boot_msg_t *ms
         weft_serve_refuse(p, WEFT_ERR_AUTH, "wrong token");
         return WEFT_ERR_AUTH;
     }
+    weft_auth_session_start(&p->session, WEFT_AUTH_SERVER, s->token, s->protocol, p->consumer_nonce,
+                            p->server_nonce, p->name);
     return WEFT_OK;
 }
 
@@ -243,7 +246,9 @@ weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *ms
     if (status != WEFT_OK) {
         return status;
     }
-    if (weft_boot_send(p->fd, WEFT_BOOT_WELCOME, payload, length,
+    /* Sealed: the consumer takes the transport's address in it only from
+     * a server that holds the token. */
+    if (weft_auth_send(p->fd, &p->session, WEFT_BOOT_WELCOME, payload, length,
                        weft_deadline_ns(weft_time_ns(), p->server->timeout_us)) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
@@ -295,7 +300,7 @@ weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf
     if (buf->failed) {
         return WEFT_ERR_NO_MEMORY;
     }
-    return weft_boot_send(p->fd, type, buf->data, (uint32_t)buf->length,
+    return weft_auth_send(p->fd, &p->session, type, buf->data, (uint32_t)buf->length,
                           weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
 }
 
@@ -384,8 +389,10 @@ weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
                                                p->authenticated ? WEFT_BOOT_MAX_PAYLOAD : WEFT_SERVE_PREAUTH_MAX,
                                                msg, &closed);
 
-    return status == WEFT_OK || status == WEFT_INPROGRESS || status == WEFT_ERR_CORRUPT ? status
-                                                                                         : WEFT_ERR_CONNECTION;
+    if (status == WEFT_OK) {
+        return weft_auth_open(&p->session, msg);
+    }
+    return status == WEFT_INPROGRESS || status == WEFT_ERR_CORRUPT ? status : WEFT_ERR_CONNECTION;
 }
 
 int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
@@ -397,8 +404,11 @@ int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_s
         return -1;
     }
     if (status != WEFT_OK) {
-        *why = status == WEFT_ERR_CORRUPT ? WEFT_ERR_CORRUPT : WEFT_ERR_CONNECTION;
-        *what = status == WEFT_ERR_CORRUPT ? "it sent what is not a message it may send" : "its connection closed";
+        *why = status == WEFT_ERR_CORRUPT || status == WEFT_ERR_AUTH ? status : WEFT_ERR_CONNECTION;
+        *what = status == WEFT_ERR_CORRUPT ? "it sent what is not a message it may send"
+                : status == WEFT_ERR_AUTH  ? "a message that does not open with its session's key (forged, "
+                                             "altered, replayed, out of order or in clear)"
+                                           : "its connection closed";
         return 0;
     }
     if (msg->type == WEFT_BOOT_BYE) {
@@ -433,7 +443,7 @@ void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, 
                 weft_boot_put_u64(&buf, p->version);
                 weft_boot_put_u32(&buf, (uint32_t)(int32_t)why);
                 if (!buf.failed) {
-                    (void)weft_boot_send(p->fd, WEFT_BOOT_FAILED, buf.data, (uint32_t)buf.length,
+                    (void)weft_auth_send(p->fd, &p->session, WEFT_BOOT_FAILED, buf.data, (uint32_t)buf.length,
                                          weft_deadline_ns(weft_time_ns(), GOODBYE_US));
                 }
                 weft_boot_buf_free(&buf);
@@ -457,6 +467,7 @@ void weft_serve_peer_fini(weft_serve_peer_t *p)
     weft_plan_destroy(p->plan);
     p->plan = NULL;
     weft_boot_reader_free(&p->reader);
+    weft_auth_session_end(&p->session);
 }
 
 weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t *lease)

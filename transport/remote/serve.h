@@ -137,6 +137,8 @@ struct weft_serve_peer {
      * CHALLENGE went out (the next message must be the PROOF). */
     uint8_t       consumer_nonce[32], server_nonce[32];
     int           challenged, authenticated;
+    /* On once the PROOF checked out: every later message both ways sealed. */
+    weft_auth_session_t session;
     uint64_t      accepted_seq; /* order of acceptance, for the eviction of the oldest */
     /* What arrived of a message not yet whole: the server's thread never
      * waits for one peer's bytes. */
@@ -223,7 +225,8 @@ weft_status_t weft_serve_register(weft_serve_peer_t *p);
 /* The head of READY: u32 consumer id, u64 bytes per version, u64 ranges. */
 void weft_serve_put_ready(const weft_serve_peer_t *p, weft_boot_buf_t *buf);
 
-/* Sends a built payload; WEFT_ERR_NO_MEMORY when building it failed. */
+/* Sends a built payload, sealed once the session is on; WEFT_ERR_NO_MEMORY
+ * when building it failed. */
 weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf_t *buf);
 
 /*
@@ -247,10 +250,11 @@ weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
 
 /*
  * Reads what the peer's connection holds, without waiting: WEFT_OK and
- * *msg when a message is whole, WEFT_INPROGRESS when it is not yet,
- * WEFT_ERR_CONNECTION when the connection ended, WEFT_ERR_CORRUPT for a
- * bad header or a message too long: before the peer proved the token,
- * WEFT_SERVE_PREAUTH_MAX bytes at most.
+ * *msg (opened, once the session is on) when a message is whole,
+ * WEFT_INPROGRESS when it is not yet, WEFT_ERR_CONNECTION when the
+ * connection ended, WEFT_ERR_CORRUPT for a bad header or a message too
+ * long (before the peer proved the token, WEFT_SERVE_PREAUTH_MAX bytes at
+ * most), WEFT_ERR_AUTH for one that does not open (auth.h).
  */
 #define WEFT_SERVE_PREAUTH_MAX 4096u
 weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg);

@@ -65,8 +65,8 @@ weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uin
     return WEFT_OK;
 }
 
-weft_status_t weft_wire_send_refused(int fd, weft_status_t status, const char *reason,
-                                     uint64_t deadline_ns)
+weft_status_t weft_wire_send_refused(int fd, weft_auth_session_t *session, weft_status_t status,
+                                     const char *reason, uint64_t deadline_ns)
 {
     weft_boot_buf_t buf = {0};
     weft_status_t   sent;
@@ -74,7 +74,7 @@ weft_status_t weft_wire_send_refused(int fd, weft_status_t status, const char *r
     weft_boot_put_u32(&buf, (uint32_t)(int32_t)status);
     weft_boot_put_str(&buf, reason);
     sent = buf.failed ? WEFT_ERR_NO_MEMORY
-                      : weft_boot_send(fd, WEFT_BOOT_REFUSED, buf.data, (uint32_t)buf.length,
+                      : weft_auth_send(fd, session, WEFT_BOOT_REFUSED, buf.data, (uint32_t)buf.length,
                                        deadline_ns);
     weft_boot_buf_free(&buf);
     return sent;
@@ -93,9 +93,10 @@ weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, 
     return (weft_status_t)status;
 }
 
-weft_status_t weft_wire_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns)
+weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t type, uint64_t value,
+                                 uint64_t deadline_ns)
 {
-    return weft_boot_send(fd, type, &value, sizeof(value), deadline_ns);
+    return weft_auth_send(fd, session, type, &value, sizeof(value), deadline_ns);
 }
 
 void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count)
@@ -128,7 +129,12 @@ weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t me
     weft_recv_view_t *views;
     char (*names)[WEFT_TENSOR_NAME_MAX];
 
-    if (cur->failed || count == 0 || count > (1u << 20)) {
+    /* The least a view takes on the wire: its name's length, role, dtype,
+     * ndim, shape, strides and address. A count the rest of the message
+     * cannot hold is refused before anything is allocated for it. */
+    const size_t least = 4 + 3 * 4 + 2 * WEFT_TENSOR_MAX_DIMS * 8 + 8;
+
+    if (cur->failed || count == 0 || count > (1u << 20) || count > (cur->length - cur->at) / least) {
         return WEFT_ERR_CORRUPT;
     }
     views = calloc(count, sizeof(*views));

@@ -18,6 +18,7 @@
 #ifndef WEFT_TRANSPORT_REMOTE_WIRE_H
 #define WEFT_TRANSPORT_REMOTE_WIRE_H
 
+#include "auth.h"
 #include "transport/bootstrap/bootstrap.h"
 
 #include <stddef.h>
@@ -40,13 +41,16 @@ weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protoco
  * WEFT_ERR_CORRUPT when it is not one, or malformed. */
 weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uint8_t *mac);
 
-weft_status_t weft_wire_send_refused(int fd, weft_status_t status, const char *reason,
-                                     uint64_t deadline_ns);
+/* Sends REFUSED, sealed when the session is on (weft_auth_send). */
+weft_status_t weft_wire_send_refused(int fd, weft_auth_session_t *session, weft_status_t status,
+                                     const char *reason, uint64_t deadline_ns);
 
 /* Reads a REFUSED payload: its status, and the reason into reason[size]. */
 weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size);
 
-weft_status_t weft_wire_send_u64(int fd, uint32_t type, uint64_t value, uint64_t deadline_ns);
+/* Sends a message whose payload is one u64, sealed (weft_auth_send). */
+weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t type, uint64_t value,
+                                 uint64_t deadline_ns);
 
 /* Appends views (count ≥ 1) in the encoding above. */
 void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count);

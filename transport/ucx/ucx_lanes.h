@@ -29,19 +29,12 @@
 
 #include "transport/plan_ranges.h"
 #include "ucx_common.h"
+#include "ucx_views.h" /* weft_ucx_blob_t, WEFT_UCX_LANES_MAX */
 
 #include <stdint.h>
 
-#define WEFT_UCX_LANES_MAX 16u
-
 typedef struct weft_ucx_lanes    weft_ucx_lanes_t;
 typedef struct weft_ucx_lane_set weft_ucx_lane_set_t;
-
-/* Bytes from a message: a worker address, a packed remote key. */
-typedef struct weft_ucx_blob {
-    const void *data;
-    uint32_t    length;
-} weft_ucx_blob_t;
 
 /*
  * The lane count in force: params_lanes where the caller's params set it

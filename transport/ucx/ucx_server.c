@@ -47,6 +47,7 @@
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
 #include "ucx_lanes.h"
+#include "ucx_views.h"
 #include "ucx_rounds.h"
 
 #include <fcntl.h>
@@ -307,95 +308,66 @@ static weft_status_t connect_peer(peer_t *p, const void *address)
 
 static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 {
-    struct ucx_server *s = p->server;
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    weft_recv_view_t  *views = NULL;
-    char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
-    weft_ucx_blob_t   *rkey_blobs = NULL; /* into msg, valid during this call */
-    uint32_t           view_count = 0, address_length, lane_count;
-    const void        *address;
-    weft_ucx_blob_t    lane_addresses[WEFT_UCX_LANES_MAX]; /* into msg */
-    uint64_t           ring_half;
-    weft_status_t      status;
+    struct ucx_server   *s = p->server;
+    weft_ucx_views_msg_t m; /* its blobs point into msg, valid during this call */
+    const char          *reason;
+    weft_status_t        status;
 
     if (msg->type != WEFT_BOOT_VIEWS) {
         refuse(p, WEFT_ERR_CORRUPT, "views expected");
         return;
     }
-    address = weft_boot_get_blob(&cur, &address_length);
-    p->region_count = weft_boot_get_u32(&cur);
-    if (cur.failed || p->region_count == 0 || p->region_count > (1u << 20)) {
-        refuse(p, WEFT_ERR_CORRUPT, "malformed views");
+    status = weft_ucx_views_parse(msg, &m, &reason);
+    if (status != WEFT_OK) {
+        refuse(p, status, reason);
         return;
     }
-    p->regions = calloc(p->region_count, sizeof(*p->regions));
-    p->rkeys = calloc(p->region_count, sizeof(*p->rkeys));
-    rkey_blobs = calloc(p->region_count, sizeof(*rkey_blobs));
-    if (p->regions == NULL || p->rkeys == NULL || rkey_blobs == NULL) {
-        free(rkey_blobs);
+    /* The peer keeps the regions; the rest is read here. */
+    p->regions = m.regions;
+    p->region_count = m.region_count;
+    p->rkeys = calloc(m.region_count, sizeof(*p->rkeys));
+    m.regions = NULL;
+    if (p->rkeys == NULL) {
+        weft_ucx_views_msg_free(&m);
         refuse(p, WEFT_ERR_NO_MEMORY, "no memory");
         return;
     }
-    for (uint32_t r = 0; r < p->region_count && !cur.failed; r++) {
-        p->regions[r].base = weft_boot_get_u64(&cur);
-        p->regions[r].bytes = weft_boot_get_u64(&cur);
-        rkey_blobs[r].data = weft_boot_get_blob(&cur, &rkey_blobs[r].length);
-    }
-    status = cur.failed ? WEFT_ERR_CORRUPT : weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &views, &names, &view_count);
-    ring_half = weft_boot_get_u64(&cur);
-    lane_count = weft_boot_get_u32(&cur);
-    for (uint32_t i = 0; i < lane_count && i < WEFT_UCX_LANES_MAX; i++) {
-        lane_addresses[i].data = weft_boot_get_blob(&cur, &lane_addresses[i].length);
-        /* UCX reads a worker address without its length: an empty one
-         * would be read past the end of the message. */
-        cur.failed |= lane_addresses[i].length == 0;
-    }
-    if (status == WEFT_OK && (cur.failed || address_length == 0 || lane_count > WEFT_UCX_LANES_MAX ||
-                              (ring_half != 0 && (p->region_count != 1 ||
-                                                  p->regions[0].bytes / 2 < ring_half)))) {
-        free(views);
-        free(names);
-        status = WEFT_ERR_CORRUPT;
-    }
+    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_UCX, &remote_plan_ops, m.views, m.view_count);
+    free(m.views);
+    free(m.names);
+    m.views = NULL;
+    m.names = NULL;
     if (status != WEFT_OK) {
-        free(rkey_blobs);
-        refuse(p, status, "malformed views or keys");
-        return;
-    }
-    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_UCX, &remote_plan_ops, views, view_count);
-    free(views);
-    free(names);
-    if (status != WEFT_OK) {
-        free(rkey_blobs);
+        free(m.rkeys);
         peer_drop(p, status, "refused");
         return;
     }
     /* Staged through a ring: the views are device memory the consumer
      * copies into itself; every put goes into the ring. */
-    status = ring_half != 0 ? weft_ucx_rounds_build(&p->base.plan->ranges, p->regions[0].base,
-                                                    ring_half, &p->rounds)
-                            : WEFT_OK;
+    status = m.ring_half != 0 ? weft_ucx_rounds_build(&p->base.plan->ranges, p->regions[0].base, m.ring_half,
+                                                      &p->rounds)
+                              : WEFT_OK;
     if (status != WEFT_OK) {
-        free(rkey_blobs);
+        free(m.rkeys);
         refuse(p, status, "its staging ring cannot hold a version in rounds");
         return;
     }
-    if (ring_half == 0 && !ranges_in_regions(p)) {
-        free(rkey_blobs);
+    if (m.ring_half == 0 && !ranges_in_regions(p)) {
+        free(m.rkeys);
         refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return;
     }
     if (s->broken) {
-        free(rkey_blobs);
+        free(m.rkeys);
         refuse(p, WEFT_ERR_CUDA, "the server cannot use its registry's GPU");
         return;
     }
     /* Only a consumer that passed every check gets an endpoint: closing an
      * endpoint still in its wire-up, whose peer then disconnects (as a
      * refused consumer does), can trip an assertion inside UCX 1.13. */
-    status = connect_peer(p, address);
+    status = connect_peer(p, m.address.data);
     for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
-        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, rkey_blobs[r].data, &p->rkeys[r]),
+        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m.rkeys[r].data, &p->rkeys[r]),
                                  "unpacking a consumer's key");
     }
     /* A host registry's plain puts go on the lanes: each makes its own
@@ -405,15 +377,14 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
                                           &p->lanes);
         /* To the consumer's receive lanes in turn, or its one worker. */
         if (status == WEFT_OK) {
-            const weft_ucx_blob_t worker = {.data = address, .length = address_length};
+            const weft_ucx_blob_t worker = {.data = m.address.data, .length = m.address.length};
 
-            status = weft_ucx_lane_set_connect(
-                p->lanes, lane_count != 0 ? lane_addresses : &worker,
-                lane_count != 0 ? lane_count : 1, rkey_blobs,
-                weft_deadline_ns(weft_time_ns(), s->base.timeout_us));
+            status = weft_ucx_lane_set_connect(p->lanes, m.lane_count != 0 ? m.lanes : &worker,
+                                               m.lane_count != 0 ? m.lane_count : 1, m.rkeys,
+                                               weft_deadline_ns(weft_time_ns(), s->base.timeout_us));
         }
     }
-    free(rkey_blobs);
+    free(m.rkeys);
     if (status != WEFT_OK) {
         refuse(p, status, "cannot reach it or use its memory keys");
         return;
@@ -650,7 +621,7 @@ static void peer_advance(peer_t *p)
             return; /* the next round is being sent */
         }
         /* Every byte of v is in the consumer's memory: now tell it. */
-        if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_VERSION, p->base.version,
+        if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_BOOT_VERSION, p->base.version,
                                weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
             return;
@@ -796,7 +767,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
     }
     /* After the lanes got it: the consumer may stay awake for the notice. */
     p->sending_ns = weft_time_ns();
-    if (weft_wire_send_u64(p->base.fd, WEFT_BOOT_SENDING, p->base.version,
+    if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_BOOT_SENDING, p->base.version,
                            weft_deadline_ns(p->sending_ns, s->base.timeout_us)) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "SENDING was not sent");
         return;
