@@ -26,6 +26,10 @@ extern "C" {
     X(REGISTRY_SPIN_US, "registry", "200",                                                \
       "microseconds a reader spins on the latest version before sleeping on a futex "     \
       "(0: futex only)")                                                                  \
+    X(VERIFY, "registry", "none",                                                         \
+      "none, or reads: weft_registry_lease_tensor checks each tensor of a published "     \
+      "version against its checksum (registries created with checksums) and fails with "  \
+      "WEFT_ERR_CORRUPT when its bytes changed since publish")                            \
     X(CUDA_IPC_KERNEL_MAX, "transport", "auto",                                           \
       "cuda_ipc: copy ranges up to this many bytes (K, M, G suffixes) go through one "   \
       "batched kernel, larger ones through the copy engines (0: copy engines only); "     \

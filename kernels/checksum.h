@@ -43,6 +43,17 @@ WEFT_CHECKSUM_FN uint64_t weft_checksum_final(uint64_t sum, uint64_t bytes)
     return weft_checksum_mix(sum ^ bytes);
 }
 
+/*
+ * The checksums of count segments of device memory at base: segment i is
+ * bytes[i] bytes at base + offsets[i], its sum into results[i]; offsets,
+ * bytes and results are device memory of the current device. Enqueued on
+ * stream as weft_checksum_cuda_async, in one launch for up to 65535
+ * segments (a registry version's tensors: a launch each would cost more
+ * than the sums). Built with CUDA only.
+ */
+weft_status_t weft_checksum_cuda_segments_async(const void *base, const uint64_t *offsets, const uint64_t *bytes,
+                                                uint32_t count, uint64_t *results, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

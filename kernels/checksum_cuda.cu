@@ -69,6 +69,34 @@ __global__ void checksum_kernel(const unsigned char *base, size_t bytes, size_t 
     block_add(local, sum);
 }
 
+/* Grid (blocks a segment, segments): segment blockIdx.y is bytes[y]
+ * bytes at base + offsets[y]; its sum, finished, goes to sums[y] by
+ * segments_finalize_kernel. */
+__global__ void segments_kernel(const unsigned char *base, const uint64_t *offsets, const uint64_t *bytes,
+                                unsigned long long *sums)
+{
+    const unsigned char *data = base + offsets[blockIdx.y];
+    const size_t         n_bytes = bytes[blockIdx.y];
+    const bool           aligned = (reinterpret_cast<uintptr_t>(data) & 7) == 0;
+    const size_t         words = (n_bytes + 7) / 8;
+    uint64_t             local = 0;
+
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < words;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+        size_t n = n_bytes - 8 * i < 8 ? n_bytes - 8 * i : 8;
+        local += weft_checksum_term(load_word(data + 8 * i, n, aligned), i);
+    }
+    block_add(local, sums + blockIdx.y);
+}
+
+__global__ void segments_finalize_kernel(unsigned long long *sums, const uint64_t *bytes, uint32_t count)
+{
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) {
+        sums[i] = weft_checksum_final(sums[i], bytes[i]);
+    }
+}
+
 /* The sums' last step, in place: a thread a sum. */
 __global__ void finalize_kernel(unsigned long long *sums, uint32_t count, size_t bytes)
 {
@@ -188,6 +216,48 @@ extern "C" weft_status_t weft_checksum_cuda_strided_async(const void *device_dat
     }
     if (status == WEFT_OK) {
         finalize_kernel<<<(count + 255) / 256, 256, 0, s>>>(sums, count, bytes);
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    return status;
+}
+
+extern "C" weft_status_t weft_checksum_cuda_segments_async(const void *base, const uint64_t *offsets,
+                                                           const uint64_t *bytes, uint32_t count, uint64_t *results,
+                                                           void *stream)
+{
+    cudaStream_t        s = static_cast<cudaStream_t>(stream);
+    unsigned long long *sums = reinterpret_cast<unsigned long long *>(results);
+    int                 device, sms;
+    weft_status_t       status;
+
+    if (count > 0 && (base == nullptr || offsets == nullptr || bytes == nullptr || results == nullptr)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    if (count > 65535) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    }
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaMemsetAsync(sums, 0, count * sizeof(*sums), s));
+    }
+    if (status == WEFT_OK) {
+        /* About 8 blocks an SM in all, shared by the segments, at least one
+         * each; a block with nothing of its segment left adds 0. */
+        const size_t share = static_cast<size_t>(sms) * 8 / count;
+        const size_t blocks = share > 0 ? share : 1;
+
+        segments_kernel<<<dim3(static_cast<unsigned>(blocks), count), kThreads, 0, s>>>(
+            static_cast<const unsigned char *>(base), offsets, bytes, sums);
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    if (status == WEFT_OK) {
+        segments_finalize_kernel<<<(count + 255) / 256, 256, 0, s>>>(sums, bytes, count);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
     return status;

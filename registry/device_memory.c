@@ -14,6 +14,7 @@
 #if HAVE_CUDA
 
 #include "common/cuda_util.h"
+#include "kernels/checksum.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -214,6 +215,51 @@ weft_status_t weft_devmem_close(int device, void *ptr)
     return status;
 }
 
+weft_status_t weft_devmem_checksums(int device, const uint8_t *base, const reg_tensor_t *tensors, uint32_t count,
+                                    uint64_t *sums)
+{
+    /* Up to 65535 tensors a launch: their offsets and sizes go to the GPU
+     * with one copy, their sums come back with one (which waits). */
+    const uint32_t chunk = count < 65535u ? count : 65535u;
+    device_scope_t scope;
+    uint64_t      *host = NULL, *dev = NULL;
+    weft_status_t  status;
+
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    host = malloc((size_t)chunk * 2 * sizeof(*host));
+    if (host == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    status = scope_enter(&scope, device);
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaMalloc((void **)&dev, (size_t)chunk * 3 * sizeof(*dev)));
+    }
+    for (uint32_t first = 0; first < count && status == WEFT_OK; first += chunk) {
+        const uint32_t n = count - first < chunk ? count - first : chunk;
+
+        for (uint32_t i = 0; i < n; i++) {
+            host[i] = tensors[first + i].offset;
+            host[chunk + i] = tensors[first + i].bytes;
+        }
+        status = WEFT_CUDA_CHECK(cudaMemcpy(dev, host, (size_t)chunk * 2 * sizeof(*dev), cudaMemcpyHostToDevice));
+        if (status == WEFT_OK) {
+            status = weft_checksum_cuda_segments_async(base, dev, dev + chunk, n, dev + 2 * (size_t)chunk, NULL);
+        }
+        if (status == WEFT_OK) {
+            status = WEFT_CUDA_CHECK(
+                cudaMemcpy(sums + first, dev + 2 * (size_t)chunk, (size_t)n * sizeof(*sums), cudaMemcpyDeviceToHost));
+        }
+    }
+    if (dev != NULL) {
+        (void)WEFT_CUDA_CHECK(cudaFree(dev));
+    }
+    scope_leave(&scope);
+    free(host);
+    return status;
+}
+
 #else /* !HAVE_CUDA */
 
 static weft_status_t no_cuda(const char *what)
@@ -266,6 +312,17 @@ weft_status_t weft_devmem_close(int device, void *ptr)
     (void)device;
     (void)ptr;
     return no_cuda("GPU arena unmapping");
+}
+
+weft_status_t weft_devmem_checksums(int device, const uint8_t *base, const reg_tensor_t *tensors, uint32_t count,
+                                    uint64_t *sums)
+{
+    (void)device;
+    (void)base;
+    (void)tensors;
+    (void)count;
+    (void)sums;
+    return no_cuda("GPU arena checksums");
 }
 
 #endif

@@ -45,4 +45,14 @@ weft_status_t weft_devmem_open(const uint8_t handle[REG_IPC_HANDLE_BYTES], void 
  * process's own allocations). */
 weft_status_t weft_devmem_close(int device, void *ptr);
 
+/*
+ * The checksums (<weft/checksum.h>) of count tensors of a GPU arena at
+ * base on GPU `device` (the records give offsets and bytes), into
+ * sums[0 .. count − 1]: on the legacy default stream, one launch for up to
+ * 65535 tensors, waiting for the sums. `device` is the GPU whose context
+ * base belongs to (-1: the current one).
+ */
+weft_status_t weft_devmem_checksums(int device, const uint8_t *base, const reg_tensor_t *tensors, uint32_t count,
+                                    uint64_t *sums);
+
 #endif

@@ -1,5 +1,5 @@
 /*
- * The registry's shared-memory segment, byte for byte (ABI 1.1). This is
+ * The registry's shared-memory segment, byte for byte (ABI 1.3). This is
  * the format other implementations must follow; registry/PROTOCOL.md
  * describes it in prose with the protocol that goes with it. Internal.
  *
@@ -10,6 +10,10 @@
  *   consumer_table     consumer_capacity × reg_consumer_t (128 B each)
  *   arena_table        arena_count × reg_arena_t (1 KiB each; GPU
  *                      registries only: one record per slot)
+ *   checksum_table     slot_count × tensor_capacity × reg_checksum_t
+ *                      (16 B each; 1.3, registries created with
+ *                      checksums only: slot s's tensor i at
+ *                      s · tensor_capacity + i)
  *   data_offset        host registries: slot 0's arena, then slot 1's at
  *                      data_offset + slot_stride, … (page aligned); every
  *                      tensor sits at the same offset in every arena.
@@ -29,7 +33,7 @@
 #define REG_MAGIC         "WEFTREG1"
 #define REG_MAGIC_LEN     8
 #define REG_ABI_MAJOR     1
-#define REG_ABI_MINOR     2 /* 1.1 added GPU arenas, 1.2 streaming; 1.0 segments still open */
+#define REG_ABI_MINOR     3 /* 1.1 added GPU arenas, 1.2 streaming, 1.3 checksums; 1.0 segments still open */
 
 #define REG_TENSOR_ALIGN  256u  /* every tensor's offset in a slot arena */
 #define REG_PAGE          4096u /* arenas and the segment size */
@@ -116,7 +120,11 @@ typedef struct reg_header {
     uint64_t arena_table_offset; /* 0 when arena_count is 0 */
     uint8_t  device_uuid[16];    /* cudaDeviceProp.uuid of the arenas' GPU */
     int32_t  device;             /* its ordinal in the producer, for messages */
-    uint8_t  reserved0[108];
+    /* 1.3: REG_CHECKSUMS_* flags, and where the checksum table is (0:
+     * none: the versions carry no checksums). */
+    uint32_t checksums;
+    uint64_t checksum_table_offset;
+    uint8_t  reserved0[96];
 
     /* Control words, atomic, one cache line each. */
     _Alignas(64) uint64_t producer; /* owner word of the producer */
@@ -171,6 +179,21 @@ typedef struct reg_slot {
     uint8_t  reserved[24];
 } reg_slot_t;
 
+/* header.checksums */
+#define REG_CHECKSUMS_AT_PUBLISH 1u /* every tensor summed at publish (weft/checksum.h) */
+
+/*
+ * A tensor's checksum in one slot (1.3): the sum of its bytes as version
+ * `version` published them. Written by the producer before it publishes
+ * the slot (so a reader that leased the version sees it), and only while
+ * the slot is its own to write; a record whose version is not the
+ * reader's lease's says nothing about it.
+ */
+typedef struct reg_checksum {
+    uint64_t version;
+    uint64_t sum;
+} reg_checksum_t;
+
 typedef struct reg_lease {
     uint64_t owner;        /* atomic: owner word, NONE or BUSY */
     uint64_t slot_version; /* atomic: version << 8 | slot held, 0 when none */
@@ -221,6 +244,9 @@ _Static_assert(offsetof(reg_header_t, ack_seq) == 448, "header layout");
 _Static_assert(offsetof(reg_header_t, versions_published) == 512, "header layout");
 _Static_assert(offsetof(reg_header_t, memory) == 112, "header layout");
 _Static_assert(offsetof(reg_header_t, arena_word) == 576, "header layout");
+_Static_assert(offsetof(reg_header_t, checksums) == 148 && offsetof(reg_header_t, checksum_table_offset) == 152,
+               "header layout");
+_Static_assert(sizeof(reg_checksum_t) == 16, "checksum record layout");
 _Static_assert(sizeof(reg_tensor_t) == 256, "tensor record layout");
 _Static_assert(sizeof(reg_slot_t) == 64, "slot record layout");
 _Static_assert(offsetof(reg_slot_t, ready_version) == 16 && offsetof(reg_slot_t, ready_count) == 24 &&

@@ -320,7 +320,7 @@ WEFT_API weft_status_t weft_registry_wait_ready(weft_registry_h reg, uint64_t af
 }
 
 /* The record of a lease this handle holds, or NULL. */
-static reg_lease_t *lease_record(struct weft_registry *reg, const weft_lease_t *lease)
+reg_lease_t *weft_registry_lease_record(struct weft_registry *reg, const weft_lease_t *lease)
 {
     reg_lease_t *record;
 
@@ -388,7 +388,7 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
     if (reg == NULL || lease == NULL || data == NULL || index >= reg->geo.tensor_count) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    if (!reg->sealed || lease_record(reg, lease) == NULL) {
+    if (!reg->sealed || weft_registry_lease_record(reg, lease) == NULL) {
         weft_log_error("registry \"%s\": lease of version %llu is not held", reg->name,
                        (unsigned long long)lease->version);
         return WEFT_ERR_STATE;
@@ -407,9 +407,19 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
             return status;
         }
         *data = base + reg->tensors[index].offset;
-        return WEFT_OK;
+    } else {
+        *data = weft_registry_tensor_addr(reg, lease->slot, index);
     }
-    *data = weft_registry_tensor_addr(reg, lease->slot, index);
+    /* WEFT_VERIFY=reads: a published tensor of a registry with checksums
+     * is checked before anyone reads it. */
+    if (published && reg->geo.checksum_table_offset != 0 && weft_registry_verify_reads()) {
+        const weft_status_t status = weft_registry_verify(reg, lease, index);
+
+        if (status != WEFT_OK) {
+            *data = NULL;
+            return status;
+        }
+    }
     return WEFT_OK;
 }
 
@@ -422,7 +432,7 @@ WEFT_API weft_status_t weft_registry_lease_ready(weft_registry_h reg, const weft
         (tensors > reg->geo.tensor_count && tensors != WEFT_REGISTRY_PUBLISHED)) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    if (!reg->sealed || lease_record(reg, lease) == NULL) {
+    if (!reg->sealed || weft_registry_lease_record(reg, lease) == NULL) {
         weft_log_error("registry \"%s\": lease of version %llu is not held", reg->name,
                        (unsigned long long)lease->version);
         return WEFT_ERR_STATE;
@@ -468,7 +478,7 @@ WEFT_API weft_status_t weft_registry_release(weft_registry_h reg, weft_lease_t *
     if (reg == NULL || lease == NULL) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    record = reg->sealed ? lease_record(reg, lease) : NULL;
+    record = reg->sealed ? weft_registry_lease_record(reg, lease) : NULL;
     if (record == NULL) {
         weft_log_error("registry \"%s\": release of a lease not held (version %llu; released twice?)",
                        reg->name, (unsigned long long)lease->version);

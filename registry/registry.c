@@ -31,7 +31,7 @@
 #define PARAMS_KNOWN                                                                             \
     (WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS | WEFT_REGISTRY_PARAM_MAX_LEASES | \
      WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP |   \
-     WEFT_REGISTRY_PARAM_MEMORY)
+     WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_CHECKSUMS)
 
 static int registry_name_valid(const char *name)
 {
@@ -274,6 +274,12 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MAX_CONSUMERS)) p.max_consumers = DEFAULT_MAX_CONSUMERS;
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MODE)) p.mode = DEFAULT_MODE;
     if (!(p.field_mask & WEFT_REGISTRY_PARAM_MEMORY)) p.memory = WEFT_MEMORY_HOST;
+    if (!(p.field_mask & WEFT_REGISTRY_PARAM_CHECKSUMS)) p.checksums = 0;
+    if (p.checksums > 1) {
+        weft_log_error("registry \"%s\": checksums %u: 0 (none) or 1 (a checksum per tensor and version)", name,
+                       p.checksums);
+        return WEFT_ERR_INVALID_PARAM;
+    }
     if (p.memory != WEFT_MEMORY_HOST && p.memory != WEFT_MEMORY_CUDA) {
         weft_log_error("registry \"%s\": unknown memory kind %d", name, (int)p.memory);
         return WEFT_ERR_INVALID_PARAM;
@@ -319,6 +325,12 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
         reg->geo.arena_count = p.slot_count;
         reg->geo.arena_table_offset = WEFT_ALIGN_UP(tables_end, (uint64_t)REG_TABLE_ALIGN);
         tables_end = reg->geo.arena_table_offset + (uint64_t)p.slot_count * sizeof(reg_arena_t);
+    }
+    if (p.checksums) {
+        reg->geo.checksums = REG_CHECKSUMS_AT_PUBLISH;
+        reg->geo.checksum_table_offset = WEFT_ALIGN_UP(tables_end, (uint64_t)REG_TABLE_ALIGN);
+        tables_end = reg->geo.checksum_table_offset +
+                     (uint64_t)p.slot_count * p.max_tensors * sizeof(reg_checksum_t);
     }
     reg->geo.data_offset = WEFT_ALIGN_UP(tables_end, (uint64_t)REG_PAGE);
     reg->mapped = reg->geo.data_offset;
@@ -379,6 +391,8 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     reg->hdr->memory = reg->geo.memory;
     reg->hdr->arena_count = reg->geo.arena_count;
     reg->hdr->arena_table_offset = reg->geo.arena_table_offset;
+    reg->hdr->checksums = reg->geo.checksums;
+    reg->hdr->checksum_table_offset = reg->geo.checksum_table_offset;
     memcpy(reg->hdr->device_uuid, reg->geo.device_uuid, sizeof(reg->hdr->device_uuid));
     reg->hdr->device = reg->device;
     if (reg->geo.memory == REG_MEMORY_CUDA) {

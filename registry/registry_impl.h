@@ -89,6 +89,20 @@ int weft_registry_slot_leased(struct weft_registry *reg, uint32_t slot);
 void weft_registry_drop_leases(struct weft_registry *reg);
 void weft_registry_drop_consumers(struct weft_registry *reg);
 
+/* The lease's record when this handle holds it (its ticket and version
+ * match), else NULL. */
+reg_lease_t *weft_registry_lease_record(struct weft_registry *reg, const weft_lease_t *lease);
+
+/* --- Verified versions (verify.c) --- */
+
+/* Producer, before it publishes slot `slot` as `version`: stores every
+ * tensor's checksum, when the registry has checksums. Logged on error
+ * (nothing stored; the publish must not happen). */
+weft_status_t weft_registry_sum_slot(struct weft_registry *reg, uint32_t slot, uint64_t version);
+
+/* 1 when WEFT_VERIFY=reads: lease_tensor verifies published tensors. */
+int weft_registry_verify_reads(void);
+
 /* Wakes sleepers on a futex word if any are counted. */
 void weft_registry_wake(uint32_t *seq, uint32_t *waiters);
 

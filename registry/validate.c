@@ -343,6 +343,15 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
     } else {
         return CORRUPT("unknown memory kind %u", h->memory);
     }
+    /* 1.3: the checksum table, when there is one, after the others. */
+    if (h->checksum_table_offset != 0 || h->checksums != 0) {
+        if (h->checksums != REG_CHECKSUMS_AT_PUBLISH ||
+            !table_fits(h->checksum_table_offset, (uint64_t)h->slot_count * h->tensor_capacity,
+                        sizeof(reg_checksum_t), end_tables, size, &end_tables)) {
+            return CORRUPT("checksum table (flags %u, at %llu) does not fit after the other tables", h->checksums,
+                           (unsigned long long)h->checksum_table_offset);
+        }
+    }
     if (REG_ARENAS_STATE(__atomic_load_n(&h->arena_word, __ATOMIC_RELAXED)) > REG_ARENAS_OFFLOADED) {
         return CORRUPT("unknown arena state %u",
                        REG_ARENAS_STATE(__atomic_load_n(&h->arena_word, __ATOMIC_RELAXED)));
@@ -398,5 +407,7 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
     g->arena_count = h->arena_count;
     g->arena_table_offset = h->arena_table_offset;
     memcpy(g->device_uuid, h->device_uuid, sizeof(g->device_uuid));
+    g->checksums = h->checksums;
+    g->checksum_table_offset = h->checksum_table_offset;
     return WEFT_OK;
 }

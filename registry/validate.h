@@ -30,6 +30,8 @@ typedef struct reg_geometry {
     uint32_t arena_count;        /* GPU registries: slot_count */
     uint64_t arena_table_offset;
     uint8_t  device_uuid[16];
+    uint32_t checksums;             /* REG_CHECKSUMS_* (1.3) */
+    uint64_t checksum_table_offset; /* 0: no checksums */
 } reg_geometry_t;
 
 /*

@@ -149,8 +149,9 @@ WEFT_API weft_status_t weft_registry_write_tensor(weft_registry_h reg, uint32_t 
 
 WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t version, uint64_t *published)
 {
-    uint64_t latest_version;
-    uint32_t s;
+    uint64_t      latest_version;
+    uint32_t      s;
+    weft_status_t status;
 
     if (reg == NULL) {
         return WEFT_ERR_INVALID_PARAM;
@@ -174,6 +175,12 @@ WEFT_API weft_status_t weft_registry_publish(weft_registry_h reg, uint64_t versi
         return WEFT_ERR_INVALID_PARAM;
     }
     s = reg->write_slot;
+    /* The checksums first (registries with them): a publish that cannot
+     * sum the version does not happen, and the write stays in progress. */
+    status = weft_registry_sum_slot(reg, s, version);
+    if (status != WEFT_OK) {
+        return status;
+    }
     reg->slots[s].publish_time_ns = weft_time_ns();
     /* The bytes and the slot word first, then the latest word: a reader
      * that sees the latest word sees the complete version. */

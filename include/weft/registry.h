@@ -72,7 +72,8 @@ enum weft_registry_params_field {
     WEFT_REGISTRY_PARAM_MAX_CONSUMERS = 1u << 3,
     WEFT_REGISTRY_PARAM_MODE          = 1u << 4,
     WEFT_REGISTRY_PARAM_GROUP         = 1u << 5,
-    WEFT_REGISTRY_PARAM_MEMORY        = 1u << 6  /* memory and device */
+    WEFT_REGISTRY_PARAM_MEMORY        = 1u << 6, /* memory and device */
+    WEFT_REGISTRY_PARAM_CHECKSUMS     = 1u << 7
 };
 
 typedef struct weft_registry_params {
@@ -88,6 +89,12 @@ typedef struct weft_registry_params {
      * process). Every tensor of the registry lives there. */
     weft_memory_kind_t memory;
     int32_t            device;
+    /* 1: every version carries a checksum of each of its tensors
+     * (<weft/checksum.h>'s), computed by weft_registry_publish, that
+     * readers check with weft_registry_verify; 0 (default): none. The
+     * sums cost a pass over the version at publish: on the CPU for host
+     * registries (a few GB/s), on the arena's GPU for GPU registries. */
+    uint32_t           checksums;
 } weft_registry_params_t;
 
 /*
@@ -358,10 +365,38 @@ WEFT_API weft_status_t weft_registry_lease_ready(weft_registry_h reg, const weft
  * will read it; peer access to the arena's GPU is enabled lazily), and the
  * mapping is kept for that arena's generation. Make every call on one
  * handle with the same current device. Errors: WEFT_ERR_STATE (the lease
- * is not held), WEFT_ERR_CUDA (the mapping failed; the log says why).
+ * is not held), WEFT_ERR_CUDA (the mapping failed; the log says why);
+ * with WEFT_VERIFY=reads, weft_registry_verify's (WEFT_ERR_CORRUPT: the
+ * tensor's bytes changed since publish), *data then NULL.
  */
 WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const weft_lease_t *lease,
                                                   uint32_t index, const void **data);
+
+/*
+ * Verified versions: checks tensor `index` of a leased version against the
+ * checksum its publish stored (registries created with checksums):
+ * WEFT_OK when its bytes are the ones published; WEFT_ERR_CORRUPT (logged
+ * with both sums) when they are not; WEFT_ERR_UNSUPPORTED when the
+ * registry has no checksums; WEFT_ERR_STATE when the lease is not held or
+ * the version is not published yet (a streamed tensor can be verified
+ * once its version is). GPU registries: summed on the calling thread's
+ * current device through the arena's mapping (as lease_tensor), on the
+ * legacy default stream, waiting for it (WEFT_ERR_CUDA, logged, when that
+ * fails). Any thread.
+ *
+ * With WEFT_VERIFY=all in the environment, weft_registry_lease_tensor of
+ * a published version calls it before it gives the address, and fails
+ * with its error.
+ */
+WEFT_API weft_status_t weft_registry_verify(weft_registry_h reg, const weft_lease_t *lease, uint32_t index);
+
+/*
+ * The same for every tensor of the leased version at once: GPU registries
+ * sum them all in one launch. WEFT_ERR_CORRUPT when any fails (each
+ * logged), the first one's index in *bad (may be NULL); otherwise as
+ * weft_registry_verify.
+ */
+WEFT_API weft_status_t weft_registry_verify_version(weft_registry_h reg, const weft_lease_t *lease, uint32_t *bad);
 
 /* Releases a lease. WEFT_ERR_STATE when it is not held (released twice). */
 WEFT_API weft_status_t weft_registry_release(weft_registry_h reg, weft_lease_t *lease);

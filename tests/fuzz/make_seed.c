@@ -8,12 +8,14 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-static int write_seed(const char *dir, int n, uint32_t slots, uint32_t tensors)
+static int write_seed(const char *dir, int n, uint32_t slots, uint32_t tensors, uint32_t checksums)
 {
     weft_registry_params_t params = {
         .field_mask = WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS |
-                      WEFT_REGISTRY_PARAM_MAX_LEASES | WEFT_REGISTRY_PARAM_MAX_CONSUMERS,
-        .slot_count = slots, .max_tensors = tensors, .max_leases = 2, .max_consumers = 1};
+                      WEFT_REGISTRY_PARAM_MAX_LEASES | WEFT_REGISTRY_PARAM_MAX_CONSUMERS |
+                      WEFT_REGISTRY_PARAM_CHECKSUMS,
+        .slot_count = slots, .max_tensors = tensors, .max_leases = 2, .max_consumers = 1,
+        .checksums = checksums};
     char            name[64], src[128], dst[4096], buf[65536];
     weft_registry_h reg;
     FILE           *in, *out;
@@ -60,5 +62,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: make_seed DIR\n");
         return 2;
     }
-    return write_seed(argv[1], 0, 2, 1) || write_seed(argv[1], 1, 3, 3) || write_seed(argv[1], 2, 4, 5);
+    /* The last with a checksum table (ABI 1.3). */
+    return write_seed(argv[1], 0, 2, 1, 0) || write_seed(argv[1], 1, 3, 3, 0) || write_seed(argv[1], 2, 4, 5, 0) ||
+           write_seed(argv[1], 3, 2, 2, 1);
 }
