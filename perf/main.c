@@ -18,6 +18,7 @@ static const perf_command_t commands[] = {
     {"ipc", "GPU registry -> engine tensors over cuda_ipc vs peer copy, NCCL, torch", perf_cmd_ipc},
     {"optim", "staged AdamW step on a GPU vs the PCIe floor and a torch pipeline", perf_cmd_optim},
     {"ucx", "ucx transport put bandwidth, tcp across netns and shm, vs ucx_perftest", perf_cmd_ucx},
+    {"hostile", "what hostile connections to a ucx server add to a consumer's latency", perf_cmd_hostile},
 };
 
 static void usage(FILE *out)

@@ -979,6 +979,38 @@ START_TEST(hello_names_lose_their_control_characters)
 }
 END_TEST
 
+/* Views whose bytes would run past the end of the address space are
+ * malformed (every range computed on them would wrap); the spans of a
+ * consumer's own views leave such a view out. Found by fuzz_wire. */
+START_TEST(views_past_the_end_of_the_address_space_are_refused)
+{
+    weft_recv_view_t     view = view_at(UINT64_MAX - (uint64_t)ROWS * COLS + 2);
+    weft_recv_view_t    *got = NULL;
+    char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
+    uint32_t             count = 0, span_count = 9;
+    weft_wire_span_t    *spans = NULL;
+    weft_boot_buf_t      buf = {0};
+    weft_boot_cursor_t   cur;
+
+    weft_wire_put_views(&buf, &view, 1);
+    cur = (weft_boot_cursor_t){.data = buf.data, .length = buf.length};
+    ck_assert_int_eq(weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &got, &names, &count), WEFT_ERR_CORRUPT);
+    ck_assert_int_eq(weft_wire_view_spans(&view, 1, &spans, &span_count), WEFT_OK);
+    ck_assert_uint_eq(span_count, 0);
+    free(spans);
+    weft_boot_buf_free(&buf);
+    /* The last view that fits ends one byte before the end. */
+    view = view_at(UINT64_MAX - (uint64_t)ROWS * COLS);
+    weft_wire_put_views(&buf, &view, 1);
+    cur = (weft_boot_cursor_t){.data = buf.data, .length = buf.length};
+    ck_assert_int_eq(weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &got, &names, &count), WEFT_OK);
+    ck_assert_uint_eq(count, 1);
+    free(got);
+    free(names);
+    weft_boot_buf_free(&buf);
+}
+END_TEST
+
 /* A socket to the server that has sent `bytes` of raw data. */
 static int raw_client(const void *bytes, size_t length)
 {
@@ -1053,6 +1085,7 @@ int main(void)
     tcase_add_test(tc, ucx_consumer_refuses_a_welcome_that_is_not_sealed);
     tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
     tcase_add_test(tc, hello_names_lose_their_control_characters);
+    tcase_add_test(tc, views_past_the_end_of_the_address_space_are_refused);
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
     suite_add_tcase(s, tc);

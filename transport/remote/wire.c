@@ -164,6 +164,15 @@ weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t me
             v->strides[d] = weft_boot_get_u64(cur);
         }
         v->data = (void *)(uintptr_t)weft_boot_get_u64(cur);
+        /* A view that runs past the end of the address space is no view:
+         * every range arithmetic on it would wrap. */
+        {
+            uint64_t span;
+
+            if (!cur->failed && weft_view_span(v, &span) == 0 && span > UINT64_MAX - (uint64_t)(uintptr_t)v->data) {
+                cur->failed = 1;
+            }
+        }
     }
     if (cur->failed) {
         free(views);
@@ -194,8 +203,10 @@ weft_status_t weft_wire_view_spans(const weft_recv_view_t *views, size_t count,
     for (size_t i = 0; i < count; i++) {
         uint64_t span;
 
-        /* A layout that overflows is left out: the server refuses it. */
-        if (weft_view_span(&views[i], &span) == 0 && span > 0) {
+        /* A layout that overflows, or that runs past the end of the
+         * address space, is left out: the server refuses it. */
+        if (weft_view_span(&views[i], &span) == 0 && span > 0 &&
+            span <= UINT64_MAX - (uint64_t)(uintptr_t)views[i].data) {
             spans[n++] = (weft_wire_span_t){.base = (uint64_t)(uintptr_t)views[i].data, .bytes = span};
         }
     }
