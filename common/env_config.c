@@ -272,3 +272,23 @@ WEFT_API weft_status_t weft_config_describe(size_t index, weft_config_var_t *var
     var->is_set = config.is_set[index];
     return WEFT_OK;
 }
+
+weft_verify_mode_t weft_verify_mode(void)
+{
+    static int mode = -1; /* read once: the setting does not change */
+
+    if (__atomic_load_n(&mode, __ATOMIC_RELAXED) < 0) {
+        const char *value = weft_config_value(WEFT_CONFIG_VERIFY);
+        int         m = WEFT_VERIFY_TRANSFERS;
+
+        if (strcasecmp(value, "none") == 0) {
+            m = WEFT_VERIFY_NONE;
+        } else if (strcasecmp(value, "all") == 0) {
+            m = WEFT_VERIFY_ALL;
+        } else if (strcasecmp(value, "transfers") != 0) {
+            weft_log_warn("WEFT_VERIFY=%s: none, transfers or all; taken as transfers", value);
+        }
+        __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+    }
+    return (weft_verify_mode_t)__atomic_load_n(&mode, __ATOMIC_RELAXED);
+}

@@ -26,10 +26,11 @@ extern "C" {
     X(REGISTRY_SPIN_US, "registry", "200",                                                \
       "microseconds a reader spins on the latest version before sleeping on a futex "     \
       "(0: futex only)")                                                                  \
-    X(VERIFY, "registry", "none",                                                         \
-      "none, or reads: weft_registry_lease_tensor checks each tensor of a published "     \
-      "version against its checksum (registries created with checksums) and fails with "  \
-      "WEFT_ERR_CORRUPT when its bytes changed since publish")                            \
+    X(VERIFY, "registry", "transfers",                                                    \
+      "what is checked against the checksums of registries created with them: none; "     \
+      "transfers (a remote consumer checks every view that holds a whole tensor before "  \
+      "it acknowledges a version, and fails with WEFT_ERR_CORRUPT); all (also "           \
+      "weft_registry_lease_tensor, each tensor of a published version)")                  \
     X(CUDA_IPC_KERNEL_MAX, "transport", "auto",                                           \
       "cuda_ipc: copy ranges up to this many bytes (K, M, G suffixes) go through one "   \
       "batched kernel, larger ones through the copy engines (0: copy engines only); "     \
@@ -91,6 +92,15 @@ weft_status_t weft_config_size(weft_config_id_t id, uint64_t *out);
 weft_status_t weft_parse_long(const char *text, long min, long max, long *out);
 weft_status_t weft_parse_bool(const char *text, int *out);
 weft_status_t weft_parse_size(const char *text, uint64_t *out);
+
+/* WEFT_VERIFY, read once: an unknown value is logged and read as the
+ * default, transfers. */
+typedef enum weft_verify_mode {
+    WEFT_VERIFY_NONE = 0,
+    WEFT_VERIFY_TRANSFERS = 1,
+    WEFT_VERIFY_ALL = 2
+} weft_verify_mode_t;
+weft_verify_mode_t weft_verify_mode(void);
 
 /*
  * The value in force without the unknown-variable warning: for the logger,

@@ -112,6 +112,7 @@ typedef struct ucx_options {
     int      gpu;      /* --memory cuda: a GPU registry into device views */
     int      recv_user; /* --recv-memory user: host views in malloc'd memory, not UCX's */
     uint64_t lanes;    /* --lanes: WEFT_UCX_LANES for the server; 0 as the environment says */
+    int      checksums; /* --checksums on: the registry keeps them, the consumer checks (WEFT_VERIFY) */
     uint64_t iters, warmup;
     uint64_t rounds;   /* of each row */
     uint64_t version_bytes; /* a size case's versions: this many bytes of its size's tensors */
@@ -162,6 +163,10 @@ static int ucx_usage(FILE *out)
             "                       workers of their own that a version's puts are\n"
             "                       spread over (1..16; default: the environment's,\n"
             "                       else auto, half the CPUs, 1 to 8)\n"
+            "  --checksums on|off   verified versions: the registry keeps a checksum of\n"
+            "                       each tensor (summed at publish), and the consumer\n"
+            "                       checks its views against them before each ack\n"
+            "                       (WEFT_VERIFY; default off)\n"
             "  --json               one JSON object per row instead of the table\n"
             "Target: weft >= %.1f x ucx_perftest. Exits 0 when every weft transfer\n"
             "succeeded, %d when libweft has no UCX.\n",
@@ -175,6 +180,7 @@ static const perf_arg_word_t transport_words[] = {
 static const perf_arg_word_t err_mode_words[] = {{"peer", 0}, {"none", 1}, {NULL, 0}};
 static const perf_arg_word_t memory_words[] = {{"host", 0}, {"cuda", 1}, {NULL, 0}};
 static const perf_arg_word_t recv_memory_words[] = {{"ucx", 0}, {"user", 1}, {NULL, 0}};
+static const perf_arg_word_t on_off_words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 
 static int parse_sizes(const char *text, ucx_options_t *o)
 {
@@ -219,7 +225,8 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         {"token", required_argument, NULL, 'T'},     {"registry", required_argument, NULL, 'r'},
         {"version-bytes", required_argument, NULL, 'V'}, {"tensors", required_argument, NULL, 'K'},
         {"lanes", required_argument, NULL, 'N'},     {"recv-memory", required_argument, NULL, 'U'},
-        {"rounds", required_argument, NULL, 'O'},    {NULL, 0, NULL, 0},
+        {"rounds", required_argument, NULL, 'O'},    {"checksums", required_argument, NULL, 'S'},
+        {NULL, 0, NULL, 0},
     };
     int opt;
 
@@ -252,6 +259,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
         case 'K': bad = perf_arg_u64("--tensors", optarg, 1, MAX_TENSORS, &o->tensors); break;
         case 'N': bad = perf_arg_u64("--lanes", optarg, 1, 16, &o->lanes); break;
         case 'U': bad = perf_arg_word("--recv-memory", optarg, recv_memory_words, &o->recv_user); break;
+        case 'S': bad = perf_arg_word("--checksums", optarg, on_off_words, &o->checksums); break;
         default: return ucx_usage(stderr);
         }
         if (bad) {
@@ -413,11 +421,12 @@ static int weft_ok(weft_status_t status, const char *what)
 
 /* ------------------------------------------------------ the server role */
 
-static int create_registry(const char *name, const ucx_workload_t *w, int gpu, weft_registry_h *out)
+static int create_registry(const char *name, const ucx_workload_t *w, int gpu, int checksums, weft_registry_h *out)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS |
+                                                   WEFT_REGISTRY_PARAM_CHECKSUMS,
                                      .memory = gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST, .device = 0,
-                                     .max_tensors = w->count};
+                                     .max_tensors = w->count, .checksums = (uint32_t)checksums};
     weft_registry_h        reg = NULL;
     weft_status_t          status;
 
@@ -579,7 +588,7 @@ static int server_role(const ucx_options_t *o, const ucx_workload_t *w)
         return 2;
     }
     snprintf(listen, sizeof(listen), "%s:0", o->listen);
-    if (create_registry(o->registry, w, o->gpu, &reg) != 0) {
+    if (create_registry(o->registry, w, o->gpu, o->checksums, &reg) != 0) {
         return 1;
     }
     if (weft_ok(weft_server_create(reg, &params, &server), "weft_server_create") &&
@@ -1256,7 +1265,7 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
                               "--iterations", it,        "--warmup", wu,
                               "--listen",    (char *)tr->side[0].ip, "--token", ctx->token,
                               "--registry",  reg,        "--memory", o->gpu ? "cuda" : "host",
-                              NULL};
+                              "--checksums", o->checksums ? "on" : "off", NULL};
 
         if (proc_start(ctx, &p[0], "weft server", tr, 0, argv, 0) != 0 ||
             proc_wait(ctx, p, 1, "port ", deadline_in_s(READY_MS / 1000.0), 1) != 0) {
@@ -1760,6 +1769,7 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
     if (!ctx->o->gpu) {
         perf_json_str(&j, "recv_memory", ctx->o->recv_user ? "user" : "ucx");
     }
+    perf_json_bool(&j, "checksums", ctx->o->checksums);
     perf_json_str(&j, "transport", r->transport);
     perf_json_str(&j, "case", r->c.name);
     perf_json_uint(&j, "bytes", r->bytes);

@@ -410,7 +410,7 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
     } else {
         *data = weft_registry_tensor_addr(reg, lease->slot, index);
     }
-    /* WEFT_VERIFY=reads: a published tensor of a registry with checksums
+    /* WEFT_VERIFY=all: a published tensor of a registry with checksums
      * is checked before anyone reads it. */
     if (published && reg->geo.checksum_table_offset != 0 && weft_registry_verify_reads()) {
         const weft_status_t status = weft_registry_verify(reg, lease, index);

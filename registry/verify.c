@@ -68,18 +68,7 @@ weft_status_t weft_registry_sum_slot(struct weft_registry *reg, uint32_t slot, u
 
 int weft_registry_verify_reads(void)
 {
-    static int mode = -1; /* read once; the setting does not change */
-
-    if (__atomic_load_n(&mode, __ATOMIC_RELAXED) < 0) {
-        const char *value = weft_config_value(WEFT_CONFIG_VERIFY);
-        int         reads = strcasecmp(value, "reads") == 0;
-
-        if (!reads && strcasecmp(value, "none") != 0) {
-            weft_log_warn("WEFT_VERIFY=%s: none or reads; taken as none", value);
-        }
-        __atomic_store_n(&mode, reads, __ATOMIC_RELAXED);
-    }
-    return __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    return weft_verify_mode() == WEFT_VERIFY_ALL;
 }
 
 /* What both checks need first: a registry with checksums, a lease held
@@ -125,6 +114,30 @@ static weft_status_t compare(struct weft_registry *reg, const weft_lease_t *leas
         return WEFT_ERR_CORRUPT;
     }
     return WEFT_OK;
+}
+
+WEFT_API weft_status_t weft_registry_tensor_checksum(weft_registry_h reg, const weft_lease_t *lease, uint32_t index,
+                                                     uint64_t *sum)
+{
+    const reg_checksum_t *r;
+
+    if (reg == NULL || lease == NULL || sum == NULL || !reg->sealed || index >= reg->geo.tensor_count) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (reg->geo.checksum_table_offset == 0) {
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    if (weft_registry_lease_record(reg, lease) == NULL) {
+        return WEFT_ERR_STATE;
+    }
+    r = checksum_record(reg, lease->slot, index);
+    if (REG_LOAD(&r->version) != lease->version) {
+        return WEFT_ERR_STATE;
+    }
+    *sum = REG_LOAD(&r->sum);
+    /* The version again: the sum is the lease's (the slot cannot be
+     * written while the lease holds it; this only guards a misuse). */
+    return REG_LOAD(&r->version) == lease->version ? WEFT_OK : WEFT_ERR_STATE;
 }
 
 WEFT_API weft_status_t weft_registry_verify(weft_registry_h reg, const weft_lease_t *lease, uint32_t index)

@@ -3,7 +3,7 @@
  * with checksums stores one per tensor with each version; a reader finds
  * every byte changed after publish (each byte of a tensor in turn, 100 %),
  * tensor by tensor and a whole version at once,
- * from the producer's handle and from a reader's; WEFT_VERIFY=reads makes
+ * from the producer's handle and from a reader's; WEFT_VERIFY=all makes
  * lease_tensor refuse a changed tensor; a registry without checksums, a
  * version not published yet and a lease not held are told apart; an older
  * slot's sums never vouch for a newer version.
@@ -149,7 +149,7 @@ START_TEST(lease_tensor_verifies_with_weft_verify_reads)
     uint8_t        *bytes;
 
     /* Read once per process: this test's own (CK_FORK). */
-    ck_assert_int_eq(setenv("WEFT_VERIFY", "reads", 1), 0);
+    ck_assert_int_eq(setenv("WEFT_VERIFY", "all", 1), 0);
     reg = make_checked_registry();
     publish_version(reg, 1, &bytes);
     ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);

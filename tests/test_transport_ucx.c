@@ -9,7 +9,9 @@
  * (the consumer gets an error in time and records nothing), views that
  * stay put between receive calls while newer versions are published;
  * the same into memory from weft_ucx_memory_alloc, which UCX's shared
- * memory writes into directly.
+ * memory writes into directly. Verified versions: a version whose bytes
+ * changed after publish is refused by a consumer whose views hold their
+ * tensors verbatim.
  * tests/ucx_netns.sh runs the same across network namespaces.
  */
 #include "config.h"
@@ -67,9 +69,13 @@ static void server_start(server_side_t *s, uint64_t window)
         .lanes        = server_lanes,
     };
 
+    /* With checksums: every version's notice carries them (the padded
+     * views here are not checked; verbatim ones are). */
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = 1};
+
     snprintf(s->name, sizeof(s->name), "t-ucx-%d", (int)getpid());
     weft_registry_unlink(s->name);
-    CHILD_CHECK(weft_registry_create(s->name, NULL, &s->reg) == WEFT_OK, 10);
+    CHILD_CHECK(weft_registry_create(s->name, &rp, &s->reg) == WEFT_OK, 10);
     for (uint32_t t = 0; t < TENSORS; t++) {
         char               tname[WEFT_TENSOR_NAME_MAX];
         weft_tensor_desc_t d = {.name = tname, .layer = (int32_t)(t / 8), .expert = (int32_t)(t % 8),
@@ -863,6 +869,86 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
 }
 END_TEST
 
+/*
+ * Verified versions: a consumer whose views hold their tensors verbatim
+ * checks each version against the server's checksums before it
+ * acknowledges it. Version 1 checks out; version 2's bytes change in the
+ * server's registry after its publish (as a fault in the server's memory
+ * or a write into a published slot would), and the consumer's receive
+ * fails with WEFT_ERR_CORRUPT instead of returning it. (WEFT_VERIFY=none
+ * is tested in test_remote_check: this program's runner reads the
+ * settings before it forks its tests.)
+ */
+START_TEST(ucx_consumer_refuses_a_version_that_fails_its_checksum)
+{
+    static uint8_t  views_mem[TENSORS][ROWS * COLS];
+    weft_recv_view_t views[TENSORS];
+    char            names[TENSORS][WEFT_TENSOR_NAME_MAX], addr[64];
+    int             go[2], done[2];
+    uint16_t        port;
+    uint64_t        got = 0;
+    weft_remote_h   remote;
+    pid_t           server;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(port_pipe), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    server = fork();
+    ck_assert_int_ge(server, 0);
+    if (server == 0) {
+        server_side_t s;
+        uint8_t      *first = NULL;
+        char          byte;
+
+        server_start(&s, 1u << 20);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 70);
+        server_wait_ready(&s, 1);
+        server_publish(&s, 1);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 71);
+        /* Version 2, then one byte of its tensor 0 changed in the slot. */
+        CHILD_CHECK(weft_registry_write_begin(s.reg, WAIT_US, NULL) == WEFT_OK, 72);
+        for (uint32_t t = 0; t < TENSORS; t++) {
+            uint8_t *data;
+            CHILD_CHECK(weft_registry_write_tensor(s.reg, t, (void **)&data) == WEFT_OK, 73);
+            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
+                data[i] = pattern(2, t, i);
+            }
+            first = t == 0 ? data : first;
+        }
+        CHILD_CHECK(weft_registry_publish(s.reg, 2, NULL) == WEFT_OK, 74);
+        first[1234] ^= 0x10;
+        CHILD_CHECK(write(go[1], "c", 1) == 1, 75);
+        CHILD_CHECK(read(done[0], &byte, 1) == 1, 76);
+        server_stop(&s);
+        CHILD_EXIT();
+    }
+    port = read_port();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        tensor_name(names[t], sizeof(names[t]), t);
+        views[t] = (weft_recv_view_t){.name = names[t], .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3,
+                                      .ndim = 2, .shape = {ROWS, COLS}, .data = views_mem[t]};
+    }
+    {
+        const weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+                                             .server = addr, .token = TOKEN, .name = "checker",
+                                             .timeout_us = 5000000};
+        char                       byte;
+
+        ck_assert_int_eq(weft_remote_connect(&params, views, TENSORS, &remote), WEFT_OK);
+        ck_assert_int_eq(weft_remote_receive(remote, 0, WAIT_US, &got), WEFT_OK);
+        ck_assert_uint_eq(got, 1);
+        ck_assert_uint_eq(views_mem[0][1234], pattern(1, 0, 1234));
+        ck_assert_int_eq(read(go[0], &byte, 1), 1);
+        ck_assert_int_eq(weft_remote_receive(remote, 1, WAIT_US, &got), WEFT_ERR_CORRUPT);
+        (void)weft_remote_close(remote);
+    }
+    ck_assert_int_eq(write(done[1], "d", 1), 1);
+    ck_assert_int_eq(wait_child(server), 0);
+}
+END_TEST
+
 START_TEST(ucx_bad_arguments)
 {
     weft_server_params_t sp = {.transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
@@ -981,6 +1067,7 @@ int main(void)
     ADD(ucx_consumer_killed_in_ucx_memory_others_go_on);
     ADD(ucx_server_killed_consumer_gets_an_error_in_time);
     ADD(ucx_bad_arguments);
+    ADD(ucx_consumer_refuses_a_version_that_fails_its_checksum);
 #undef ADD
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -384,6 +384,18 @@ static uint64_t message_u64(const weft_boot_msg_t *msg)
     return cur.failed || cur.at != cur.length ? UINT64_MAX : v;
 }
 
+/* The version a VERSION notice carries (with its checksums, if any),
+ * UINT64_MAX when it is malformed. */
+static uint64_t message_version(const weft_boot_msg_t *msg)
+{
+    weft_wire_sums_t sums = {0};
+    uint64_t         v;
+    const int        ok = weft_wire_get_version(msg, &v, &sums) == WEFT_OK;
+
+    weft_wire_sums_free(&sums);
+    return ok ? v : UINT64_MAX;
+}
+
 /* The consumer spoken by hand, in a child forked before any UCX state:
  * it asks for a version after 0 and must hear SENDING(1), then
  * VERSION(1) with version 1's bytes in its buffer; it acks and leaves. */
@@ -427,7 +439,7 @@ static pid_t fork_hand_consumer(int go)
         }
         free(msg.payload);
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0, 72);
-        if (msg.type != WEFT_BOOT_VERSION || message_u64(&msg) != 1) {
+        if (msg.type != WEFT_BOOT_VERSION || message_version(&msg) != 1) {
             fprintf(stderr, "hand consumer: message %u after SENDING, not VERSION(1)\n", msg.type);
             CHILD_FAIL(73);
         }

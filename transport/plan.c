@@ -173,6 +173,8 @@ static weft_status_t plan_add_view(struct weft_plan *plan, const weft_recv_view_
     pv->offset = info.offset;
     pv->data   = view->data;
     pv->bytes  = elements * elem_size;
+    pv->verbatim = pv->span == pv->bytes && info.bytes == pv->bytes &&
+                   memcmp(dst_strides, info.strides, (size_t)view->ndim * sizeof(dst_strides[0])) == 0;
     plan->bytes += pv->bytes;
     plan->last_tensor = index > plan->last_tensor ? index : plan->last_tensor;
 

@@ -24,6 +24,10 @@ typedef struct weft_plan_view {
     uint8_t           *data;
     uint64_t           span;    /* bytes from data to one past its last element */
     uint64_t           bytes;   /* of its elements */
+    /* The view holds the tensor's bytes end to end in the registry's
+     * order (same strides, neither padded): the tensor's checksum is the
+     * view's, so a consumer can check what it received against it. */
+    int                verbatim;
 } weft_plan_view_t;
 
 struct weft_plan {

@@ -366,7 +366,7 @@ WEFT_API weft_status_t weft_registry_lease_ready(weft_registry_h reg, const weft
  * mapping is kept for that arena's generation. Make every call on one
  * handle with the same current device. Errors: WEFT_ERR_STATE (the lease
  * is not held), WEFT_ERR_CUDA (the mapping failed; the log says why);
- * with WEFT_VERIFY=reads, weft_registry_verify's (WEFT_ERR_CORRUPT: the
+ * with WEFT_VERIFY=all, weft_registry_verify's (WEFT_ERR_CORRUPT: the
  * tensor's bytes changed since publish), *data then NULL.
  */
 WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const weft_lease_t *lease,
@@ -389,6 +389,16 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
  * with its error.
  */
 WEFT_API weft_status_t weft_registry_verify(weft_registry_h reg, const weft_lease_t *lease, uint32_t index);
+
+/*
+ * The checksum that the publish of the leased version stored for tensor
+ * `index` (<weft/checksum.h>'s, of its `bytes` bytes at its place in the
+ * slot), for a consumer that checks a copy itself: WEFT_OK and *sum;
+ * otherwise as weft_registry_verify (UNSUPPORTED, STATE), nothing logged
+ * for those two.
+ */
+WEFT_API weft_status_t weft_registry_tensor_checksum(weft_registry_h reg, const weft_lease_t *lease, uint32_t index,
+                                                     uint64_t *sum);
 
 /*
  * The same for every tensor of the leased version at once: GPU registries

@@ -404,7 +404,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
      * request is answered. */
     weft_serve_release(&p->base);
     p->base.wanting = 0;
-    if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_BOOT_VERSION, p->base.version,
+    if (weft_serve_send_version(&p->base,
                            weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
     }

@@ -397,7 +397,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         return;
     }
     /* The consumer learns which version comes, then both sides post. */
-    if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_BOOT_VERSION, p->base.version,
+    if (weft_serve_send_version(&p->base,
                            weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
         p->state = PEER_SENDING; /* recorded as a failure of this version */
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");

@@ -5,6 +5,7 @@
 
 #include "auth.h"
 
+#include "common/env_config.h"
 #include "common/log.h"
 #include "common/time_util.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <weft/checksum.h>
 
 #define DEFAULT_TIMEOUT_US 30000000u
 #define MESSAGE_US         5000000u /* a message of the server that is already arriving */
@@ -28,6 +30,10 @@ uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
     c->want_after = 0;
     c->server_closed = 0;
     c->session = (weft_auth_session_t){0};
+    c->sums = (weft_wire_sums_t){0};
+    c->view_count = 0;
+    c->view_data = NULL;
+    c->view_bytes = NULL;
     snprintf(c->server, sizeof(c->server), "%s", p->server);
     c->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
     return c->timeout_us;
@@ -197,14 +203,14 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
         *extra = msg;
         return WEFT_INPROGRESS;
     }
-    cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
-    v = weft_boot_get_u64(&cur);
-    if (msg.type == WEFT_BOOT_VERSION && !cur.failed) {
+    if (msg.type == WEFT_BOOT_VERSION && weft_wire_get_version(&msg, &v, &c->sums) == WEFT_OK) {
         free(msg.payload);
         c->wanting = 0;
         *version = v;
         return WEFT_OK;
     }
+    cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
+    v = weft_boot_get_u64(&cur);
     if (msg.type == WEFT_BOOT_FAILED) {
         weft_log_error("remote: %s dropped this consumer during version %" PRIu64, c->server, v);
         status = WEFT_ERR_CANCELED;
@@ -244,6 +250,65 @@ weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boo
                : WEFT_ERR_CONNECTION;
 }
 
+weft_status_t weft_consume_keep_views(weft_consume_t *c, const weft_recv_view_t *views, uint32_t count,
+                                      weft_memory_kind_t memory)
+{
+    c->view_data = calloc(count, sizeof(*c->view_data));
+    c->view_bytes = calloc(count, sizeof(*c->view_bytes));
+    if (c->view_data == NULL || c->view_bytes == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t elements = 1;
+
+        for (uint32_t d = 0; d < views[i].ndim && d < WEFT_TENSOR_MAX_DIMS; d++) {
+            elements *= views[i].shape[d]; /* checked when the views were */
+        }
+        c->view_data[i] = views[i].data;
+        c->view_bytes[i] = elements * weft_dtype_size(views[i].dtype);
+    }
+    c->view_count = count;
+    c->view_memory = memory;
+    return WEFT_OK;
+}
+
+weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version)
+{
+    weft_status_t status = WEFT_OK;
+
+    if (c->sums.count == 0 || weft_verify_mode() == WEFT_VERIFY_NONE) {
+        return WEFT_OK;
+    }
+    if (c->sums.count != c->view_count) {
+        weft_log_error("remote: %s's notice of version %" PRIu64 " has checksums of %u views; this consumer has %u",
+                       c->server, version, c->sums.count, c->view_count);
+        return WEFT_ERR_CORRUPT;
+    }
+    /* A view the server does not vouch for (not its tensor verbatim) is
+     * not checked. Every failing view is named. */
+    for (uint32_t i = 0; i < c->view_count; i++) {
+        uint64_t      got = 0;
+        weft_status_t one = WEFT_OK;
+
+        if (!c->sums.known[i]) {
+            continue;
+        }
+        if (c->view_memory == WEFT_MEMORY_CUDA) {
+            one = weft_checksum_cuda(c->view_data[i], c->view_bytes[i], NULL, &got);
+        } else {
+            got = weft_checksum_host(c->view_data[i], c->view_bytes[i]);
+        }
+        if (one == WEFT_OK && got != c->sums.sums[i]) {
+            weft_log_error("remote: view %u (%" PRIu64 " bytes) of version %" PRIu64 " from %s fails its checksum "
+                           "(0x%016" PRIx64 ", published 0x%016" PRIx64 "): not acknowledged",
+                           i, c->view_bytes[i], version, c->server, got, c->sums.sums[i]);
+            one = WEFT_ERR_CORRUPT;
+        }
+        status = status == WEFT_OK ? one : status;
+    }
+    return status;
+}
+
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)
 {
     weft_status_t status =
@@ -275,6 +340,12 @@ void weft_consume_disconnect(weft_consume_t *c)
         c->fd = -1;
     }
     weft_auth_session_end(&c->session);
+    weft_wire_sums_free(&c->sums);
+    free(c->view_data);
+    free(c->view_bytes);
+    c->view_data = NULL;
+    c->view_bytes = NULL;
+    c->view_count = 0;
 }
 
 weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadline_ns)

@@ -26,6 +26,13 @@ typedef struct weft_consume {
     /* On once the server proved the token and this consumer sent its
      * proof: every later message both ways sealed (auth.h). */
     weft_auth_session_t session;
+    /* Verified versions: the checksums of the last VERSION, and where this
+     * consumer's views are (weft_consume_keep_views) to check them. */
+    weft_wire_sums_t    sums;
+    uint32_t            view_count;
+    const uint8_t     **view_data;  /* malloc'd */
+    uint64_t           *view_bytes; /* malloc'd */
+    weft_memory_kind_t  view_memory;
 } weft_consume_t;
 
 /* No connection yet; returns the handshake's timeout (params or default). */
@@ -97,6 +104,27 @@ weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boo
  * when it could not be sent. A VERSION notice answers it (wanting = 0).
  */
 weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after);
+
+/*
+ * Keeps where the views are (their addresses and sizes; the views
+ * themselves are the caller's), for weft_consume_check. Views in
+ * `memory`. WEFT_ERR_NO_MEMORY.
+ */
+weft_status_t weft_consume_keep_views(weft_consume_t *c, const weft_recv_view_t *views, uint32_t count,
+                                      weft_memory_kind_t memory);
+
+/*
+ * Verified versions (WEFT_VERIFY=transfers or all, with a server whose
+ * registry keeps checksums): checks each view that the last VERSION
+ * vouched for against its sum, once every byte of `version` is in the
+ * views. WEFT_OK (also when there is nothing to check);
+ * WEFT_ERR_CORRUPT (logged with the view, both sums and the version) when
+ * a view's bytes are not the ones published, or the VERSION spoke of
+ * another number of views. Device views: summed on the calling thread's
+ * current device (make the views' GPU current), waiting (WEFT_ERR_CUDA
+ * when that fails).
+ */
+weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version);
 
 /* Acknowledges version v: WEFT_ERR_CONNECTION when it could not be sent. */
 weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v);

@@ -304,6 +304,41 @@ weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf
                           weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
 }
 
+weft_status_t weft_serve_send_version(weft_serve_peer_t *p, uint64_t deadline_ns)
+{
+    const weft_plan_h plan = p->plan;
+    weft_wire_sums_t  sums = {0};
+    weft_boot_buf_t   buf = {0};
+    weft_status_t     status = WEFT_OK;
+    uint64_t          sum;
+
+    /* The sums of the lease's version, from the registry; none where it
+     * keeps none (the first view tells). */
+    if (plan->view_count > 0 &&
+        weft_registry_tensor_checksum(p->server->reg, &p->lease, plan->views[0].tensor, &sum) == WEFT_OK) {
+        sums.known = calloc(plan->view_count, 1);
+        sums.sums = calloc(plan->view_count, sizeof(*sums.sums));
+        if (sums.known == NULL || sums.sums == NULL) {
+            status = WEFT_ERR_NO_MEMORY;
+        }
+        for (uint32_t i = 0; i < plan->view_count && status == WEFT_OK; i++) {
+            sums.known[i] = plan->views[i].verbatim &&
+                            weft_registry_tensor_checksum(p->server->reg, &p->lease, plan->views[i].tensor,
+                                                          &sums.sums[i]) == WEFT_OK;
+        }
+        sums.count = plan->view_count;
+    }
+    weft_wire_put_version(&buf, p->version, status == WEFT_OK ? &sums : NULL);
+    if (status == WEFT_OK) {
+        status = buf.failed ? WEFT_ERR_NO_MEMORY
+                            : weft_auth_send(p->fd, &p->session, WEFT_BOOT_VERSION, buf.data, (uint32_t)buf.length,
+                                             deadline_ns);
+    }
+    weft_boot_buf_free(&buf);
+    weft_wire_sums_free(&sums);
+    return status;
+}
+
 int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest)
 {
     weft_serve_t *s = p->server;

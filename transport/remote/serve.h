@@ -230,6 +230,14 @@ void weft_serve_put_ready(const weft_serve_peer_t *p, weft_boot_buf_t *buf);
 weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf_t *buf);
 
 /*
+ * Tells the consumer that every byte of the version in flight landed:
+ * VERSION (wire.h) with the checksum of each of its views that holds its
+ * tensor verbatim, when the registry keeps checksums. Sealed; the
+ * connection's errors.
+ */
+weft_status_t weft_serve_send_version(weft_serve_peer_t *p, uint64_t deadline_ns);
+
+/*
  * Leases the latest version when it is newer than the one acknowledged:
  * 1 and p->version, p->lease and a new deadline set; 0 otherwise (nothing
  * new, or the registry is offloaded or changing: look again soon).

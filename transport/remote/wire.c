@@ -99,6 +99,64 @@ weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t 
     return weft_auth_send(fd, session, type, &value, sizeof(value), deadline_ns);
 }
 
+void weft_wire_put_version(weft_boot_buf_t *buf, uint64_t version, const weft_wire_sums_t *sums)
+{
+    weft_boot_put_u64(buf, version);
+    weft_boot_put_u32(buf, sums != NULL ? sums->count : 0);
+    for (uint32_t i = 0; sums != NULL && i < sums->count; i++) {
+        weft_boot_put_u32(buf, sums->known[i]);
+        weft_boot_put_u64(buf, sums->sums[i]);
+    }
+}
+
+void weft_wire_sums_free(weft_wire_sums_t *sums)
+{
+    free(sums->known);
+    free(sums->sums);
+    *sums = (weft_wire_sums_t){0};
+}
+
+weft_status_t weft_wire_get_version(const weft_boot_msg_t *msg, uint64_t *version, weft_wire_sums_t *sums)
+{
+    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint32_t           count;
+
+    weft_wire_sums_free(sums);
+    *version = weft_boot_get_u64(&cur);
+    if (msg->type != WEFT_BOOT_VERSION || cur.failed) {
+        return WEFT_ERR_CORRUPT;
+    }
+    if (cur.at == cur.length) {
+        return WEFT_OK; /* an older server's: no checksums */
+    }
+    count = weft_boot_get_u32(&cur);
+    if (cur.failed || count > (cur.length - cur.at) / 12 || (cur.length - cur.at) != (size_t)count * 12) {
+        return WEFT_ERR_CORRUPT;
+    }
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    sums->known = malloc(count);
+    sums->sums = malloc((size_t)count * sizeof(*sums->sums));
+    if (sums->known == NULL || sums->sums == NULL) {
+        weft_wire_sums_free(sums);
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        const uint32_t known = weft_boot_get_u32(&cur);
+
+        sums->known[i] = known == 1;
+        sums->sums[i] = weft_boot_get_u64(&cur);
+        cur.failed |= known > 1;
+    }
+    if (cur.failed) {
+        weft_wire_sums_free(sums);
+        return WEFT_ERR_CORRUPT;
+    }
+    sums->count = count;
+    return WEFT_OK;
+}
+
 void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count)
 {
     weft_boot_put_u32(buf, (uint32_t)count);

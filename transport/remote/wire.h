@@ -8,7 +8,12 @@
  * CHALLENGE: blob nonce (32 bytes), blob MAC (32 bytes).  PROOF: blob MAC.
  *          The MACs and why: remote/auth.h. The token never crosses.
  * REFUSED: u32 status (negative, as int32), str reason.
- * VERSION, ACK: u64 version.  FAILED: u64 version, u32 status.
+ * VERSION: u64 version, then (verified versions) u32 count, and per view
+ *          of the consumer's, in its order: u32 known (1: the view holds
+ *          its tensor verbatim and the sum is that tensor's checksum in
+ *          this version), u64 sum. count 0 (or nothing, from an older
+ *          server): no checksums.
+ * ACK: u64 version.  FAILED: u64 version, u32 status.
  * Views (inside each transport's VIEWS): u32 count, then per view str
  *          name, u32 role, u32 dtype, u32 ndim, 4 × u64 shape, 4 × u64
  *          strides (elements, explicit even when contiguous), u64 address.
@@ -51,6 +56,25 @@ weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, 
 /* Sends a message whose payload is one u64, sealed (weft_auth_send). */
 weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t type, uint64_t value,
                                  uint64_t deadline_ns);
+
+/* A VERSION's checksums, per view of the consumer's (count 0: none). */
+typedef struct weft_wire_sums {
+    uint32_t  count;
+    uint8_t  *known; /* malloc'd, count entries */
+    uint64_t *sums;  /* malloc'd, count entries */
+} weft_wire_sums_t;
+
+void weft_wire_put_version(weft_boot_buf_t *buf, uint64_t version, const weft_wire_sums_t *sums);
+
+/*
+ * Reads a VERSION: *version, and its checksums into *sums (freed and
+ * replaced; count 0 when it has none). WEFT_ERR_CORRUPT when malformed
+ * (a count the message cannot hold is refused before anything is
+ * allocated), WEFT_ERR_NO_MEMORY.
+ */
+weft_status_t weft_wire_get_version(const weft_boot_msg_t *msg, uint64_t *version, weft_wire_sums_t *sums);
+
+void weft_wire_sums_free(weft_wire_sums_t *sums);
 
 /* Appends views (count ≥ 1) in the encoding above. */
 void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count);

@@ -399,6 +399,9 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     if (status == WEFT_OK) {
         status = send_views(r, views, count, deadline);
     }
+    if (status == WEFT_OK) {
+        status = weft_consume_keep_views(&r->base, views, (uint32_t)count, r->memory);
+    }
     if (status != WEFT_OK) {
         int device = r->device;
 
@@ -493,6 +496,21 @@ static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
     return WEFT_ERR_CORRUPT;
 }
 
+/* weft_consume_check with the views' GPU current for device views. */
+static weft_status_t check_version(struct ucx_remote *r, uint64_t v)
+{
+    int           saved = -1;
+    weft_status_t status = r->memory == WEFT_MEMORY_CUDA ? weft_ucx_cuda_enter(r->device, &saved) : WEFT_OK;
+
+    if (status == WEFT_OK) {
+        status = weft_consume_check(&r->base, v);
+        if (r->memory == WEFT_MEMORY_CUDA) {
+            weft_ucx_cuda_leave(r->device, saved);
+        }
+    }
+    return status;
+}
+
 static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
                                         uint64_t timeout_us, uint64_t *version)
 {
@@ -563,7 +581,11 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         }
         status = stage_complete(r, v);
         if (status == WEFT_OK) {
-            /* Every byte of v is here: acknowledge, then report it. */
+            /* Every byte of v is here: checked against the server's sums
+             * (WEFT_VERIFY), acknowledged, then reported. */
+            status = check_version(r, v);
+        }
+        if (status == WEFT_OK) {
             status = weft_consume_ack(&r->base, v);
         }
         if (status != WEFT_OK) {

@@ -621,7 +621,7 @@ static void peer_advance(peer_t *p)
             return; /* the next round is being sent */
         }
         /* Every byte of v is in the consumer's memory: now tell it. */
-        if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_BOOT_VERSION, p->base.version,
+        if (weft_serve_send_version(&p->base,
                                weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
             return;
