@@ -149,12 +149,23 @@ __global__ void compare_kernel(const unsigned char *a, const unsigned char *b, s
     block_add(local, count);
 }
 
+/* The current device's multiprocessors, which the launches size their
+ * grids by. */
+weft_status_t multiprocessors(int *sms)
+{
+    int           device;
+    weft_status_t status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
+
+    return status == WEFT_OK ? WEFT_CUDA_CHECK(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device))
+                             : status;
+}
+
 } // namespace
 
 extern "C" weft_status_t weft_compare_cuda_async(const void *a, const void *b, size_t bytes, uint64_t *count,
                                                  void *stream)
 {
-    int           device, sms;
+    int           sms;
     weft_status_t status;
 
     if (count == nullptr || (bytes > 0 && (a == nullptr || b == nullptr))) {
@@ -163,10 +174,7 @@ extern "C" weft_status_t weft_compare_cuda_async(const void *a, const void *b, s
     if (bytes == 0) {
         return WEFT_OK;
     }
-    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    }
+    status = multiprocessors(&sms);
     if (status == WEFT_OK) {
         /* At most 8 blocks an SM; no more than the words need. */
         const size_t want   = (bytes / 8 + kThreads) / kThreads;
@@ -186,7 +194,7 @@ extern "C" weft_status_t weft_checksum_cuda_strided_async(const void *device_dat
 {
     cudaStream_t        s = static_cast<cudaStream_t>(stream);
     unsigned long long *sums = reinterpret_cast<unsigned long long *>(results);
-    int                 device, sms;
+    int                 sms;
     weft_status_t       status;
 
     if ((device_data == nullptr && bytes > 0 && count > 0) || (results == nullptr && count > 0) ||
@@ -196,10 +204,7 @@ extern "C" weft_status_t weft_checksum_cuda_strided_async(const void *device_dat
     if (count == 0) {
         return WEFT_OK;
     }
-    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    }
+    status = multiprocessors(&sms);
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaMemsetAsync(sums, 0, count * sizeof(*sums), s));
     }
@@ -227,7 +232,7 @@ extern "C" weft_status_t weft_checksum_cuda_segments_async(const void *base, con
 {
     cudaStream_t        s = static_cast<cudaStream_t>(stream);
     unsigned long long *sums = reinterpret_cast<unsigned long long *>(results);
-    int                 device, sms;
+    int                 sms;
     weft_status_t       status;
 
     if (count > 0 && (base == nullptr || offsets == nullptr || bytes == nullptr || results == nullptr)) {
@@ -239,10 +244,7 @@ extern "C" weft_status_t weft_checksum_cuda_segments_async(const void *base, con
     if (count > 65535) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    }
+    status = multiprocessors(&sms);
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaMemsetAsync(sums, 0, count * sizeof(*sums), s));
     }

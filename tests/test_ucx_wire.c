@@ -507,6 +507,19 @@ static pid_t fork_consumer_of_a_bad_server(int go)
     return pid;
 }
 
+/* A server spoken by hand: its listening socket on 127.0.0.1, srv.addr
+ * its address, UCX over TCP for the real consumer it will face. */
+static int hand_server_listen(void)
+{
+    uint16_t port;
+    int      listen_fd;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    return listen_fd;
+}
+
 /* The one connection to listen_fd (which does not block), once it came. */
 static int accept_one(int listen_fd)
 {
@@ -585,15 +598,13 @@ START_TEST(ucx_consumer_refuses_a_malformed_sending)
     ucp_address_t  *address;
     size_t          address_length;
     pid_t           consumer;
-    uint16_t        port;
     int             go[2], listen_fd, fd;
 
-    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0); /* before the fork: the consumer's too */
     ck_assert_int_eq(pipe(go), 0);
     consumer = fork_consumer_of_a_bad_server(go[0]);
     ck_assert_int_eq(weft_ucx_open(&ucx, "hand server", 0), WEFT_OK);
-    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
-    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    listen_fd = hand_server_listen();
     ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fd = accept_one(listen_fd);
 
@@ -721,13 +732,10 @@ static pid_t fork_consumer_of_a_hand_server(int go, weft_status_t want)
 
 START_TEST(ucx_consumer_refuses_a_server_without_the_token)
 {
-    pid_t    consumer;
-    uint16_t port;
-    int      go[2], listen_fd, fd;
+    pid_t consumer;
+    int   go[2], listen_fd, fd;
 
-    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
-    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
-    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    listen_fd = hand_server_listen();
     ck_assert_int_eq(pipe(go), 0);
     /* A server that does not know the token (bad_mac 1): the consumer
      * answers REFUSED and fails with WEFT_ERR_AUTH. One that does: the
@@ -831,12 +839,9 @@ START_TEST(ucx_consumer_refuses_a_welcome_that_is_not_sealed)
 {
     static const uint8_t address[32] = {0xde, 0xad};
     pid_t                consumer;
-    uint16_t             port;
     int                  go[2], listen_fd, fd;
 
-    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
-    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
-    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    listen_fd = hand_server_listen();
     ck_assert_int_eq(pipe(go), 0);
     consumer = fork_consumer_of_a_hand_server(go[0], WEFT_ERR_AUTH);
     ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
