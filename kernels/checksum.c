@@ -69,6 +69,23 @@ weft_status_t weft_checksum_cuda_async(const void *device_data, size_t bytes, ui
     return WEFT_ERR_UNSUPPORTED;
 }
 
+weft_status_t weft_checksum_cuda_ranges(const uint8_t *const *ptrs, const uint64_t *bytes, uint32_t count,
+                                        uint64_t *sums, weft_checksum_scratch_t *scratch)
+{
+    (void)ptrs;
+    (void)bytes;
+    (void)count;
+    (void)sums;
+    (void)scratch;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch)
+{
+    scratch->memory = NULL;
+    scratch->bytes = 0;
+}
+
 weft_status_t weft_compare_cuda_async(const void *a, const void *b, size_t bytes, uint64_t *count, void *stream)
 {
     (void)a;

@@ -54,6 +54,28 @@ WEFT_CHECKSUM_FN uint64_t weft_checksum_final(uint64_t sum, uint64_t bytes)
 weft_status_t weft_checksum_cuda_segments_async(const void *base, const uint64_t *offsets, const uint64_t *bytes,
                                                 uint32_t count, uint64_t *results, void *stream);
 
+/* Device memory that weft_checksum_cuda_ranges keeps between calls
+ * (zeroed to start; one caller at a time). */
+typedef struct weft_checksum_scratch {
+    void  *memory; /* on `device` */
+    size_t bytes;
+    int    device;
+} weft_checksum_scratch_t;
+
+/*
+ * The checksums of count ranges of the current device's memory (ptrs[i],
+ * bytes[i] bytes each; host arrays) into sums[0 .. count − 1]: the ranges
+ * go up in one copy, up to 65535 a launch on the legacy default stream,
+ * the sums come home in one copy, which waits. scratch is grown as
+ * needed (a cudaMalloc is slower than the sums: it is kept for the next
+ * call). WEFT_ERR_CUDA (logged), WEFT_ERR_UNSUPPORTED without CUDA.
+ */
+weft_status_t weft_checksum_cuda_ranges(const uint8_t *const *ptrs, const uint64_t *bytes, uint32_t count,
+                                        uint64_t *sums, weft_checksum_scratch_t *scratch);
+
+/* Frees what a scratch holds (on its device; the current one is kept). */
+void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch);
+
 #ifdef __cplusplus
 }
 #endif

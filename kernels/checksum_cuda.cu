@@ -10,6 +10,8 @@
 #include "checksum.h"
 #include "common/cuda_util.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <cuda_runtime.h>
 
 namespace {
@@ -305,4 +307,71 @@ extern "C" weft_status_t weft_checksum_cuda(const void *device_data, size_t byte
         *checksum = h_sum;
     }
     return status;
+}
+
+extern "C" weft_status_t weft_checksum_cuda_ranges(const uint8_t *const *ptrs, const uint64_t *bytes, uint32_t count,
+                                                   uint64_t *sums, weft_checksum_scratch_t *scratch)
+{
+    const uint32_t chunk = count < 65535u ? count : 65535u;
+    const size_t   need = static_cast<size_t>(chunk) * 3 * sizeof(uint64_t);
+    uint64_t      *host = nullptr;
+    int            device;
+    weft_status_t  status;
+
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    if (ptrs == nullptr || bytes == nullptr || sums == nullptr || scratch == nullptr) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    status = WEFT_CUDA_CHECK(cudaGetDevice(&device));
+    if (status == WEFT_OK && scratch->memory != nullptr && (scratch->bytes < need || scratch->device != device)) {
+        weft_checksum_scratch_free(scratch);
+    }
+    if (status == WEFT_OK && scratch->memory == nullptr) {
+        status = WEFT_CUDA_CHECK(cudaMalloc(&scratch->memory, need));
+        scratch->bytes = status == WEFT_OK ? need : 0;
+        scratch->device = device;
+    }
+    host = static_cast<uint64_t *>(malloc(static_cast<size_t>(chunk) * 2 * sizeof(uint64_t)));
+    if (status == WEFT_OK && host == nullptr) {
+        status = WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t first = 0; first < count && status == WEFT_OK; first += chunk) {
+        const uint32_t n = count - first < chunk ? count - first : chunk;
+        uint64_t      *dev = static_cast<uint64_t *>(scratch->memory);
+        uintptr_t      base = UINTPTR_MAX;
+
+        /* Offsets from the lowest range: one base for the launch. */
+        for (uint32_t i = 0; i < n; i++) {
+            base = reinterpret_cast<uintptr_t>(ptrs[first + i]) < base ? reinterpret_cast<uintptr_t>(ptrs[first + i])
+                                                                      : base;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            host[i] = reinterpret_cast<uintptr_t>(ptrs[first + i]) - base;
+            host[chunk + i] = bytes[first + i];
+        }
+        status = WEFT_CUDA_CHECK(
+            cudaMemcpy(dev, host, static_cast<size_t>(chunk) * 2 * sizeof(uint64_t), cudaMemcpyHostToDevice));
+        if (status == WEFT_OK) {
+            status = weft_checksum_cuda_segments_async(reinterpret_cast<const void *>(base), dev, dev + chunk, n,
+                                                       dev + 2 * static_cast<size_t>(chunk), nullptr);
+        }
+        if (status == WEFT_OK) {
+            status = WEFT_CUDA_CHECK(cudaMemcpy(sums + first, dev + 2 * static_cast<size_t>(chunk),
+                                                n * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+        }
+    }
+    free(host);
+    return status;
+}
+
+extern "C" void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch)
+{
+    if (scratch->memory != nullptr) {
+        /* cudaFree finds the allocation's device from the pointer. */
+        (void)WEFT_CUDA_CHECK(cudaFree(scratch->memory));
+    }
+    scratch->memory = nullptr;
+    scratch->bytes = 0;
 }

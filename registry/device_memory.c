@@ -216,47 +216,23 @@ weft_status_t weft_devmem_close(int device, void *ptr)
 }
 
 weft_status_t weft_devmem_checksums(int device, const uint8_t *base, const reg_tensor_t *tensors, uint32_t count,
-                                    uint64_t *sums)
+                                    uint64_t *sums, weft_checksum_scratch_t *scratch)
 {
-    /* Up to 65535 tensors a launch: their offsets and sizes go to the GPU
-     * with one copy, their sums come back with one (which waits). */
-    const uint32_t chunk = count < 65535u ? count : 65535u;
-    device_scope_t scope;
-    uint64_t      *host = NULL, *dev = NULL;
-    weft_status_t  status;
+    const uint8_t **ptrs = malloc((size_t)(count > 0 ? count : 1) * sizeof(*ptrs));
+    uint64_t       *bytes = malloc((size_t)(count > 0 ? count : 1) * sizeof(*bytes));
+    device_scope_t  scope;
+    weft_status_t   status = ptrs != NULL && bytes != NULL ? scope_enter(&scope, device) : WEFT_ERR_NO_MEMORY;
 
-    if (count == 0) {
-        return WEFT_OK;
-    }
-    host = malloc((size_t)chunk * 2 * sizeof(*host));
-    if (host == NULL) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    status = scope_enter(&scope, device);
     if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaMalloc((void **)&dev, (size_t)chunk * 3 * sizeof(*dev)));
-    }
-    for (uint32_t first = 0; first < count && status == WEFT_OK; first += chunk) {
-        const uint32_t n = count - first < chunk ? count - first : chunk;
-
-        for (uint32_t i = 0; i < n; i++) {
-            host[i] = tensors[first + i].offset;
-            host[chunk + i] = tensors[first + i].bytes;
+        for (uint32_t i = 0; i < count; i++) {
+            ptrs[i] = base + tensors[i].offset;
+            bytes[i] = tensors[i].bytes;
         }
-        status = WEFT_CUDA_CHECK(cudaMemcpy(dev, host, (size_t)chunk * 2 * sizeof(*dev), cudaMemcpyHostToDevice));
-        if (status == WEFT_OK) {
-            status = weft_checksum_cuda_segments_async(base, dev, dev + chunk, n, dev + 2 * (size_t)chunk, NULL);
-        }
-        if (status == WEFT_OK) {
-            status = WEFT_CUDA_CHECK(
-                cudaMemcpy(sums + first, dev + 2 * (size_t)chunk, (size_t)n * sizeof(*sums), cudaMemcpyDeviceToHost));
-        }
+        status = weft_checksum_cuda_ranges(ptrs, bytes, count, sums, scratch);
+        scope_leave(&scope);
     }
-    if (dev != NULL) {
-        (void)WEFT_CUDA_CHECK(cudaFree(dev));
-    }
-    scope_leave(&scope);
-    free(host);
+    free(ptrs);
+    free(bytes);
     return status;
 }
 
@@ -315,8 +291,9 @@ weft_status_t weft_devmem_close(int device, void *ptr)
 }
 
 weft_status_t weft_devmem_checksums(int device, const uint8_t *base, const reg_tensor_t *tensors, uint32_t count,
-                                    uint64_t *sums)
+                                    uint64_t *sums, weft_checksum_scratch_t *scratch)
 {
+    (void)scratch;
     (void)device;
     (void)base;
     (void)tensors;

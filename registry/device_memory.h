@@ -9,6 +9,7 @@
 #ifndef WEFT_REGISTRY_DEVICE_MEMORY_H
 #define WEFT_REGISTRY_DEVICE_MEMORY_H
 
+#include "kernels/checksum.h"
 #include "layout.h"
 
 #include <stdint.h>
@@ -50,9 +51,10 @@ weft_status_t weft_devmem_close(int device, void *ptr);
  * base on GPU `device` (the records give offsets and bytes), into
  * sums[0 .. count − 1]: on the legacy default stream, one launch for up to
  * 65535 tensors, waiting for the sums. `device` is the GPU whose context
- * base belongs to (-1: the current one).
+ * base belongs to (-1: the current one). scratch: device memory kept
+ * between calls (weft_checksum_cuda_ranges), one caller at a time.
  */
 weft_status_t weft_devmem_checksums(int device, const uint8_t *base, const reg_tensor_t *tensors, uint32_t count,
-                                    uint64_t *sums);
+                                    uint64_t *sums, weft_checksum_scratch_t *scratch);
 
 #endif

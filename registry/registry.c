@@ -156,6 +156,7 @@ static weft_status_t registry_alloc(const char *name, struct weft_registry **out
     reg->tag = (reg->self ^ (uint64_t)(uintptr_t)reg ^ weft_time_ns()) | 1;
     pthread_mutex_init(&reg->lock, NULL);
     pthread_mutex_init(&reg->map_lock, NULL);
+    pthread_mutex_init(&reg->sum_lock, NULL);
     if (reg->self == 0) {
         weft_log_error("registry \"%s\": cannot read this process's start time from /proc", name);
         free(reg);
@@ -175,6 +176,8 @@ static void registry_free(struct weft_registry *reg)
     }
     pthread_mutex_destroy(&reg->lock);
     pthread_mutex_destroy(&reg->map_lock);
+    weft_checksum_scratch_free(&reg->sum_scratch);
+    pthread_mutex_destroy(&reg->sum_lock);
     free(reg->maps);
     free(reg->arena_ptr);
     free(reg->tensors);

@@ -9,6 +9,7 @@
 #ifndef WEFT_REGISTRY_IMPL_H
 #define WEFT_REGISTRY_IMPL_H
 
+#include "kernels/checksum.h"
 #include "layout.h"
 #include "validate.h"
 
@@ -59,6 +60,10 @@ struct weft_registry {
     reg_mapping_t  *maps;        /* everyone else: mappings per slot */
     uint64_t        arena_word_seen; /* header arena_word at the last sweep */
     pthread_mutex_t map_lock;    /* maps and arena_word_seen */
+
+    /* GPU checksums (verify.c): device scratch kept between calls. */
+    weft_checksum_scratch_t sum_scratch;
+    pthread_mutex_t         sum_lock;
 };
 
 /* Creates the name index of reg->tensors. */

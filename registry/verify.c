@@ -41,7 +41,9 @@ weft_status_t weft_registry_sum_slot(struct weft_registry *reg, uint32_t slot, u
 
         status = weft_registry_arena_base(reg, slot, &base);
         if (status == WEFT_OK) {
-            status = weft_devmem_checksums(reg->device, base, reg->tensors, count, sums);
+            pthread_mutex_lock(&reg->sum_lock);
+            status = weft_devmem_checksums(reg->device, base, reg->tensors, count, sums, &reg->sum_scratch);
+            pthread_mutex_unlock(&reg->sum_lock);
         }
     } else {
         for (uint32_t i = 0; i < count; i++) {
@@ -186,7 +188,9 @@ WEFT_API weft_status_t weft_registry_verify_version(weft_registry_h reg, const w
         /* Through this process's mapping, on the current device. */
         status = weft_registry_arena_base(reg, lease->slot, &base);
         if (status == WEFT_OK) {
-            status = weft_devmem_checksums(-1, base, reg->tensors, reg->geo.tensor_count, sums);
+            pthread_mutex_lock(&reg->sum_lock);
+            status = weft_devmem_checksums(-1, base, reg->tensors, reg->geo.tensor_count, sums, &reg->sum_scratch);
+            pthread_mutex_unlock(&reg->sum_lock);
         }
     } else {
         for (uint32_t i = 0; i < reg->geo.tensor_count; i++) {

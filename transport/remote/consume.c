@@ -31,6 +31,7 @@ uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
     c->server_closed = 0;
     c->session = (weft_auth_session_t){0};
     c->sums = (weft_wire_sums_t){0};
+    c->sum_scratch = (weft_checksum_scratch_t){0};
     c->view_count = 0;
     c->view_data = NULL;
     c->view_bytes = NULL;
@@ -286,26 +287,43 @@ weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version)
     }
     /* A view the server does not vouch for (not its tensor verbatim) is
      * not checked. Every failing view is named. */
-    for (uint32_t i = 0; i < c->view_count; i++) {
-        uint64_t      got = 0;
-        weft_status_t one = WEFT_OK;
+    uint64_t       *got = calloc(c->view_count, sizeof(*got));
+    const uint8_t **ptrs = calloc(c->view_count, sizeof(*ptrs));
+    uint64_t       *bytes = calloc(c->view_count, sizeof(*bytes));
+    uint32_t       *which = calloc(c->view_count, sizeof(*which));
+    uint32_t        n = 0;
 
-        if (!c->sums.known[i]) {
-            continue;
+    if (got == NULL || ptrs == NULL || bytes == NULL || which == NULL) {
+        status = WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < c->view_count && status == WEFT_OK; i++) {
+        if (c->sums.known[i]) {
+            ptrs[n] = c->view_data[i];
+            bytes[n] = c->view_bytes[i];
+            which[n++] = i;
         }
-        if (c->view_memory == WEFT_MEMORY_CUDA) {
-            one = weft_checksum_cuda(c->view_data[i], c->view_bytes[i], NULL, &got);
-        } else {
-            got = weft_checksum_host(c->view_data[i], c->view_bytes[i]);
+    }
+    if (status == WEFT_OK && c->view_memory == WEFT_MEMORY_CUDA) {
+        status = weft_checksum_cuda_ranges(ptrs, bytes, n, got, &c->sum_scratch);
+    } else if (status == WEFT_OK) {
+        for (uint32_t k = 0; k < n; k++) {
+            got[k] = weft_checksum_host(ptrs[k], bytes[k]);
         }
-        if (one == WEFT_OK && got != c->sums.sums[i]) {
+    }
+    for (uint32_t k = 0; k < n && status != WEFT_ERR_NO_MEMORY && status != WEFT_ERR_CUDA; k++) {
+        const uint32_t i = which[k];
+
+        if (got[k] != c->sums.sums[i]) {
             weft_log_error("remote: view %u (%" PRIu64 " bytes) of version %" PRIu64 " from %s fails its checksum "
                            "(0x%016" PRIx64 ", published 0x%016" PRIx64 "): not acknowledged",
-                           i, c->view_bytes[i], version, c->server, got, c->sums.sums[i]);
-            one = WEFT_ERR_CORRUPT;
+                           i, c->view_bytes[i], version, c->server, got[k], c->sums.sums[i]);
+            status = WEFT_ERR_CORRUPT;
         }
-        status = status == WEFT_OK ? one : status;
     }
+    free(got);
+    free(ptrs);
+    free(bytes);
+    free(which);
     return status;
 }
 
@@ -341,6 +359,7 @@ void weft_consume_disconnect(weft_consume_t *c)
     }
     weft_auth_session_end(&c->session);
     weft_wire_sums_free(&c->sums);
+    weft_checksum_scratch_free(&c->sum_scratch);
     free(c->view_data);
     free(c->view_bytes);
     c->view_data = NULL;

@@ -8,6 +8,7 @@
 #ifndef WEFT_TRANSPORT_REMOTE_CONSUME_H
 #define WEFT_TRANSPORT_REMOTE_CONSUME_H
 
+#include "kernels/checksum.h"
 #include "wire.h"
 
 #include <stdint.h>
@@ -33,6 +34,7 @@ typedef struct weft_consume {
     const uint8_t     **view_data;  /* malloc'd */
     uint64_t           *view_bytes; /* malloc'd */
     weft_memory_kind_t  view_memory;
+    weft_checksum_scratch_t sum_scratch; /* device views: kept between checks */
 } weft_consume_t;
 
 /* No connection yet; returns the handshake's timeout (params or default). */
@@ -121,8 +123,8 @@ weft_status_t weft_consume_keep_views(weft_consume_t *c, const weft_recv_view_t 
  * WEFT_ERR_CORRUPT (logged with the view, both sums and the version) when
  * a view's bytes are not the ones published, or the VERSION spoke of
  * another number of views. Device views: summed on the calling thread's
- * current device (make the views' GPU current), waiting (WEFT_ERR_CUDA
- * when that fails).
+ * current device (make the views' GPU current), all in one launch,
+ * waiting (WEFT_ERR_CUDA when that fails).
  */
 weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version);
 
