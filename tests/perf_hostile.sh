@@ -9,6 +9,7 @@ set -u
 : "${top_builddir:=..}"
 out=$(UCX_TLS=${UCX_TLS:-tcp,self} "$top_builddir/perf/weft-perf" hostile --iterations 20 --json 2>err.perf_hostile)
 rc=$?
+trap 'rm -f err.perf_hostile' EXIT
 if [ $rc -eq 77 ]; then
     cat err.perf_hostile
     [ "${TESTS_MUST_RUN:-0}" = 1 ] && { echo "FAIL: no usable UCX (TESTS_MUST_RUN=1)"; exit 1; }
