@@ -384,9 +384,12 @@ static const weft_server_params_t server_params = {
 /* A sealed registry of the TENSORS tensors, on SERVER_GPU or in host memory. */
 static void registry_start(server_t *s, int on_gpu)
 {
+    /* With checksums: consumers whose views hold their tensors verbatim
+     * check every version against them. */
     weft_registry_params_t rp = {
-        .field_mask    = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_CONSUMERS,
+        .field_mask    = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_CHECKSUMS,
         .max_consumers = MAX_CONSUMERS,
+        .checksums     = 1,
         .memory        = on_gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
         .device        = on_gpu ? SERVER_GPU : -1,
     };

@@ -71,9 +71,11 @@ typedef struct server_side {
 
 static void registry_start(server_side_t *s, int gpu_registry)
 {
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY,
+    /* With checksums: the consumers check their verbatim views (the
+     * scales) against them every version. */
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_CHECKSUMS,
                                  .memory = gpu_registry ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
-                                 .device = gpu_registry ? SERVER_GPU : -1};
+                                 .device = gpu_registry ? SERVER_GPU : -1, .checksums = 1};
 
     snprintf(s->name, sizeof(s->name), "t-nccl-%d", (int)getpid());
     weft_registry_unlink(s->name);

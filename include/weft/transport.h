@@ -449,18 +449,18 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
  * went away: nothing was received; connect again), WEFT_ERR_CANCELED (the
  * server dropped this consumer for a failed transfer), WEFT_ERR_NCCL /
  * WEFT_ERR_CUDA (the transfer failed; connect again), WEFT_ERR_CORRUPT
- * (ucx, verified versions: a view that holds its tensor verbatim is not
+ * (verified versions: a view that holds its tensor verbatim is not
  * what the server's registry published, by its checksum; logged, nothing
  * acknowledged, the connection closed: connect again). After a failure
  * the views hold an unspecified mix of versions.
  *
- * Verified versions (ucx): when the server's registry keeps checksums
+ * Verified versions (ucx, nccl, cuda_ipc push): when the server's registry keeps checksums
  * (weft_registry_params_t.checksums) and WEFT_VERIFY is transfers (the
  * default) or all, each view whose layout is its tensor's, end to end
  * (row-major, unpadded, or the registry's own strides), is summed after
  * its version landed and before it is acknowledged: on the CPU for host
- * views, on the views' GPU for device views (one kernel and a wait per
- * view). Views with another layout are not checked.
+ * views, on the views' GPU for device views (all in one launch, then a
+ * wait). Views with another layout are not checked.
  */
 WEFT_API weft_status_t weft_remote_receive(weft_remote_h remote, uint64_t after_version,
                                            uint64_t timeout_us, uint64_t *version);

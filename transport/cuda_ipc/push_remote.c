@@ -31,6 +31,7 @@ struct push_remote {
     uint64_t       timeout_us; /* the handshake; the server's unmapping at close */
     uint32_t       consumer;   /* the server's registry consumer id */
     uint64_t       bytes;      /* per version */
+    int            device;     /* the views' GPU */
 };
 
 typedef CUresult (*get_address_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
@@ -193,6 +194,10 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
             free(msg.payload);
         }
     }
+    if (status == WEFT_OK) {
+        r->device = device;
+        status = weft_consume_keep_views(&r->base, views, (uint32_t)count, WEFT_MEMORY_CUDA);
+    }
     weft_boot_buf_free(&buf);
     if (status != WEFT_OK) {
         weft_consume_disconnect(&r->base);
@@ -204,6 +209,19 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
                   p->server, r->consumer, device, r->bytes);
     *out = r;
     return WEFT_OK;
+}
+
+/* weft_consume_check with the views' GPU current. */
+static weft_status_t check_version(struct push_remote *r, uint64_t v)
+{
+    int           saved = -1;
+    weft_status_t status = weft_cuda_enter(r->device, &saved);
+
+    if (status == WEFT_OK) {
+        status = weft_consume_check(&r->base, v);
+        weft_cuda_leave(r->device, saved);
+    }
+    return status;
 }
 
 static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
@@ -226,8 +244,12 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
         if (weft_consume_wait_readable(&r->base, deadline) != WEFT_OK) {
             return WEFT_ERR_TIMEOUT;
         }
-        /* The server's copy completed before it sent the notice. */
+        /* The server's copy completed before it sent the notice: the
+         * views are checked against its sums (WEFT_VERIFY), then acked. */
         status = weft_consume_notice(&r->base, &v, 0, NULL);
+        if (status == WEFT_OK) {
+            status = check_version(r, v);
+        }
         if (status == WEFT_OK) {
             status = weft_consume_ack(&r->base, v);
         }

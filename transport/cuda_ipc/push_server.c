@@ -400,12 +400,13 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         peer_drop(p, status, "the copy into its views failed");
         return;
     }
-    /* Every byte is in its views: the lease is no longer needed, and the
-     * request is answered. */
-    weft_serve_release(&p->base);
+    /* Every byte is in its views: the request is answered (the notice
+     * carries the version's checksums, read under the lease), and the
+     * lease is no longer needed. */
     p->base.wanting = 0;
-    if (weft_serve_send_version(&p->base,
-                           weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
+    status = weft_serve_send_version(&p->base, weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us));
+    weft_serve_release(&p->base);
+    if (status != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
     }
 }

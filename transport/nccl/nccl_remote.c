@@ -129,7 +129,7 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
     }
     status = parse_ready(r, &msg, views, count, id);
     free(msg.payload);
-    return status;
+    return status == WEFT_OK ? weft_consume_keep_views(&r->base, views, (uint32_t)count, WEFT_MEMORY_CUDA) : status;
 }
 
 /* What the server sent while we receive or make the communicator: its
@@ -289,8 +289,11 @@ static weft_status_t receive_version(struct nccl_remote *r, uint64_t v)
                        v, r->base.server, r->xfer.groups, weft_status_string(status));
         return status;
     }
-    /* Our stream completed: every byte of v is in the views. */
-    return weft_consume_ack(&r->base, v);
+    /* Our stream completed: every byte of v is in the views, checked
+     * against the server's sums (WEFT_VERIFY; the views' GPU is current),
+     * then acknowledged. */
+    status = weft_consume_check(&r->base, v);
+    return status == WEFT_OK ? weft_consume_ack(&r->base, v) : status;
 }
 
 static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,

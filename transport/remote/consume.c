@@ -320,6 +320,10 @@ weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version)
             status = WEFT_ERR_CORRUPT;
         }
     }
+    if (status == WEFT_OK) {
+        weft_log_debug("remote: version %" PRIu64 " from %s: %u of %u views checked against its checksums", version,
+                       c->server, n, c->view_count);
+    }
     free(got);
     free(ptrs);
     free(bytes);
