@@ -38,14 +38,18 @@ static uint8_t pattern(uint64_t version, uint32_t tensor, uint64_t offset)
     return (uint8_t)(version * 131u + tensor * 29u + offset * 7u + (offset >> 8) * 3u + 1u);
 }
 
+/* The registries made by registry_setup keep checksums (verified versions). */
+static uint32_t with_checksums;
+
 /* Creates, declares, seals, and opens a reading handle. */
 static void registry_setup(const spec_t *specs, size_t count)
 {
-    static int serial;
+    static int             serial;
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = with_checksums};
 
     snprintf(reg_name, sizeof(reg_name), "weft-tp-%d-%d", (int)getpid(), serial++);
     weft_registry_unlink(reg_name);
-    ck_assert_int_eq(weft_registry_create(reg_name, NULL, &producer), WEFT_OK);
+    ck_assert_int_eq(weft_registry_create(reg_name, &params, &producer), WEFT_OK);
     for (size_t i = 0; i < count; i++) {
         weft_tensor_desc_t desc;
         uint32_t           index = UINT32_MAX;
@@ -844,6 +848,52 @@ START_TEST(copy_and_receive_reject_null_arguments)
 }
 END_TEST
 
+/* Verified versions: a plan's host views that hold their tensors verbatim
+ * are checked against the version's checksums; a version whose byte
+ * changed in the registry after its publish is not received (its failure
+ * is recorded for the consumer, never the version). */
+START_TEST(plan_refuses_a_version_that_fails_its_checksum)
+{
+    uint8_t          bufs[2][4096] = {{0}};
+    weft_recv_view_t views[2];
+    weft_plan_h      plan;
+    weft_consumer_info_t info;
+    uint32_t         me;
+    uint64_t         got = 0;
+    void            *data;
+
+    with_checksums = 1; /* this test's process only (CK_FORK) */
+    registry_setup(small, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        views[i] = view_of(&small[i], bufs[i]);
+    }
+    ck_assert_int_eq(weft_plan_create(consumer, WEFT_TRANSPORT_HOST, views, 2, &plan), WEFT_OK);
+    ck_assert_int_eq(weft_registry_consumer_register(consumer, "checker", &me), WEFT_OK);
+    publish(1);
+    ck_assert_int_eq(weft_plan_receive(plan, me, 0, WAIT_US, &got), WEFT_OK);
+    ck_assert_uint_eq(got, 1);
+    publish(2);
+    /* The producer's slot of version 2 (published: its pointer still
+     * reaches it): one byte of tensor 0 changed. */
+    {
+        weft_lease_t lease;
+        const void  *t1;
+
+        ck_assert_int_eq(weft_registry_acquire(producer, &lease), WEFT_OK);
+        ck_assert_uint_eq(lease.version, 2);
+        ck_assert_int_eq(weft_registry_lease_tensor(producer, &lease, 0, &t1), WEFT_OK);
+        data = (void *)(uintptr_t)t1;
+        ((uint8_t *)data)[3] ^= 0x40;
+        ck_assert_int_eq(weft_registry_release(producer, &lease), WEFT_OK);
+    }
+    ck_assert_int_eq(weft_plan_receive(plan, me, 1, WAIT_US, &got), WEFT_ERR_CORRUPT);
+    ck_assert_int_eq(weft_registry_consumer_info(consumer, me, &info), WEFT_OK);
+    ck_assert_uint_eq(info.received_version, 1);
+    ck_assert_uint_eq(info.failed_version, 2);
+    ck_assert_int_eq(weft_plan_destroy(plan), WEFT_OK);
+}
+END_TEST
+
 static Suite *transport_host_suite(void)
 {
     Suite *s = suite_create("transport_host");
@@ -872,9 +922,11 @@ static Suite *transport_host_suite(void)
     tcase_add_checked_fixture(tc, NULL, registry_teardown);
     tcase_add_test(tc, receive_records_the_version);
     tcase_add_test(tc, failed_copy_records_the_error_and_no_version);
+    tcase_add_test(tc, plan_refuses_a_version_that_fails_its_checksum);
     suite_add_tcase(s, tc);
     return s;
 }
+
 
 int main(void)
 {

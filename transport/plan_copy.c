@@ -4,10 +4,12 @@
  */
 #include "config.h"
 
+#include "common/env_config.h"
 #include "common/log.h"
 #include "plan.h"
 
 #include <inttypes.h>
+#include <weft/checksum.h>
 
 weft_status_t weft_plan_slot_base(struct weft_plan *plan, const weft_lease_t *lease,
                                   const uint8_t **base)
@@ -64,7 +66,45 @@ static weft_status_t plan_tensors_final(struct weft_plan *plan, const weft_lease
     return plan->view_count > 0 ? weft_registry_lease_tensor(plan->reg, lease, plan->last_tensor, &data) : WEFT_OK;
 }
 
-/* Moves one version's bytes; records nothing. */
+/*
+ * Verified versions (WEFT_VERIFY transfers or all, a registry with
+ * checksums): each host view that holds its tensor verbatim is summed
+ * where it landed and compared with the sum its version's publish stored.
+ * Device views are not checked here yet.
+ */
+static weft_status_t plan_check(struct weft_plan *plan, const weft_lease_t *lease)
+{
+    uint64_t      want;
+    weft_status_t status = WEFT_OK;
+    uint32_t      checked = 0;
+
+    if (plan->view_count == 0 || weft_verify_mode() == WEFT_VERIFY_NONE ||
+        weft_registry_tensor_checksum(plan->reg, lease, plan->views[0].tensor, &want) != WEFT_OK) {
+        return WEFT_OK; /* no checksums to check against */
+    }
+    for (uint32_t i = 0; i < plan->view_count; i++) {
+        const weft_plan_view_t *v = &plan->views[i];
+        uint64_t                got;
+
+        if (!v->verbatim || v->memory != WEFT_MEMORY_HOST ||
+            weft_registry_tensor_checksum(plan->reg, lease, v->tensor, &want) != WEFT_OK) {
+            continue;
+        }
+        got = weft_checksum_host(v->data, v->bytes);
+        checked++;
+        if (got != want) {
+            weft_log_error("plan: view of \"%s\" fails its checksum in version %" PRIu64 " (0x%016" PRIx64
+                           ", published 0x%016" PRIx64 ")",
+                           v->name, lease->version, got, want);
+            status = WEFT_ERR_CORRUPT;
+        }
+    }
+    weft_log_debug("plan: version %" PRIu64 ": %u of %u views checked against its checksums", lease->version,
+                   checked, plan->view_count);
+    return status;
+}
+
+/* Moves one version's bytes (and checks them); records nothing. */
 static weft_status_t plan_transfer(struct weft_plan *plan, const weft_lease_t *lease)
 {
     weft_status_t status = plan_tensors_final(plan, lease);
@@ -83,7 +123,7 @@ static weft_status_t plan_transfer(struct weft_plan *plan, const weft_lease_t *l
     if (status == WEFT_INPROGRESS) {
         status = plan->ops->wait != NULL ? plan->ops->wait(plan) : WEFT_ERR_STATE;
     }
-    return status;
+    return status == WEFT_OK ? plan_check(plan, lease) : status;
 }
 
 static void plan_count(struct weft_plan *plan, weft_status_t status, uint64_t version)
