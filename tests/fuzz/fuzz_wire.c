@@ -4,7 +4,7 @@
  * the parser: the framing (weft_boot_read_some, the server's reader, over
  * a socket pair, with the pre-authentication cap or the full one), HELLO,
  * CHALLENGE, PROOF, REFUSED, views and their spans, the ucx server's
- * VIEWS, or the opening of a sealed message. Each must refuse what is
+ * VIEWS, the opening of a sealed message, or a VERSION's checksums. Each must refuse what is
  * wrong with an error, never crash or read out of bounds
  * (AddressSanitizer watches), and what it accepts must be consistent.
  * Payloads are laid out as received ones are: malloc'd, NUL one byte
@@ -51,7 +51,7 @@ void weft_log_write(weft_log_level_t level, const char *file, int line, const ch
 }
 
 enum target {
-    FRAMING_PREAUTH, FRAMING, HELLO, CHALLENGE, PROOF, REFUSED, VIEWS, UCX_VIEWS, SEALED, TARGETS
+    FRAMING_PREAUTH, FRAMING, HELLO, CHALLENGE, PROOF, REFUSED, VIEWS, UCX_VIEWS, SEALED, VERSION_NOTICE, TARGETS
 };
 
 /* Bytes fed to the server's reader, whole, then the connection closed:
@@ -226,6 +226,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case SEALED:
         sealed(&msg);
         break;
+    case VERSION_NOTICE: {
+        weft_wire_sums_t sums = {0};
+        uint64_t         v;
+
+        msg.type = WEFT_BOOT_VERSION;
+        if (weft_wire_get_version(&msg, &v, &sums) == WEFT_OK) {
+            if (msg.length != 8 && msg.length != 12 + 12 * (size_t)sums.count) {
+                abort(); /* what was accepted is exactly what it said */
+            }
+            for (uint32_t i = 0; i < sums.count; i++) {
+                if (sums.known[i] > 1) {
+                    abort();
+                }
+            }
+        } else if (sums.count != 0 || sums.known != NULL) {
+            abort(); /* a refusal keeps nothing */
+        }
+        weft_wire_sums_free(&sums);
+        break;
+    }
     default:
         break;
     }
