@@ -29,7 +29,7 @@ extern "C" {
     X(VERIFY, "registry", "transfers",                                                    \
       "what is checked against the checksums of registries created with them: none; "     \
       "transfers (a remote consumer checks every view that holds a whole tensor before "  \
-      "it acknowledges a version, a plan its host views before it records one; both "     \
+      "it acknowledges a version, a plan its views before it records one; both "          \
       "fail with WEFT_ERR_CORRUPT); all (also "                                           \
       "weft_registry_lease_tensor, each tensor of a published version)")                  \
     X(CUDA_IPC_KERNEL_MAX, "transport", "auto",                                           \

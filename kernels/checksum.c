@@ -80,6 +80,12 @@ weft_status_t weft_checksum_cuda_ranges(const uint8_t *const *ptrs, const uint64
     return WEFT_ERR_UNSUPPORTED;
 }
 
+weft_status_t weft_checksum_cuda_ranges_where(const uint8_t *const *ptrs, const uint64_t *bytes, uint32_t count,
+                                              uint64_t *sums, weft_checksum_scratch_t *scratch)
+{
+    return weft_checksum_cuda_ranges(ptrs, bytes, count, sums, scratch);
+}
+
 void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch)
 {
     scratch->memory = NULL;

@@ -73,6 +73,11 @@ typedef struct weft_checksum_scratch {
 weft_status_t weft_checksum_cuda_ranges(const uint8_t *const *ptrs, const uint64_t *bytes, uint32_t count,
                                         uint64_t *sums, weft_checksum_scratch_t *scratch);
 
+/* The same on the GPU that holds ptrs[0] (all on one GPU), made current
+ * for the call and the caller's device restored. */
+weft_status_t weft_checksum_cuda_ranges_where(const uint8_t *const *ptrs, const uint64_t *bytes, uint32_t count,
+                                              uint64_t *sums, weft_checksum_scratch_t *scratch);
+
 /* Frees what a scratch holds (on its device; the current one is kept). */
 void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch);
 

@@ -366,6 +366,36 @@ extern "C" weft_status_t weft_checksum_cuda_ranges(const uint8_t *const *ptrs, c
     return status;
 }
 
+extern "C" weft_status_t weft_checksum_cuda_ranges_where(const uint8_t *const *ptrs, const uint64_t *bytes,
+                                                         uint32_t count, uint64_t *sums,
+                                                         weft_checksum_scratch_t *scratch)
+{
+    cudaPointerAttributes attr;
+    int                   saved = -1;
+    weft_status_t         status;
+
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    status = WEFT_CUDA_CHECK(cudaGetDevice(&saved));
+    if (status == WEFT_OK) {
+        status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptrs[0]));
+    }
+    if (status == WEFT_OK && attr.type != cudaMemoryTypeDevice) {
+        status = WEFT_ERR_INVALID_PARAM;
+    }
+    if (status == WEFT_OK && attr.device != saved) {
+        status = WEFT_CUDA_CHECK(cudaSetDevice(attr.device));
+    }
+    if (status == WEFT_OK) {
+        status = weft_checksum_cuda_ranges(ptrs, bytes, count, sums, scratch);
+        if (attr.device != saved) {
+            (void)WEFT_CUDA_CHECK(cudaSetDevice(saved));
+        }
+    }
+    return status;
+}
+
 extern "C" void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch)
 {
     if (scratch->memory != nullptr) {

@@ -89,11 +89,13 @@ typedef struct producer {
 
 static void producer_create(producer_t *p, const char *name, int device, uint32_t slots)
 {
+    /* With checksums: plans check their unstrided views every version. */
     weft_registry_params_t params = {
-        .field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_SLOTS,
+        .field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_CHECKSUMS,
         .slot_count = slots,
         .memory     = WEFT_MEMORY_CUDA,
         .device     = device,
+        .checksums  = 1,
     };
 
     CHILD_CHECK(weft_registry_create(name, &params, &p->reg) == WEFT_OK, 10);
@@ -764,6 +766,47 @@ START_TEST(ipc_same_process)
 }
 END_TEST
 
+/* Verified versions: a version whose byte changed in the GPU arena after
+ * its publish is not received by a plan whose device views hold their
+ * tensors verbatim (WEFT_ERR_CORRUPT, its failure recorded); the version
+ * before it was. */
+START_TEST(ipc_plan_refuses_a_version_that_fails_its_checksum)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char                 name[64];
+        producer_t           p;
+        consumer_t           c;
+        weft_lease_t         lease;
+        weft_consumer_info_t info;
+        const void          *t0;
+        uint64_t             got;
+
+        unique_name(name, sizeof(name), "sums");
+        producer_create(&p, name, 0, 2);
+        consumer_open(&c, name, 0, 0);
+        producer_publish(&p, 1);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 0, LONG_WAIT_US, &got) == WEFT_OK && got == 1, 210);
+        producer_publish(&p, 2);
+        CHILD_CHECK(weft_registry_acquire(p.reg, &lease) == WEFT_OK && lease.version == 2, 211);
+        CHILD_CHECK(weft_registry_lease_tensor(p.reg, &lease, p.index[0], &t0) == WEFT_OK, 212);
+        CHILD_CHECK(cudaMemset((uint8_t *)(uintptr_t)t0 + 17, 0x5a, 1) == cudaSuccess, 213);
+        CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, 214);
+        CHILD_CHECK(weft_registry_release(p.reg, &lease) == WEFT_OK, 215);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_ERR_CORRUPT, 216);
+        CHILD_CHECK(weft_registry_consumer_info(c.reg, c.id, &info) == WEFT_OK, 217);
+        CHILD_CHECK(info.received_version == 1 && info.failed_version == 2, 218);
+        consumer_close(&c);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 219);
+        weft_registry_unlink(name);
+        CHILD_EXIT();
+    }
+    ck_assert_int_eq(wait_child(pid), 0);
+}
+END_TEST
+
 /* ---------------------------------------------------- refused plans */
 
 START_TEST(ipc_plan_refuses_host_views_and_host_registries)
@@ -858,6 +901,7 @@ int main(void)
     tcase_add_test(tc, ipc_offload_busy_while_leased);
     tcase_add_test(tc, ipc_consumer_killed_mid_transfer);
     tcase_add_test(tc, ipc_same_process);
+    tcase_add_test(tc, ipc_plan_refuses_a_version_that_fails_its_checksum);
     tcase_add_test(tc, ipc_plan_refuses_host_views_and_host_registries);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

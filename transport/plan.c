@@ -417,6 +417,7 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan)
         plan->ops->close(plan);
     }
     weft_ranges_free(&plan->ranges);
+    weft_checksum_scratch_free(&plan->sum_scratch);
     free(plan->views);
     free(plan);
     return WEFT_OK;

@@ -4,6 +4,7 @@
 #ifndef WEFT_TRANSPORT_PLAN_H
 #define WEFT_TRANSPORT_PLAN_H
 
+#include "kernels/checksum.h"
 #include "plan_ranges.h"
 #include "transport.h"
 
@@ -48,6 +49,9 @@ struct weft_plan {
     uint64_t      checked_slots;
     /* Test hook: the next copy fails with this status. */
     weft_status_t fault;
+
+    /* Verified versions: device memory the checks of device views keep. */
+    weft_checksum_scratch_t sum_scratch;
 
     _Atomic uint64_t versions_copied;
     _Atomic uint64_t copy_failures;

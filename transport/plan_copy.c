@@ -9,6 +9,7 @@
 #include "plan.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <weft/checksum.h>
 
 weft_status_t weft_plan_slot_base(struct weft_plan *plan, const weft_lease_t *lease,
@@ -68,39 +69,65 @@ static weft_status_t plan_tensors_final(struct weft_plan *plan, const weft_lease
 
 /*
  * Verified versions (WEFT_VERIFY transfers or all, a registry with
- * checksums): each host view that holds its tensor verbatim is summed
- * where it landed and compared with the sum its version's publish stored.
- * Device views are not checked here yet.
+ * checksums): each view that holds its tensor verbatim is summed where it
+ * landed (host views on the CPU; device views, all on one GPU, in one
+ * launch there) and compared with the sum its version's publish stored.
  */
 static weft_status_t plan_check(struct weft_plan *plan, const weft_lease_t *lease)
 {
-    uint64_t      want;
-    weft_status_t status = WEFT_OK;
-    uint32_t      checked = 0;
+    const uint32_t  n = plan->view_count;
+    uint64_t        want, *got = NULL, *bytes = NULL, *wants = NULL;
+    const uint8_t **ptrs = NULL;
+    uint32_t       *which = NULL, k = 0;
+    int             device_views = 0;
+    weft_status_t   status = WEFT_OK;
 
-    if (plan->view_count == 0 || weft_verify_mode() == WEFT_VERIFY_NONE ||
+    if (n == 0 || weft_verify_mode() == WEFT_VERIFY_NONE ||
         weft_registry_tensor_checksum(plan->reg, lease, plan->views[0].tensor, &want) != WEFT_OK) {
         return WEFT_OK; /* no checksums to check against */
     }
-    for (uint32_t i = 0; i < plan->view_count; i++) {
+    got = calloc(n, sizeof(*got));
+    bytes = calloc(n, sizeof(*bytes));
+    wants = calloc(n, sizeof(*wants));
+    ptrs = calloc(n, sizeof(*ptrs));
+    which = calloc(n, sizeof(*which));
+    if (got == NULL || bytes == NULL || wants == NULL || ptrs == NULL || which == NULL) {
+        status = WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < n && status == WEFT_OK; i++) {
         const weft_plan_view_t *v = &plan->views[i];
-        uint64_t                got;
 
-        if (!v->verbatim || v->memory != WEFT_MEMORY_HOST ||
-            weft_registry_tensor_checksum(plan->reg, lease, v->tensor, &want) != WEFT_OK) {
-            continue;
+        if (v->verbatim && weft_registry_tensor_checksum(plan->reg, lease, v->tensor, &wants[k]) == WEFT_OK) {
+            device_views |= v->memory == WEFT_MEMORY_CUDA;
+            ptrs[k] = v->data;
+            bytes[k] = v->bytes;
+            which[k++] = i;
         }
-        got = weft_checksum_host(v->data, v->bytes);
-        checked++;
-        if (got != want) {
+    }
+    if (status == WEFT_OK && device_views) {
+        status = weft_checksum_cuda_ranges_where(ptrs, bytes, k, got, &plan->sum_scratch);
+    } else if (status == WEFT_OK) {
+        for (uint32_t j = 0; j < k; j++) {
+            got[j] = weft_checksum_host(ptrs[j], bytes[j]);
+        }
+    }
+    for (uint32_t j = 0; j < k && status == WEFT_OK; j++) {
+        if (got[j] != wants[j]) {
             weft_log_error("plan: view of \"%s\" fails its checksum in version %" PRIu64 " (0x%016" PRIx64
                            ", published 0x%016" PRIx64 ")",
-                           v->name, lease->version, got, want);
+                           plan->views[which[j]].name, lease->version, got[j], wants[j]);
             status = WEFT_ERR_CORRUPT;
         }
     }
-    weft_log_debug("plan: version %" PRIu64 ": %u of %u views checked against its checksums", lease->version,
-                   checked, plan->view_count);
+    if (status == WEFT_OK) {
+        weft_log_debug("plan: version %" PRIu64 ": %u of %u views checked against its checksums", lease->version, k,
+                       n);
+    }
+    free(got);
+    free(bytes);
+    free(wants);
+    free(ptrs);
+    free(which);
     return status;
 }
 

@@ -124,9 +124,9 @@ WEFT_API weft_status_t weft_plan_create(weft_registry_h reg, weft_transport_t tr
  * On failure the views hold an unspecified mix of versions.
  * Errors: WEFT_ERR_INVALID_PARAM (NULL argument), the registry's errors
  * for a lease that is not held, WEFT_ERR_CORRUPT (the slot is not laid
- * out as the registry's tensor offsets say, or, verified versions, a host
- * view that holds its tensor verbatim is not what the version's publish
- * summed: registries created with checksums, WEFT_VERIFY transfers, the
+ * out as the registry's tensor offsets say, or, verified versions, a view
+ * that holds its tensor verbatim is not what the version's publish summed
+ * (host views summed on the CPU, device views on their GPU in one launch): registries created with checksums, WEFT_VERIFY transfers, the
  * default, or all; logged), a transport's errors.
  */
 WEFT_API weft_status_t weft_plan_copy(weft_plan_h plan, const weft_lease_t *lease);
