@@ -1,6 +1,7 @@
 /* The readers' side: leases on published versions. */
 #include "config.h"
 
+#include "common/env_config.h"
 #include "common/log.h"
 #include "futex.h"
 #include "process.h"
@@ -412,7 +413,7 @@ WEFT_API weft_status_t weft_registry_lease_tensor(weft_registry_h reg, const wef
     }
     /* WEFT_VERIFY=all: a published tensor of a registry with checksums
      * is checked before anyone reads it. */
-    if (published && reg->geo.checksum_table_offset != 0 && weft_registry_verify_reads()) {
+    if (published && reg->geo.checksum_table_offset != 0 && weft_verify_mode() == WEFT_VERIFY_ALL) {
         const weft_status_t status = weft_registry_verify(reg, lease, index);
 
         if (status != WEFT_OK) {

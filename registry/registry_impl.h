@@ -105,9 +105,6 @@ reg_lease_t *weft_registry_lease_record(struct weft_registry *reg, const weft_le
  * (nothing stored; the publish must not happen). */
 weft_status_t weft_registry_sum_slot(struct weft_registry *reg, uint32_t slot, uint64_t version);
 
-/* 1 when WEFT_VERIFY=all: lease_tensor verifies published tensors. */
-int weft_registry_verify_reads(void);
-
 /* Wakes sleepers on a futex word if any are counted. */
 void weft_registry_wake(uint32_t *seq, uint32_t *waiters);
 
