@@ -310,37 +310,94 @@ __global__ void gram_pointers_kernel(const void **q0, const void **p0, const voi
 
 /*
  * After the lower blocks of A: A's blocks above the diagonal mirrored
- * from below, and (out not null) out = bf16(k·A) everywhere. 32 × 32
- * tiles (bs is a multiple of 32, so a tile is wholly above or not); grid
- * (m/32, m/32, count), 32 × 8 threads. Tiles above read only tiles below
- * and write only themselves: no tile is both read and written.
+ * from below, and (out not null) out = bf16(k·A) everywhere.
+ *
+ * 64 × 64 tiles (bs is a multiple of 64, so a tile is wholly above the
+ * diagonal blocks or not), 256 threads, 16 bytes a global load and store:
+ * a tile row is 128 bytes, 8 threads' worth. The grid is (tiles, count):
+ * with out null only the tiles above, blocks·(blocks − 1)/2 block pairs of
+ * (bs/64)² tiles (on 1536 rows in 4 blocks, 6 of 16 blocks), so no block
+ * is launched to do nothing; with out, every tile. A tile above reads only
+ * its mirror image below and writes only itself: no tile is both read and
+ * written. The 32 × 32 version this replaces, a grid over every tile
+ * moving 64 bytes a warp row, took 0.43 ms an iteration on 128 × 1536²
+ * (H200), a tenth of the iteration.
  */
+constexpr int kMirrorTile = 64;
+constexpr int kMirrorPitch = kMirrorTile + 1; /* odd: a column read spreads over the banks */
+
+__device__ __forceinline__ void mirror_tile_at(uint64_t t, bool all, uint64_t m, uint64_t bs, uint64_t *row0,
+                                               uint64_t *col0)
+{
+    if (all) {
+        const uint64_t across = m / kMirrorTile;
+        *row0 = t / across * kMirrorTile;
+        *col0 = t % across * kMirrorTile;
+        return;
+    }
+    const uint64_t side = bs / kMirrorTile, per_pair = side * side;
+    uint64_t       pair = t / per_pair, bi = 0, bj = 1;
+    const uint64_t w = t % per_pair, blocks = m / bs;
+    while (pair >= blocks - bj) { /* pairs above in order (0,1) … (0,T−1) (1,2) … */
+        pair -= blocks - bj;
+        bi++;
+        bj = bi + 1;
+    }
+    bj += pair;
+    *row0 = bi * bs + w / side * kMirrorTile;
+    *col0 = bj * bs + w % side * kMirrorTile;
+}
+
 __global__ void gram_mirror_scale_kernel(__nv_bfloat16 *a, __nv_bfloat16 *out, float k, uint64_t m, uint64_t bs)
 {
-    __shared__ __nv_bfloat16 tile[32][33];
-    const uint64_t           e = blockIdx.z, row0 = blockIdx.y * 32ull, col0 = blockIdx.x * 32ull;
+    __shared__ __nv_bfloat16 tile[kMirrorTile][kMirrorPitch];
+    const uint64_t           e = blockIdx.y;
     __nv_bfloat16           *ae = a + e * m * m, *oe = out != nullptr ? out + e * m * m : nullptr;
-    const bool               above = row0 / bs < col0 / bs;
+    uint64_t                 row0, col0;
+    const int                chunk = threadIdx.x % 8, sub = threadIdx.x / 8; /* 8 chunks of a row, 32 rows */
 
-    if (!above && oe == nullptr) {
-        return; /* mirror only: the tiles on and below the diagonal stay */
-    }
-    if (above) {
-        for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* tile (col0, row0), rows of it */
-            tile[r][threadIdx.x] = ae[(col0 + r) * m + row0 + threadIdx.x];
+    mirror_tile_at(blockIdx.x, oe != nullptr, m, bs, &row0, &col0);
+    const bool above = row0 / bs < col0 / bs;
+    if (!above) { /* on or below the diagonal (out only): scaled where it is */
+        for (int r = sub; r < kMirrorTile; r += 32) {
+            const uint64_t at = (row0 + r) * m + col0 + chunk * 8;
+            Vec8           v;
+            v.raw = *reinterpret_cast<const uint4 *>(ae + at);
+            for (int j = 0; j < 8; j++) {
+                v.h[j] = to_bf(__fmul_rn(bf(v.h[j]), k));
+            }
+            *reinterpret_cast<uint4 *>(oe + at) = v.raw;
         }
-        __syncthreads();
+        return;
     }
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-        const uint64_t      at = (row0 + r) * m + col0 + threadIdx.x;
-        const __nv_bfloat16 v = above ? tile[threadIdx.x][r] : ae[at];
-        if (above) {
-            ae[at] = v;
+    for (int r = sub; r < kMirrorTile; r += 32) { /* the mirror image, rows col0…, columns row0… */
+        Vec8 v;
+        v.raw = *reinterpret_cast<const uint4 *>(ae + (col0 + r) * m + row0 + chunk * 8);
+        for (int j = 0; j < 8; j++) {
+            tile[r][chunk * 8 + j] = v.h[j];
         }
+    }
+    __syncthreads();
+    for (int r = sub; r < kMirrorTile; r += 32) {
+        const uint64_t at = (row0 + r) * m + col0 + chunk * 8;
+        Vec8           v, scaled;
+        for (int j = 0; j < 8; j++) {
+            v.h[j] = tile[chunk * 8 + j][r];
+            scaled.h[j] = to_bf(__fmul_rn(bf(v.h[j]), k));
+        }
+        *reinterpret_cast<uint4 *>(ae + at) = v.raw;
         if (oe != nullptr) {
-            oe[at] = to_bf(__fmul_rn(bf(v), k));
+            *reinterpret_cast<uint4 *>(oe + at) = scaled.raw;
         }
     }
+}
+
+/* gram_mirror_scale_kernel's grid: the tiles it visits, by count. */
+dim3 gram_mirror_grid(uint64_t m, uint64_t bs, uint64_t count, bool all)
+{
+    const uint64_t side = m / kMirrorTile, blocks = m / bs, pair_side = bs / kMirrorTile;
+    const uint64_t tiles = all ? side * side : blocks * (blocks - 1) / 2 * pair_side * pair_side;
+    return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(count));
 }
 
 unsigned blocks_for(uint64_t n)
@@ -626,10 +683,8 @@ weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t c
             status = gram_lower(bl->h, w.gram_q[parity], w.gram_p[parity], w.gram_c, (int)(count * pairs),
                                 (int)(m / blocks), (int)n, (int)m);
             if (status == WEFT_OK) {
-                const dim3 tiles(static_cast<unsigned>(m / 32), static_cast<unsigned>(m / 32),
-                                 static_cast<unsigned>(count));
-                gram_mirror_scale_kernel<<<tiles, dim3(32, 8), 0, st>>>(w.a, fused ? nullptr : w.b, abc[2], m,
-                                                                        m / blocks);
+                gram_mirror_scale_kernel<<<gram_mirror_grid(m, m / blocks, count, !fused), 256, 0, st>>>(
+                    w.a, fused ? nullptr : w.b, abc[2], m, m / blocks);
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
         }

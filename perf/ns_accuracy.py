@@ -13,7 +13,8 @@ rows-dependent mean like its gradients), from the same normalized BF16 X:
             rounding a sum);
   fp64      the same five iterations in FP64.
 Prints one JSON object a shape: each variant's max relative Frobenius
-distance (over the stack) from eager and from fp64.
+distance (over the stack) from eager and from fp64, and epilogue's from
+compiled.
 
   python3 perf/ns_accuracy.py          (needs PyTorch and a GPU)"""
 import json
@@ -75,10 +76,12 @@ def main():
         X = normalized(G)
         ref, exact = eager(X), fp64(X)
         out = {"shape": [e, r, c], "torch": torch.__version__, "eager_vs_fp64": distance(ref, exact)}
+        ys = {}
         for name, fn in (("compiled", compiled), ("epilogue", epilogue)):
-            y = fn(X)
+            y = ys[name] = fn(X)
             out[name + "_vs_eager"] = distance(y, ref)
             out[name + "_vs_fp64"] = distance(y, exact)
+        out["epilogue_vs_compiled"] = distance(ys["epilogue"], ys["compiled"])
         print(json.dumps(out))
         sys.stdout.flush()
     return 0
