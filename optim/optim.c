@@ -311,7 +311,7 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
     g.adamw      = (desc->field_mask & WEFT_OPTIM_GROUP_ADAMW) ? desc->adamw : adamw_defaults;
     g.muon       = (desc->field_mask & WEFT_OPTIM_GROUP_MUON) ? desc->muon : muon_defaults;
     g.muon_rounding =
-        (desc->field_mask & WEFT_OPTIM_GROUP_MUON_ROUNDING) ? desc->muon_rounding : WEFT_MUON_ROUNDING_EAGER;
+        (desc->field_mask & WEFT_OPTIM_GROUP_MUON_ROUNDING) ? desc->muon_rounding : WEFT_MUON_ROUNDING_FUSED;
     g.arrays     = g.algo == WEFT_OPTIM_MUON ? 2 : 3;
     if (opt->placement == WEFT_OPTIM_STAGED && optim_slot_need(&g, 1, WEFT_DTYPE_INVALID) > opt->slot_bytes) {
         weft_log_error("weft_optim_add_group: group \"%s\": a %llu × %llu matrix needs %llu bytes of slot "

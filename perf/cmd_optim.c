@@ -393,10 +393,11 @@ typedef struct muon_result {
      * them (ours: momentum, the norm, θ's update; torch's: the BF16 cast
      * and the norm). */
     double iter_ms, torch_iter_ms;
-    /* The same with WEFT_MUON_ROUNDING_FUSED (the sums in the GEMMs'
-     * epilogues, rounded once, as the compiled reference rounds them),
-     * and how far its masters land from the default's. */
-    double fused_resident_ms, fused_iter_ms, fused_vs_eager;
+    /* The figures above are the default rounding's, FUSED (the sums in
+     * the GEMMs' epilogues, rounded once, as the compiled reference
+     * rounds them); these the same with WEFT_MUON_ROUNDING_EAGER, and how
+     * far FUSED's masters land from EAGER's. */
+    double eager_resident_ms, eager_iter_ms, fused_vs_eager;
     double floor_ms;     /* 8 B a parameter each way / PCIe both ways */
     double both_gbps;    /* that PCIe rate, measured just before the staged step */
     double staged_vs_resident; /* relative Frobenius distance of their masters */
@@ -664,19 +665,19 @@ int perf_cmd_optim(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
-            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, WEFT_MUON_ROUNDING_EAGER, grads[g].data,
+            mr[g].resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, WEFT_MUON_ROUNDING_FUSED, grads[g].data,
                                           stream, ev0, ev1, resident);
             mr[g].iter_ms     = 1.25 * (mr[g].resident_ms - muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1,
-                                                                      WEFT_MUON_ROUNDING_EAGER, grads[g].data,
+                                                                      WEFT_MUON_ROUNDING_FUSED, grads[g].data,
                                                                       stream, ev0, ev1, NULL));
-            /* FUSED, its masters into `staged` for a moment. */
-            mr[g].fused_resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, WEFT_MUON_ROUNDING_FUSED,
+            /* EAGER, its masters into `staged` for a moment. */
+            mr[g].eager_resident_ms = muon_time(&o, g, WEFT_OPTIM_RESIDENT, 5, WEFT_MUON_ROUNDING_EAGER,
                                                 grads[g].data, stream, ev0, ev1, staged);
-            mr[g].fused_iter_ms     = 1.25 * (mr[g].fused_resident_ms - muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1,
-                                                                                  WEFT_MUON_ROUNDING_FUSED,
+            mr[g].eager_iter_ms     = 1.25 * (mr[g].eager_resident_ms - muon_time(&o, g, WEFT_OPTIM_RESIDENT, 1,
+                                                                                  WEFT_MUON_ROUNDING_EAGER,
                                                                                   grads[g].data, stream, ev0, ev1,
                                                                                   NULL));
-            mr[g].fused_vs_eager = rel_frobenius(staged, resident, (uint64_t)(o.experts * m * n));
+            mr[g].fused_vs_eager = rel_frobenius(resident, staged, (uint64_t)(o.experts * m * n));
             /* PCIe drifts on a shared host: its floor measured again just
              * before the staged step it bounds. */
             if (measure_pcie(&muon_pcie) != 0) {
@@ -685,7 +686,7 @@ int perf_cmd_optim(int argc, char **argv)
                 rc = 1;
                 goto out;
             }
-            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, 5, WEFT_MUON_ROUNDING_EAGER, grads[g].data,
+            mr[g].staged_ms   = muon_time(&o, g, WEFT_OPTIM_STAGED, 5, WEFT_MUON_ROUNDING_FUSED, grads[g].data,
                                           stream, ev0, ev1, staged);
             /* The same steps from the same state: the staged batches of
              * a few matrices against the one batch of all (cuBLAS may sum
@@ -747,6 +748,7 @@ int perf_cmd_optim(int argc, char **argv)
                 perf_json_str(&j, "command", "optim");
                 perf_json_str(&j, "case", "muon");
                 perf_json_str(&j, "shape", shape);
+                perf_json_str(&j, "rounding", "fused");
                 perf_json_str(&j, "device", prop.name);
                 perf_json_uint(&j, "experts", o.experts);
                 perf_json_uint(&j, "rows", o.rows[g]);
@@ -768,12 +770,12 @@ int perf_cmd_optim(int argc, char **argv)
                 perf_json_double(&j, "ns_iterations_speedup_torch_compile", mr[g].torch_iter_ms / mr[g].iter_ms);
                 perf_json_double(&j, "ns_iterations_fraction_of_peak",
                                  flops_of(&o, g) / (mr[g].iter_ms / 1e3) / 1e12 / gemm_tflops);
-                perf_json_double(&j, "fused_resident_step_ms", mr[g].fused_resident_ms);
-                perf_json_double(&j, "fused_ns_iterations_ms", mr[g].fused_iter_ms);
-                perf_json_double(&j, "fused_ns_iterations_speedup_torch_compile",
-                                 mr[g].torch_iter_ms / mr[g].fused_iter_ms);
-                perf_json_double(&j, "fused_ns_iterations_fraction_of_peak",
-                                 flops_of(&o, g) / (mr[g].fused_iter_ms / 1e3) / 1e12 / gemm_tflops);
+                perf_json_double(&j, "eager_resident_step_ms", mr[g].eager_resident_ms);
+                perf_json_double(&j, "eager_ns_iterations_ms", mr[g].eager_iter_ms);
+                perf_json_double(&j, "eager_ns_iterations_speedup_torch_compile",
+                                 mr[g].torch_iter_ms / mr[g].eager_iter_ms);
+                perf_json_double(&j, "eager_ns_iterations_fraction_of_peak",
+                                 flops_of(&o, g) / (mr[g].eager_iter_ms / 1e3) / 1e12 / gemm_tflops);
                 perf_json_number_g(&j, "fused_vs_eager_rel_err", mr[g].fused_vs_eager);
                 perf_json_double(&j, "muon_ratio_floor", mr[g].staged_ms / muon_floor);
                 perf_json_number_g(&j, "staged_vs_resident_rel_err", mr[g].staged_vs_resident);
@@ -821,15 +823,16 @@ int perf_cmd_optim(int argc, char **argv)
                            perf_num(b4, sizeof(b4), mr[g].torch_iter_ms / mr[g].iter_ms, 3), mr[g].staged_ms,
                            mr[g].floor_ms, mr[g].staged_ms / bound, mr[g].staged_vs_resident);
                 }
-                printf("# rounding FUSED (the sums in the GEMM epilogues):\n%12s %12s %10s %10s %12s %12s\n",
-                       "shape", "resident_ms", "iter_ms", "iter_x", "of_peak", "vs_eager");
+                printf("# rounding EAGER (each product and scaled term, as eager PyTorch):\n"
+                       "%12s %12s %10s %10s %12s %15s\n",
+                       "shape", "resident_ms", "iter_ms", "iter_x", "of_peak", "fused_vs_eager");
                 for (int g = 0; g < o.groups; g++) {
                     char shape[32];
                     snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
                              (unsigned long long)o.cols[g]);
-                    printf("%12s %12.2f %10.2f %10s %12.3f %12.2g\n", shape, mr[g].fused_resident_ms,
-                           mr[g].fused_iter_ms, perf_num(b1, sizeof(b1), mr[g].torch_iter_ms / mr[g].fused_iter_ms, 3),
-                           flops_of(&o, g) / (mr[g].fused_iter_ms / 1e3) / 1e12 / gemm_tflops, mr[g].fused_vs_eager);
+                    printf("%12s %12.2f %10.2f %10s %12.3f %15.2g\n", shape, mr[g].eager_resident_ms,
+                           mr[g].eager_iter_ms, perf_num(b1, sizeof(b1), mr[g].torch_iter_ms / mr[g].eager_iter_ms, 3),
+                           flops_of(&o, g) / (mr[g].eager_iter_ms / 1e3) / 1e12 / gemm_tflops, mr[g].fused_vs_eager);
                 }
                 printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); speedup:\n"
                        "# the torch.compile'd batched NS / it (target >= 1.3), of_peak: its NS rate / the GEMM peak\n"
@@ -837,9 +840,10 @@ int perf_cmd_optim(int argc, char **argv)
                        "# reference's, each 5/4 x (5 iterations - 1), iter_x their ratio; staged: master and\n"
                        "# momentum through the slots, %llu matrices a slot, ratio: / max(floor, resident) (<= 1.1);\n"
                        "# vs_res: the staged masters' distance from the resident's\n"
-                       "# after the same steps (relative Frobenius, <= 2e-2); FUSED: the same with the sums\n"
-                       "# b*A + c*A*A and a*X + B*X rounded once in the GEMMs (the compiled reference's rounding),\n"
-                       "# vs_eager: its masters' distance from the default's; FLOPs counted as the reference\n"
+                       "# after the same steps (relative Frobenius, <= 2e-2); all with the default rounding, FUSED\n"
+                       "# (b*A + c*A*A and a*X + B*X rounded once in the GEMMs, as the compiled reference rounds);\n"
+                       "# EAGER: the same with eager PyTorch's roundings, fused_vs_eager: the distance between the\n"
+                       "# two's masters after the same steps; FLOPs counted as the reference\n"
                        "# multiplies (X*X^T whole; libweft multiplies its lower blocks)\n",
                        (unsigned long long)(o.muon_batch < o.experts ? o.muon_batch : o.experts));
             }

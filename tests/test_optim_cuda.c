@@ -413,11 +413,12 @@ END_TEST
 
 /* One RESIDENT Muon optimizer of a 4 × 128 × 192 stack, masters from
  * `init` (device copies are the optimizer's; masters and momentum read
- * back with read_muon). */
+ * back with read_muon); rounding 0 leaves the group's rounding unset. */
 static weft_optim_h muon_resident(weft_muon_rounding_t rounding, const float *init, size_t n)
 {
     weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON_ROUNDING, .name = "L0.experts.{E}.w1",
+    weft_optim_group_desc_t d = {.field_mask = rounding != 0 ? WEFT_OPTIM_GROUP_MUON_ROUNDING : 0,
+                                 .name = "L0.experts.{E}.w1",
                                  .algo = WEFT_OPTIM_MUON, .experts = 4, .rows = 128, .cols = 192,
                                  .muon_rounding = rounding};
     weft_optim_h            opt;
@@ -486,6 +487,13 @@ START_TEST(muon_rounding_survives_checkpoint)
     ck_assert_int_eq(weft_optim_step(eager, &gr, 1, NULL), WEFT_OK);
     read_muon(eager, out[2], n);
     ck_assert_msg(memcmp(out[0], out[2], n * 4) != 0, "EAGER and FUSED gave the same masters");
+    weft_optim_destroy(eager);
+    /* A group that does not choose is FUSED: the same bytes as `fused`. */
+    eager = muon_resident((weft_muon_rounding_t)0, init, n);
+    ck_assert_int_eq(weft_optim_step(eager, &gr, 1, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_optim_step(eager, &gr, 1, NULL), WEFT_OK);
+    read_muon(eager, out[2], n);
+    ck_assert_msg(memcmp(out[0], out[2], 2 * n * 4) == 0, "the default rounding is not FUSED");
     unlink(path);
     weft_optim_destroy(fused);
     weft_optim_destroy(restored);

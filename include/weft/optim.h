@@ -64,14 +64,18 @@
  * BF16 (tensor-core GEMMs accumulating in FP32, cuBLAS), every expert of
  * a group in one batched launch where the placement allows (RESIDENT).
  * Where it rounds to BF16 is the group's weft_muon_rounding_t: by default
- * each product and term where the reference Muon in eager PyTorch rounds
- * it (b·A, c·A, (c·A)·A, their sum, a·X, B·X, that sum; the norm and
- * norm + 1e-7): on the H200 its updates were within 1.1 % of the
- * reference's; or (WEFT_MUON_ROUNDING_FUSED) the sums b·A + c·A·A and
- * a·X + B·X formed in FP32 in the GEMMs and rounded once, as
- * torch.compile's fusion or torch.baddbmm rounds them: faster (no
- * element-wise passes) and nearer the FP64 iteration, about 2 % from the
- * eager reference's own result. On the host everything is FP32. Muon's results are not bit-exact
+ * (WEFT_MUON_ROUNDING_FUSED) the sums b·A + c·A·A and a·X + B·X are
+ * formed in FP32 in the GEMMs' epilogues and rounded once, as the
+ * reference under torch.compile (Inductor's fused element-wise kernels)
+ * or torch.baddbmm rounds them: on the H200 its updates were within
+ * 1.7 % of the compiled reference's and 0.9 % of the FP64 iteration's,
+ * and its iterations 1.36-1.58 × the compiled reference's speed; or
+ * (WEFT_MUON_ROUNDING_EAGER) each product and term where the reference in
+ * eager PyTorch rounds it (b·A, c·A, (c·A)·A, their sum, a·X, B·X, that
+ * sum; the norm and norm + 1e-7): within 1.1 % of the eager reference's
+ * updates, about 2 % from the FP64 iteration and from the compiled
+ * reference (as far as those two are from each other), and slower (four
+ * element-wise passes an iteration). On the host everything is FP32. Muon's results are not bit-exact
  * between the two (BF16 against FP32) nor with other implementations:
  * tests hold them to tolerances (tests/optim_torch.py, test_optim).
  *
@@ -173,10 +177,12 @@ typedef enum weft_muon_schedule {
 /* Where Newton–Schulz rounds to BF16 on the GPU (the host path is FP32
  * either way). Measured on stacks of 1536×2048 and 2048×768 (perf/
  * ns_accuracy.py): EAGER lands 0.020-0.023 (relative Frobenius) from the
- * same iterations in FP64, FUSED 0.008-0.009, and the two ~0.02 apart. */
+ * same iterations in FP64, FUSED 0.008-0.009 (and 0.014-0.017 from the
+ * compiled reference), and the two ~0.02 apart. EAGER was the default
+ * until 2026-12-03 (NEWS). */
 typedef enum weft_muon_rounding {
-    WEFT_MUON_ROUNDING_EAGER = 1, /* each product and scaled term, as eager PyTorch (default) */
-    WEFT_MUON_ROUNDING_FUSED = 2  /* each sum once, in the GEMM epilogue */
+    WEFT_MUON_ROUNDING_EAGER = 1, /* each product and scaled term, as eager PyTorch */
+    WEFT_MUON_ROUNDING_FUSED = 2  /* each sum once, in the GEMM epilogue (default) */
 } weft_muon_rounding_t;
 
 typedef struct weft_muon_hparams {
@@ -193,7 +199,7 @@ enum weft_optim_group_field {
     WEFT_OPTIM_GROUP_ADAMW = 1u << 0, /* adamw is set (else the defaults) */
     WEFT_OPTIM_GROUP_ADOPT = 1u << 1, /* master and the state arrays are the caller's */
     WEFT_OPTIM_GROUP_MUON  = 1u << 2, /* muon is set (else the defaults) */
-    WEFT_OPTIM_GROUP_MUON_ROUNDING = 1u << 3 /* muon_rounding is set (else EAGER) */
+    WEFT_OPTIM_GROUP_MUON_ROUNDING = 1u << 3 /* muon_rounding is set (else FUSED) */
 };
 
 typedef struct weft_optim_group_desc {
