@@ -574,10 +574,13 @@ int perf_cmd_optim(int argc, char **argv)
     if (o.slot_mib != 0) {
         slot_need = o.slot_mib << 20;
     }
+    peer_ms = run_peer(&o, params, note, sizeof(note), torch, sizeof(torch));
+    /* PCIe drifts on a shared host: the floor is measured after the peer's
+     * minute of its own traffic, just before the step it bounds (as
+     * Muon's staged step's is). */
     if (measure_pcie(&pcie) != 0) {
         return 1;
     }
-    peer_ms = run_peer(&o, params, note, sizeof(note), torch, sizeof(torch));
 
     /* The optimizer: one group a shape, masters random ~N(0, 0.02)-sized. */
     {
