@@ -78,8 +78,14 @@ void weft_cuda_probe(weft_backend_info_t *info)
     weft_text_append(info->detail, sizeof(info->detail), "kernels built for %s\n", WEFT_CUDA_ARCH);
     err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-        weft_text_append(info->detail, sizeof(info->detail), "no CUDA device: %s\n",
-                         cudaGetErrorString(err));
+        /* Without a driver CUDA says "driver version is insufficient", which
+         * sends people to upgrade a driver that is not there. */
+        if (driver == 0 || err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+            weft_text_append(info->detail, sizeof(info->detail), "no NVIDIA driver or GPU found (%s)\n",
+                             driver == 0 ? "no driver loaded" : cudaGetErrorString(err));
+        } else {
+            weft_text_append(info->detail, sizeof(info->detail), "no CUDA device: %s\n", cudaGetErrorString(err));
+        }
         (void)cudaGetLastError(); /* clear the sticky-free error for later calls */
         return;
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int parse_u64(const char *text, uint64_t *value, char **end)
 {
@@ -87,4 +88,49 @@ int perf_arg_word(const char *option, const char *text, const perf_arg_word_t *w
     }
     fputc('\n', stderr);
     return -1;
+}
+
+#ifndef WEFT_PERF_SRCDIR
+#define WEFT_PERF_SRCDIR "."
+#endif
+#ifndef WEFT_PERF_BUILDDIR
+#define WEFT_PERF_BUILDDIR "."
+#endif
+#ifndef WEFT_PERF_PEERDIR
+#define WEFT_PERF_PEERDIR "."
+#endif
+
+/* 1 when this process's executable lies in the build tree it was built in
+ * (libtool runs it from .libs/ there), 0 once installed elsewhere. */
+static int running_from_build_tree(void)
+{
+    char         exe[4096];
+    const size_t dir_len = strlen(WEFT_PERF_BUILDDIR);
+    ssize_t      n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+    if (n <= 0) {
+        return 0;
+    }
+    exe[n] = '\0';
+    return strncmp(exe, WEFT_PERF_BUILDDIR, dir_len) == 0 && exe[dir_len] == '/';
+}
+
+const char *perf_peer_script(const char *file)
+{
+    /* One path a script; weft-perf names four. */
+    static char paths[8][4096];
+    static int  used;
+
+    for (int i = 0; i < used; i++) {
+        const char *slash = strrchr(paths[i], '/');
+        if (slash != NULL && strcmp(slash + 1, file) == 0) {
+            return paths[i];
+        }
+    }
+    if (used == (int)(sizeof(paths) / sizeof(paths[0]))) {
+        return file;
+    }
+    snprintf(paths[used], sizeof(paths[used]), "%s/%s",
+             running_from_build_tree() ? WEFT_PERF_SRCDIR : WEFT_PERF_PEERDIR, file);
+    return paths[used++];
 }

@@ -23,4 +23,10 @@ int perf_arg_word(const char *option, const char *text, const perf_arg_word_t *w
 /* A decimal number in [min, max]. */
 int perf_arg_double(const char *option, const char *text, double min, double max, double *out);
 
+/* Where the PyTorch peer script `file` ("optim_peer.py") is: the source
+ * tree's copy when this weft-perf is the one in its build tree (an edit
+ * there is what runs), otherwise the one `make install` put under
+ * $(pkgdatadir). Never NULL; the string lives as long as the process. */
+const char *perf_peer_script(const char *file);
+
 #endif

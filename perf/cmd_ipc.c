@@ -72,9 +72,6 @@
 #include <nccl.h>
 #endif
 
-#ifndef WEFT_PERF_IPC_PEER
-#define WEFT_PERF_IPC_PEER "ipc_peer.py"
-#endif
 
 #define MAX_ITERS   10000
 #define MAX_DEVICE  1023
@@ -118,7 +115,7 @@ static int ipc_usage(FILE *out)
             "Targets: cross GPU >= 0.95 x the peer copy and >= NCCL; >= 5 x torch;\n"
             "same GPU >= 0.9 x the D2D copy. Exits 0 only when every case moved every\n"
             "byte right, %d when there is no GPU (or no CUDA in this build).\n",
-            WEFT_PERF_IPC_PEER, EXIT_SKIP);
+            perf_peer_script("ipc_peer.py"), EXIT_SKIP);
     return out == stdout ? 0 : 2;
 }
 
@@ -142,7 +139,7 @@ static int parse_options(int argc, char **argv, ipc_options_t *o)
     int opt;
 
     *o = (ipc_options_t){.workloads = WORKLOAD_QWEN3 | WORKLOAD_SINGLE, .src = 0, .dst = 1, .iters = 20,
-                         .warmup = 3, .peer = 1, .push = 1, .peer_script = WEFT_PERF_IPC_PEER};
+                         .warmup = 3, .peer = 1, .push = 1, .peer_script = perf_peer_script("ipc_peer.py")};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;

@@ -25,6 +25,7 @@
 #include "config.h"
 
 #include "args.h"
+#include "gpu_buf.h"
 #include "json.h"
 #include "perf.h"
 #include "stats.h"
@@ -42,9 +43,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#ifndef WEFT_PERF_OPTIM_PEER
-#define WEFT_PERF_OPTIM_PEER "optim_peer.py"
-#endif
 
 #define MAX_GROUPS 8
 #define MAX_ITERS  1000
@@ -75,7 +73,7 @@ static int optim_usage(FILE *out)
             "  --peer-script P    the peer script (default %s)\n"
             "  --json             one JSON object per case (AdamW; Muon, a shape each) instead\n"
             "                     of the table\n",
-            WEFT_PERF_OPTIM_PEER);
+            perf_peer_script("optim_peer.py"));
     return out == stdout ? 0 : 2;
 }
 
@@ -118,7 +116,7 @@ static int optim_parse(int argc, char **argv, optim_options_t *o)
     int      opt;
 
     *o = (optim_options_t){.experts = 128, .iters = 5, .warmup = 2, .slots = 4, .muon_batch = 4, .peer = 1, .muon = 1,
-                           .peer_script = WEFT_PERF_OPTIM_PEER};
+                           .peer_script = perf_peer_script("optim_peer.py")};
     parse_shapes("1536x2048,2048x768", o);
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -161,8 +159,8 @@ int perf_cmd_optim(int argc, char **argv)
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
     }
-    fprintf(stderr, "weft-perf optim: not built with CUDA: the staged optimizer needs a GPU\n");
-    return 1;
+    fprintf(stderr, "weft-perf optim: not built with CUDA: the staged optimizer needs a GPU; skipped\n");
+    return 77;
 }
 
 #else
@@ -560,6 +558,18 @@ int perf_cmd_optim(int argc, char **argv)
     rc = optim_parse(argc, argv, &o);
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
+    }
+    {
+        /* As the other GPU commands do: no GPU is a skip (77), not an error. */
+        const int gpus = perf_gpu_count();
+        if (gpus == 0) {
+            fprintf(stderr, "weft-perf optim: no NVIDIA driver or GPU found; skipped\n");
+            return 77;
+        }
+        if (o.device >= gpus) {
+            fprintf(stderr, "weft-perf optim: --device %d: no such GPU (%d found)\n", o.device, gpus);
+            return 2;
+        }
     }
     if (!CU(cudaSetDevice(o.device)) || !CU(cudaGetDeviceProperties(&prop, o.device))) {
         return 1;

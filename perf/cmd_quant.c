@@ -26,9 +26,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#ifndef WEFT_PERF_QUANT_PEER
-#define WEFT_PERF_QUANT_PEER "quant_peer.py"
-#endif
 
 #define BLOCK      128
 #define MAX_SETS   16
@@ -57,7 +54,7 @@ static int quant_usage(FILE *out)
             "  --no-peer          skip the torch.compile peer\n"
             "  --peer-script P    the peer script (default %s)\n"
             "  --json             one JSON object per shape instead of the table\n",
-            WEFT_PERF_QUANT_PEER);
+            perf_peer_script("quant_peer.py"));
     return out == stdout ? 0 : 2;
 }
 
@@ -71,7 +68,7 @@ static int parse_options(int argc, char **argv, quant_options_t *o)
     };
     int opt;
 
-    *o = (quant_options_t){.iters = 20, .warmup = 5, .peer = 1, .peer_script = WEFT_PERF_QUANT_PEER};
+    *o = (quant_options_t){.iters = 20, .warmup = 5, .peer = 1, .peer_script = perf_peer_script("quant_peer.py")};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
@@ -109,8 +106,8 @@ int perf_cmd_quant(int argc, char **argv)
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
     }
-    fprintf(stderr, "weft-perf quant: not built with CUDA: the FP8 writer's GPU kernel is absent\n");
-    return 1;
+    fprintf(stderr, "weft-perf quant: not built with CUDA: the FP8 writer's GPU kernel is absent; skipped\n");
+    return 77;
 }
 
 #else
@@ -393,7 +390,7 @@ int perf_cmd_quant(int argc, char **argv)
         /* As the other GPU commands do: no GPU is a skip (77), not an error. */
         if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
             (void)cudaGetLastError();
-            fprintf(stderr, "weft-perf quant: no GPU here\n");
+            fprintf(stderr, "weft-perf quant: no NVIDIA driver or GPU found; skipped\n");
             return 77;
         }
     }

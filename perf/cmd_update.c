@@ -43,9 +43,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#ifndef WEFT_PERF_UPDATE_PEER
-#define WEFT_PERF_UPDATE_PEER "update_peer.py"
-#endif
 
 static int update_usage(FILE *out)
 {
@@ -106,7 +103,7 @@ static int update_usage(FILE *out)
             "fit in 60 %% of the GPU's free memory (registry slots, engines' tensors, two\n"
             "FP32 gradient sets) and half the host's (pinned masters and state), at most\n"
             "the model's; on the host placement, half the host's memory.\n",
-            WEFT_PERF_UPDATE_PEER);
+            perf_peer_script("update_peer.py"));
     return out == stdout ? 0 : 2;
 }
 
@@ -130,7 +127,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
     uint64_t gpu = 0, engine_gpu = UINT64_MAX;
     int      opt, layers_given = 0;
 
-    *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = WEFT_PERF_UPDATE_PEER, .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 0,
+    *o = (update_options_t){.gpu = -1, .peer = 1, .peer_script = perf_peer_script("update_peer.py"), .layers = 2, .experts = 32, .hidden = 2048, .intermediate = 768, .versions = 0,
                             .consumers = 2, .slots = 3, .block = 128, .lr = 1e-5, .threads = 0,
                             .optimizer = WEFT_OPTIM_ADAMW, .warmup = UINT64_MAX,
                             .whole_versions = -1};
@@ -1173,7 +1170,7 @@ int perf_cmd_update(int argc, char **argv)
         /* Interrupted: the consumers wait for versions that will not come. */
         perf_kill_children(&children);
         fprintf(stderr, "weft-perf update: interrupted after %llu versions\n", (unsigned long long)published);
-        rc = 1;
+        rc = perf_interrupted ? 128 + (int)perf_interrupted : 1;
     }
     if (nursery_fd >= 0) {
         close(nursery_fd); /* the nursery exits after its engines */
@@ -1428,7 +1425,7 @@ int perf_cmd_update(int argc, char **argv)
         fprintf(o.json ? stderr : stdout,
                 "%s: %llu of %llu versions published; %llu consumers received and verified %.2f GB; %llu wrong "
                 "bytes\n",
-                rc == 0 ? "PASS" : "FAIL", (unsigned long long)published, (unsigned long long)o.versions,
+                rc == 0 ? "PASS" : rc > 128 ? "INTERRUPTED" : "FAIL", (unsigned long long)published, (unsigned long long)o.versions,
                 (unsigned long long)o.consumers, (double)received * (double)stats.slot_bytes / 1e9,
                 (unsigned long long)(wrong_bytes + wrong_sampled));
     }

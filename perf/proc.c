@@ -17,8 +17,7 @@ volatile sig_atomic_t perf_interrupted;
 
 static void on_interrupt(int signo)
 {
-    (void)signo;
-    perf_interrupted = 1;
+    perf_interrupted = signo; /* nonzero: the signal that came, for 128 + signo */
 }
 
 int perf_catch_interrupts(void)

@@ -18,8 +18,10 @@ typedef struct perf_children {
     pid_t pid[PERF_CHILDREN_MAX];
 } perf_children_t;
 
-/* Set by SIGINT, SIGTERM and SIGHUP once perf_catch_interrupts() ran;
- * loops test it and end through their cleanup path. */
+/* Set to the signal's number by SIGINT, SIGTERM and SIGHUP once
+ * perf_catch_interrupts() ran; loops test it and end through their
+ * cleanup path, and a command may exit 128 + it, as a shell reports a
+ * process the signal killed. */
 extern volatile sig_atomic_t perf_interrupted;
 
 /* Installs the handlers behind perf_interrupted, without SA_RESTART so
