@@ -19,6 +19,7 @@ static const perf_command_t commands[] = {
     {"optim", "staged AdamW step on a GPU vs the PCIe floor and a torch pipeline", perf_cmd_optim},
     {"ucx", "ucx transport put bandwidth, tcp across netns and shm, vs ucx_perftest", perf_cmd_ucx},
     {"hostile", "what hostile connections to a ucx server add to a consumer's latency", perf_cmd_hostile},
+    {"registries", "the registries in /dev/shm, who uses them; --remove-stale", perf_cmd_registries},
 };
 
 static void usage(FILE *out)

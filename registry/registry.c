@@ -33,7 +33,7 @@
      WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP |   \
      WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_CHECKSUMS)
 
-static int registry_name_valid(const char *name)
+int weft_registry_name_valid(const char *name)
 {
     size_t len;
 
@@ -77,12 +77,12 @@ static const char *registry_name_printable(const char *name, char *buf, size_t s
     return buf;
 }
 
-/* registry_name_valid, saying so in the log when it is not. */
+/* weft_registry_name_valid, saying so in the log when it is not. */
 static int registry_name_checked(const char *name)
 {
     char printable[5 * WEFT_REGISTRY_NAME_MAX + 1];
 
-    if (registry_name_valid(name)) {
+    if (weft_registry_name_valid(name)) {
         return 1;
     }
     weft_log_error("registry name \"%s\" is not 1 to %d characters of [A-Za-z0-9._-] (nor \".\" or \"..\")",
@@ -342,7 +342,8 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
     if (reg->fd < 0 && errno == EEXIST) {
         weft_log_error("registry \"%s\" exists (/dev/shm%s): a producer has it, or one that died left it; "
                        "open it with WEFT_REGISTRY_OPEN_PRODUCER to take it over, or remove it "
-                       "(weft_registry_unlink) first",
+                       "(weft_registry_unlink; `weft-perf registries` says whether any running process "
+                       "uses it, and --remove-stale removes those none does) first",
                        reg->name, reg->shm_name);
         status = WEFT_ERR_EXISTS;
         goto err_free;
@@ -838,7 +839,7 @@ WEFT_API weft_status_t weft_registry_unlink(const char *name)
 {
     char shm_name[WEFT_REGISTRY_NAME_MAX + 8];
 
-    if (!registry_name_valid(name)) {
+    if (!weft_registry_name_valid(name)) {
         return WEFT_ERR_INVALID_PARAM;
     }
     snprintf(shm_name, sizeof(shm_name), "/weft.%s", name);

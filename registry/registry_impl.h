@@ -66,6 +66,9 @@ struct weft_registry {
     pthread_mutex_t         sum_lock;
 };
 
+/* 1 when name is a registry name: [A-Za-z0-9._-], 1 to 63 bytes, not "." or "..". */
+int weft_registry_name_valid(const char *name);
+
 /* Creates the name index of reg->tensors. */
 weft_status_t weft_registry_index_names(struct weft_registry *reg);
 

@@ -29,6 +29,15 @@ static inline const char *test_name(void)
     return reg_name;
 }
 
+/* test_name() without unlinking what is there. */
+static inline const char *test_name_kept(void)
+{
+    if (reg_name[0] == '\0') {
+        snprintf(reg_name, sizeof(reg_name), "test-registry-%d", (int)getpid());
+    }
+    return reg_name;
+}
+
 /* A sealed registry under test_name() of `tensors` 1-D uint8 tensors of
  * `bytes` each, "model.layers.0.mlp.experts.<t>.down_proj.weight", with
  * `slots` slots. Check's asserts: a test program's fixture. */

@@ -627,6 +627,78 @@ START_TEST(no_torn_reads_under_load)
 }
 END_TEST
 
+/* weft_registry_inspect, for `weft-perf registries`: a live producer's
+ * registry is in use, one whose producer died is stale, a segment too
+ * short for a header is damaged but young (not stale), and names that
+ * are not registries are refused. */
+START_TEST(inspect_tells_live_from_stale)
+{
+    weft_registry_h         reg = make_registry(2, 3, 4096), reader;
+    weft_registry_summary_t s;
+    uint32_t                me;
+    char                    damaged[64];
+    pid_t                   child;
+    int                     status, fd;
+
+    ck_assert_int_eq(weft_registry_inspect(test_name_kept(), &s), WEFT_OK);
+    ck_assert_int_eq(s.condition, WEFT_REGISTRY_SEALED);
+    ck_assert_int_eq(s.memory, WEFT_MEMORY_HOST);
+    ck_assert_int_eq(s.producer_pid, getpid());
+    ck_assert_int_eq(s.producer_alive, 1);
+    ck_assert_int_eq(s.stale, 0);
+    ck_assert_uint_ge(s.segment_bytes, 2 * 3 * 4096);
+    ck_assert_str_eq(s.problem, "");
+    ck_assert_int_eq(weft_registry_open(test_name_kept(), WEFT_REGISTRY_OPEN_READ, &reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_consumer_register(reader, "engine", &me), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_publish(reg, 7, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_inspect(test_name_kept(), &s), WEFT_OK);
+    ck_assert_uint_eq(s.consumers, 1);
+    ck_assert_uint_eq(s.latest_version, 7);
+    ck_assert_int_eq(weft_registry_close(reader), WEFT_OK);
+    ck_assert_int_eq(weft_registry_close(reg), WEFT_OK);
+    /* Closed by its producer and read by nobody: stale. */
+    ck_assert_int_eq(weft_registry_inspect(test_name_kept(), &s), WEFT_OK);
+    ck_assert_int_eq(s.producer_pid, 0);
+    ck_assert_int_eq(s.stale, 1);
+
+    /* A producer that dies without closing: its pid, dead, stale. */
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        weft_registry_h r;
+        _exit(weft_registry_open(test_name_kept(), WEFT_REGISTRY_OPEN_PRODUCER, &r) == WEFT_OK ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(weft_registry_inspect(test_name_kept(), &s), WEFT_OK);
+    ck_assert_int_eq(s.producer_pid, child);
+    ck_assert_int_eq(s.producer_alive, 0);
+    ck_assert_int_eq(s.stale, 1);
+
+    /* Ten bytes: damaged, and too young to call stale. */
+    snprintf(damaged, sizeof(damaged), "test-registry-damaged-%d", (int)getpid());
+    weft_registry_unlink(damaged);
+    {
+        char shm[80];
+        snprintf(shm, sizeof(shm), "/weft.%s", damaged);
+        fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600);
+    }
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 10), 0);
+    close(fd);
+    ck_assert_int_eq(weft_registry_inspect(damaged, &s), WEFT_OK);
+    ck_assert_int_eq(s.condition, WEFT_REGISTRY_DAMAGED);
+    ck_assert_ptr_nonnull(strstr(s.problem, "shorter than a header"));
+    ck_assert_int_eq(s.stale, 0);
+    ck_assert_int_eq(weft_registry_unlink(damaged), WEFT_OK);
+
+    ck_assert_int_eq(weft_registry_inspect(damaged, &s), WEFT_ERR_NOT_FOUND);
+    ck_assert_int_eq(weft_registry_inspect("../etc", &s), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_registry_inspect(test_name_kept(), NULL), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
 START_TEST(consumers_ack_and_fail)
 {
     weft_registry_h       reg = make_registry(3, 1, 64), reader;
@@ -973,6 +1045,7 @@ int main(void)
     tcase_add_test(inv, producer_killed_mid_write_leaves_last_version);
     tcase_add_test(inv, no_torn_reads_under_load);
     tcase_add_test(inv, consumers_ack_and_fail);
+    tcase_add_test(api, inspect_tells_live_from_stale);
     tcase_add_test(val, validator_accepts_a_real_segment);
     tcase_add_test(val, validator_refuses_corrupt_segments);
     tcase_add_test(val, open_refuses_a_truncated_segment);

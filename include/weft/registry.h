@@ -198,6 +198,44 @@ WEFT_API weft_status_t weft_registry_close(weft_registry_h reg);
 /* Removes the name; processes that have it open keep using it. */
 WEFT_API weft_status_t weft_registry_unlink(const char *name);
 
+/* What weft_registry_inspect finds of a registry. */
+typedef enum weft_registry_condition {
+    WEFT_REGISTRY_SEALED    = 1, /* valid and sealed: consumers can open it */
+    WEFT_REGISTRY_DECLARING = 2, /* created, not sealed yet */
+    WEFT_REGISTRY_DAMAGED   = 3  /* truncated or not a valid segment: `problem` says why */
+} weft_registry_condition_t;
+
+typedef struct weft_registry_summary {
+    weft_registry_condition_t condition;
+    weft_memory_kind_t memory;        /* where its versions live (SEALED only; else 0) */
+    uint64_t           segment_bytes; /* the segment's size */
+    uint64_t           memory_bytes;  /* the segment's pages in memory (tmpfs blocks) */
+    uint32_t           owner_uid;     /* the segment's owner */
+    int32_t            producer_pid;  /* 0: no process holds the producer role */
+    int32_t            producer_alive; /* 1 when that process runs */
+    uint32_t           consumers;     /* registered by processes that run */
+    uint32_t           leases;        /* held by processes that run */
+    uint64_t           latest_version; /* 0: none published (SEALED only) */
+    /* 1 when no running process produces into, reads or consumes from
+     * it (and, when not sealed, it is over a minute old: one being
+     * created has no producer for a moment): weft_registry_unlink loses
+     * nobody's data but the last versions (another producer could still
+     * take it over and go on). */
+    int32_t            stale;
+    char               problem[128];  /* DAMAGED: why; "" otherwise */
+} weft_registry_summary_t;
+
+/*
+ * Describes registry `name` without opening it as a reader or producer:
+ * the segment is mapped read-only, nothing in it is written, and no CUDA
+ * call is made (operators list and clean up registries with it:
+ * `weft-perf registries`). Registries are the files "weft.<name>" of
+ * /dev/shm. Any thread. Errors: WEFT_ERR_INVALID_PARAM (name, NULL
+ * summary), WEFT_ERR_NOT_FOUND (no such registry), WEFT_ERR_PERMISSION,
+ * WEFT_ERR_IO.
+ */
+WEFT_API weft_status_t weft_registry_inspect(const char *name, weft_registry_summary_t *summary);
+
 /* --------------------------------------------------------------- tensors */
 
 typedef struct weft_tensor_info {
