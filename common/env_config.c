@@ -19,10 +19,11 @@ typedef struct {
     const char *module;
     const char *default_value;
     const char *help;
+    const char *accepted; /* the table's spec (env_config.h) */
 } config_entry_t;
 
 static const config_entry_t config_table[] = {
-#define WEFT_CONFIG_ENTRY_(name, module, dflt, help) {"WEFT_" #name, module, dflt, help},
+#define WEFT_CONFIG_ENTRY_(name, module, dflt, help, accepted) {"WEFT_" #name, module, dflt, help, accepted},
     WEFT_CONFIG_TABLE(WEFT_CONFIG_ENTRY_)
 #undef WEFT_CONFIG_ENTRY_
 };
@@ -273,6 +274,14 @@ WEFT_API weft_status_t weft_config_describe(size_t index, weft_config_var_t *var
     return WEFT_OK;
 }
 
+WEFT_API weft_status_t weft_config_check(size_t index, char *why, size_t why_size)
+{
+    if (index >= WEFT_CONFIG_COUNT) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    return weft_config_check_id((weft_config_id_t)index, why, why_size);
+}
+
 weft_verify_mode_t weft_verify_mode(void)
 {
     static int mode = -1; /* read once: the setting does not change */
@@ -291,4 +300,76 @@ weft_verify_mode_t weft_verify_mode(void)
         __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
     }
     return (weft_verify_mode_t)__atomic_load_n(&mode, __ATOMIC_RELAXED);
+}
+
+/* 1 when value is one of the comma-separated words (any case). */
+static int config_word_in(const char *value, const char *words, size_t words_len)
+{
+    const char *w = words, *end = words + words_len;
+
+    while (w < end) {
+        const char  *comma = memchr(w, ',', (size_t)(end - w));
+        const size_t len = comma ? (size_t)(comma - w) : (size_t)(end - w);
+
+        if (strlen(value) == len && strncasecmp(value, w, len) == 0) {
+            return 1;
+        }
+        w += len + 1;
+    }
+    return 0;
+}
+
+/* 1 when value satisfies one alternative of the spec ("kind:args"). */
+static int config_accepts(const char *value, const char *alt, size_t len)
+{
+    char        args[64];
+    const char *colon = memchr(alt, ':', len);
+    const size_t kind = colon ? (size_t)(colon - alt) : len;
+
+    if (kind == 3 && strncmp(alt, "any", 3) == 0) {
+        return 1;
+    }
+    if (colon == NULL || len - kind - 1 >= sizeof(args)) {
+        return 0;
+    }
+    memcpy(args, colon + 1, len - kind - 1);
+    args[len - kind - 1] = '\0';
+    if (kind == 5 && strncmp(alt, "words", 5) == 0) {
+        return config_word_in(value, args, strlen(args));
+    }
+    if (kind == 4 && strncmp(alt, "long", 4) == 0) {
+        long min = 0, max = 0, v;
+        return sscanf(args, "%ld:%ld", &min, &max) == 2 && weft_parse_long(value, min, max, &v) == WEFT_OK;
+    }
+    if (kind == 4 && strncmp(alt, "size", 4) == 0) {
+        unsigned long long min = 0, max = UINT64_MAX;
+        uint64_t           v;
+        const int          fields = sscanf(args, "%llu:%llu", &min, &max);
+        return fields >= 1 && weft_parse_size(value, &v) == WEFT_OK && v >= min && v <= max;
+    }
+    return 0;
+}
+
+weft_status_t weft_config_check_id(weft_config_id_t id, char *why, size_t why_size)
+{
+    const char *value, *spec, *alt;
+
+    if (!config_id_valid(id)) {
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    value = weft_config_value_quiet(id);
+    spec  = config_table[id].accepted;
+    for (alt = spec; *alt != '\0';) {
+        const char  *bar = strchr(alt, '|');
+        const size_t len = bar ? (size_t)(bar - alt) : strlen(alt);
+
+        if (config_accepts(value, alt, len)) {
+            return WEFT_OK;
+        }
+        alt += len + (bar ? 1 : 0);
+    }
+    if (why != NULL && why_size > 0) {
+        snprintf(why, why_size, "\"%s\" is not accepted (%s)", value, spec);
+    }
+    return WEFT_ERR_INVALID_PARAM;
 }

@@ -6,6 +6,12 @@
 #
 # Output: HAVE_CUDA (define and conditional), NVCC, CUDA_CPPFLAGS,
 # CUDA_LDFLAGS, CUDA_LIBS, CUDA_ARCH, weft_cuda_root, weft_cuda_summary.
+#
+# The kernels are built for every architecture in --with-cuda-arch (one
+# fat binary: SASS for each, and PTX of compute_90 that newer GPUs compile
+# at load time); Hopper's sm_90a is the one measured. Naming architectures
+# asks for CUDA: one that nvcc cannot build for is an error, never a build
+# without CUDA.
 AC_DEFUN([WEFT_CHECK_CUDA], [
   AC_REQUIRE([WEFT_COMPILER_FLAGS])
   AC_ARG_WITH([cuda],
@@ -13,14 +19,18 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
       [CUDA toolkit: nvcc, runtime and driver API (default: guess from nvcc on PATH, CUDA_HOME, /usr/local/cuda)])],
     [], [with_cuda=guess])
   AC_ARG_WITH([cuda-arch],
-    [AS_HELP_STRING([--with-cuda-arch=ARCH], [GPU architecture passed to nvcc -arch (default: sm_90a)])],
-    [], [with_cuda_arch=sm_90a])
+    [AS_HELP_STRING([--with-cuda-arch=LIST],
+      [GPU architectures to build the kernels for, comma-separated (default: sm_80,sm_86,sm_89,sm_90a)])],
+    [weft_cuda_arch_asked=yes], [with_cuda_arch=sm_80,sm_86,sm_89,sm_90a; weft_cuda_arch_asked=no])
   AC_ARG_VAR([NVCC], [CUDA compiler])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for the CUDA compiler])
 
   have_cuda=no
   weft_cuda_summary="no (disabled)"
   CUDA_ARCH=$with_cuda_arch
+  AS_IF([test "x$weft_cuda_arch_asked" = xyes && test "x$with_cuda" = xguess], [with_cuda=yes])
+  AS_IF([test "x$weft_cuda_arch_asked" = xyes && test "x$with_cuda" = xno],
+        [AC_MSG_ERROR([--with-cuda-arch=$with_cuda_arch with --without-cuda: drop one of them])])
   AS_CASE([$with_cuda], [yes|guess|no], [], [
     AS_IF([test ! -d "$with_cuda"], [AC_MSG_ERROR([--with-cuda=$with_cuda: no such directory])])])
 
@@ -63,23 +73,37 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
       AS_IF([test "x$weft_dep_ok" != xyes], [
         _WEFT_DEP_FAIL([$with_cuda], [CUDA runtime 12.0+ (cuda_runtime.h, cuda.h, libcudart) not usable in $weft_cuda_root], [weft_cuda_summary])
       ], [
-        AC_MSG_CHECKING([whether $NVCC compiles for $CUDA_ARCH])
         cat > conftest.cu <<_WEFT_EOF
 __global__ void weft_conftest(int *p) { *p = 1; }
 _WEFT_EOF
-        AS_IF([$NVCC -arch=$CUDA_ARCH -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],
-              [weft_dep_ok=yes], [weft_dep_ok=no])
+        weft_cuda_gencode=""
+        weft_dep_ok=yes
+        weft_cuda_bad_arch=""
+        for weft_arch in `echo "$CUDA_ARCH" | tr ',' ' '`; do
+          AC_MSG_CHECKING([whether $NVCC compiles for $weft_arch])
+          weft_compute=`echo "$weft_arch" | sed 's/^sm_/compute_/'`
+          AS_IF([echo "$weft_arch" | grep -q '^sm_[[0-9]][[0-9]]*a\{0,1\}$' &&
+                 $NVCC -gencode arch=$weft_compute,code=$weft_arch -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],
+                [AC_MSG_RESULT([yes])
+                 weft_cuda_gencode="$weft_cuda_gencode -gencode arch=$weft_compute,code=$weft_arch"],
+                [AC_MSG_RESULT([no])
+                 weft_dep_ok=no
+                 weft_cuda_bad_arch="$weft_cuda_bad_arch $weft_arch"])
+        done
+        dnl PTX of compute_90 for GPUs newer than the list (sm_90a's PTX runs only on sm_90).
+        AS_IF([test "x$weft_dep_ok" = xyes &&
+               $NVCC -gencode arch=compute_90,code=compute_90 -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],
+              [weft_cuda_gencode="$weft_cuda_gencode -gencode arch=compute_90,code=compute_90"])
         rm -f conftest.cu conftest.$OBJEXT
-        AC_MSG_RESULT([$weft_dep_ok])
         AS_IF([test "x$weft_dep_ok" != xyes], [
-          _WEFT_DEP_FAIL([$with_cuda], [$NVCC cannot compile for -arch=$CUDA_ARCH], [weft_cuda_summary])
+          _WEFT_DEP_FAIL([$with_cuda], [$NVCC cannot build for$weft_cuda_bad_arch (--with-cuda-arch=$CUDA_ARCH; an architecture is sm_NN or sm_NNa, see config.log)], [weft_cuda_summary])
         ], [
           have_cuda=yes
           dnl nvcc's host code needs the C++ runtime (static guards, unwinding);
           dnl Muon's batched GEMMs are cuBLASLt's and cuBLAS's, part of every CUDA toolkit.
           CUDA_LIBS="-lcublasLt -lcublas $CUDA_LIBS -lstdc++"
           weft_nvcc_version=`$NVCC --version | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
-          weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, -arch=$CUDA_ARCH)"
+          weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, kernels for $CUDA_ARCH)"
         ])
       ])
     ])
@@ -90,7 +114,7 @@ _WEFT_EOF
     AC_DEFINE_UNQUOTED([WEFT_CUDA_ARCH], ["$CUDA_ARCH"], [GPU architecture the kernels were built for.])
     weft_backends_built="$weft_backends_built cuda"
     dnl The host side gets the same warnings and visibility as C sources.
-    WEFT_NVCCFLAGS="-arch=$CUDA_ARCH -std=c++17 -O3 -lineinfo --compiler-options=-fvisibility=hidden,-Wall,-Wextra"
+    WEFT_NVCCFLAGS="$weft_cuda_gencode -std=c++17 -O3 -lineinfo --compiler-options=-fvisibility=hidden,-Wall,-Wextra"
     AS_IF([test "x$enable_werror" = xyes],
           [WEFT_NVCCFLAGS="$WEFT_NVCCFLAGS --Werror=all-warnings --compiler-options=-Werror"])
   ], [

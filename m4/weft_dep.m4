@@ -14,6 +14,14 @@ AC_DEFUN([_WEFT_DEP_FAIL], [
          $3="no ($2)"])
 ])
 
+# _WEFT_DEP_DIR_EXISTS(with-value, option)
+# --with-X=DIR names a directory that must exist: an error naming it
+# otherwise (rather than "X not found" from a test that never looked).
+AC_DEFUN([_WEFT_DEP_DIR_EXISTS], [
+  AS_CASE([$1], [yes|guess|no], [],
+          [AS_IF([test ! -d "$1"], [AC_MSG_ERROR([$2=$1: no such directory])])])
+])
+
 # _WEFT_DEP_PATHS(DIR, prefix)
 # Sets <prefix>_CPPFLAGS and <prefix>_LDFLAGS for an install tree DIR, using
 # lib64 or lib, whichever exists.

@@ -12,6 +12,7 @@ AC_DEFUN([WEFT_CHECK_NCCL], [
     [], [with_nccl=guess])
   have_nccl=no
   weft_nccl_summary="no (disabled)"
+  _WEFT_DEP_DIR_EXISTS([$with_nccl], [--with-nccl])
   NCCL_LIBS="-lnccl"
   AS_IF([test "x$with_nccl" != xno], [
     AS_IF([test "x$have_cuda" != xyes], [

@@ -10,6 +10,7 @@ AC_DEFUN([WEFT_CHECK_UCX], [
     [], [with_ucx=guess])
   have_ucx=no
   weft_ucx_summary="no (disabled)"
+  _WEFT_DEP_DIR_EXISTS([$with_ucx], [--with-ucx])
   AS_IF([test "x$with_ucx" != xno], [
     UCX_LIBS="-lucp -luct -lucs"
     AS_CASE([$with_ucx],
@@ -33,9 +34,17 @@ AC_DEFUN([WEFT_CHECK_UCX], [
     AC_MSG_RESULT([$weft_dep_ok])
     AS_IF([test "x$weft_dep_ok" = xyes], [
       have_ucx=yes
-      weft_ucx_summary="yes"
+      dnl The summary names the UCX API version found (the release's minor).
+      weft_save_CPPFLAGS=$CPPFLAGS
+      CPPFLAGS="$CPPFLAGS $UCX_CPPFLAGS"
+      AC_COMPUTE_INT([weft_ucx_major], [UCP_API_MAJOR], [[#include <ucp/api/ucp_version.h>]], [weft_ucx_major=""])
+      AC_COMPUTE_INT([weft_ucx_minor], [UCP_API_MINOR], [[#include <ucp/api/ucp_version.h>]], [weft_ucx_minor=""])
+      CPPFLAGS=$weft_save_CPPFLAGS
+      AS_CASE([$with_ucx], [yes|guess], [weft_ucx_where=""], [weft_ucx_where=" in $with_ucx"])
+      weft_ucx_summary="yes (UCX $weft_ucx_major.$weft_ucx_minor$weft_ucx_where)"
     ], [
-      _WEFT_DEP_FAIL([$with_ucx], [UCX 1.13+ (ucp/api/ucp.h, libucp, libuct, libucs) not found], [weft_ucx_summary])
+      AS_CASE([$with_ucx], [yes|guess], [weft_ucx_where=""], [weft_ucx_where=" in $with_ucx"])
+      _WEFT_DEP_FAIL([$with_ucx], [UCX 1.13+ (ucp/api/ucp.h, libucp, libuct, libucs) not found$weft_ucx_where], [weft_ucx_summary])
     ])
   ])
   AS_IF([test "x$have_ucx" = xyes], [

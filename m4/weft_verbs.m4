@@ -10,6 +10,7 @@ AC_DEFUN([WEFT_CHECK_VERBS], [
     [], [with_verbs=guess])
   have_verbs=no
   weft_verbs_summary="no (disabled)"
+  _WEFT_DEP_DIR_EXISTS([$with_verbs], [--with-verbs])
   AS_IF([test "x$with_verbs" != xno], [
     VERBS_LIBS="-libverbs"
     AS_CASE([$with_verbs],

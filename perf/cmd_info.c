@@ -57,6 +57,8 @@ static int info_json(void)
         perf_json_str(&j, var.name, var.value);
         snprintf(key, sizeof(key), "%s_set", var.name);
         perf_json_bool(&j, key, var.is_set);
+        snprintf(key, sizeof(key), "%s_valid", var.name);
+        perf_json_bool(&j, key, weft_config_check(i, NULL, 0) == WEFT_OK);
     }
     perf_json_end(&j);
     return 0;
@@ -64,6 +66,8 @@ static int info_json(void)
 
 int perf_cmd_info(int argc, char **argv)
 {
+    int invalid = 0;
+
     if (argc > 1) {
         int help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
         if (argc == 2 && strcmp(argv[1], "--json") == 0) {
@@ -96,12 +100,22 @@ int perf_cmd_info(int argc, char **argv)
     printf("\nsettings (environment > default):\n");
     for (size_t i = 0; i < weft_config_count(); i++) {
         weft_config_var_t var;
+        char              why[256];
 
         if (weft_config_describe(i, &var) != WEFT_OK) {
             continue;
         }
-        printf("  %s=%s%s\n", var.name, var.value, var.is_set ? "" : "  (default)");
+        if (weft_config_check(i, why, sizeof(why)) != WEFT_OK) {
+            printf("  %s=%s  INVALID: %s; calls that read it fail\n", var.name, var.value, why);
+            invalid++;
+        } else {
+            printf("  %s=%s%s\n", var.name, var.value, var.is_set ? "" : "  (default)");
+        }
         printf("    %s [%s]\n", var.help, var.module);
+    }
+    if (invalid != 0) {
+        printf("\n%d invalid WEFT_* setting%s: unset %s or give a value listed above\n", invalid,
+               invalid == 1 ? "" : "s", invalid == 1 ? "it" : "them");
     }
     return 0;
 }

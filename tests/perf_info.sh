@@ -44,6 +44,21 @@ done
 "$perf" info --bogus >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: info with an unknown option must exit 2"; fail=1; }
 
+# Invalid values are flagged, valid ones are not, in the table and in --json.
+out=$(WEFT_UCX_LANES=99 WEFT_VERIFY=sometimes WEFT_REGISTRY_SPIN_US=-1 WEFT_UCX_STAGE_BYTES=4K \
+      WEFT_CUDA_IPC_KERNEL_MAX=auto WEFT_LOG_LEVEL=DEBUG "$perf" info 2>/dev/null)
+for bad in "WEFT_UCX_LANES=99  INVALID" "WEFT_VERIFY=sometimes  INVALID" "WEFT_REGISTRY_SPIN_US=-1  INVALID" \
+    "WEFT_UCX_STAGE_BYTES=4K  INVALID" "4 invalid WEFT_\* settings"; do
+    echo "$out" | grep -q -- "$bad" || { echo "FAIL: info does not flag: $bad"; fail=1; }
+done
+for good in "WEFT_CUDA_IPC_KERNEL_MAX=auto$" "WEFT_LOG_LEVEL=DEBUG$"; do
+    echo "$out" | grep -q -- "^  $good" || { echo "FAIL: info flags a valid value: $good"; fail=1; }
+done
+json=$(WEFT_UCX_LANES=0 "$perf" info --json 2>/dev/null)
+for want in '"WEFT_UCX_LANES_valid": false' '"WEFT_VERIFY_valid": true'; do
+    echo "$json" | grep -qF -- "$want" || { echo "FAIL: info --json lacks $want"; fail=1; }
+done
+
 # -V and --version say the same.
 [ "$("$perf" -V)" = "weft-perf $PACKAGE_VERSION" ] && [ "$("$perf" --version)" = "weft-perf $PACKAGE_VERSION" ] ||
     { echo "FAIL: -V / --version"; fail=1; }

@@ -219,6 +219,81 @@ START_TEST(config_warns_once_about_unknown_variables)
 }
 END_TEST
 
+/* weft_config_check: every default is accepted (the table agrees with
+ * itself), and values outside what each reader takes are flagged. */
+START_TEST(config_check_accepts_defaults)
+{
+    char why[256];
+
+    clear_weft_environment();
+    for (size_t i = 0; i < weft_config_count(); i++) {
+        ck_assert_msg(weft_config_check(i, why, sizeof(why)) == WEFT_OK, "default of variable %zu: %s", i, why);
+    }
+    ck_assert_int_eq(weft_config_check(weft_config_count(), NULL, 0), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
+START_TEST(config_check_flags_bad_values)
+{
+    /* Each setting: a bad value, and the reader's bound just inside. */
+    /* The names are spelled out: the configuration is read once, so every
+     * variable must be in the environment before the first call reads it. */
+    static const struct {
+        weft_config_id_t id;
+        const char      *name;
+        const char      *value;
+        int              ok;
+    } cases[] = {
+        {WEFT_CONFIG_UCX_LANES, "WEFT_UCX_LANES", "17", 0},
+        {WEFT_CONFIG_VERIFY, "WEFT_VERIFY", "sometimes", 0},
+        {WEFT_CONFIG_REGISTRY_SPIN_US, "WEFT_REGISTRY_SPIN_US", "-1", 0},
+        {WEFT_CONFIG_UCX_STAGE_BYTES, "WEFT_UCX_STAGE_BYTES", "127K", 0},
+        {WEFT_CONFIG_CUDA_IPC_KERNEL_MAX, "WEFT_CUDA_IPC_KERNEL_MAX", "big", 0},
+        {WEFT_CONFIG_CUDA_IPC_STREAMS, "WEFT_CUDA_IPC_STREAMS", "0", 0},
+        {WEFT_CONFIG_UCX_CUDA, "WEFT_UCX_CUDA", "gpudirect", 0},
+        {WEFT_CONFIG_UCX_ERR_MODE, "WEFT_UCX_ERR_MODE", "", 0},
+        {WEFT_CONFIG_LOG_LEVEL, "WEFT_LOG_LEVEL", "loud", 0},
+        {WEFT_CONFIG_LOG_FILE, "WEFT_LOG_FILE", "", 1},
+    };
+    char why[256];
+
+    clear_weft_environment();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        setenv(cases[i].name, cases[i].value, 1);
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        weft_config_var_t var;
+        ck_assert_int_eq(weft_config_describe(cases[i].id, &var), WEFT_OK);
+        ck_assert_str_eq(var.name, cases[i].name);
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        why[0] = '\0';
+        const weft_status_t want = cases[i].ok ? WEFT_OK : WEFT_ERR_INVALID_PARAM;
+        ck_assert_msg(weft_config_check(cases[i].id, why, sizeof(why)) == want, "case %zu (\"%s\"): %s", i,
+                      cases[i].value, why);
+        if (!cases[i].ok) {
+            ck_assert_msg(strstr(why, "is not accepted") != NULL, "%s", why);
+        }
+    }
+}
+END_TEST
+
+START_TEST(config_check_takes_the_bounds)
+{
+    clear_weft_environment();
+    setenv("WEFT_UCX_LANES", "16", 1);
+    setenv("WEFT_UCX_STAGE_BYTES", "128K", 1);
+    setenv("WEFT_CUDA_IPC_KERNEL_MAX", "0", 1);
+    setenv("WEFT_REGISTRY_SPIN_US", "10000000", 1);
+    setenv("WEFT_LOG_LEVEL", "TRACE", 1);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_UCX_LANES, NULL, 0), WEFT_OK);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_UCX_STAGE_BYTES, NULL, 0), WEFT_OK);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_CUDA_IPC_KERNEL_MAX, NULL, 0), WEFT_OK);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_REGISTRY_SPIN_US, NULL, 0), WEFT_OK);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_LOG_LEVEL, NULL, 0), WEFT_OK);
+}
+END_TEST
+
 START_TEST(config_typed_reader_rejects_bad_value)
 {
     long value = 7;
@@ -395,6 +470,9 @@ static Suite *common_suite(void)
     tcase_add_test(tc, config_reads_environment_once);
     tcase_add_test(tc, config_warns_once_about_unknown_variables);
     tcase_add_test(tc, config_typed_reader_rejects_bad_value);
+    tcase_add_test(tc, config_check_accepts_defaults);
+    tcase_add_test(tc, config_check_flags_bad_values);
+    tcase_add_test(tc, config_check_takes_the_bounds);
     tcase_add_test(tc, parse_long_values);
     tcase_add_test(tc, parse_bool_values);
     tcase_add_test(tc, parse_size_values);

@@ -145,6 +145,15 @@ WEFT_API size_t weft_config_count(void);
 WEFT_API weft_status_t weft_config_describe(size_t index, weft_config_var_t *var);
 
 /*
+ * Whether the value in force of variable `index` is one libweft accepts:
+ * WEFT_OK, or WEFT_ERR_INVALID_PARAM with what it accepts in
+ * why[why_size] (may be NULL; nothing is logged). An invalid value fails
+ * the calls that read it, with a logged error; `weft-perf info` flags it
+ * beforehand. WEFT_ERR_INVALID_PARAM too when index is out of range.
+ */
+WEFT_API weft_status_t weft_config_check(size_t index, char *why, size_t why_size);
+
+/*
  * Backends: the optional dependencies libweft may have been built with, and
  * what each finds on this machine at run time.
  */
