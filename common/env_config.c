@@ -1,4 +1,5 @@
-/* The WEFT_* environment reader: values cached at first use. */
+/* The typed readers of the WEFT_* variables, the check of their values and
+ * the public configuration calls; above the logger (env_config.h). */
 #include "env_config.h"
 
 #include "compiler.h"
@@ -12,123 +13,36 @@
 #include <string.h>
 #include <strings.h>
 
-extern char **environ;
-
-typedef struct {
-    const char *name; /* with the WEFT_ prefix */
-    const char *module;
-    const char *default_value;
-    const char *help;
-    const char *accepted; /* the table's spec (env_config.h) */
-} config_entry_t;
-
-static const config_entry_t config_table[] = {
-#define WEFT_CONFIG_ENTRY_(name, module, dflt, help, accepted) {"WEFT_" #name, module, dflt, help, accepted},
-    WEFT_CONFIG_TABLE(WEFT_CONFIG_ENTRY_)
-#undef WEFT_CONFIG_ENTRY_
-};
-
-_Static_assert(WEFT_ARRAY_SIZE(config_table) == WEFT_CONFIG_COUNT, "table and ids disagree");
-
-/* Values read once; copies, so that later setenv() calls cannot free them. */
-static struct {
-    pthread_once_t read_once;
-    pthread_once_t warn_once;
-    const char    *value[WEFT_CONFIG_COUNT];
-    int            is_set[WEFT_CONFIG_COUNT];
-    char          *unknown; /* "WEFT_A, WEFT_B" or NULL */
-} config = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, {NULL}, {0}, NULL};
-
-static int config_known(const char *name, size_t len)
-{
-    for (size_t i = 0; i < WEFT_CONFIG_COUNT; i++) {
-        if (strlen(config_table[i].name) == len && memcmp(config_table[i].name, name, len) == 0) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Appends the names of unknown WEFT_* variables to config.unknown. */
-static void config_collect_unknown(void)
-{
-    size_t used = 0, capacity = 0;
-
-    for (char **env = environ; env != NULL && *env != NULL; env++) {
-        const char *eq = strchr(*env, '=');
-        size_t      len = eq ? (size_t)(eq - *env) : strlen(*env);
-
-        if (strncmp(*env, "WEFT_", 5) != 0 || config_known(*env, len)) {
-            continue;
-        }
-        if (used + len + 3 > capacity) {
-            size_t new_capacity = (capacity + len + 3) * 2;
-            char  *grown = realloc(config.unknown, new_capacity);
-            if (grown == NULL) {
-                return; /* the warning is best effort */
-            }
-            config.unknown = grown;
-            capacity = new_capacity;
-        }
-        if (used > 0) {
-            memcpy(config.unknown + used, ", ", 2);
-            used += 2;
-        }
-        memcpy(config.unknown + used, *env, len);
-        used += len;
-        config.unknown[used] = '\0';
-    }
-}
-
-static void config_read(void)
-{
-    for (size_t i = 0; i < WEFT_CONFIG_COUNT; i++) {
-        const char *env = getenv(config_table[i].name);
-        char       *copy = env ? strdup(env) : NULL;
-
-        config.is_set[i] = env != NULL;
-        config.value[i] = copy ? copy : config_table[i].default_value;
-    }
-    config_collect_unknown();
-}
+static pthread_once_t config_warn_once = PTHREAD_ONCE_INIT;
 
 static void config_warn_unknown(void)
 {
-    if (config.unknown != NULL) {
+    const char *unknown = weft_env_unknown();
+
+    if (unknown != NULL) {
         weft_log_warn("unknown environment variable(s) ignored: %s (weft-perf info lists the known ones)",
-                      config.unknown);
+                      unknown);
     }
-}
-
-static int config_id_valid(weft_config_id_t id)
-{
-    return (unsigned)id < WEFT_CONFIG_COUNT;
-}
-
-const char *weft_config_value_quiet(weft_config_id_t id)
-{
-    pthread_once(&config.read_once, config_read);
-    return config_id_valid(id) ? config.value[id] : "";
 }
 
 const char *weft_config_value(weft_config_id_t id)
 {
     const char *value = weft_config_value_quiet(id);
 
-    pthread_once(&config.warn_once, config_warn_unknown);
+    pthread_once(&config_warn_once, config_warn_unknown);
     return value;
 }
 
 int weft_config_is_set(weft_config_id_t id)
 {
     (void)weft_config_value(id);
-    return config_id_valid(id) ? config.is_set[id] : 0;
+    return weft_env_is_set(id);
 }
 
 static weft_status_t config_parse_failed(weft_config_id_t id, const char *what)
 {
-    weft_log_error("%s=\"%s\" is not %s; unset it or give a valid value", config_table[id].name,
-                   config.value[id], what);
+    weft_log_error("%s=\"%s\" is not %s; unset it or give a valid value", weft_env_entry(id)->name,
+                   weft_config_value_quiet(id), what);
     return WEFT_ERR_INVALID_PARAM;
 }
 
@@ -223,7 +137,7 @@ weft_status_t weft_config_long(weft_config_id_t id, long min, long max, long *ou
 {
     char what[96];
 
-    if (!config_id_valid(id) || out == NULL) {
+    if (weft_env_entry(id) == NULL || out == NULL) {
         return WEFT_ERR_INVALID_PARAM;
     }
     if (weft_parse_long(weft_config_value(id), min, max, out) != WEFT_OK) {
@@ -235,7 +149,7 @@ weft_status_t weft_config_long(weft_config_id_t id, long min, long max, long *ou
 
 weft_status_t weft_config_bool(weft_config_id_t id, int *out)
 {
-    if (!config_id_valid(id) || out == NULL) {
+    if (weft_env_entry(id) == NULL || out == NULL) {
         return WEFT_ERR_INVALID_PARAM;
     }
     if (weft_parse_bool(weft_config_value(id), out) != WEFT_OK) {
@@ -246,7 +160,7 @@ weft_status_t weft_config_bool(weft_config_id_t id, int *out)
 
 weft_status_t weft_config_size(weft_config_id_t id, uint64_t *out)
 {
-    if (!config_id_valid(id) || out == NULL) {
+    if (weft_env_entry(id) == NULL || out == NULL) {
         return WEFT_ERR_INVALID_PARAM;
     }
     if (weft_parse_size(weft_config_value(id), out) != WEFT_OK) {
@@ -265,12 +179,14 @@ WEFT_API weft_status_t weft_config_describe(size_t index, weft_config_var_t *var
     if (index >= WEFT_CONFIG_COUNT || var == NULL) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    var->name = config_table[index].name;
-    var->module = config_table[index].module;
-    var->default_value = config_table[index].default_value;
-    var->help = config_table[index].help;
+    const weft_env_entry_t *entry = weft_env_entry((weft_config_id_t)index);
+
+    var->name = entry->name;
+    var->module = entry->module;
+    var->default_value = entry->default_value;
+    var->help = entry->help;
     var->value = weft_config_value((weft_config_id_t)index);
-    var->is_set = config.is_set[index];
+    var->is_set = weft_env_is_set((weft_config_id_t)index);
     return WEFT_OK;
 }
 
@@ -354,11 +270,11 @@ weft_status_t weft_config_check_id(weft_config_id_t id, char *why, size_t why_si
 {
     const char *value, *spec, *alt;
 
-    if (!config_id_valid(id)) {
+    if (weft_env_entry(id) == NULL) {
         return WEFT_ERR_INVALID_PARAM;
     }
     value = weft_config_value_quiet(id);
-    spec  = config_table[id].accepted;
+    spec  = weft_env_entry(id)->accepted;
     for (alt = spec; *alt != '\0';) {
         const char  *bar = strchr(alt, '|');
         const size_t len = bar ? (size_t)(bar - alt) : strlen(alt);

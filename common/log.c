@@ -2,7 +2,7 @@
  * processes appending to one file do not interleave. */
 #include "log.h"
 
-#include "env_config.h"
+#include "env_table.h"
 
 #include <errno.h>
 #include <fcntl.h>

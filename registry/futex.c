@@ -1,4 +1,4 @@
-/* Futex wrappers. */
+/* Futex wrappers, and the registry's counted sleep and wake on them. */
 #include "futex.h"
 
 #include <limits.h>
@@ -20,4 +20,19 @@ void weft_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns)
 void weft_futex_wake_all(uint32_t *word)
 {
     (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void weft_registry_wake(uint32_t *seq, uint32_t *waiters)
+{
+    __atomic_fetch_add(seq, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(waiters, __ATOMIC_SEQ_CST) != 0) {
+        weft_futex_wake_all(seq);
+    }
+}
+
+void weft_registry_sleep(uint32_t *seq, uint32_t *waiters, uint32_t expected, uint64_t timeout_ns)
+{
+    __atomic_fetch_add(waiters, 1, __ATOMIC_SEQ_CST);
+    weft_futex_wait(seq, expected, timeout_ns);
+    __atomic_fetch_sub(waiters, 1, __ATOMIC_SEQ_CST);
 }

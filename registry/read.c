@@ -25,101 +25,6 @@ static int newer_readable(uint64_t latest, uint64_t after_version)
  * each failure means the producer published twice meanwhile. */
 #define ACQUIRE_ATTEMPTS 10000
 
-int weft_registry_reclaim_lease(struct weft_registry *reg, reg_lease_t *lease)
-{
-    uint64_t owner = REG_LOAD(&lease->owner);
-
-    if (owner == REG_OWNER_NONE) {
-        return 1;
-    }
-    if (owner == REG_OWNER_BUSY || owner == reg->self || weft_process_alive(owner)) {
-        return 0;
-    }
-    /* Mark the record first, so that nobody claims it while its slot is
-     * cleared; only the process whose CAS wins counts the reclaim. */
-    if (!REG_CAS(&lease->owner, &owner, REG_OWNER_BUSY)) {
-        return 0;
-    }
-    if (REG_LOAD(&lease->slot_version) != 0) {
-        REG_STORE(&lease->slot_version, 0);
-        __atomic_fetch_add(&reg->hdr->leases_reclaimed, 1, __ATOMIC_RELAXED);
-        weft_log_info("registry \"%s\": reclaimed a lease of dead pid %d", reg->name, weft_process_pid(owner));
-    }
-    __atomic_fetch_add(&lease->ticket, 1, __ATOMIC_SEQ_CST);
-    REG_STORE(&lease->owner, REG_OWNER_NONE);
-    weft_registry_wake(&reg->hdr->release_seq, &reg->hdr->release_waiters);
-    return 1;
-}
-
-int weft_registry_slot_leased(struct weft_registry *reg, uint32_t slot)
-{
-    for (uint32_t i = 0; i < reg->geo.lease_capacity; i++) {
-        reg_lease_t *lease = &reg->leases[i];
-        uint64_t     held = REG_LOAD(&lease->slot_version);
-
-        if (held != 0 && REG_VS_SLOT(held) == slot && !weft_registry_reclaim_lease(reg, lease)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Claims a free lease record for this handle; -1 when the table is full. */
-static int64_t lease_claim(struct weft_registry *reg)
-{
-    /* Start at a place that depends on the process: readers of different
-     * processes rarely collide on the same record. */
-    uint32_t start = (uint32_t)(reg->self >> 32) % reg->geo.lease_capacity;
-
-    for (int pass = 0; pass < 2; pass++) {
-        for (uint32_t k = 0; k < reg->geo.lease_capacity; k++) {
-            uint32_t     i = (start + k) % reg->geo.lease_capacity;
-            reg_lease_t *lease = &reg->leases[i];
-            uint64_t     none = REG_OWNER_NONE;
-
-            if (REG_LOAD(&lease->owner) == REG_OWNER_NONE && REG_CAS(&lease->owner, &none, reg->self)) {
-                REG_STORE(&lease->holder, reg->tag);
-                return i;
-            }
-            /* Second pass: take back records of dead processes. */
-            if (pass == 1) {
-                (void)weft_registry_reclaim_lease(reg, lease);
-            }
-        }
-    }
-    return -1;
-}
-
-/* lease_claim, logged when the table is full; NULL then. */
-static reg_lease_t *lease_claim_logged(struct weft_registry *reg, uint32_t *index)
-{
-    int64_t record = lease_claim(reg);
-
-    if (record < 0) {
-        weft_log_error("registry \"%s\": all %u lease records are held", reg->name, reg->geo.lease_capacity);
-        return NULL;
-    }
-    *index = (uint32_t)record;
-    return &reg->leases[record];
-}
-
-/* The caller's view of a lease now held on `version` in `slot`. */
-static void lease_fill(reg_lease_t *lease, uint32_t index, uint64_t version, uint32_t slot, weft_lease_t *out)
-{
-    out->version = version;
-    out->slot = slot;
-    out->record = index;
-    out->ticket = __atomic_add_fetch(&lease->ticket, 1, __ATOMIC_SEQ_CST);
-}
-
-static void lease_unclaim(struct weft_registry *reg, reg_lease_t *lease)
-{
-    REG_STORE(&lease->slot_version, 0);
-    __atomic_fetch_add(&lease->ticket, 1, __ATOMIC_SEQ_CST);
-    REG_STORE(&lease->holder, 0);
-    REG_STORE(&lease->owner, REG_OWNER_NONE);
-}
-
 WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *out)
 {
     reg_lease_t *lease;
@@ -135,7 +40,7 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
     if (!latest_readable(REG_LOAD(&reg->hdr->latest))) {
         return WEFT_ERR_NOT_FOUND;
     }
-    lease = lease_claim_logged(reg, &record);
+    lease = weft_registry_lease_claim(reg, &record);
     if (lease == NULL) {
         return WEFT_ERR_NO_SPACE;
     }
@@ -146,13 +51,13 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
 
         if (s == REG_SLOT_NONE) {
             /* Offloaded while we tried: nothing to lease now. */
-            lease_unclaim(reg, lease);
+            weft_registry_lease_unclaim(reg, lease);
             return WEFT_ERR_NOT_FOUND;
         }
         if (s >= reg->geo.slot_count) {
             weft_log_error("registry \"%s\": latest version names slot %u of %u", reg->name, s,
                            reg->geo.slot_count);
-            lease_unclaim(reg, lease);
+            weft_registry_lease_unclaim(reg, lease);
             return WEFT_ERR_CORRUPT;
         }
         /* Publish the lease, then check that the slot still holds the
@@ -160,7 +65,7 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
         REG_STORE(&lease->slot_version, latest);
         word = REG_LOAD(&reg->slots[s].word);
         if (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED && REG_SLOT_VERSION(word) == REG_VS_VERSION(latest)) {
-            lease_fill(lease, record, REG_VS_VERSION(latest), s, out);
+            weft_registry_lease_fill(lease, record, REG_VS_VERSION(latest), s, out);
             return WEFT_OK;
         }
         REG_STORE(&lease->slot_version, 0);
@@ -168,7 +73,7 @@ WEFT_API weft_status_t weft_registry_acquire(weft_registry_h reg, weft_lease_t *
             sched_yield();
         }
     }
-    lease_unclaim(reg, lease);
+    weft_registry_lease_unclaim(reg, lease);
     weft_log_error("registry \"%s\": versions change too fast to lease one", reg->name);
     return WEFT_ERR_BUSY;
 }
@@ -225,7 +130,7 @@ static weft_status_t lease_announced(struct weft_registry *reg, uint64_t after_v
     if (best == 0) {
         return WEFT_ERR_NOT_FOUND;
     }
-    lease = lease_claim_logged(reg, &record);
+    lease = weft_registry_lease_claim(reg, &record);
     if (lease == NULL) {
         return WEFT_ERR_NO_SPACE;
     }
@@ -233,10 +138,10 @@ static weft_status_t lease_announced(struct weft_registry *reg, uint64_t after_v
     word = REG_LOAD(&reg->slots[slot].word);
     if ((REG_SLOT_STATE(word) == REG_SLOT_WRITING && REG_LOAD(&reg->slots[slot].ready_version) == best) ||
         (REG_SLOT_STATE(word) == REG_SLOT_PUBLISHED && REG_SLOT_VERSION(word) == best)) {
-        lease_fill(lease, record, best, slot, out);
+        weft_registry_lease_fill(lease, record, best, slot, out);
         return WEFT_OK;
     }
-    lease_unclaim(reg, lease); /* published and gone, or abandoned: look again */
+    weft_registry_lease_unclaim(reg, lease); /* published and gone, or abandoned: look again */
     return WEFT_ERR_NOT_FOUND;
 }
 
@@ -318,22 +223,6 @@ WEFT_API weft_status_t weft_registry_wait_ready(weft_registry_h reg, uint64_t af
                                                 weft_lease_t *lease)
 {
     return wait_for(reg, after_version, timeout_us, lease, try_published_or_announced);
-}
-
-/* The record of a lease this handle holds, or NULL. */
-reg_lease_t *weft_registry_lease_record(struct weft_registry *reg, const weft_lease_t *lease)
-{
-    reg_lease_t *record;
-
-    if (lease->record >= reg->geo.lease_capacity || lease->slot >= reg->geo.slot_count) {
-        return NULL;
-    }
-    record = &reg->leases[lease->record];
-    if (REG_LOAD(&record->owner) != reg->self || REG_LOAD(&record->ticket) != lease->ticket ||
-        REG_LOAD(&record->slot_version) != REG_VS_WORD(lease->version, lease->slot)) {
-        return NULL;
-    }
-    return record;
 }
 
 /*
@@ -485,24 +374,7 @@ WEFT_API weft_status_t weft_registry_release(weft_registry_h reg, weft_lease_t *
                        reg->name, (unsigned long long)lease->version);
         return WEFT_ERR_STATE;
     }
-    lease_unclaim(reg, record);
+    weft_registry_lease_unclaim(reg, record);
     weft_registry_wake(&reg->hdr->release_seq, &reg->hdr->release_waiters);
     return WEFT_OK;
-}
-
-void weft_registry_drop_leases(struct weft_registry *reg)
-{
-    int dropped = 0;
-
-    for (uint32_t i = 0; i < reg->geo.lease_capacity; i++) {
-        reg_lease_t *lease = &reg->leases[i];
-
-        if (REG_LOAD(&lease->owner) == reg->self && REG_LOAD(&lease->holder) == reg->tag) {
-            lease_unclaim(reg, lease);
-            dropped = 1;
-        }
-    }
-    if (dropped) {
-        weft_registry_wake(&reg->hdr->release_seq, &reg->hdr->release_waiters);
-    }
 }

@@ -33,28 +33,6 @@
      WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP |   \
      WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_CHECKSUMS)
 
-int weft_registry_name_valid(const char *name)
-{
-    size_t len;
-
-    if (name == NULL) {
-        return 0;
-    }
-    len = strnlen(name, WEFT_REGISTRY_NAME_MAX);
-    if (len == 0 || len >= WEFT_REGISTRY_NAME_MAX) {
-        return 0;
-    }
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-')) {
-            return 0;
-        }
-    }
-    /* "weft.." and "weft..." are odd names for a file; nothing wants them. */
-    return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
-}
-
 /* name as it may be logged: printable ASCII, anything else as \xNN (a
  * refused name comes from whoever called, and must not write to the log's
  * terminal or forge its lines). */
@@ -949,19 +927,4 @@ WEFT_API weft_status_t weft_registry_get_stats(weft_registry_h reg, weft_registr
     }
     *stats = s;
     return WEFT_OK;
-}
-
-void weft_registry_wake(uint32_t *seq, uint32_t *waiters)
-{
-    __atomic_fetch_add(seq, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(waiters, __ATOMIC_SEQ_CST) != 0) {
-        weft_futex_wake_all(seq);
-    }
-}
-
-void weft_registry_sleep(uint32_t *seq, uint32_t *waiters, uint32_t expected, uint64_t timeout_ns)
-{
-    __atomic_fetch_add(waiters, 1, __ATOMIC_SEQ_CST);
-    weft_futex_wait(seq, expected, timeout_ns);
-    __atomic_fetch_sub(waiters, 1, __ATOMIC_SEQ_CST);
 }

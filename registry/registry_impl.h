@@ -66,9 +66,6 @@ struct weft_registry {
     pthread_mutex_t         sum_lock;
 };
 
-/* 1 when name is a registry name: [A-Za-z0-9._-], 1 to 63 bytes, not "." or "..". */
-int weft_registry_name_valid(const char *name);
-
 /* Creates the name index of reg->tensors. */
 weft_status_t weft_registry_index_names(struct weft_registry *reg);
 
@@ -83,6 +80,8 @@ static inline uint8_t *weft_registry_tensor_addr(const struct weft_registry *reg
     return reg->base + reg->geo.data_offset + (uint64_t)slot * reg->geo.slot_stride +
            reg->tensors[index].offset;
 }
+
+/* --- The lease table (lease.c) --- */
 
 /*
  * Takes back the lease record if its owner died. Returns 1 when the record
@@ -101,18 +100,23 @@ void weft_registry_drop_consumers(struct weft_registry *reg);
  * match), else NULL. */
 reg_lease_t *weft_registry_lease_record(struct weft_registry *reg, const weft_lease_t *lease);
 
+/* Claims a free lease record for this handle (taking back those of dead
+ * processes when none is free); NULL, logged, when every record is held. */
+reg_lease_t *weft_registry_lease_claim(struct weft_registry *reg, uint32_t *index);
+
+/* The caller's view of a lease now held on `version` in `slot`. */
+void weft_registry_lease_fill(reg_lease_t *lease, uint32_t index, uint64_t version, uint32_t slot,
+                              weft_lease_t *out);
+
+/* Frees a record this handle holds (the caller wakes the writers). */
+void weft_registry_lease_unclaim(struct weft_registry *reg, reg_lease_t *lease);
+
 /* --- Verified versions (verify.c) --- */
 
 /* Producer, before it publishes slot `slot` as `version`: stores every
  * tensor's checksum, when the registry has checksums. Logged on error
  * (nothing stored; the publish must not happen). */
 weft_status_t weft_registry_sum_slot(struct weft_registry *reg, uint32_t slot, uint64_t version);
-
-/* Wakes sleepers on a futex word if any are counted. */
-void weft_registry_wake(uint32_t *seq, uint32_t *waiters);
-
-/* Sleeps on seq (value seen: expected) up to timeout_ns, counted in waiters. */
-void weft_registry_sleep(uint32_t *seq, uint32_t *waiters, uint32_t expected, uint64_t timeout_ns);
 
 /* --- GPU arenas (arena.c) --- */
 

@@ -411,3 +411,25 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
     g->checksum_table_offset = h->checksum_table_offset;
     return WEFT_OK;
 }
+
+int weft_registry_name_valid(const char *name)
+{
+    size_t len;
+
+    if (name == NULL) {
+        return 0;
+    }
+    len = strnlen(name, WEFT_REGISTRY_NAME_MAX);
+    if (len == 0 || len >= WEFT_REGISTRY_NAME_MAX) {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-')) {
+            return 0;
+        }
+    }
+    /* "weft.." and "weft..." are odd names for a file; nothing wants them. */
+    return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}

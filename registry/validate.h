@@ -61,4 +61,8 @@ int weft_tensor_strides_disjoint(uint32_t ndim, const uint64_t *shape, const uin
 /* 1 when name is a valid tensor name: 1..127 printable ASCII, no space. */
 int weft_tensor_name_valid(const char *name, size_t max);
 
+/* 1 when name is a registry name: [A-Za-z0-9._-], 1 to 63 bytes, not "."
+ * or "..". */
+int weft_registry_name_valid(const char *name);
+
 #endif
