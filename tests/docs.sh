@@ -6,11 +6,14 @@
 set -u
 : "${top_srcdir:=..}"
 fail=0
-for h in weft registry transport quant optim checksum; do
-    page="$top_srcdir/docs/man/weft_$h.3"
-    [ "$h" = weft ] && page="$top_srcdir/docs/man/weft.3"
+for header in "$top_srcdir"/include/weft/*.h; do
+    h=$(basename "$header" .h)
+    case $h in
+    weft | types) page="$top_srcdir/docs/man/weft.3" ;; # weft.3 documents both
+    *) page="$top_srcdir/docs/man/weft_$h.3" ;;
+    esac
     [ -f "$page" ] || { echo "FAIL: no man page for weft/$h.h ($page)"; fail=1; continue; }
-    for fn in $(sed -n 's/^WEFT_API[^(]*[ *]\(weft_[a-z0-9_]*\)(.*/\1/p' "$top_srcdir/include/weft/$h.h"); do
+    for fn in $(sed -n 's/^WEFT_API[^(]*[ *]\(weft_[a-z0-9_]*\)(.*/\1/p' "$header"); do
         grep -q "$fn" "$page" || { echo "FAIL: $page does not name $fn (weft/$h.h)"; fail=1; }
     done
     [ $fail -eq 0 ] && echo "ok: $page names every call of weft/$h.h"

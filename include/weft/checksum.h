@@ -16,10 +16,10 @@
  *
  * Threads: both calls are reentrant.
  */
-#include <weft/weft.h>
-
 #ifndef WEFT_CHECKSUM_H
 #define WEFT_CHECKSUM_H
+
+#include <weft/types.h>
 
 #ifdef __cplusplus
 extern "C" {

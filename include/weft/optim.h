@@ -82,20 +82,16 @@
  * Threads: one optimizer is used by one thread at a time. Distinct
  * optimizers are independent. Errors are logged (WEFT_LOG_LEVEL).
  */
-#include <weft/weft.h>
-
 #ifndef WEFT_OPTIM_H
 #define WEFT_OPTIM_H
 
 #include <weft/quant.h>
 #include <weft/registry.h>
+#include <weft/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct weft_optim *weft_optim_h;
-typedef struct weft_optim_writer *weft_optim_writer_h;
 
 #define WEFT_OPTIM_NAME_MAX 96 /* bytes of a group name, with the NUL */
 

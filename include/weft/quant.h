@@ -22,10 +22,10 @@
  *
  * Threads: every call is reentrant; calls on one stream are ordered.
  */
-#include <weft/weft.h>
-
 #ifndef WEFT_QUANT_H
 #define WEFT_QUANT_H
+
+#include <weft/types.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -32,18 +32,14 @@
  * Processes: handles do not survive fork(); open the registry again.
  * Errors are logged with the registry's name (WEFT_LOG_LEVEL).
  */
-/* Before the guard: <weft/weft.h> includes this header at its end, and the
- * base types must exist whichever of the two a program includes first. */
-#include <weft/weft.h>
-
 #ifndef WEFT_REGISTRY_H
 #define WEFT_REGISTRY_H
+
+#include <weft/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct weft_registry *weft_registry_h;
 
 #define WEFT_REGISTRY_NAME_MAX 64  /* bytes, with the NUL */
 #define WEFT_TENSOR_NAME_MAX   128 /* bytes, with the NUL */

@@ -29,19 +29,15 @@
  * thread-safe). Processes: a plan does not survive fork().
  * Errors are logged with the tensor's name (WEFT_LOG_LEVEL).
  */
-/* Before the guard, as in registry.h: the base and registry types come
- * first whichever header a program includes first. */
-#include <weft/weft.h>
-#include <weft/registry.h>
-
 #ifndef WEFT_TRANSPORT_H
 #define WEFT_TRANSPORT_H
+
+#include <weft/registry.h>
+#include <weft/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct weft_plan *weft_plan_h;
 
 /*
  * How the bytes move. 0 is never valid. Values never change once released.
@@ -212,9 +208,6 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
  * WEFT_ERR_TIMEOUT and records nothing; it may connect again and receives
  * the next version.
  */
-typedef struct weft_server *weft_server_h;
-typedef struct weft_remote *weft_remote_h;
-typedef struct weft_ucx_memory *weft_ucx_memory_h;
 
 #define WEFT_TOKEN_MAX 255 /* bytes of a token, without the NUL */
 
