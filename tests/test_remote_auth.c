@@ -9,8 +9,8 @@
 #include "config.h"
 
 #include "common/time_util.h"
-#include "transport/bootstrap/bootstrap.h"
-#include "transport/remote/auth.h"
+#include "transport/ctl/bootstrap.h"
+#include "transport/ctl/auth.h"
 
 
 #include <check.h>

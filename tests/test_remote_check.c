@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "transport/remote/consume.h"
+#include "transport/remote/remote.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "transport/plan.h"
+#include "transport/plan/plan.h"
 
 #include <check.h>
 #include <stdio.h>

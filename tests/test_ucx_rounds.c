@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "transport/ucx/ucx_rounds.h"
+#include "transport/plan/rounds.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -43,9 +43,9 @@
 
 #if HAVE_UCX
 #include "common/time_util.h"
-#include "transport/bootstrap/bootstrap.h"
-#include "transport/remote/auth.h"
-#include "transport/remote/wire.h"
+#include "transport/ctl/bootstrap.h"
+#include "transport/ctl/auth.h"
+#include "transport/ctl/wire.h"
 #include "transport/ucx/ucx_common.h"
 #include "transport/ucx/ucx_gpu.h"
 #include "transport/ucx/ucx_lanes.h"

@@ -15,11 +15,11 @@
 #include "config.h"
 
 #include "common/log.h"
-#include "transport/bootstrap/bootstrap.h"
-#include "transport/remote/auth.h"
-#include "transport/remote/serve.h"
-#include "transport/remote/wire.h"
-#include "transport/ucx/ucx_views.h"
+#include "transport/ctl/bootstrap.h"
+#include "transport/ctl/auth.h"
+#include "transport/server/server.h"
+#include "transport/ctl/wire.h"
+#include "transport/ctl/ucx_views.h"
 
 #include <stdarg.h>
 #include <stdint.h>

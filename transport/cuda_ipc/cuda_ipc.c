@@ -26,7 +26,7 @@
 #include "common/env_config.h"
 #include "common/log.h"
 #include "kernels/copy_batch.h"
-#include "transport/plan.h"
+#include "transport/plan/plan.h"
 
 #include <cuda_runtime_api.h>
 #include <inttypes.h>

@@ -14,10 +14,10 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "push.h"
-#include "transport/remote/consume.h"
-#include "transport/remote/dispatch.h"
-#include "transport/remote/view_memory.h"
-#include "transport/view_layout.h"
+#include "transport/remote/remote.h"
+#include "transport/core/desc.h"
+#include "transport/core/view_memory.h"
+#include "transport/core/view_layout.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

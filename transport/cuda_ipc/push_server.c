@@ -25,11 +25,11 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "push.h"
-#include "transport/plan.h"
-#include "transport/remote/dispatch.h"
-#include "transport/remote/serve.h"
-#include "transport/transport.h"
-#include "transport/view_layout.h"
+#include "transport/plan/plan.h"
+#include "transport/core/desc.h"
+#include "transport/server/server.h"
+#include "transport/core/catalog.h"
+#include "transport/core/view_layout.h"
 
 #include <cuda_runtime_api.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "transport/plan.h"
+#include "transport/plan/plan.h"
 
 #include <string.h>
 

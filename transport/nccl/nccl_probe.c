@@ -1,6 +1,6 @@
 /* The NCCL probe: the version of the library loaded at run time. */
 #include "common/text.h"
-#include "transport/probe.h"
+#include "transport/core/probe.h"
 
 #include <stdlib.h>
 

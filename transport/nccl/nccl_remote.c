@@ -21,9 +21,9 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "nccl_common.h"
-#include "transport/remote/consume.h"
-#include "transport/remote/dispatch.h"
-#include "transport/remote/view_memory.h"
+#include "transport/remote/remote.h"
+#include "transport/core/desc.h"
+#include "transport/core/view_memory.h"
 
 #include <inttypes.h>
 #include <sched.h>

@@ -27,9 +27,9 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "nccl_common.h"
-#include "transport/plan.h"
-#include "transport/remote/dispatch.h"
-#include "transport/remote/serve.h"
+#include "transport/plan/plan.h"
+#include "transport/core/desc.h"
+#include "transport/server/server.h"
 
 #include <inttypes.h>
 #include <poll.h>

@@ -3,7 +3,7 @@
 
 #include "common/text.h"
 #include "nic_affinity.h"
-#include "transport/probe.h"
+#include "transport/core/probe.h"
 
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -6,8 +6,8 @@
 #ifndef WEFT_TRANSPORT_UCX_COMMON_H
 #define WEFT_TRANSPORT_UCX_COMMON_H
 
-#include "transport/bootstrap/bootstrap.h"
-#include "transport/remote/wire.h"
+#include "transport/ctl/bootstrap.h"
+#include "transport/ctl/wire.h"
 
 #include <stdint.h>
 #include <weft/transport.h>

@@ -8,7 +8,7 @@
 #ifndef WEFT_TRANSPORT_UCX_CUDA_H
 #define WEFT_TRANSPORT_UCX_CUDA_H
 
-#include "transport/plan_ranges.h"
+#include "transport/plan/plan_ranges.h"
 #include "ucx_common.h"
 
 #include <stddef.h>

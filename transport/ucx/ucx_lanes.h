@@ -27,9 +27,9 @@
 #ifndef WEFT_TRANSPORT_UCX_LANES_H
 #define WEFT_TRANSPORT_UCX_LANES_H
 
-#include "transport/plan_ranges.h"
+#include "transport/plan/plan_ranges.h"
 #include "ucx_common.h"
-#include "ucx_views.h" /* weft_ucx_blob_t, WEFT_UCX_LANES_MAX */
+#include "transport/ctl/ucx_views.h" /* weft_ucx_blob_t, WEFT_UCX_LANES_MAX */
 
 #include <stdint.h>
 

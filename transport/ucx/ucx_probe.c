@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include "common/text.h"
-#include "transport/probe.h"
+#include "transport/core/probe.h"
 #include "ucx_gpu.h"
 
 #include <stdlib.h>

@@ -24,16 +24,16 @@
 #include "common/env_config.h"
 #include "common/log.h"
 #include "common/time_util.h"
-#include "transport/remote/consume.h"
-#include "transport/remote/dispatch.h"
-#include "transport/remote/view_memory.h"
-#include "transport/remote/wire.h"
+#include "transport/remote/remote.h"
+#include "transport/core/desc.h"
+#include "transport/core/view_memory.h"
+#include "transport/ctl/wire.h"
 #include "ucx_common.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
 #include "ucx_lanes.h"
 #include "ucx_memory.h"
-#include "ucx_rounds.h"
+#include "transport/plan/rounds.h"
 
 #include <inttypes.h>
 #include <poll.h>

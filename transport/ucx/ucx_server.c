@@ -40,15 +40,15 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
-#include "transport/plan.h"
-#include "transport/remote/dispatch.h"
-#include "transport/remote/serve.h"
+#include "transport/plan/plan.h"
+#include "transport/core/desc.h"
+#include "transport/server/server.h"
 #include "ucx_common.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"
 #include "ucx_lanes.h"
-#include "ucx_views.h"
-#include "ucx_rounds.h"
+#include "transport/ctl/ucx_views.h"
+#include "transport/plan/rounds.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -10,7 +10,7 @@
 
 #include "common/log.h"
 #include "ucx_cuda.h"
-#include "ucx_rounds.h"
+#include "transport/plan/rounds.h"
 
 #include <cuda_runtime_api.h>
 #include <inttypes.h>

@@ -1,9 +1,9 @@
 /* The consumer's half of the bootstrap conversation, for every transport. */
 #include "config.h"
 
-#include "consume.h"
+#include "transport/remote/remote.h"
 
-#include "auth.h"
+#include "transport/ctl/auth.h"
 
 #include "common/env_config.h"
 #include "common/log.h"

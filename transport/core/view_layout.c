@@ -1,5 +1,5 @@
 /* The byte layout of receive views (see view_layout.h). */
-#include "view_layout.h"
+#include "transport/core/view_layout.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* The bootstrap connection: TCP sockets, framed messages, payload codec. */
 #include "config.h"
 
-#include "bootstrap.h"
+#include "transport/ctl/bootstrap.h"
 
 #include "common/log.h"
 #include "common/time_util.h"

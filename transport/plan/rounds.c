@@ -1,7 +1,7 @@
 /* Rounds of a version through a consumer's bounded staging ring. */
 #include "config.h"
 
-#include "ucx_rounds.h"
+#include "transport/plan/rounds.h"
 
 #include <stdlib.h>
 #include <string.h>

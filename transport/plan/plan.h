@@ -5,8 +5,8 @@
 #define WEFT_TRANSPORT_PLAN_H
 
 #include "kernels/checksum.h"
-#include "plan_ranges.h"
-#include "transport.h"
+#include "transport/plan/plan_ranges.h"
+#include "transport/core/catalog.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

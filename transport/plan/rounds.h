@@ -23,8 +23,8 @@
 #ifndef WEFT_TRANSPORT_UCX_ROUNDS_H
 #define WEFT_TRANSPORT_UCX_ROUNDS_H
 
-#include "transport/plan_ranges.h"
-#include "transport/remote/wire.h"
+#include "transport/plan/plan_ranges.h"
+#include "transport/ctl/wire.h"
 
 #include <stdint.h>
 #include <weft/weft.h>

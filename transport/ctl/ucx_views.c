@@ -1,7 +1,7 @@
 /* The ucx consumer's VIEWS, checked before UCX sees them (ucx_views.h). */
 #include "config.h"
 
-#include "ucx_views.h"
+#include "transport/ctl/ucx_views.h"
 
 #include <stdlib.h>
 #include <string.h>

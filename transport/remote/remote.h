@@ -9,7 +9,7 @@
 #define WEFT_TRANSPORT_REMOTE_CONSUME_H
 
 #include "kernels/checksum.h"
-#include "wire.h"
+#include "transport/ctl/wire.h"
 
 #include <stdint.h>
 #include <weft/transport.h>

@@ -2,7 +2,7 @@
  * merging adjacent runs. */
 #include "config.h"
 
-#include "plan_ranges.h"
+#include "transport/plan/plan_ranges.h"
 
 #include <stdint.h>
 #include <stdlib.h>

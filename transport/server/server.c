@@ -1,10 +1,10 @@
 /* The transport-neutral half of a server: sockets, token, consumers' records. */
 #include "config.h"
 
-#include "serve.h"
+#include "transport/server/server.h"
 
-#include "auth.h"
-#include "wire.h"
+#include "transport/ctl/auth.h"
+#include "transport/ctl/wire.h"
 
 #include "common/log.h"
 #include "common/time_util.h"

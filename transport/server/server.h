@@ -13,8 +13,8 @@
 #ifndef WEFT_TRANSPORT_REMOTE_SERVE_H
 #define WEFT_TRANSPORT_REMOTE_SERVE_H
 
-#include "transport/plan.h"
-#include "wire.h"
+#include "transport/plan/plan.h"
+#include "transport/ctl/wire.h"
 
 #include <poll.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* The handshake's nonces and MACs and the sealed session (auth.h), on libsodium. */
 #include "config.h"
 
-#include "auth.h"
+#include "transport/ctl/auth.h"
 
 #include "common/log.h"
 

@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "dispatch.h"
+#include "transport/core/desc.h"
 
 #include "common/compiler.h"
 #include "common/log.h"

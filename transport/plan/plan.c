@@ -7,8 +7,8 @@
 
 #include "common/log.h"
 #include "common/text.h"
-#include "plan.h"
-#include "view_layout.h"
+#include "transport/plan/plan.h"
+#include "transport/core/view_layout.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 
 #include "common/compiler.h"
 #include "common/text.h"
-#include "probe.h"
+#include "transport/core/probe.h"
 
 #include <string.h>
 

@@ -1,12 +1,12 @@
 /* Payloads every transport across nodes shares: hello, refusals, views. */
 #include "config.h"
 
-#include "wire.h"
+#include "transport/ctl/wire.h"
 
-#include "auth.h"
+#include "transport/ctl/auth.h"
 
 #include "common/log.h"
-#include "transport/view_layout.h"
+#include "transport/core/view_layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -28,7 +28,7 @@
 #ifndef WEFT_TRANSPORT_REMOTE_AUTH_H
 #define WEFT_TRANSPORT_REMOTE_AUTH_H
 
-#include "transport/bootstrap/bootstrap.h"
+#include "transport/ctl/bootstrap.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -23,8 +23,8 @@
 #ifndef WEFT_TRANSPORT_REMOTE_WIRE_H
 #define WEFT_TRANSPORT_REMOTE_WIRE_H
 
-#include "auth.h"
-#include "transport/bootstrap/bootstrap.h"
+#include "transport/ctl/auth.h"
+#include "transport/ctl/bootstrap.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include "common/compiler.h"
-#include "transport.h"
+#include "transport/core/catalog.h"
 
 #include <stddef.h>
 

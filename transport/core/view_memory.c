@@ -1,7 +1,7 @@
 /* Where a remote consumer's views live: host, or one GPU. */
 #include "config.h"
 
-#include "view_memory.h"
+#include "transport/core/view_memory.h"
 
 #include "common/log.h"
 

@@ -6,7 +6,7 @@
 
 #include "common/cuda_util.h"
 #include "common/log.h"
-#include "serve.h"
+#include "transport/server/server.h"
 
 weft_status_t weft_serve_gpu_registry(weft_registry_h reg, const char *transport,
                                       const char *host_hint, int *device)

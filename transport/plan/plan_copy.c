@@ -6,7 +6,7 @@
 
 #include "common/env_config.h"
 #include "common/log.h"
-#include "plan.h"
+#include "transport/plan/plan.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
