@@ -1,11 +1,11 @@
 /*
  * weft_server_* and weft_remote_*: the arguments every transport shares
- * are checked here, then the call goes to the transport's table. Optional
- * transports get their entry under their HAVE_* here, and nowhere else.
+ * are checked here, then the call goes to the ops of the transport's
+ * descriptor (core/catalog.h).
  */
 #include "config.h"
 
-#include "transport/core/desc.h"
+#include "transport/core/catalog.h"
 
 #include "common/compiler.h"
 #include "common/log.h"
@@ -23,45 +23,27 @@ struct weft_remote {
     void                    *impl;
 };
 
-static const weft_server_ops_t *const server_ops[] = {
-#if HAVE_UCX
-    [WEFT_TRANSPORT_UCX] = &weft_ucx_server_ops,
-#endif
-#if HAVE_NCCL
-    [WEFT_TRANSPORT_NCCL] = &weft_nccl_server_ops,
-#endif
-#if HAVE_CUDA
-    [WEFT_TRANSPORT_CUDA_IPC] = &weft_cuda_ipc_server_ops,
-#endif
-    [WEFT_TRANSPORT_HOST] = NULL,
-};
-
-static const weft_remote_ops_t *const remote_ops[] = {
-#if HAVE_UCX
-    [WEFT_TRANSPORT_UCX] = &weft_ucx_remote_ops,
-#endif
-#if HAVE_NCCL
-    [WEFT_TRANSPORT_NCCL] = &weft_nccl_remote_ops,
-#endif
-#if HAVE_CUDA
-    [WEFT_TRANSPORT_CUDA_IPC] = &weft_cuda_ipc_remote_ops,
-#endif
-    [WEFT_TRANSPORT_HOST] = NULL,
-};
-
-/* 1 for the transports with a server, built in or not: those across
- * nodes, and cuda_ipc's push mode. */
-static int served(weft_transport_t transport)
+/* The descriptor serving a transport's server or consumer (`remote`);
+ * NULL, logged, when none does; *status says how to fail: an unknown
+ * transport or one without servers (host) is a bad argument, one whose
+ * backend was not built in is unsupported. */
+static const weft_transport_desc_t *served_by(weft_transport_t transport, int remote, weft_status_t *status)
 {
-    return transport == WEFT_TRANSPORT_UCX || transport == WEFT_TRANSPORT_NCCL ||
-           transport == WEFT_TRANSPORT_CUDA_IPC;
-}
+    const weft_transport_desc_t *desc = weft_catalog_transport(transport);
+    const char                  *what = remote ? "consumer" : "server";
 
-static const char *transport_name(weft_transport_t transport)
-{
-    return transport == WEFT_TRANSPORT_UCX    ? "UCX"
-           : transport == WEFT_TRANSPORT_NCCL ? "NCCL"
-                                              : "CUDA";
+    if (desc != NULL && !desc->compiled) {
+        weft_log_error("libweft was built without %s: no %s %s", desc->dependency, desc->name, what);
+        *status = WEFT_ERR_UNSUPPORTED;
+        return NULL;
+    }
+    if (desc == NULL || (remote ? desc->remote == NULL : desc->server == NULL)) {
+        weft_log_error("%s: transport %d has no %ss (ucx, nccl and cuda_ipc have)", remote ? "remote" : "server",
+                       (int)transport, what);
+        *status = WEFT_ERR_INVALID_PARAM;
+        return NULL;
+    }
+    return desc;
 }
 
 static int token_ok(const char *token)
@@ -73,14 +55,14 @@ static int token_ok(const char *token)
 WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                           weft_server_h *out)
 {
-    const uint64_t      known =
+    const uint64_t               known =
         WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW | WEFT_SERVER_PARAM_LANES;
-    struct weft_server *s;
-    weft_status_t       status;
+    const weft_transport_desc_t *desc;
+    struct weft_server          *s;
+    weft_status_t                status;
 
     if (reg == NULL || params == NULL || out == NULL || params->listen == NULL ||
-        params->token == NULL || (params->field_mask & ~known) ||
-        !served(params->transport)) {
+        params->token == NULL || (params->field_mask & ~known)) {
         weft_log_error("server: invalid argument (registry, params with transport ucx, nccl or cuda_ipc, "
                        "listen and token are required)");
         return WEFT_ERR_INVALID_PARAM;
@@ -89,17 +71,15 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
         weft_log_error("server: the token must be 1..%d bytes", WEFT_TOKEN_MAX);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if ((size_t)params->transport >= WEFT_ARRAY_SIZE(server_ops) ||
-        server_ops[params->transport] == NULL) {
-        weft_log_error("libweft was built without %s: no %s server",
-                       transport_name(params->transport), transport_name(params->transport));
-        return WEFT_ERR_UNSUPPORTED;
+    desc = served_by(params->transport, 0, &status);
+    if (desc == NULL) {
+        return status;
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    s->ops = server_ops[params->transport];
+    s->ops = desc->server;
     status = s->ops->create(reg, params, &s->impl);
     if (status != WEFT_OK) {
         free(s);
@@ -140,11 +120,12 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
                                            const weft_recv_view_t *views, size_t count,
                                            weft_remote_h *out)
 {
-    struct weft_remote *r;
-    weft_status_t       status;
+    const weft_transport_desc_t *desc;
+    struct weft_remote          *r;
+    weft_status_t                status;
 
     if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
-        p->token == NULL || p->name == NULL || !served(p->transport) ||
+        p->token == NULL || p->name == NULL ||
         (p->field_mask & ~(uint64_t)(WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES |
                                      WEFT_REMOTE_PARAM_MEMORY))) {
         weft_log_error("remote: invalid argument (params, views, count, transport ucx, nccl or cuda_ipc, "
@@ -156,16 +137,15 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
                        WEFT_CONSUMER_NAME_MAX - 1);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if ((size_t)p->transport >= WEFT_ARRAY_SIZE(remote_ops) || remote_ops[p->transport] == NULL) {
-        weft_log_error("libweft was built without %s: no %s consumer", transport_name(p->transport),
-                       transport_name(p->transport));
-        return WEFT_ERR_UNSUPPORTED;
+    desc = served_by(p->transport, 1, &status);
+    if (desc == NULL) {
+        return status;
     }
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    r->ops = remote_ops[p->transport];
+    r->ops = desc->remote;
     status = r->ops->connect(p, views, count, &r->impl);
     if (status != WEFT_OK) {
         free(r);
@@ -194,25 +174,3 @@ WEFT_API weft_status_t weft_remote_close(weft_remote_h r)
     }
     return status;
 }
-
-#if !HAVE_UCX
-/* ucx/ucx_memory.c's calls, in a library built without UCX. */
-WEFT_API weft_status_t weft_ucx_memory_alloc(uint64_t bytes, weft_ucx_memory_h *memory, void **base)
-{
-    (void)bytes;
-    if (memory != NULL) {
-        *memory = NULL;
-    }
-    if (base != NULL) {
-        *base = NULL;
-    }
-    weft_log_error("libweft was built without UCX: no UCX memory");
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-WEFT_API weft_status_t weft_ucx_memory_free(weft_ucx_memory_h memory)
-{
-    (void)memory; /* none can have been made */
-    return WEFT_OK;
-}
-#endif

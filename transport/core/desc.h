@@ -1,16 +1,61 @@
 /*
- * The transports across nodes behind weft_server_* and weft_remote_*:
- * each fills one const table of each kind; dispatch.c checks the
- * arguments every transport shares and picks the table by
- * params->transport. A transport not built in has no table and its calls
- * give WEFT_ERR_UNSUPPORTED. Internal.
+ * One descriptor per backend (weft_transport_desc_t), the way NCCL's
+ * struct ncclTransport or an rdma-core provider is one descriptor: its
+ * name, the run-time probe behind weft_backend_query, and the const ops
+ * tables of what it provides: a plan (weft_plan_create: copies into views
+ * of this process), a server and a remote consumer (weft_server_*,
+ * weft_remote_*: transfers to other processes and nodes). An op table
+ * left NULL is a thing the backend does not do. core/catalog.c lists the
+ * descriptors; a backend whose dependency is not built is its
+ * <name>_none.c, a descriptor with compiled = 0. Internal.
+ *
+ * Order of calls on a plan: open → connect → build → (post → wait) × N →
+ * close. The plan core (plan/) has already matched the views, checked them
+ * and built the coalesced copy ranges (plan->ranges) when build runs.
  */
-#ifndef WEFT_TRANSPORT_REMOTE_DISPATCH_H
-#define WEFT_TRANSPORT_REMOTE_DISPATCH_H
+#ifndef WEFT_TRANSPORT_CORE_DESC_H
+#define WEFT_TRANSPORT_CORE_DESC_H
 
 #include <stdint.h>
 #include <weft/transport.h>
+#include <weft/weft.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct weft_plan;
+
+/* A bit per weft_memory_kind_t, for the memory a backend can reach. */
+#define WEFT_MEMORY_BIT(kind) (1u << (unsigned)(kind))
+
+/* A plan's backend. post is required; any other op may be NULL, meaning
+ * the backend has nothing to do at that step. */
+typedef struct weft_plan_ops {
+    const char *name;       /* "host"; for messages */
+    uint32_t    src_memory; /* WEFT_MEMORY_BIT()s of registry memory it reads */
+    uint32_t    dst_memory; /* WEFT_MEMORY_BIT()s of receive views it writes */
+
+    /* Creates the backend's state for a plan, in plan->backend. */
+    weft_status_t (*open)(struct weft_plan *plan);
+    /* Reaches the producer's side (bootstrap, endpoints, imported
+     * handles). NULL where the registry's memory is mapped locally. */
+    weft_status_t (*connect)(struct weft_plan *plan);
+    /* Registers the receive memory and turns plan->ranges into whatever
+     * the backend replays (descriptors, rkeys, staging chunks). */
+    weft_status_t (*build)(struct weft_plan *plan);
+    /* Starts copying the leased version into the views: WEFT_OK when every
+     * byte is in place already, WEFT_INPROGRESS when wait finishes it. */
+    weft_status_t (*post)(struct weft_plan *plan, const weft_lease_t *lease);
+    /* Completes the post in flight; required when post can return
+     * WEFT_INPROGRESS. */
+    weft_status_t (*wait)(struct weft_plan *plan);
+    /* Undoes open, connect and build, whichever of them ran; called once
+     * open succeeded, also when a later step failed. */
+    void (*close)(struct weft_plan *plan);
+} weft_plan_ops_t;
+
+/* A server behind weft_server_*; every op is required. */
 typedef struct weft_server_ops {
     const char *name;
     /* params are checked already (field_mask, listen, token). */
@@ -20,6 +65,7 @@ typedef struct weft_server_ops {
     void (*destroy)(void *server);
 } weft_server_ops_t;
 
+/* A remote consumer behind weft_remote_*; every op is required. */
 typedef struct weft_remote_ops {
     const char *name;
     /* params are checked already (field_mask, server, token, name), and
@@ -33,11 +79,22 @@ typedef struct weft_remote_ops {
     weft_status_t (*close)(void *remote);
 } weft_remote_ops_t;
 
-extern const weft_server_ops_t weft_ucx_server_ops;  /* HAVE_UCX */
-extern const weft_remote_ops_t weft_ucx_remote_ops;  /* HAVE_UCX */
-extern const weft_server_ops_t weft_nccl_server_ops; /* HAVE_NCCL */
-extern const weft_remote_ops_t weft_nccl_remote_ops; /* HAVE_NCCL */
-extern const weft_server_ops_t weft_cuda_ipc_server_ops; /* HAVE_CUDA: push mode */
-extern const weft_remote_ops_t weft_cuda_ipc_remote_ops; /* HAVE_CUDA: push mode */
+typedef struct weft_transport_desc {
+    weft_backend_t   backend;    /* its entry in weft_backend_query */
+    const char      *name;       /* "cuda": weft_backend_info_t's name */
+    const char      *dependency; /* "CUDA": for "libweft was built without CUDA" */
+    weft_transport_t transport;  /* the transport it provides; 0 for none (verbs) */
+    int              compiled;   /* 0: the <name>_none.c stand-in */
+    /* Fills info (name and compiled set) with what it finds at run time;
+     * NULL when it was not compiled in. */
+    void (*probe)(weft_backend_info_t *info);
+    const weft_plan_ops_t   *plan;   /* NULL: no weft_plan_create */
+    const weft_server_ops_t *server; /* NULL: no weft_server_create */
+    const weft_remote_ops_t *remote; /* NULL: no weft_remote_connect */
+} weft_transport_desc_t;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

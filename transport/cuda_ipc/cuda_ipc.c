@@ -296,7 +296,7 @@ static void ipc_close(struct weft_plan *plan)
     plan->backend = NULL;
 }
 
-const weft_transport_ops_t weft_transport_cuda_ipc_ops = {
+const weft_plan_ops_t weft_cuda_ipc_plan_ops = {
     .name       = "cuda_ipc",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),

@@ -34,4 +34,13 @@
 #define WEFT_CUDA_IPC_HANDLE_BYTES  64u /* sizeof(cudaIpcMemHandle_t) */
 #define WEFT_CUDA_IPC_MAX_ALLOCS    65536u
 
+#include "transport/core/desc.h"
+
+/* The cuda_ipc backend's tables (cuda_ipc_desc.c names them): the plan
+ * (pull: the consumer's process copies), and the push mode's server and
+ * remote consumer. */
+extern const weft_plan_ops_t   weft_cuda_ipc_plan_ops;   /* cuda_ipc.c */
+extern const weft_server_ops_t weft_cuda_ipc_server_ops; /* push_server.c */
+extern const weft_remote_ops_t weft_cuda_ipc_remote_ops; /* push_remote.c */
+
 #endif

@@ -28,7 +28,7 @@
 #include "transport/plan/plan.h"
 #include "transport/core/desc.h"
 #include "transport/server/server.h"
-#include "transport/core/catalog.h"
+#include "transport/core/desc.h"
 #include "transport/core/view_layout.h"
 
 #include <cuda_runtime_api.h>
@@ -310,7 +310,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         return;
     }
     /* The real cuda_ipc backend, whose views are our mappings. */
-    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_CUDA_IPC, &weft_transport_cuda_ipc_ops, views,
+    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_CUDA_IPC, &weft_cuda_ipc_plan_ops, views,
                              view_count);
     free(views);
     free(names);

@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include "common/text.h"
+#include "transport/core/desc.h"
 #include "transport/plan/plan.h"
 
 #include <string.h>
@@ -25,9 +27,25 @@ static weft_status_t host_post(struct weft_plan *plan, const weft_lease_t *lease
 }
 
 /* Nothing to open, connect, register or wait for: the arena is local. */
-const weft_transport_ops_t weft_transport_host_ops = {
+static const weft_plan_ops_t host_plan_ops = {
     .name       = "host",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST),
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST),
     .post       = host_post,
+};
+
+static void host_probe(weft_backend_info_t *info)
+{
+    info->available = 1;
+    weft_text_append(info->detail, sizeof(info->detail), "POSIX shared memory and memcpy\n");
+}
+
+const weft_transport_desc_t weft_host_desc = {
+    .backend    = WEFT_BACKEND_HOST,
+    .name       = "host",
+    .dependency = "", /* always built */
+    .transport  = WEFT_TRANSPORT_HOST,
+    .compiled   = 1,
+    .probe      = host_probe,
+    .plan       = &host_plan_ops,
 };

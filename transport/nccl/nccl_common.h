@@ -23,6 +23,8 @@
 #ifndef WEFT_TRANSPORT_NCCL_COMMON_H
 #define WEFT_TRANSPORT_NCCL_COMMON_H
 
+#include "transport/core/desc.h"
+
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <weft/weft.h>
@@ -87,5 +89,10 @@ weft_status_t weft_nccl_xfer_progress(weft_nccl_xfer_t *x);
 
 /* After an abort: 1 once nothing of the transfer runs on its stream. */
 int weft_nccl_stream_idle(cudaStream_t stream);
+
+/* The nccl backend's tables and probe (nccl_desc.c names them). */
+extern const weft_server_ops_t weft_nccl_server_ops; /* nccl_server.c */
+extern const weft_remote_ops_t weft_nccl_remote_ops; /* nccl_remote.c */
+void weft_nccl_probe(weft_backend_info_t *info);     /* nccl_probe.c */
 
 #endif

@@ -1,6 +1,6 @@
 /* The NCCL probe: the version of the library loaded at run time. */
 #include "common/text.h"
-#include "transport/core/probe.h"
+#include "transport/nccl/nccl_common.h"
 
 #include <stdlib.h>
 

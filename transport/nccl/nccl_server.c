@@ -69,7 +69,7 @@ struct nccl_server {
     int          broken; /* the thread could not use the GPU: refuse everyone */
 };
 
-static const weft_transport_ops_t remote_plan_ops = {
+static const weft_plan_ops_t remote_plan_ops = {
     .name       = "nccl",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "transport/plan/plan.h"
+#include "transport/core/catalog.h"
 #include "transport/core/view_layout.h"
 
 #include <inttypes.h>
@@ -252,28 +253,31 @@ WEFT_API weft_status_t weft_plan_create(weft_registry_h reg, weft_transport_t tr
                                         const weft_recv_view_t *views, size_t count,
                                         weft_plan_h *plan_out)
 {
-    const weft_transport_ops_t *ops;
+    const weft_transport_desc_t *desc = weft_catalog_transport(transport);
 
     if ((int)transport <= 0) {
         weft_log_error("plan: invalid transport %d", (int)transport);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if (transport == WEFT_TRANSPORT_UCX || transport == WEFT_TRANSPORT_NCCL) {
+    if (desc == NULL) {
+        weft_log_error("plan: transport %d is unknown to this libweft", (int)transport);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    if (!desc->compiled) {
+        weft_log_error("plan: libweft was built without %s: no %s transport", desc->dependency, desc->name);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    if (desc->plan == NULL) {
         weft_log_error("plan: the %s transport is used through weft_server_create and "
                        "weft_remote_connect, not weft_plan_create",
-                       transport == WEFT_TRANSPORT_UCX ? "ucx" : "nccl");
+                       desc->name);
         return WEFT_ERR_UNSUPPORTED;
     }
-    ops = weft_transport_ops_find(transport);
-    if (ops == NULL) {
-        weft_log_error("plan: transport %d is unknown or not built in", (int)transport);
-        return WEFT_ERR_UNSUPPORTED;
-    }
-    return weft_plan_create_with(reg, transport, ops, views, count, plan_out);
+    return weft_plan_create_with(reg, transport, desc->plan, views, count, plan_out);
 }
 
 weft_status_t weft_plan_create_with(weft_registry_h reg, weft_transport_t transport,
-                                    const weft_transport_ops_t *ops, const weft_recv_view_t *views,
+                                    const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                                     size_t count, weft_plan_h *plan_out)
 {
     weft_registry_stats_t rstats;

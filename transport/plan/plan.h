@@ -6,7 +6,7 @@
 
 #include "kernels/checksum.h"
 #include "transport/plan/plan_ranges.h"
-#include "transport/core/catalog.h"
+#include "transport/core/desc.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -34,7 +34,7 @@ typedef struct weft_plan_view {
 struct weft_plan {
     weft_registry_h             reg;       /* borrowed */
     weft_transport_t            transport;
-    const weft_transport_ops_t *ops;
+    const weft_plan_ops_t *ops;
     void                       *backend;   /* the backend's state, from open */
 
     weft_plan_view_t *views;
@@ -74,7 +74,7 @@ weft_status_t weft_plan_slot_base(struct weft_plan *plan, const weft_lease_t *le
  * dereferenced here).
  */
 weft_status_t weft_plan_create_with(weft_registry_h reg, weft_transport_t transport,
-                                    const weft_transport_ops_t *ops, const weft_recv_view_t *views,
+                                    const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                                     size_t count, weft_plan_h *plan);
 
 /*

@@ -257,7 +257,7 @@ weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *ms
 }
 
 weft_status_t weft_serve_plan(weft_serve_peer_t *p, weft_transport_t transport,
-                              const weft_transport_ops_t *ops, const weft_recv_view_t *views,
+                              const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                               uint32_t count)
 {
     weft_status_t status;

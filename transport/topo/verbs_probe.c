@@ -3,7 +3,7 @@
 
 #include "common/text.h"
 #include "nic_affinity.h"
-#include "transport/core/probe.h"
+#include "transport/core/desc.h"
 
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void weft_verbs_probe(weft_backend_info_t *info)
+static void verbs_probe(weft_backend_info_t *info)
 {
     struct ibv_device **list;
     int                 count = 0;
@@ -69,3 +69,13 @@ void weft_verbs_probe(weft_backend_info_t *info)
     ibv_free_device_list(list);
     info->available = count > 0;
 }
+
+/* libibverbs finds RDMA devices (and their GPUs' nearness); it moves no
+ * bytes of its own: no plan, server or consumer. */
+const weft_transport_desc_t weft_verbs_desc = {
+    .backend    = WEFT_BACKEND_VERBS,
+    .name       = "verbs",
+    .dependency = "libibverbs",
+    .compiled   = 1,
+    .probe      = verbs_probe,
+};

@@ -6,6 +6,7 @@
 #ifndef WEFT_TRANSPORT_UCX_COMMON_H
 #define WEFT_TRANSPORT_UCX_COMMON_H
 
+#include "transport/core/desc.h"
 #include "transport/ctl/bootstrap.h"
 #include "transport/ctl/wire.h"
 
@@ -105,5 +106,10 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
  * WELCOME: the server's worker address. READY: the head of serve.h.
  * The other payloads, and their helpers, are remote/wire.h's.
  */
+
+/* The ucx backend's tables and probe (ucx_desc.c names them). */
+extern const weft_server_ops_t weft_ucx_server_ops; /* ucx_server.c */
+extern const weft_remote_ops_t weft_ucx_remote_ops; /* ucx_remote.c */
+void weft_ucx_probe(weft_backend_info_t *info);     /* ucx_probe.c */
 
 #endif

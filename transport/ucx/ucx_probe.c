@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include "common/text.h"
-#include "transport/core/probe.h"
+#include "transport/ucx/ucx_common.h"
 #include "ucx_gpu.h"
 
 #include <stdlib.h>

@@ -137,7 +137,7 @@ struct ucx_server {
     int             stopping; /* the thread is shutting down: close at once */
 };
 
-static const weft_transport_ops_t remote_plan_ops = {
+static const weft_plan_ops_t remote_plan_ops = {
     .name       = "ucx",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST) | WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     /* As the server sees them: the consumer stages device views itself. */
