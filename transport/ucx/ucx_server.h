@@ -1,0 +1,132 @@
+/*
+ * The ucx server's own state, shared by its three files: ucx_server.c
+ * (create, destroy, the server thread), ucx_server_peer.c (a consumer's
+ * handshake, its messages, its drop) and ucx_server_send.c (a version's
+ * lease, puts, rounds and notice). How the server works as a whole is
+ * told at the top of ucx_server.c. Internal.
+ */
+#ifndef WEFT_TRANSPORT_UCX_SERVER_H
+#define WEFT_TRANSPORT_UCX_SERVER_H
+
+#include "common/log.h"
+#include "common/time_util.h"
+#include "transport/plan/plan.h"
+#include "transport/core/desc.h"
+#include "transport/server/server.h"
+#include "ucx_common.h"
+#include "ucx_cuda.h"
+#include "ucx_gpu.h"
+#include "ucx_lanes.h"
+#include "transport/ctl/ucx_views.h"
+#include "transport/plan/rounds.h"
+
+#include <stdint.h>
+
+#define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
+#define CHUNK_BYTES          (UINT64_C(4) << 20) /* one put at most */
+/* One put at most on a lane: smaller, so that a version of a few large
+ * tensors still spreads over every lane (a 16 MiB tensor over 16 lanes). */
+#define LANE_PIECE_BYTES     (UINT64_C(1) << 20)
+/* How long the server looks for an ack without sleeping after a notice: a
+ * consumer that is waiting answers within microseconds, and a sleep and
+ * wake-up cost more than that. */
+#define ACK_SPIN_NS          UINT64_C(200000)
+/* How long the server looks for its lanes' end without sleeping after it
+ * gave them a version, when their version before ended within it: over
+ * shared memory a 16 MiB version takes about 0.5 ms, and the wake-up on
+ * their eventfd costs more than a look. A transfer that takes longer
+ * (TCP) needs the CPUs for the lanes: looking for 2 ms every time, this
+ * thread alone slowed 16 MiB versions between two namespaces of one host
+ * from 2.5-2.7 to 3.3-3.9 ms. */
+#define LANES_SPIN_NS        UINT64_C(1000000)
+
+typedef enum peer_state {
+    PEER_HELLO,    /* waiting for HELLO, then its PROOF */
+    PEER_VIEWS,    /* waiting for VIEWS */
+    PEER_READY,    /* idle, gets the next version */
+    PEER_SENDING,  /* puts in flight */
+    PEER_FLUSHING, /* flush in flight */
+    PEER_ACKING,   /* VERSION sent, waiting for ACK */
+    PEER_CLOSING   /* dropped; waiting for its requests to end */
+} peer_state_t;
+
+typedef struct peer {
+    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    struct ucx_server  *server;
+    peer_state_t        state;
+    ucp_ep_h            ep;
+    int                 ep_failed;
+    int                 ep_err_mode; /* the endpoint reports peer failures */
+    weft_wire_span_t   *regions;     /* its registered memory */
+    ucp_rkey_h         *rkeys;       /* one per region */
+    uint32_t            region_count;
+    uint64_t            range, range_offset; /* next put */
+    uint64_t            in_flight;           /* puts not completed yet */
+    const uint8_t      *arena;               /* of the leased slot, here */
+    weft_ucx_ring_t    *ring;                /* staged GPU registry: its bounce ring */
+    weft_ucx_lane_set_t *lanes;              /* its puts go on the lanes */
+    int                 put_failed;
+    ucs_status_ptr_t    flush;
+    ucs_status_ptr_t    close;
+    uint64_t            sending_ns;  /* when its version's puts began */
+    uint64_t            lanes_ns;    /* how long its last version's lanes took */
+    uint64_t            notified_ns; /* when the notice of the version went */
+    /* A dropped consumer's connection, held open until no put of it can
+     * still land: its close then tells the consumer (weft_remote_close
+     * waits for it) that its memory is its own again. -1: none. */
+    int                 linger_fd;
+    /* A consumer staging through a bounded ring (ucx_rounds.h): the
+     * version's rounds, the one being sent, and how many it copied. */
+    weft_ucx_rounds_t   rounds;
+    uint32_t            round, rounds_done;
+} peer_t;
+
+struct ucx_server {
+    weft_serve_t    base; /* socket, token, timeout, window, thread, stats */
+    weft_ucx_t      ucx;
+    ucp_address_t  *address; /* of the worker, sent to every consumer */
+    size_t          address_length;
+    ucp_mem_h       slot_memh[16]; /* host registry, or direct: each slot registered */
+    uint8_t        *slot_base[16];
+    uint32_t        slot_count;
+    uint64_t        slot_bytes;
+    weft_memory_kind_t memory;     /* of the registry's arenas */
+    int             device;        /* their GPU; -1 for host */
+    weft_ucx_gpu_path_t path;      /* GPU registry: direct or staged */
+    int             broken;        /* the thread could not use the GPU: refuse everyone */
+    weft_ucx_lanes_t *lanes;       /* host registry with more than one lane */
+
+    int             stopping; /* the thread is shutting down: close at once */
+};
+
+/* The peer table (weft_serve_t) holds our peers. */
+static inline peer_t *peer_at(const struct ucx_server *s, uint32_t i)
+{
+    return (peer_t *)s->base.peers[i];
+}
+
+/* The plan ops of a consumer's plan, as the server sees it (ucx_server.c). */
+extern const weft_plan_ops_t weft_ucx_remote_plan_ops;
+
+/* ucx_server_peer.c: what the peer table calls for our peers. */
+extern const weft_serve_peer_ops_t weft_ucx_peer_ops;
+
+/* Drops a consumer: its failure recorded, its endpoint closed; freed once
+ * no request of it is left (ucx_server_peer.c). */
+void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what);
+
+/* Frees a consumer at once (the server is stopping). */
+void weft_ucx_peer_free(peer_t *p);
+
+/* A ROUND_DONE of the staged path: that half of its ring is free again
+ * (ucx_server_send.c). */
+void weft_ucx_on_round_done(peer_t *p, const weft_boot_msg_t *msg);
+
+/* Moves a consumer's version on as far as it can go now: puts, flush,
+ * rounds, notice (ucx_server_send.c). */
+void weft_ucx_peer_advance(peer_t *p);
+
+/* Starts the latest version (> 0) for a ready consumer that asked. */
+void weft_ucx_peer_start(weft_serve_peer_t *base, uint64_t latest);
+
+#endif

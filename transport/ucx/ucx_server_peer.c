@@ -1,0 +1,369 @@
+/* The ucx server's consumers: the handshake (HELLO, the token's proof,
+ * VIEWS and the plan they make), the messages read in every state, and
+ * the drop (ucx_server.h). On the server thread. */
+#include "config.h"
+
+#include "transport/ucx/ucx_server.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ dropping */
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    peer_t *p = arg;
+
+    (void)ep;
+    p->ep_failed = 1;
+    weft_log_info("server: consumer \"%s\" (%s): endpoint failed: %s", p->base.name, p->base.addr,
+                  ucs_status_string(status));
+}
+
+/* Drops a consumer: records its failure for the version in flight, removes
+ * it from the registry, closes its endpoint and socket. */
+void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
+{
+    struct ucx_server *s = p->server;
+
+    if (p->state == PEER_CLOSING) {
+        return;
+    }
+    /* Only a consumer that got keys can be written to (after VIEWS). */
+    if (p->base.fd >= 0 && (p->ep != NULL || p->lanes != NULL)) {
+        p->linger_fd = fcntl(p->base.fd, F_DUPFD_CLOEXEC, 0);
+    }
+    weft_serve_drop(&p->base, why, what,
+                    p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
+                        p->state == PEER_ACKING,
+                    !p->ep_failed);
+    if (p->ep != NULL) {
+        /* A failed endpoint is closed at once. A live one (a timeout, a
+         * refusal) closes gracefully, letting its puts end: force-closing
+         * a TCP endpoint with puts in flight has crashed UCX 1.13 here. */
+        int                 force = p->ep_err_mode && (p->ep_failed || s->stopping);
+        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+        p->close = ucp_ep_close_nbx(p->ep, &param);
+        p->ep = NULL;
+    }
+    if (p->lanes != NULL) {
+        weft_ucx_lane_set_close(p->lanes, s->stopping);
+    }
+    p->state = PEER_CLOSING;
+}
+
+void weft_ucx_peer_free(peer_t *p)
+{
+    if (p->linger_fd >= 0) {
+        close(p->linger_fd);
+    }
+    /* Only at shutdown is a request left: a graceful close towards a host
+     * that went away. Released, UCX completes it as the worker goes (a
+     * request not released trips an assertion in UCX 1.13 then). */
+    if (p->close != NULL && !UCS_PTR_IS_ERR(p->close)) {
+        ucp_request_free(p->close);
+    }
+    if (p->flush != NULL && !UCS_PTR_IS_ERR(p->flush)) {
+        ucp_request_free(p->flush);
+    }
+    for (uint32_t i = 0; p->rkeys != NULL && i < p->region_count; i++) {
+        if (p->rkeys[i] != NULL) {
+            ucp_rkey_destroy(p->rkeys[i]);
+        }
+    }
+    free(p->rkeys);
+    weft_ucx_lane_set_free(p->lanes); /* it points at the regions */
+    free(p->regions);
+    weft_ucx_rounds_free(&p->rounds);
+    weft_ucx_ring_destroy(p->ring);
+    weft_serve_peer_fini(&p->base);
+    free(p);
+}
+
+/* A dropped consumer is freed once UCX gave back every request of it. */
+static int peer_reap(weft_serve_peer_t *base)
+{
+    peer_t *p = (peer_t *)base;
+
+    if (p->state != PEER_CLOSING || p->in_flight > 0 ||
+        (p->ring != NULL && !weft_ucx_ring_idle(p->ring)) ||
+        (p->lanes != NULL && !weft_ucx_lane_set_closed(p->lanes))) {
+        return 0;
+    }
+    if (p->flush != NULL) {
+        if (!UCS_PTR_IS_ERR(p->flush) && ucp_request_check_status(p->flush) == UCS_INPROGRESS) {
+            return 0;
+        }
+        if (!UCS_PTR_IS_ERR(p->flush)) {
+            ucp_request_free(p->flush);
+        }
+        p->flush = NULL;
+    }
+    if (p->close != NULL && !UCS_PTR_IS_ERR(p->close)) {
+        if (ucp_request_check_status(p->close) == UCS_INPROGRESS) {
+            return 0;
+        }
+        ucp_request_free(p->close);
+    }
+    p->close = NULL;
+    /* No put of it reads the slot any more. */
+    weft_serve_release(&p->base);
+    weft_ucx_peer_free(p);
+    return 1;
+}
+
+/* ----------------------------------------------------------- handshake */
+
+static void refuse(peer_t *p, weft_status_t status, const char *reason)
+{
+    weft_serve_refuse(&p->base, status, reason);
+    weft_ucx_peer_drop(p, status, "refused");
+}
+
+static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
+{
+    struct ucx_server *s = p->server;
+    /* The consumer connects an endpoint of its own to this worker: UCX pairs
+     * it with ours, and its side then handles our failure instead of
+     * aborting on it. */
+    weft_status_t status = weft_serve_welcome(&p->base, msg, s->address, (uint32_t)s->address_length);
+
+    if (status == WEFT_INPROGRESS) {
+        return; /* challenged: its proof comes next, in this state */
+    }
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
+        return;
+    }
+    p->state = PEER_VIEWS;
+}
+
+/* 1 when every range of the plan lies inside one registered region. */
+static int ranges_in_regions(const peer_t *p)
+{
+    const weft_range_list_t *list = &p->base.plan->ranges;
+
+    for (uint64_t i = 0; i < list->count; i++) {
+        if (weft_wire_span_find(p->regions, p->region_count, (uint64_t)(uintptr_t)list->ranges[i].dst,
+                                list->ranges[i].bytes) == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The endpoint to a consumer's worker, with peer-failure reports where
+ * WEFT_UCX_ERR_MODE and its transport allow. */
+static weft_status_t connect_peer(peer_t *p, const void *address)
+{
+    char who[96];
+
+    snprintf(who, sizeof(who), "connecting to consumer \"%s\"", p->base.name);
+    return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
+}
+
+static void on_views(peer_t *p, const weft_boot_msg_t *msg)
+{
+    struct ucx_server   *s = p->server;
+    weft_ucx_views_msg_t m; /* its blobs point into msg, valid during this call */
+    const char          *reason;
+    weft_status_t        status;
+
+    if (msg->type != WEFT_BOOT_VIEWS) {
+        refuse(p, WEFT_ERR_CORRUPT, "views expected");
+        return;
+    }
+    status = weft_ucx_views_parse(msg, &m, &reason);
+    if (status != WEFT_OK) {
+        refuse(p, status, reason);
+        return;
+    }
+    /* The peer keeps the regions; the rest is read here. */
+    p->regions = m.regions;
+    p->region_count = m.region_count;
+    p->rkeys = calloc(m.region_count, sizeof(*p->rkeys));
+    m.regions = NULL;
+    if (p->rkeys == NULL) {
+        weft_ucx_views_msg_free(&m);
+        refuse(p, WEFT_ERR_NO_MEMORY, "no memory");
+        return;
+    }
+    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_UCX, &weft_ucx_remote_plan_ops, m.views, m.view_count);
+    free(m.views);
+    free(m.names);
+    m.views = NULL;
+    m.names = NULL;
+    if (status != WEFT_OK) {
+        free(m.rkeys);
+        weft_ucx_peer_drop(p, status, "refused");
+        return;
+    }
+    /* Staged through a ring: the views are device memory the consumer
+     * copies into itself; every put goes into the ring. */
+    status = m.ring_half != 0 ? weft_ucx_rounds_build(&p->base.plan->ranges, p->regions[0].base, m.ring_half,
+                                                      &p->rounds)
+                              : WEFT_OK;
+    if (status != WEFT_OK) {
+        free(m.rkeys);
+        refuse(p, status, "its staging ring cannot hold a version in rounds");
+        return;
+    }
+    if (m.ring_half == 0 && !ranges_in_regions(p)) {
+        free(m.rkeys);
+        refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
+        return;
+    }
+    if (s->broken) {
+        free(m.rkeys);
+        refuse(p, WEFT_ERR_CUDA, "the server cannot use its registry's GPU");
+        return;
+    }
+    /* Only a consumer that passed every check gets an endpoint: closing an
+     * endpoint still in its wire-up, whose peer then disconnects (as a
+     * refused consumer does), can trip an assertion inside UCX 1.13. */
+    status = connect_peer(p, m.address.data);
+    for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
+        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m.rkeys[r].data, &p->rkeys[r]),
+                                 "unpacking a consumer's key");
+    }
+    /* A host registry's plain puts go on the lanes: each makes its own
+     * endpoint and keys. A staging ring's rounds stay on this thread. */
+    if (status == WEFT_OK && s->lanes != NULL && p->rounds.count == 0) {
+        status = weft_ucx_lane_set_create(s->lanes, p->regions, p->region_count, p->base.name,
+                                          &p->lanes);
+        /* To the consumer's receive lanes in turn, or its one worker. */
+        if (status == WEFT_OK) {
+            const weft_ucx_blob_t worker = {.data = m.address.data, .length = m.address.length};
+
+            status = weft_ucx_lane_set_connect(p->lanes, m.lane_count != 0 ? m.lanes : &worker,
+                                               m.lane_count != 0 ? m.lane_count : 1, m.rkeys,
+                                               weft_deadline_ns(weft_time_ns(), s->base.timeout_us));
+        }
+    }
+    free(m.rkeys);
+    if (status != WEFT_OK) {
+        refuse(p, status, "cannot reach it or use its memory keys");
+        return;
+    }
+    if (s->memory == WEFT_MEMORY_CUDA && s->path == WEFT_UCX_GPU_STAGED) {
+        status = weft_ucx_ring_create(s->ucx.context, s->base.window, CHUNK_BYTES, &p->ring);
+        if (status != WEFT_OK) {
+            refuse(p, status, "no bounce buffers for it on the server");
+            return;
+        }
+    }
+    status = weft_serve_register(&p->base);
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, status, "refused");
+        return;
+    }
+    {
+        weft_boot_buf_t buf = {0};
+
+        weft_serve_put_ready(&p->base, &buf);
+        status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
+        weft_boot_buf_free(&buf);
+    }
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
+        return;
+    }
+    p->state = PEER_READY;
+    weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
+                  " ranges%s, puts on %u lane%s",
+                  p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
+                  p->base.plan->ranges.count,
+                  p->rounds.count != 0 ? ", in rounds through its staging ring" : "",
+                  p->lanes != NULL ? weft_ucx_lanes_count(s->lanes) : 1,
+                  p->lanes != NULL ? "s" : " (the server thread)");
+}
+
+static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
+{
+    if (weft_serve_ack(&p->base, msg) != WEFT_OK) {
+        weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
+        return;
+    }
+    p->state = PEER_READY;
+}
+
+/* Reads what a consumer sent, in whatever state it is. */
+static void peer_read(weft_serve_peer_t *base)
+{
+    peer_t         *p = (peer_t *)base;
+    weft_boot_msg_t msg;
+    weft_status_t   why;
+    const char     *what;
+
+    const int got = weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
+
+    if (got < 0) {
+        return; /* a message not yet whole: the rest comes later */
+    }
+    if (got == 0) {
+        weft_ucx_peer_drop(p, why, what);
+        return;
+    }
+    /* The consumer asks for each version, so that its views change only
+     * while it waits in weft_remote_receive. */
+    if (msg.type == WEFT_BOOT_WANT && p->state != PEER_HELLO && p->state != PEER_VIEWS) {
+        if (weft_serve_want(&p->base, &msg) != WEFT_OK) {
+            weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
+        }
+        free(msg.payload);
+        return;
+    }
+    if (msg.type == WEFT_BOOT_ROUND_DONE && p->rounds.count != 0 &&
+        (p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING)) {
+        weft_ucx_on_round_done(p, &msg);
+        free(msg.payload);
+        return;
+    }
+    switch (p->state) {
+    case PEER_HELLO:
+        on_hello(p, &msg);
+        break;
+    case PEER_VIEWS:
+        on_views(p, &msg);
+        break;
+    case PEER_ACKING:
+        on_ack(p, &msg);
+        break;
+    default:
+        weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
+        break;
+    }
+    free(msg.payload);
+}
+
+/* A consumer just accepted: it says hello first. */
+static void peer_init(weft_serve_peer_t *base)
+{
+    peer_t *p = (peer_t *)base;
+
+    p->server = (struct ucx_server *)base->server; /* weft_serve_t is its first member */
+    p->state = PEER_HELLO;
+    p->linger_fd = -1;
+}
+
+static void peer_drop_base(weft_serve_peer_t *base, weft_status_t why, const char *what)
+{
+    weft_ucx_peer_drop((peer_t *)base, why, what);
+}
+
+const weft_serve_peer_ops_t weft_ucx_peer_ops = {
+    .size  = sizeof(peer_t),
+    .init  = peer_init,
+    .read  = peer_read,
+    .start = weft_ucx_peer_start,
+    .reap  = peer_reap,
+    .drop  = peer_drop_base,
+};
