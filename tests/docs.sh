@@ -10,6 +10,7 @@ for header in "$top_srcdir"/include/weft/*.h; do
     h=$(basename "$header" .h)
     case $h in
     weft | types) page="$top_srcdir/docs/man/weft.3" ;; # weft.3 documents both
+    ucx) page="$top_srcdir/docs/man/weft_transport.3" ;; # with the transports
     *) page="$top_srcdir/docs/man/weft_$h.3" ;;
     esac
     [ -f "$page" ] || { echo "FAIL: no man page for weft/$h.h ($page)"; fail=1; continue; }

@@ -96,6 +96,7 @@ WEFT_API weft_status_t weft_backend_query(weft_backend_t backend,
 /* The module headers: <weft/weft.h> gives the whole API. */
 #include <weft/registry.h>
 #include <weft/transport.h>
+#include <weft/ucx.h>
 #include <weft/quant.h>
 #include <weft/optim.h>
 #include <weft/checksum.h>

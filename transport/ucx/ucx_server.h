@@ -10,15 +10,15 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
-#include "transport/plan/plan.h"
 #include "transport/core/desc.h"
-#include "transport/server/server.h"
-#include "ucx_common.h"
-#include "ucx_cuda.h"
-#include "ucx_gpu.h"
-#include "ucx_lanes.h"
 #include "transport/ctl/ucx_views.h"
+#include "transport/plan/plan.h"
 #include "transport/plan/rounds.h"
+#include "transport/server/server.h"
+#include "transport/ucx/ucx_common.h"
+#include "transport/ucx/ucx_cuda.h"
+#include "transport/ucx/ucx_gpu.h"
+#include "transport/ucx/ucx_lanes.h"
 
 #include <stdint.h>
 
