@@ -3,11 +3,8 @@
 
 #include "transport/core/view_memory.h"
 
+#include "common/gpu.h"
 #include "common/log.h"
-
-#ifdef HAVE_CUDA
-#include "common/cuda_util.h"
-#endif
 
 static weft_memory_kind_t view_kind(const weft_recv_view_t *view)
 {
@@ -17,20 +14,16 @@ static weft_memory_kind_t view_kind(const weft_recv_view_t *view)
 /* The GPU holding a device view's memory. */
 static weft_status_t view_device(const weft_recv_view_t *view, size_t i, const char *who, int *device)
 {
-#ifdef HAVE_CUDA
-    weft_status_t status = weft_cuda_pointer_device(view->data, device);
+    weft_status_t status = weft_gpu_pointer_device(view->data, device);
 
     if (status == WEFT_ERR_INVALID_PARAM) {
         weft_log_error("%s: view %zu (\"%s\") at %p is not device memory of this process", who, i,
                        view->name != NULL ? view->name : "?", view->data);
+    } else if (status == WEFT_ERR_UNSUPPORTED) {
+        weft_log_error("%s: view %zu (\"%s\") is in device memory, but libweft was built without CUDA",
+                       who, i, view->name != NULL ? view->name : "?");
     }
     return status;
-#else
-    (void)device;
-    weft_log_error("%s: view %zu (\"%s\") is in device memory, but libweft was built without CUDA",
-                   who, i, view->name != NULL ? view->name : "?");
-    return WEFT_ERR_UNSUPPORTED;
-#endif
 }
 
 weft_status_t weft_views_memory(const weft_recv_view_t *views, size_t count, const char *who,

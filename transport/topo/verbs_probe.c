@@ -1,13 +1,11 @@
 /* The libibverbs probe: RDMA devices, their transport and PCI device. */
 #include "config.h"
 
+#include "common/gpu.h"
 #include "common/text.h"
 #include "nic_affinity.h"
 #include "transport/core/desc.h"
 
-#if HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -40,32 +38,23 @@ static void verbs_probe(weft_backend_info_t *info)
     if (count == 0) {
         weft_text_append(info->detail, sizeof(info->detail), "no RDMA device\n");
     }
-#if HAVE_CUDA
     /* Which NICs each GPU should use: nearest on the PCI tree first. */
-    {
-        int gpus = 0;
+    for (int g = 0, gpus = count > 0 ? weft_gpu_count() : 0; g < gpus; g++) {
+        char       bus[32];
+        weft_nic_t nics[4];
+        size_t     n = 0;
 
-        if (count > 0 && cudaGetDeviceCount(&gpus) == cudaSuccess) {
-            for (int g = 0; g < gpus; g++) {
-                char       bus[32];
-                weft_nic_t nics[4];
-                size_t     n = 0;
-
-                if (cudaDeviceGetPCIBusId(bus, sizeof(bus), g) != cudaSuccess ||
-                    weft_topo_nearest_nics("/sys", bus, nics, 4, &n) != WEFT_OK) {
-                    continue;
-                }
-                weft_text_append(info->detail, sizeof(info->detail), "GPU %d (%s) nearest:", g, bus);
-                for (size_t k = 0; k < n && k < 4; k++) {
-                    weft_text_append(info->detail, sizeof(info->detail), " %s(%d hops)", nics[k].name,
-                                     nics[k].hops);
-                }
-                weft_text_append(info->detail, sizeof(info->detail), "\n");
-            }
+        if (weft_gpu_pci_bus_id(g, bus, sizeof(bus)) != WEFT_OK ||
+            weft_topo_nearest_nics("/sys", bus, nics, 4, &n) != WEFT_OK) {
+            continue;
         }
-        (void)cudaGetLastError();
+        weft_text_append(info->detail, sizeof(info->detail), "GPU %d (%s) nearest:", g, bus);
+        for (size_t k = 0; k < n && k < 4; k++) {
+            weft_text_append(info->detail, sizeof(info->detail), " %s(%d hops)", nics[k].name,
+                             nics[k].hops);
+        }
+        weft_text_append(info->detail, sizeof(info->detail), "\n");
     }
-#endif
     ibv_free_device_list(list);
     info->available = count > 0;
 }

@@ -1,9 +1,10 @@
 /*
  * The CUDA side of the ucx transport's staged path (ucx_gpu.h decides
  * when it is taken): the server's bounce ring (ucx_ring.c) and the
- * consumer's staging area (ucx_stage.c). Built with CUDA only; without
- * it every call below gives WEFT_ERR_UNSUPPORTED (no GPU memory can reach
- * the transport then anyway). Internal.
+ * consumer's staging area (ucx_stage.c), and ucx_cuda.c. Built with CUDA
+ * only; without it ucx_cuda_none.c stands in, every call giving
+ * WEFT_ERR_UNSUPPORTED (no GPU memory can reach the transport then
+ * anyway). Internal.
  */
 #ifndef WEFT_TRANSPORT_UCX_CUDA_H
 #define WEFT_TRANSPORT_UCX_CUDA_H
@@ -15,9 +16,6 @@
 #include <stdint.h>
 #include <weft/transport.h>
 
-#ifdef HAVE_CUDA
-#include "common/cuda_util.h"
-#endif
 
 /*
  * The server's bounce ring, one per consumer fed from a GPU registry: a
@@ -43,8 +41,6 @@ typedef struct weft_ucx_ring weft_ucx_ring_t;
  */
 typedef struct weft_ucx_stage weft_ucx_stage_t;
 
-#ifdef HAVE_CUDA
-
 /*
  * Makes `device` current on the calling thread, its primary context
  * bound there; *saved, for leave. UCX's CUDA transports call the driver
@@ -54,20 +50,8 @@ typedef struct weft_ucx_stage weft_ucx_stage_t;
  * CUDA: registering a GPU slot from the server's thread failed in
  * cuMemGetAddressRange with "invalid device context".
  */
-static inline weft_status_t weft_ucx_cuda_enter(int device, int *saved)
-{
-    weft_status_t status = weft_cuda_enter(device, saved);
-
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaFree(NULL)); /* binds the primary context */
-    }
-    return status;
-}
-
-static inline void weft_ucx_cuda_leave(int device, int saved)
-{
-    weft_cuda_leave(device, saved);
-}
+weft_status_t weft_ucx_cuda_enter(int device, int *saved);
+void          weft_ucx_cuda_leave(int device, int saved);
 
 /* window: bytes, at least WEFT_UCX_RING_CHUNKS. */
 weft_status_t weft_ucx_ring_create(ucp_context_h context, uint64_t window, uint64_t max_put,
@@ -109,97 +93,5 @@ uint64_t         weft_ucx_stage_half(const weft_ucx_stage_t *stage);
 weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage, const weft_boot_msg_t *msg,
                                    uint64_t *version, uint32_t *round, uint32_t *rounds);
 
-#else /* no CUDA: nothing of GPU memory reaches the transport */
-
-static inline weft_status_t weft_ucx_cuda_enter(int device, int *saved)
-{
-    (void)device;
-    *saved = -1;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static inline void weft_ucx_cuda_leave(int device, int saved)
-{
-    (void)device;
-    (void)saved;
-}
-
-static inline weft_status_t weft_ucx_ring_create(ucp_context_h context, uint64_t window,
-                                                 uint64_t max_put, weft_ucx_ring_t **ring)
-{
-    (void)context;
-    (void)window;
-    (void)max_put;
-    (void)ring;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static inline void weft_ucx_ring_destroy(weft_ucx_ring_t *ring)
-{
-    (void)ring;
-}
-
-static inline void weft_ucx_ring_start(weft_ucx_ring_t *ring, const weft_range_list_t *ranges,
-                                       const uint8_t *arena)
-{
-    (void)ring;
-    (void)ranges;
-    (void)arena;
-}
-
-static inline weft_status_t weft_ucx_ring_advance(weft_ucx_ring_t *ring,
-                                                  const weft_ucx_target_t *target)
-{
-    (void)ring;
-    (void)target;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static inline int weft_ucx_ring_idle(weft_ucx_ring_t *ring)
-{
-    (void)ring;
-    return 1;
-}
-
-static inline weft_status_t weft_ucx_stage_create(const weft_wire_span_t *spans, uint32_t count,
-                                                  uint64_t half, weft_ucx_stage_t **stage)
-{
-    (void)spans;
-    (void)count;
-    (void)half;
-    (void)stage;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static inline void weft_ucx_stage_destroy(weft_ucx_stage_t *stage)
-{
-    (void)stage;
-}
-
-static inline weft_wire_span_t weft_ucx_stage_area(const weft_ucx_stage_t *stage)
-{
-    (void)stage;
-    return (weft_wire_span_t){0, 0};
-}
-
-static inline uint64_t weft_ucx_stage_half(const weft_ucx_stage_t *stage)
-{
-    (void)stage;
-    return 0;
-}
-
-static inline weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage,
-                                                 const weft_boot_msg_t *msg, uint64_t *version,
-                                                 uint32_t *round, uint32_t *rounds)
-{
-    (void)stage;
-    (void)msg;
-    (void)version;
-    (void)round;
-    (void)rounds;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-#endif /* HAVE_CUDA */
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include "common/cuda_util.h"
 #include "common/log.h"
 #include "ucx_cuda.h"
 #include "ucx_gpu.h"

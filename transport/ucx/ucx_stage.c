@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include "common/cuda_util.h"
 #include "common/log.h"
 #include "ucx_cuda.h"
 #include "transport/plan/rounds.h"
