@@ -7,7 +7,7 @@
  *
  * Which engine copies a range (WEFT_CUDA_IPC_KERNEL_MAX):
  *  - arena and views on one GPU: every range through the batched kernel
- *    (kernels/copy_batch.cu), as fast as the copy engines on large ranges
+ *    (copy_batch.cu), as fast as the copy engines on large ranges
  *    and far faster on ranges that cannot merge (expert-ordered
  *    registries), which cost one copy-engine operation (microseconds)
  *    each but only a CTA each in one launch.
@@ -25,7 +25,7 @@
 #include "common/cuda_util.h"
 #include "common/env_config.h"
 #include "common/log.h"
-#include "kernels/copy_batch.h"
+#include "transport/cuda_ipc/copy_batch.h"
 #include "transport/plan/plan.h"
 
 #include <cuda_runtime_api.h>

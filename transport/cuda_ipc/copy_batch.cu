@@ -22,7 +22,7 @@
 #include "config.h"
 
 #include "common/cuda_util.h"
-#include "copy_batch.h"
+#include "transport/cuda_ipc/copy_batch.h"
 
 #include <cuda_runtime.h>
 
