@@ -3,14 +3,19 @@
  * (a checksum of every tensor in each version), waits for CONSUMERS
  * consumers to register, then publishes VERSIONS versions, each only once
  * the previous one reached every consumer. Removes the registry at the end.
+ * With LISTEN ("host:port", port 0: any) it also serves the registry over
+ * UCX to engines on other nodes (remote_consumer.c), with the token in the
+ * environment's EXAMPLE_TOKEN (a secret does not belong on a command
+ * line, where `ps` shows it); consumers of both kinds count.
  *
- *   producer NAME CONSUMERS VERSIONS
+ *   producer NAME CONSUMERS VERSIONS [LISTEN]
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdlib.h>
 #include <time.h>
 #include <weft/quant.h>
 #include <weft/registry.h>
+#include <weft/transport.h>
 
 #include "example_model.h"
 
@@ -54,10 +59,28 @@ static int write_version(weft_registry_h reg, uint64_t v, float *master)
     return 0;
 }
 
+/* Serves reg over UCX on `listen`; prints the port engines connect to. */
+static int serve(weft_registry_h reg, const char *listen, weft_server_h *server)
+{
+    const char                *token = getenv("EXAMPLE_TOKEN");
+    const weft_server_params_t params = {.transport = WEFT_TRANSPORT_UCX, .listen = listen, .token = token};
+    uint16_t                   port;
+
+    if (token == NULL) {
+        fprintf(stderr, "producer: set EXAMPLE_TOKEN to the secret the engines share\n");
+        return 1;
+    }
+    CHECK(weft_server_create(reg, &params, server));
+    CHECK(weft_server_port(*server, &port));
+    printf("producer: serving on port %u\n", (unsigned)port);
+    fflush(stdout); /* whoever starts the engines reads it now */
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: producer NAME CONSUMERS VERSIONS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: producer NAME CONSUMERS VERSIONS [LISTEN]\n");
         return 2;
     }
     const char              *name = argv[1];
@@ -65,6 +88,7 @@ int main(int argc, char **argv)
     const uint64_t           versions = strtoull(argv[3], NULL, 10);
     weft_registry_params_t   params = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = 1};
     weft_registry_h          reg;
+    weft_server_h            server = NULL;
     weft_registry_stats_t    stats = {0};
     float                   *master = malloc(sizeof(float) * INTER * HIDDEN);
     const struct timespec    tick = {0, 10 * 1000 * 1000};
@@ -79,6 +103,9 @@ int main(int argc, char **argv)
     }
     if (rc == 0 && weft_registry_seal(reg) != WEFT_OK) {
         rc = 1;
+    }
+    if (rc == 0 && argc == 5) {
+        rc = serve(reg, argv[4], &server);
     }
     /* Consumers register once the registry is sealed; give them 30 s. */
     for (int waited = 0; rc == 0 && stats.consumers < consumers && waited < 3000; waited++) {
@@ -100,6 +127,7 @@ int main(int argc, char **argv)
             printf("producer: version %llu reached every consumer\n", (unsigned long long)v);
         }
     }
+    weft_server_destroy(server); /* NULL: none */
     weft_registry_close(reg);
     weft_registry_unlink(name);
     free(master);
