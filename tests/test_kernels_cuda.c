@@ -3,7 +3,7 @@
  * Exits 77 (skipped) where no GPU is present. */
 #include "config.h"
 
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 #include "kernels/checksum.h"
 
 #include <check.h>

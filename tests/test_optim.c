@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-#include "optim_inputs.h"
+#include "lib/optim_inputs.h"
 
 /* ------------------------------------------------------------------
  * optim.h's AdamW, once more, one element at a time: fmaf where the

@@ -9,8 +9,8 @@
  */
 #include "config.h"
 
-#include "gpu_skip.h"
-#include "optim_inputs.h"
+#include "lib/gpu_skip.h"
+#include "lib/optim_inputs.h"
 #include "kernels/adamw.h"
 #include "kernels/muon.h"
 

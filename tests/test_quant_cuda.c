@@ -5,7 +5,7 @@
  * GPU is present. */
 #include "config.h"
 
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 #include "kernels/fp8.h"
 #include "kernels/quant_cuda.h"
 

@@ -4,7 +4,7 @@
 
 #include "registry/layout.h"
 #include "registry/validate.h"
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  * squatting tests switch a child to another user and run only as root. */
 #include "config.h"
 
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
 
 #include <check.h>
 #include <stdio.h>

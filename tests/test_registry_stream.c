@@ -5,7 +5,7 @@
  * refuses to copy past what is final. */
 #include "config.h"
 
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  */
 #include "config.h"
 
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #include <weft/weft.h>
 
 #if HAVE_CUDA
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 
 #include <cuda_runtime_api.h>
 #endif

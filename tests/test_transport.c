@@ -8,7 +8,7 @@
 #include <weft/weft.h>
 
 #ifdef HAVE_CUDA
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 
 static int gpus; /* counted before any test runs */
 #endif

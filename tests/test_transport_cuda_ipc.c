@@ -14,10 +14,10 @@
  */
 #include "config.h"
 
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 #include "registry/layout.h"
 
-#include "child.h"
+#include "lib/child.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>

@@ -16,8 +16,8 @@
  */
 #include "config.h"
 
-#include "child.h"
-#include "transport_fixture.h"
+#include "lib/child.h"
+#include "lib/transport_fixture.h"
 
 #include <check.h>
 #include <signal.h>

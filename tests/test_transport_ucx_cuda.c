@@ -19,9 +19,9 @@
  */
 #include "config.h"
 
-#include "child.h"
-#include "transport_fixture.h"
-#include "gpu_skip.h"
+#include "lib/child.h"
+#include "lib/transport_fixture.h"
+#include "lib/gpu_skip.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>

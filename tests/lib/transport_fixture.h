@@ -4,8 +4,8 @@
  * and a server process's wait for its consumers. Failures end the child
  * with the code given (child.h).
  */
-#ifndef WEFT_TESTS_TRANSPORT_FIXTURE_H
-#define WEFT_TESTS_TRANSPORT_FIXTURE_H
+#ifndef WEFT_TESTS_LIB_TRANSPORT_FIXTURE_H
+#define WEFT_TESTS_LIB_TRANSPORT_FIXTURE_H
 
 #include "child.h"
 

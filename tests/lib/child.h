@@ -8,8 +8,8 @@
  * waits for one byte, up to a deadline that only turns a hang into a
  * failure.
  */
-#ifndef WEFT_TESTS_CHILD_H
-#define WEFT_TESTS_CHILD_H
+#ifndef WEFT_TESTS_LIB_CHILD_H
+#define WEFT_TESTS_LIB_CHILD_H
 
 #include <check.h>
 #include <errno.h>

@@ -3,8 +3,8 @@
  * process: CUDA must not be initialised in the test runner, whose forked
  * test processes could not use it afterwards.
  */
-#ifndef WEFT_TESTS_GPU_SKIP_H
-#define WEFT_TESTS_GPU_SKIP_H
+#ifndef WEFT_TESTS_LIB_GPU_SKIP_H
+#define WEFT_TESTS_LIB_GPU_SKIP_H
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
