@@ -5,6 +5,7 @@
 #include "registry/layout.h"
 #include "registry/validate.h"
 #include "lib/registry_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -1019,12 +1020,10 @@ START_TEST(open_refuses_a_truncated_segment)
 }
 END_TEST
 
-int main(void)
+static Suite *registry_suite(void)
 {
-    Suite   *s = suite_create("registry");
-    TCase   *api = tcase_create("api"), *inv = tcase_create("invariants"), *val = tcase_create("validation");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry");
+    TCase *api = tcase_create("api"), *inv = tcase_create("invariants"), *val = tcase_create("validation");
 
     tcase_add_checked_fixture(api, NULL, unlink_registry);
     tcase_add_checked_fixture(inv, NULL, unlink_registry);
@@ -1056,10 +1055,7 @@ int main(void)
     suite_add_tcase(s, api);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, val);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_suite)

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "lib/registry_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -536,12 +537,10 @@ START_TEST(a_death_inside_publish_publishes_nothing)
 }
 END_TEST
 
-int main(void)
+static Suite *registry_stream_suite(void)
 {
-    Suite   *s = suite_create("registry_stream");
-    TCase   *tc = tcase_create("stream");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry_stream");
+    TCase *tc = tcase_create("stream");
 
     tcase_add_checked_fixture(tc, NULL, unlink_registry);
     tcase_set_timeout(tc, 60);
@@ -554,10 +553,7 @@ int main(void)
     tcase_add_test(tc, a_death_inside_publish_publishes_nothing);
     tcase_add_test(tc, an_announcement_of_another_producer_does_not_count);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_stream_suite)

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "lib/registry_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -268,12 +269,10 @@ START_TEST(gpu_registry_versions_are_verified_on_the_gpu)
 END_TEST
 #endif
 
-int main(void)
+static Suite *registry_verify_suite(void)
 {
-    Suite   *s = suite_create("registry_verify");
-    TCase   *tc = tcase_create("verify");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry_verify");
+    TCase *tc = tcase_create("verify");
 
     tcase_add_checked_fixture(tc, NULL, unlink_registry);
     tcase_add_test(tc, every_changed_byte_is_found);
@@ -289,10 +288,7 @@ int main(void)
     }
 #endif
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_verify_suite)

@@ -18,6 +18,7 @@
 #include "registry/layout.h"
 
 #include "lib/child.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -874,16 +875,14 @@ START_TEST(ipc_plan_refuses_host_views_and_host_registries)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_cuda_ipc_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     gpu_count = weft_test_gpu_count();
     if (gpu_count == 0) {
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     printf("test_transport_cuda_ipc: %d GPU%s: %s\n", gpu_count, gpu_count == 1 ? "" : "s",
            gpu_count > 1 ? "same-GPU and GPU-to-GPU cases" : "same-GPU cases only");
@@ -904,10 +903,7 @@ int main(void)
     tcase_add_test(tc, ipc_plan_refuses_a_version_that_fails_its_checksum);
     tcase_add_test(tc, ipc_plan_refuses_host_views_and_host_registries);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's children */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_cuda_ipc_suite)

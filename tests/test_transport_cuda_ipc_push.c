@@ -39,6 +39,7 @@
 #include "lib/child.h"
 #include "lib/gpu_skip.h"
 #include "lib/transport_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -1246,21 +1247,18 @@ START_TEST(push_stats_count_versions_and_transfer_time)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_cuda_ipc_push_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     gpu_count = weft_test_gpu_count();
     if (gpu_count == 0) {
         printf("test_transport_cuda_ipc_push: no GPU: skipped\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     printf("test_transport_cuda_ipc_push: %d GPU%s: %s\n", gpu_count, gpu_count == 1 ? "" : "s",
            gpu_count > 1 ? "same-GPU and GPU-to-GPU cases" : "same-GPU cases only");
-    fflush(stdout);
     s = suite_create("transport_cuda_ipc_push");
     /* One case per test: CK_RUN_CASE=<name> runs one alone. */
 #define ADD_LOOP(test, n)                          \
@@ -1281,10 +1279,7 @@ int main(void)
     ADD(push_stats_count_versions_and_transfer_time);
 #undef ADD
 #undef ADD_LOOP
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's children */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_cuda_ipc_push_suite)

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "transport/plan.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -927,16 +928,4 @@ static Suite *transport_host_suite(void)
     return s;
 }
 
-
-int main(void)
-{
-    SRunner *sr = srunner_create(transport_host_suite());
-    int      failed;
-
-    /* Each test owns its registry and its WEFT_* settings: one process each. */
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+WEFT_TEST_MAIN(transport_host_suite)

@@ -20,6 +20,7 @@
 #include "lib/child.h"
 #include "lib/transport_fixture.h"
 #include "lib/gpu_skip.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -592,22 +593,21 @@ START_TEST(nccl_server_killed_consumer_gets_an_error_in_time)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_nccl_suite(void)
 {
     Suite              *s;
     TCase              *tc;
-    SRunner            *sr;
-    int                 failed, gpus;
+    int                 gpus;
     weft_backend_info_t info;
 
     if (weft_backend_query(WEFT_BACKEND_NCCL, &info) != WEFT_OK || !info.compiled) {
         printf("test_transport_nccl: libweft was built without NCCL\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     gpus = weft_test_gpu_count();
     if (gpus < 2) {
         printf("test_transport_nccl: %d GPU(s); the nccl transport needs two\n", gpus);
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     /* Bootstrap and socket traffic on loopback, unless told otherwise. */
     setenv("NCCL_SOCKET_IFNAME", "lo", 0);
@@ -627,10 +627,7 @@ int main(void)
     ADD(nccl_consumer_killed_others_go_on_restarted_rejoins);
     ADD(nccl_server_killed_consumer_gets_an_error_in_time);
 #undef ADD
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA and NCCL start in each test's children */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_nccl_suite)

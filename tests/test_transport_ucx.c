@@ -18,6 +18,7 @@
 
 #include "lib/child.h"
 #include "lib/transport_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <signal.h>
@@ -1026,17 +1027,15 @@ START_TEST(ucx_bad_arguments)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_ucx_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite              *s;
+    TCase              *tc;
     weft_backend_info_t info;
 
     if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled) {
         printf("test_transport_ucx: libweft was built without UCX\n");
-        return 77;
+        return NULL;
     }
     s = suite_create("transport_ucx");
     /* One case per test, tagged with its name: CK_RUN_CASE=<name> runs one
@@ -1069,10 +1068,7 @@ int main(void)
     ADD(ucx_bad_arguments);
     ADD(ucx_consumer_refuses_a_version_that_fails_its_checksum);
 #undef ADD
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_ucx_suite)

@@ -22,6 +22,7 @@
 #include "lib/child.h"
 #include "lib/transport_fixture.h"
 #include "lib/gpu_skip.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -666,27 +667,25 @@ static int probe_ucx(void)
     return WEXITSTATUS(status);
 }
 
-int main(void)
+static Suite *transport_ucx_cuda_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed, gpus, ucx;
+    Suite *s;
+    TCase *tc;
+    int    gpus, ucx;
 
     ucx = probe_ucx();
     if (ucx == 1) {
         printf("test_transport_ucx_cuda: libweft was built without UCX\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     gpus = weft_test_gpu_count();
     if (gpus == 0) {
         printf("test_transport_ucx_cuda: no GPU\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     ucx_reports_cuda = ucx == 2;
     consumer_gpu = gpus > 1 ? 1 : 0;
     printf("# %d GPUs: server on GPU %d, consumers on GPU %d\n", gpus, SERVER_GPU, consumer_gpu);
-    fflush(stdout);
     s = suite_create("transport_ucx_cuda");
     /* One case per test: CK_RUN_CASE=<name> runs one alone. */
 #define ADD(test)                                  \
@@ -707,10 +706,7 @@ int main(void)
     ADD(direct_without_ucx_cuda_support_is_refused);
     ADD(mixed_host_and_device_views_are_refused);
 #undef ADD
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_ucx_cuda_suite)

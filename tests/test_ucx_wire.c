@@ -27,6 +27,7 @@
 
 #include "lib/child.h"
 #include "lib/transport_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -1078,17 +1079,15 @@ START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
 }
 END_TEST
 
-int main(void)
+static Suite *ucx_wire_suite(void)
 {
     Suite              *s;
     TCase              *tc;
-    SRunner            *sr;
-    int                 failed;
     weft_backend_info_t info;
 
     if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.available) {
         printf("test_ucx_wire: UCX is not usable here\n");
-        return 77;
+        return NULL;
     }
     s = suite_create("ucx_wire");
     tc = tcase_create("ucx_wire");
@@ -1106,17 +1105,16 @@ int main(void)
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(ucx_wire_suite)
 #else
-int main(void)
+static Suite *ucx_wire_suite(void)
 {
     printf("test_ucx_wire: libweft was built without UCX\n");
-    return 77;
+    return NULL;
 }
+
+WEFT_TEST_MAIN(ucx_wire_suite)
 #endif

@@ -1,5 +1,6 @@
 /*
- * Skipping GPU tests where there is no GPU. The probe runs in a child
+ * How many GPUs there are, for a suite function that skips its program
+ * or leaves cases out without one (harness.h). The probe runs in a child
  * process: CUDA must not be initialised in the test runner, whose forked
  * test processes could not use it afterwards.
  */
@@ -10,8 +11,6 @@
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define WEFT_TEST_SKIP 77
 
 /* Number of CUDA devices, counted in a child process; 0 on any error. */
 static inline int weft_test_gpu_count(void)
