@@ -1,8 +1,8 @@
 /*
  * Helpers the transport suites share (test_transport_ucx, _ucx_cuda,
  * _nccl): the byte every version carries at each place of each tensor,
- * and a server process's wait for its consumers. Failures end the child
- * with the code given (child.h).
+ * and a server process's wait for its consumers. A failure ends the child
+ * with CHILD_FAILED, naming its line here (child.h).
  */
 #ifndef WEFT_TESTS_LIB_TRANSPORT_FIXTURE_H
 #define WEFT_TESTS_LIB_TRANSPORT_FIXTURE_H
@@ -23,28 +23,26 @@ static inline uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
     return (uint8_t)(x >> 23);
 }
 
-/* Waits up to `seconds` for `consumers` ready consumers; exits 30 or 31. */
+/* Waits up to `seconds` for `consumers` ready consumers. */
 static inline void fixture_wait_ready(weft_server_h server, uint32_t consumers, int seconds)
 {
     weft_server_stats_t st = {0};
 
     for (int i = 0; i < seconds * 1000; i++) {
-        CHILD_CHECK(weft_server_get_stats(server, &st) == WEFT_OK, 30);
+        CHILD_CHECK(weft_server_get_stats(server, &st) == WEFT_OK);
         if (st.consumers >= consumers) {
             return;
         }
         usleep(1000);
     }
-    fprintf(stderr, "server: %u of %u consumers ready after %d s\n", st.consumers, consumers,
-            seconds);
-    CHILD_FAIL(31);
+    CHILD_FAIL("server: %u of %u consumers ready after %d s", st.consumers, consumers, seconds);
 }
 
-/* Destroys the server, closes and removes its registry; exits 40 or 41. */
+/* Destroys the server, closes and removes its registry. */
 static inline void fixture_server_stop(weft_server_h server, weft_registry_h reg, const char *name)
 {
-    CHILD_CHECK(weft_server_destroy(server) == WEFT_OK, 40);
-    CHILD_CHECK(weft_registry_close(reg) == WEFT_OK, 41);
+    CHILD_CHECK(weft_server_destroy(server) == WEFT_OK);
+    CHILD_CHECK(weft_registry_close(reg) == WEFT_OK);
     weft_registry_unlink(name);
 }
 
