@@ -6,6 +6,7 @@
 #include "registry/validate.h"
 #include "lib/registry_fixture.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -22,16 +23,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-static uint64_t pattern_word(uint64_t version, uint32_t tensor, uint64_t i)
-{
-    uint64_t x = version * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)tensor << 40) ^ i;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    return x ^ (x >> 29);
-}
-
-/* Version `version` of every tensor (their bytes a multiple of 8), by
- * word, published. */
+/* Version `version` of every tensor, published. */
 static void write_version(weft_registry_h reg, uint64_t version)
 {
     uint32_t count;
@@ -40,18 +32,17 @@ static void write_version(weft_registry_h reg, uint64_t version)
     ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
     for (uint32_t t = 0; t < count; t++) {
         weft_tensor_info_t info;
-        uint64_t          *data;
+        void              *data;
 
         ck_assert_int_eq(weft_registry_tensor_info(reg, t, &info), WEFT_OK);
-        ck_assert_int_eq(weft_registry_write_tensor(reg, t, (void **)&data), WEFT_OK);
-        for (uint64_t i = 0; i < info.bytes / 8; i++) {
-            data[i] = pattern_word(version, t, i);
-        }
+        ck_assert_int_eq(weft_registry_write_tensor(reg, t, &data), WEFT_OK);
+        payload_fill(data, info.bytes, version, t);
     }
     ck_assert_int_eq(weft_registry_publish(reg, version, NULL), WEFT_OK);
 }
 
-/* Number of words of the leased version that differ from its pattern. */
+/* Number of bytes of the leased version that differ from its payload (1
+ * when one cannot be read). */
 static uint64_t verify_lease(weft_registry_h reg, const weft_lease_t *lease)
 {
     uint32_t count;
@@ -62,15 +53,13 @@ static uint64_t verify_lease(weft_registry_h reg, const weft_lease_t *lease)
     }
     for (uint32_t t = 0; t < count; t++) {
         weft_tensor_info_t info;
-        const uint64_t    *data;
+        const void        *data;
 
         if (weft_registry_tensor_info(reg, t, &info) != WEFT_OK ||
-            weft_registry_lease_tensor(reg, lease, t, (const void **)&data) != WEFT_OK) {
+            weft_registry_lease_tensor(reg, lease, t, &data) != WEFT_OK) {
             return 1;
         }
-        for (uint64_t i = 0; i < info.bytes / 8; i++) {
-            wrong += data[i] != pattern_word(lease->version, t, i);
-        }
+        wrong += payload_count_wrong(data, info.bytes, lease->version, t);
     }
     return wrong;
 }
@@ -428,7 +417,7 @@ START_TEST(write_begin_waits_for_a_release)
                                   -1, 0);
     int              ready[2], released_first, status;
     uint32_t         slot;
-    uint64_t        *data;
+    void            *data;
     pid_t            pid;
 
     ck_assert_ptr_ne(order, MAP_FAILED);
@@ -468,10 +457,8 @@ START_TEST(write_begin_waits_for_a_release)
     released_first = order->released;
     /* Fill what write_begin gave: were it the leased slot, the child's
      * check of v1 sees these bytes. */
-    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < 1024 / 8; i++) {
-        data[i] = pattern_word(3, 0, i);
-    }
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, &data), WEFT_OK);
+    payload_fill(data, 1024, 3, 0);
     order->returned = 1;
     ck_assert_msg(released_first, "write_begin returned slot %u while the child still leased v1", slot);
     status = wait_child(pid);
