@@ -19,6 +19,7 @@
 
 #include "lib/child.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -60,16 +61,6 @@ static void tensor_name(char *buf, size_t size, int expert, int role)
 static uint64_t tensor_bytes(int role)
 {
     return role == 2 ? SCALE_BYTES : W_BYTES;
-}
-
-/* Byte i of tensor t in version v: every version, tensor and position
- * differs, so a stale, shifted or swapped byte shows. */
-static uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
-{
-    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
-
-    x ^= x >> 29;
-    return (uint8_t)(x >> 17);
 }
 
 static void unique_name(char *buf, size_t size, const char *what)
@@ -131,9 +122,7 @@ static void producer_publish(producer_t *p, uint64_t v)
         uint64_t bytes = tensor_bytes((int)(t % ROLES));
         void    *dst;
 
-        for (uint64_t i = 0; i < bytes; i++) {
-            host[i] = pattern(v, t, i);
-        }
+        payload_fill(host, bytes, v, t);
         CHILD_CHECK(weft_registry_write_tensor(p->reg, p->index[t], &dst) == WEFT_OK);
         CHILD_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
     }
@@ -266,8 +255,8 @@ static uint64_t consumer_wrong_bytes(const consumer_t *c, uint64_t v)
 
             for (uint64_t row = 0; row < role_rows(r); row++) {
                 for (uint64_t col = 0; col < pitch; col++) {
-                    uint8_t want = col < row_bytes ? pattern(v, (uint32_t)(e * ROLES + r),
-                                                             row * row_bytes + col)
+                    uint8_t want = col < row_bytes ? payload_byte(v, (uint32_t)(e * ROLES + r),
+                                                                  row * row_bytes + col)
                                                    : POISON;
                     wrong += base[row * pitch + col] != want;
                 }
@@ -788,7 +777,8 @@ START_TEST(ipc_plan_refuses_a_version_that_fails_its_checksum)
         producer_publish(&p, 2);
         CHILD_CHECK(weft_registry_acquire(p.reg, &lease) == WEFT_OK && lease.version == 2);
         CHILD_CHECK(weft_registry_lease_tensor(p.reg, &lease, p.index[0], &t0) == WEFT_OK);
-        CHILD_CHECK(cudaMemset((uint8_t *)(uintptr_t)t0 + 17, 0x5a, 1) == cudaSuccess);
+        CHILD_CHECK(cudaMemset((uint8_t *)(uintptr_t)t0 + 17, payload_byte(2, 0, 17) ^ 0xff, 1) ==
+                    cudaSuccess);
         CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
         CHILD_CHECK(weft_registry_release(p.reg, &lease) == WEFT_OK);
         CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_ERR_CORRUPT);

@@ -40,6 +40,7 @@
 #include "lib/gpu_skip.h"
 #include "lib/transport_fixture.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -429,9 +430,7 @@ static void server_publish(server_t *s, uint64_t v)
         uint64_t bytes = tensor_bytes(t % KINDS);
         void    *dst;
 
-        for (uint64_t i = 0; i < bytes; i++) {
-            host[i] = pattern(v, t, i);
-        }
+        payload_fill(host, bytes, v, t);
         CHILD_OK(weft_registry_write_tensor(s->reg, s->index[t], &dst));
         CUDA_OK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
     }
@@ -671,7 +670,7 @@ static uint64_t consumer_wrong_bytes(const consumer_t *c, uint64_t v)
 
             for (uint64_t r = 0; r < kinds[k].rows; r++) {
                 for (uint64_t col = 0; col < pitch; col++) {
-                    uint8_t want = v != 0 && col < rb ? pattern(v, t, r * rb + col) : POISON;
+                    uint8_t want = v != 0 && col < rb ? payload_byte(v, t, r * rb + col) : POISON;
                     uint8_t got = base[r * pitch + col];
 
                     if (got != want && wrong++ < 5) {

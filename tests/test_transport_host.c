@@ -33,6 +33,10 @@ static weft_registry_h producer;
 static weft_registry_h consumer;
 static char            log_path[256];
 
+/* Not perf/lib/payload.h's payload, on purpose: plans here copy version
+ * v over v - 1 in the same views, and a byte a plan missed must show.
+ * Bytes of two payload versions agree one time in 256; these never do
+ * for consecutive versions. */
 static uint8_t pattern(uint64_t version, uint32_t tensor, uint64_t offset)
 {
     /* 131 is odd: consecutive versions differ in every byte. */

@@ -21,6 +21,7 @@
 #include "lib/transport_fixture.h"
 #include "lib/gpu_skip.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -122,9 +123,7 @@ static void server_publish(server_side_t *s, uint64_t v)
     for (uint32_t t = 0; t < TENSORS; t++) {
         void *dst;
 
-        for (uint64_t i = 0; i < tensor_bytes(t); i++) {
-            host[i] = pattern(v, t, i);
-        }
+        payload_fill(host, tensor_bytes(t), v, t);
         CHILD_CHECK(weft_registry_write_tensor(s->reg, t, &dst) == WEFT_OK);
         CHILD_CHECK(cudaMemcpy(dst, host, tensor_bytes(t), cudaMemcpyHostToDevice) == cudaSuccess);
     }
@@ -226,7 +225,7 @@ static uint64_t consumer_wrong(const consumer_side_t *c, uint64_t v)
 
         for (uint64_t r = 0; r < rows; r++) {
             for (uint64_t col = 0; col < pitch; col++) {
-                uint8_t want = col < row_bytes ? pattern(v, t, r * row_bytes + col) : POISON;
+                uint8_t want = col < row_bytes ? payload_byte(v, t, r * row_bytes + col) : POISON;
                 uint8_t got = base[r * pitch + col];
 
                 if (got != want && wrong++ < 5) {

@@ -19,6 +19,7 @@
 #include "lib/child.h"
 #include "lib/transport_fixture.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <signal.h>
@@ -98,9 +99,7 @@ static void server_publish(server_side_t *s, uint64_t v)
         uint8_t *data;
 
         CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&data) == WEFT_OK);
-        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            data[i] = pattern(v, t, i);
-        }
+        payload_fill(data, (uint64_t)ROWS * COLS, v, t);
     }
     CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK);
 }
@@ -189,7 +188,7 @@ static uint64_t consumer_wrong(const consumer_side_t *c, uint64_t v)
 
         for (uint64_t r = 0; r < ROWS; r++) {
             for (uint64_t col = 0; col < COLS + PAD; col++) {
-                uint8_t want = col < COLS ? pattern(v, t, r * COLS + col) : 0xA5;
+                uint8_t want = col < COLS ? payload_byte(v, t, r * COLS + col) : 0xA5;
                 wrong += base[r * (COLS + PAD) + col] != want;
             }
         }
@@ -908,9 +907,7 @@ START_TEST(ucx_consumer_refuses_a_version_that_fails_its_checksum)
         for (uint32_t t = 0; t < TENSORS; t++) {
             uint8_t *data;
             CHILD_CHECK(weft_registry_write_tensor(s.reg, t, (void **)&data) == WEFT_OK);
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-                data[i] = pattern(2, t, i);
-            }
+            payload_fill(data, (uint64_t)ROWS * COLS, 2, t);
             first = t == 0 ? data : first;
         }
         CHILD_CHECK(weft_registry_publish(s.reg, 2, NULL) == WEFT_OK);
@@ -936,7 +933,7 @@ START_TEST(ucx_consumer_refuses_a_version_that_fails_its_checksum)
         ck_assert_int_eq(weft_remote_connect(&params, views, TENSORS, &remote), WEFT_OK);
         ck_assert_int_eq(weft_remote_receive(remote, 0, WAIT_US, &got), WEFT_OK);
         ck_assert_uint_eq(got, 1);
-        ck_assert_uint_eq(views_mem[0][1234], pattern(1, 0, 1234));
+        ck_assert_uint_eq(views_mem[0][1234], payload_byte(1, 0, 1234));
         ck_assert_int_eq(read(go[0], &byte, 1), 1);
         ck_assert_int_eq(weft_remote_receive(remote, 1, WAIT_US, &got), WEFT_ERR_CORRUPT);
         (void)weft_remote_close(remote);

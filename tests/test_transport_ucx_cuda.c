@@ -23,6 +23,7 @@
 #include "lib/transport_fixture.h"
 #include "lib/gpu_skip.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -132,14 +133,10 @@ static void server_publish(server_side_t *s, uint64_t v)
 
         WEFT_CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&dst), WEFT_OK);
         if (s->gpu) {
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-                host[i] = pattern(v, t, i);
-            }
+            payload_fill(host, (uint64_t)ROWS * COLS, v, t);
             CUDA_CHILD_CHECK(cudaMemcpy(dst, host, sizeof(host), cudaMemcpyHostToDevice));
         } else {
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-                dst[i] = pattern(v, t, i);
-            }
+            payload_fill(dst, (uint64_t)ROWS * COLS, v, t);
         }
     }
     if (s->gpu) {
@@ -254,7 +251,7 @@ static void consumer_verify(consumer_side_t *c, uint64_t v)
 
         for (uint64_t r = 0; r < ROWS; r++) {
             for (uint64_t col = 0; col < c->pitch; col++) {
-                uint8_t want = col < COLS ? pattern(v, t, r * COLS + col) : POISON;
+                uint8_t want = col < COLS ? payload_byte(v, t, r * COLS + col) : POISON;
                 uint8_t got = base[r * c->pitch + col];
 
                 if (got != want && !named) {

@@ -28,6 +28,7 @@
 #include "lib/child.h"
 #include "lib/transport_fixture.h"
 #include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -297,9 +298,7 @@ static pid_t fork_consumer(int go)
         uint64_t                   got = 0;
 
         CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1);
-        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            CHILD_CHECK(buf[i] == pattern(1, 0, i));
-        }
+        CHILD_CHECK(payload_check(buf, (uint64_t)ROWS * COLS, 1, 0) == (uint64_t)ROWS * COLS);
         CHILD_CHECK(weft_remote_close(remote) == WEFT_OK);
         free(buf);
         CHILD_EXIT();
@@ -319,9 +318,7 @@ static void deliver_version_1(pid_t consumer)
     fixture_wait_ready(srv.server, 1, 30);
     ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-        data[i] = pattern(1, 0, i);
-    }
+    payload_fill(data, (uint64_t)ROWS * COLS, 1, 0);
     ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(wait_child(consumer), 0);
@@ -441,9 +438,7 @@ static pid_t fork_hand_consumer(int go)
             CHILD_FAIL("hand consumer: message %u after SENDING, not VERSION(1)", msg.type);
         }
         free(msg.payload);
-        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            CHILD_CHECK(buf[i] == pattern(1, 0, i));
-        }
+        CHILD_CHECK(payload_check(buf, (uint64_t)ROWS * COLS, 1, 0) == (uint64_t)ROWS * COLS);
         CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK);
         /* Leaving: BYE, then the server closes once none of its puts can
          * land here (everything it sends until then is skipped). */

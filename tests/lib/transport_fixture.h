@@ -1,8 +1,9 @@
 /*
  * Helpers the transport suites share (test_transport_ucx, _ucx_cuda,
- * _nccl): the byte every version carries at each place of each tensor,
- * and a server process's wait for its consumers. A failure ends the child
- * with CHILD_FAILED, naming its line here (child.h).
+ * _nccl, _cuda_ipc_push, test_ucx_wire): a server process's wait for its
+ * consumers and its stop. A failure ends the child with CHILD_FAILED,
+ * naming its line here (child.h). What versions carry is
+ * perf/lib/payload.h's.
  */
 #ifndef WEFT_TESTS_LIB_TRANSPORT_FIXTURE_H
 #define WEFT_TESTS_LIB_TRANSPORT_FIXTURE_H
@@ -13,15 +14,6 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <weft/weft.h>
-
-/* Byte i of tensor t in version v: differs between versions and tensors. */
-static inline uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
-{
-    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
-
-    x ^= x >> 31;
-    return (uint8_t)(x >> 23);
-}
 
 /* Waits up to `seconds` for `consumers` ready consumers. */
 static inline void fixture_wait_ready(weft_server_h server, uint32_t consumers, int seconds)
