@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/text.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <errno.h>
@@ -489,14 +490,4 @@ static Suite *common_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(common_suite());
-    int      failed;
-
-    srunner_set_fork_status(sr, CK_FORK); /* each test reads WEFT_* afresh */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+WEFT_TEST_MAIN(common_suite)

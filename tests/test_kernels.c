@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "kernels/checksum.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdlib.h>
@@ -119,12 +120,10 @@ START_TEST(checksum_cuda_without_gpu_support)
 END_TEST
 #endif
 
-int main(void)
+static Suite *kernels_suite(void)
 {
-    Suite   *s = suite_create("kernels");
-    TCase   *tc = tcase_create("checksum");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("checksum");
 
     tcase_add_test(tc, checksum_matches_its_definition);
     tcase_add_test(tc, checksum_known_answers);
@@ -134,9 +133,7 @@ int main(void)
     tcase_add_test(tc, checksum_cuda_without_gpu_support);
 #endif
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(kernels_suite)

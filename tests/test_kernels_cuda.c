@@ -3,8 +3,9 @@
  * Exits 77 (skipped) where no GPU is present. */
 #include "config.h"
 
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 #include "kernels/checksum.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -241,15 +242,13 @@ START_TEST(gpu_compare_counts_differing_bytes)
 }
 END_TEST
 
-int main(void)
+static Suite *kernels_cuda_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     if (weft_test_gpu_count() == 0) {
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     s = suite_create("kernels_cuda");
     tc = tcase_create("checksum");
@@ -261,10 +260,7 @@ int main(void)
     tcase_add_test(tc, gpu_checksum_strided_matches_host);
     tcase_add_test(tc, gpu_compare_counts_differing_bytes);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(kernels_cuda_suite)

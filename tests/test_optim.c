@@ -7,6 +7,8 @@
  */
 #include "config.h"
 
+#include "lib/harness.h"
+
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -16,7 +18,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-#include "optim_inputs.h"
+#include "lib/optim_inputs.h"
 
 /* ------------------------------------------------------------------
  * optim.h's AdamW, once more, one element at a time: fmaf where the
@@ -993,14 +995,12 @@ START_TEST(argument_errors)
 }
 END_TEST
 
-int main(void)
+static Suite *optim_suite(void)
 {
-    Suite   *s     = suite_create("optim");
-    TCase   *adamw = tcase_create("adamw");
-    TCase   *wr    = tcase_create("writers");
-    TCase   *api   = tcase_create("api");
-    SRunner *sr;
-    int      failed;
+    Suite *s     = suite_create("optim");
+    TCase *adamw = tcase_create("adamw");
+    TCase *wr    = tcase_create("writers");
+    TCase *api   = tcase_create("api");
 
     tcase_set_timeout(adamw, 120);
     tcase_add_test(adamw, adamw_matches_spec_random);
@@ -1023,9 +1023,7 @@ int main(void)
     tcase_add_test(api, argument_errors);
     tcase_add_test(api, muon_argument_errors);
     suite_add_tcase(s, api);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return s;
 }
+
+WEFT_TEST_MAIN(optim_suite)

@@ -9,10 +9,11 @@
  */
 #include "config.h"
 
-#include "gpu_skip.h"
-#include "optim_inputs.h"
+#include "lib/gpu_skip.h"
+#include "lib/optim_inputs.h"
 #include "kernels/adamw.h"
 #include "kernels/muon.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -695,15 +696,13 @@ START_TEST(writer_refuses_host_registry_for_gpu_optimizer)
 }
 END_TEST
 
-int main(void)
+static Suite *optim_cuda_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     if (weft_test_gpu_count() == 0) {
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     s  = suite_create("optim_cuda");
     tc = tcase_create("optim");
@@ -718,10 +717,7 @@ int main(void)
     tcase_add_test(tc, bf16_writer_from_the_slot);
     tcase_add_test(tc, writer_refuses_host_registry_for_gpu_optimizer);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(optim_cuda_suite)

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "kernels/fp8.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <float.h>
@@ -704,13 +705,11 @@ START_TEST(cuda_without_gpu_support)
 END_TEST
 #endif
 
-int main(void)
+static Suite *quant_suite(void)
 {
-    Suite   *s = suite_create("quant");
-    TCase   *enc = tcase_create("e4m3");
-    TCase   *wr = tcase_create("writer");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("quant");
+    TCase *enc = tcase_create("e4m3");
+    TCase *wr = tcase_create("writer");
 
     tcase_add_test(enc, decode_every_byte);
     tcase_add_test(enc, encode_decode_round_trip);
@@ -735,9 +734,7 @@ int main(void)
     tcase_add_test(wr, cuda_without_gpu_support);
 #endif
     suite_add_tcase(s, wr);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(quant_suite)

@@ -5,9 +5,10 @@
  * GPU is present. */
 #include "config.h"
 
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 #include "kernels/fp8.h"
 #include "kernels/quant_cuda.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -527,15 +528,13 @@ START_TEST(gpu_quant_rejects_bad_arguments)
 }
 END_TEST
 
-int main(void)
+static Suite *quant_cuda_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     if (weft_test_gpu_count() == 0) {
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     s = suite_create("quant_cuda");
     tc = tcase_create("quant");
@@ -553,10 +552,7 @@ int main(void)
     tcase_add_test(tc, gpu_quant_division_windows);
     tcase_add_test(tc, gpu_quant_rejects_bad_arguments);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's process */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(quant_cuda_suite)

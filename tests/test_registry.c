@@ -4,7 +4,9 @@
 
 #include "registry/layout.h"
 #include "registry/validate.h"
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -21,16 +23,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-static uint64_t pattern_word(uint64_t version, uint32_t tensor, uint64_t i)
-{
-    uint64_t x = version * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)tensor << 40) ^ i;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    return x ^ (x >> 29);
-}
-
-/* Version `version` of every tensor (their bytes a multiple of 8), by
- * word, published. */
+/* Version `version` of every tensor, published. */
 static void write_version(weft_registry_h reg, uint64_t version)
 {
     uint32_t count;
@@ -39,18 +32,17 @@ static void write_version(weft_registry_h reg, uint64_t version)
     ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
     for (uint32_t t = 0; t < count; t++) {
         weft_tensor_info_t info;
-        uint64_t          *data;
+        void              *data;
 
         ck_assert_int_eq(weft_registry_tensor_info(reg, t, &info), WEFT_OK);
-        ck_assert_int_eq(weft_registry_write_tensor(reg, t, (void **)&data), WEFT_OK);
-        for (uint64_t i = 0; i < info.bytes / 8; i++) {
-            data[i] = pattern_word(version, t, i);
-        }
+        ck_assert_int_eq(weft_registry_write_tensor(reg, t, &data), WEFT_OK);
+        payload_fill(data, info.bytes, version, t);
     }
     ck_assert_int_eq(weft_registry_publish(reg, version, NULL), WEFT_OK);
 }
 
-/* Number of words of the leased version that differ from its pattern. */
+/* Number of bytes of the leased version that differ from its payload (1
+ * when one cannot be read). */
 static uint64_t verify_lease(weft_registry_h reg, const weft_lease_t *lease)
 {
     uint32_t count;
@@ -61,15 +53,13 @@ static uint64_t verify_lease(weft_registry_h reg, const weft_lease_t *lease)
     }
     for (uint32_t t = 0; t < count; t++) {
         weft_tensor_info_t info;
-        const uint64_t    *data;
+        const void        *data;
 
         if (weft_registry_tensor_info(reg, t, &info) != WEFT_OK ||
-            weft_registry_lease_tensor(reg, lease, t, (const void **)&data) != WEFT_OK) {
+            weft_registry_lease_tensor(reg, lease, t, &data) != WEFT_OK) {
             return 1;
         }
-        for (uint64_t i = 0; i < info.bytes / 8; i++) {
-            wrong += data[i] != pattern_word(lease->version, t, i);
-        }
+        wrong += payload_count_wrong(data, info.bytes, lease->version, t);
     }
     return wrong;
 }
@@ -427,7 +417,7 @@ START_TEST(write_begin_waits_for_a_release)
                                   -1, 0);
     int              ready[2], released_first, status;
     uint32_t         slot;
-    uint64_t        *data;
+    void            *data;
     pid_t            pid;
 
     ck_assert_ptr_ne(order, MAP_FAILED);
@@ -467,10 +457,8 @@ START_TEST(write_begin_waits_for_a_release)
     released_first = order->released;
     /* Fill what write_begin gave: were it the leased slot, the child's
      * check of v1 sees these bytes. */
-    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < 1024 / 8; i++) {
-        data[i] = pattern_word(3, 0, i);
-    }
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, &data), WEFT_OK);
+    payload_fill(data, 1024, 3, 0);
     order->returned = 1;
     ck_assert_msg(released_first, "write_begin returned slot %u while the child still leased v1", slot);
     status = wait_child(pid);
@@ -1019,12 +1007,10 @@ START_TEST(open_refuses_a_truncated_segment)
 }
 END_TEST
 
-int main(void)
+static Suite *registry_suite(void)
 {
-    Suite   *s = suite_create("registry");
-    TCase   *api = tcase_create("api"), *inv = tcase_create("invariants"), *val = tcase_create("validation");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry");
+    TCase *api = tcase_create("api"), *inv = tcase_create("invariants"), *val = tcase_create("validation");
 
     tcase_add_checked_fixture(api, NULL, unlink_registry);
     tcase_add_checked_fixture(inv, NULL, unlink_registry);
@@ -1056,10 +1042,7 @@ int main(void)
     suite_add_tcase(s, api);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, val);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_suite)

@@ -6,7 +6,8 @@
  * squatting tests switch a child to another user and run only as root. */
 #include "config.h"
 
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -158,12 +159,10 @@ START_TEST(another_users_segment_shared_with_our_group_is_read)
 }
 END_TEST
 
-int main(void)
+static Suite *registry_owner_suite(void)
 {
-    Suite   *s = suite_create("registry_owner");
-    TCase   *tc = tcase_create("owner");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry_owner");
+    TCase *tc = tcase_create("owner");
 
     tcase_add_checked_fixture(tc, NULL, unlink_registry);
     tcase_add_test(tc, world_writable_is_refused);
@@ -175,10 +174,7 @@ int main(void)
         printf("test_registry_owner: not root: the tests with another user's segment are not run\n");
     }
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_owner_suite)

@@ -5,7 +5,9 @@
  * refuses to copy past what is final. */
 #include "config.h"
 
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -20,11 +22,6 @@
 
 #define TENSORS 4
 #define BYTES   4096u
-
-static uint8_t pattern_byte(uint64_t version, uint32_t tensor, uint64_t i)
-{
-    return (uint8_t)(version * 131u + tensor * 31u + i * 7u + (i >> 8));
-}
 
 /* The segment's first `bytes`, mapped read-write by the layout
  * registry/PROTOCOL.md gives other implementations (the header's words
@@ -58,9 +55,7 @@ static void write_tensors(weft_registry_h reg, uint64_t version, uint32_t first,
         uint8_t *data;
 
         ck_assert_int_eq(weft_registry_write_tensor(reg, t, (void **)&data), WEFT_OK);
-        for (uint64_t i = 0; i < BYTES; i++) {
-            data[i] = pattern_byte(version, t, i);
-        }
+        payload_fill(data, BYTES, version, t);
     }
 }
 
@@ -72,7 +67,7 @@ static void publish_whole(weft_registry_h reg, uint64_t version)
 }
 
 /* Bytes of tensors [first, end) of the leased version that are not its
- * pattern; -1 when one cannot be read. */
+ * payload; -1 when one cannot be read. */
 static int64_t wrong_bytes(weft_registry_h reg, const weft_lease_t *lease, uint32_t first, uint32_t end)
 {
     int64_t wrong = 0;
@@ -83,9 +78,7 @@ static int64_t wrong_bytes(weft_registry_h reg, const weft_lease_t *lease, uint3
         if (weft_registry_lease_tensor(reg, lease, t, (const void **)&data) != WEFT_OK) {
             return -1;
         }
-        for (uint64_t i = 0; i < BYTES; i++) {
-            wrong += data[i] != pattern_byte(lease->version, t, i);
-        }
+        wrong += (int64_t)payload_count_wrong(data, BYTES, lease->version, t);
     }
     return wrong;
 }
@@ -138,9 +131,7 @@ START_TEST(announced_tensors_are_read_before_the_publish)
     ck_assert_uint_eq(ready, 2);
     ck_assert_int_eq(weft_plan_copy(all, &lease), WEFT_ERR_STATE);
     ck_assert_int_eq(weft_plan_copy(first_two, &lease), WEFT_OK);
-    for (uint64_t i = 0; i < BYTES; i++) {
-        ck_assert_uint_eq(buffers[1][i], pattern_byte(2, 1, i));
-    }
+    ck_assert_uint_eq(payload_check(buffers[1], BYTES, 2, 1), BYTES);
 
     write_tensors(reg, 2, 2, TENSORS);
     ck_assert_int_eq(weft_registry_write_ready(reg, 2, TENSORS), WEFT_OK);
@@ -445,8 +436,9 @@ END_TEST
  * `latest` (written here into the segment as PROTOCOL.md lays it out),
  * published nothing: its streaming reader is canceled, not given a
  * version, and the next producer's version of that number is its own.
- * The dead producer's bytes are another version's pattern (99), so a
- * reader handed them would see it. */
+ * The dead producer's bytes are another version's payload (99), every
+ * word of which differs from version 2's, so a reader handed them would
+ * see it. */
 START_TEST(a_death_inside_publish_publishes_nothing)
 {
     int           to_parent[2], to_child[2];
@@ -536,12 +528,10 @@ START_TEST(a_death_inside_publish_publishes_nothing)
 }
 END_TEST
 
-int main(void)
+static Suite *registry_stream_suite(void)
 {
-    Suite   *s = suite_create("registry_stream");
-    TCase   *tc = tcase_create("stream");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry_stream");
+    TCase *tc = tcase_create("stream");
 
     tcase_add_checked_fixture(tc, NULL, unlink_registry);
     tcase_set_timeout(tc, 60);
@@ -554,10 +544,7 @@ int main(void)
     tcase_add_test(tc, a_death_inside_publish_publishes_nothing);
     tcase_add_test(tc, an_announcement_of_another_producer_does_not_count);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_stream_suite)

@@ -10,7 +10,9 @@
  */
 #include "config.h"
 
-#include "registry_fixture.h"
+#include "lib/registry_fixture.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #include <weft/weft.h>
 
 #if HAVE_CUDA
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 
 #include <cuda_runtime_api.h>
 #endif
@@ -49,8 +51,8 @@ static weft_registry_h make_checked_registry(void)
     return reg;
 }
 
-/* Writes version v (each byte a function of v, tensor, position) and
- * publishes it; *bytes gets tensor 0's address in its slot. */
+/* Writes version v's payload and publishes it; *bytes gets tensor 0's
+ * address in its slot. */
 static void publish_version(weft_registry_h reg, uint64_t v, uint8_t **bytes)
 {
     ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
@@ -58,9 +60,7 @@ static void publish_version(weft_registry_h reg, uint64_t v, uint8_t **bytes)
         void *data;
 
         ck_assert_int_eq(weft_registry_write_tensor(reg, t, &data), WEFT_OK);
-        for (uint32_t i = 0; i < BYTES; i++) {
-            ((uint8_t *)data)[i] = (uint8_t)(v * 31 + t * 7 + i);
-        }
+        payload_fill(data, BYTES, v, t);
         if (t == 0 && bytes != NULL) {
             *bytes = data;
         }
@@ -101,7 +101,8 @@ START_TEST(every_changed_byte_is_found)
         ck_assert_uint_eq(bad, 0);
         bytes[500] ^= 1;
     }
-    /* Two words swapped: same bytes, other places. */
+    /* Two words swapped: same bytes, other places (a payload's words
+     * differ from each other). */
     {
         uint8_t word[8];
 
@@ -236,9 +237,7 @@ START_TEST(gpu_registry_versions_are_verified_on_the_gpu)
     ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
     ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
     for (uint32_t t = 0; t < 4; t++) {
-        for (uint32_t i = 0; i < 1024 * 1000; i++) {
-            host[i] = (uint8_t)(i * 13 + t);
-        }
+        payload_fill(host, 1024 * 1000, 1, t);
         ck_assert_int_eq(weft_registry_write_tensor(reg, t, &data), WEFT_OK);
         ck_assert_int_eq(cudaMemcpy(data, host, 1024 * 1000, cudaMemcpyHostToDevice), cudaSuccess);
     }
@@ -254,7 +253,8 @@ START_TEST(gpu_registry_versions_are_verified_on_the_gpu)
         uint32_t bad = UINT32_MAX;
 
         ck_assert_int_eq(weft_registry_verify_version(reader, &lease, &bad), WEFT_OK);
-        ck_assert_int_eq(cudaMemset((uint8_t *)data + 777, 0xee, 1), cudaSuccess);
+        ck_assert_int_eq(cudaMemset((uint8_t *)data + 777, payload_byte(1, 2, 777) ^ 0xff, 1),
+                         cudaSuccess);
         ck_assert_int_eq(weft_registry_verify(reader, &lease, 2), WEFT_ERR_CORRUPT);
         ck_assert_int_eq(weft_registry_verify(reader, &lease, 1), WEFT_OK);
         ck_assert_int_eq(weft_registry_verify_version(reader, &lease, &bad), WEFT_ERR_CORRUPT);
@@ -268,12 +268,10 @@ START_TEST(gpu_registry_versions_are_verified_on_the_gpu)
 END_TEST
 #endif
 
-int main(void)
+static Suite *registry_verify_suite(void)
 {
-    Suite   *s = suite_create("registry_verify");
-    TCase   *tc = tcase_create("verify");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("registry_verify");
+    TCase *tc = tcase_create("verify");
 
     tcase_add_checked_fixture(tc, NULL, unlink_registry);
     tcase_add_test(tc, every_changed_byte_is_found);
@@ -289,10 +287,7 @@ int main(void)
     }
 #endif
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(registry_verify_suite)

@@ -12,6 +12,7 @@
 #include "transport/ctl/bootstrap.h"
 #include "transport/ctl/auth.h"
 
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -257,12 +258,10 @@ START_TEST(the_token_and_names_make_the_keys)
 }
 END_TEST
 
-int main(void)
+static Suite *remote_auth_suite(void)
 {
-    Suite   *s = suite_create("remote_auth");
-    TCase   *tc = tcase_create("session");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("remote_auth");
+    TCase *tc = tcase_create("session");
 
     tcase_add_test(tc, messages_open_in_order_both_ways);
     tcase_add_test(tc, a_replayed_message_does_not_open);
@@ -272,9 +271,7 @@ int main(void)
     tcase_add_test(tc, a_reflected_clear_or_foreign_message_does_not_open);
     tcase_add_test(tc, the_token_and_names_make_the_keys);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(remote_auth_suite)

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "transport/remote/remote.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -109,22 +110,17 @@ START_TEST(weft_verify_none_checks_nothing)
 }
 END_TEST
 
-int main(void)
+static Suite *remote_check_suite(void)
 {
-    Suite   *s = suite_create("remote_check");
-    TCase   *tc = tcase_create("check");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("remote_check");
+    TCase *tc = tcase_create("check");
 
     tcase_add_test(tc, vouched_views_are_checked);
     tcase_add_test(tc, views_not_vouched_for_and_empty_notices_are_not_checked);
     tcase_add_test(tc, a_notice_about_other_views_is_refused);
     tcase_add_test(tc, weft_verify_none_checks_nothing);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(remote_check_suite)

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "transport/topo/nic_affinity.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <limits.h>
@@ -131,19 +132,15 @@ START_TEST(unknown_gpu_bad_ids_and_no_nics)
 }
 END_TEST
 
-int main(void)
+static Suite *topo_suite(void)
 {
-    Suite   *s  = suite_create("topo");
-    TCase   *tc = tcase_create("nic_affinity");
-    SRunner *sr;
-    int      failed;
+    Suite *s  = suite_create("topo");
+    TCase *tc = tcase_create("nic_affinity");
 
     tcase_add_test(tc, each_gpu_gets_the_nic_under_its_switch_first);
     tcase_add_test(tc, unknown_gpu_bad_ids_and_no_nics);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(topo_suite)

@@ -1,6 +1,8 @@
 /* transport/: the backend query, through the public API of libweft.so. */
 #include "config.h"
 
+#include "lib/harness.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +10,7 @@
 #include <weft/weft.h>
 
 #ifdef HAVE_CUDA
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 
 static int gpus; /* counted before any test runs */
 #endif
@@ -131,12 +133,10 @@ START_TEST(nccl_probe_reports_version)
 END_TEST
 #endif
 
-int main(void)
+static Suite *transport_suite(void)
 {
-    Suite   *s = suite_create("transport");
-    TCase   *tc = tcase_create("backend_query");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("transport");
+    TCase *tc = tcase_create("backend_query");
 
 #ifdef HAVE_CUDA
     gpus = weft_test_gpu_count();
@@ -155,10 +155,7 @@ int main(void)
     tcase_add_test(tc, nccl_probe_reports_version);
 #endif
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_suite)

@@ -14,10 +14,12 @@
  */
 #include "config.h"
 
-#include "gpu_skip.h"
+#include "lib/gpu_skip.h"
 #include "registry/layout.h"
 
-#include "child.h"
+#include "lib/child.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -61,16 +63,6 @@ static uint64_t tensor_bytes(int role)
     return role == 2 ? SCALE_BYTES : W_BYTES;
 }
 
-/* Byte i of tensor t in version v: every version, tensor and position
- * differs, so a stale, shifted or swapped byte shows. */
-static uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
-{
-    uint64_t x = v * 0x9E3779B97F4A7C15ull + t * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
-
-    x ^= x >> 29;
-    return (uint8_t)(x >> 17);
-}
-
 static void unique_name(char *buf, size_t size, const char *what)
 {
     static int n;
@@ -98,7 +90,7 @@ static void producer_create(producer_t *p, const char *name, int device, uint32_
         .checksums  = 1,
     };
 
-    CHILD_CHECK(weft_registry_create(name, &params, &p->reg) == WEFT_OK, 10);
+    CHILD_CHECK(weft_registry_create(name, &params, &p->reg) == WEFT_OK);
     for (int e = 0; e < EXPERTS; e++) {
         for (int r = 0; r < ROLES; r++) {
             char               tname[WEFT_TENSOR_NAME_MAX];
@@ -114,10 +106,10 @@ static void producer_create(producer_t *p, const char *name, int device, uint32_
             tensor_name(tname, sizeof(tname), e, r);
             d.shape[0] = r == 0 ? W_ROWS : r == 1 ? W_COLS : SCALE_ROWS;
             d.shape[1] = r == 0 ? W_COLS : r == 1 ? W_ROWS : SCALE_COLS;
-            CHILD_CHECK(weft_registry_declare(p->reg, &d, &p->index[e * ROLES + r]) == WEFT_OK, 11);
+            CHILD_CHECK(weft_registry_declare(p->reg, &d, &p->index[e * ROLES + r]) == WEFT_OK);
         }
     }
-    CHILD_CHECK(weft_registry_seal(p->reg) == WEFT_OK, 12);
+    CHILD_CHECK(weft_registry_seal(p->reg) == WEFT_OK);
 }
 
 /* Writes version v's bytes into a fresh slot and publishes it. */
@@ -125,23 +117,21 @@ static void producer_publish(producer_t *p, uint64_t v)
 {
     static uint8_t host[W_BYTES];
 
-    CHILD_CHECK(weft_registry_write_begin(p->reg, LONG_WAIT_US, NULL) == WEFT_OK, 20);
+    CHILD_CHECK(weft_registry_write_begin(p->reg, LONG_WAIT_US, NULL) == WEFT_OK);
     for (uint32_t t = 0; t < TENSORS; t++) {
         uint64_t bytes = tensor_bytes((int)(t % ROLES));
         void    *dst;
 
-        for (uint64_t i = 0; i < bytes; i++) {
-            host[i] = pattern(v, t, i);
-        }
-        CHILD_CHECK(weft_registry_write_tensor(p->reg, p->index[t], &dst) == WEFT_OK, 21);
-        CHILD_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess, 22);
+        payload_fill(host, bytes, v, t);
+        CHILD_CHECK(weft_registry_write_tensor(p->reg, p->index[t], &dst) == WEFT_OK);
+        CHILD_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
     }
     /* A copy from pageable memory may return before its DMA landed, and
      * publish synchronizes nothing (registry.h): without this, consumers
      * read the tail of the last copies stale (24 wrong bytes of version
      * 10, every consumer, under make -j8 check on the H200). */
-    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, 24);
-    CHILD_CHECK(weft_registry_publish(p->reg, v, NULL) == WEFT_OK, 23);
+    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHILD_CHECK(weft_registry_publish(p->reg, v, NULL) == WEFT_OK);
 }
 
 /* Waits until `n` consumers registered. */
@@ -150,13 +140,13 @@ static void producer_wait_consumers_registered(producer_t *p, uint32_t n)
     weft_registry_stats_t stats;
 
     for (int tries = 0; tries < 60000; tries++) {
-        CHILD_CHECK(weft_registry_get_stats(p->reg, &stats) == WEFT_OK, 30);
+        CHILD_CHECK(weft_registry_get_stats(p->reg, &stats) == WEFT_OK);
         if (stats.consumers >= n) {
             return;
         }
         usleep(1000);
     }
-    CHILD_FAIL(31);
+    CHILD_FAIL("producer: %u of %u consumers registered after 60 s", stats.consumers, n);
 }
 
 /* ------------------------------------------------------------ consumer */
@@ -189,13 +179,13 @@ static void consumer_alloc(consumer_t *c)
 {
     for (int r = 0; r < ROLES; r++) {
         c->fused_bytes[r] = EXPERTS * role_rows(r) * row_pitch(c, r);
-        CHILD_CHECK(cudaMalloc((void **)&c->fused[r], c->fused_bytes[r]) == cudaSuccess, 40);
-        CHILD_CHECK(cudaMemset(c->fused[r], POISON, c->fused_bytes[r]) == cudaSuccess, 41);
+        CHILD_CHECK(cudaMalloc((void **)&c->fused[r], c->fused_bytes[r]) == cudaSuccess);
+        CHILD_CHECK(cudaMemset(c->fused[r], POISON, c->fused_bytes[r]) == cudaSuccess);
     }
     /* The memset runs on the legacy stream, which the plan's non-blocking
      * streams do not wait for: done before the views go to the plan
      * (weft_recv_view_t.memory), or it may land on a copied version. */
-    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, 42);
+    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
 static void consumer_views(const consumer_t *c, weft_recv_view_t *views, char names[][WEFT_TENSOR_NAME_MAX])
@@ -232,20 +222,19 @@ static void consumer_open(consumer_t *c, const char *name, int device, int strid
     memset(c, 0, sizeof(*c));
     c->device  = device;
     c->strided = strided;
-    CHILD_CHECK(cudaSetDevice(device) == cudaSuccess, 50);
+    CHILD_CHECK(cudaSetDevice(device) == cudaSuccess);
     for (int tries = 0; tries < 30000 && status != WEFT_OK; tries++) {
         status = weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, &c->reg);
         if (status != WEFT_OK) {
             usleep(1000);
         }
     }
-    CHILD_CHECK(status == WEFT_OK, 51);
-    CHILD_CHECK(weft_registry_consumer_register(c->reg, "test", &c->id) == WEFT_OK, 52);
+    CHILD_CHECK(status == WEFT_OK);
+    CHILD_CHECK(weft_registry_consumer_register(c->reg, "test", &c->id) == WEFT_OK);
     consumer_alloc(c);
     consumer_views(c, views, names);
     CHILD_CHECK(weft_plan_create(c->reg, WEFT_TRANSPORT_CUDA_IPC, views, TENSORS, &c->plan) ==
-                    WEFT_OK,
-                53);
+                    WEFT_OK);
 }
 
 /* Bytes of the fused tensors that differ from version v (padding must
@@ -258,17 +247,16 @@ static uint64_t consumer_wrong_bytes(const consumer_t *c, uint64_t v)
         uint8_t *host = malloc(c->fused_bytes[r]);
         uint64_t pitch = row_pitch(c, r), row_bytes = tensor_bytes(r) / role_rows(r);
 
-        CHILD_CHECK(host != NULL, 60);
+        CHILD_CHECK(host != NULL);
         CHILD_CHECK(cudaMemcpy(host, c->fused[r], c->fused_bytes[r], cudaMemcpyDeviceToHost) ==
-                        cudaSuccess,
-                    61);
+                        cudaSuccess);
         for (int e = 0; e < EXPERTS; e++) {
             const uint8_t *base = host + (uint64_t)e * role_rows(r) * pitch;
 
             for (uint64_t row = 0; row < role_rows(r); row++) {
                 for (uint64_t col = 0; col < pitch; col++) {
-                    uint8_t want = col < row_bytes ? pattern(v, (uint32_t)(e * ROLES + r),
-                                                             row * row_bytes + col)
+                    uint8_t want = col < row_bytes ? payload_byte(v, (uint32_t)(e * ROLES + r),
+                                                                  row * row_bytes + col)
                                                    : POISON;
                     wrong += base[row * pitch + col] != want;
                 }
@@ -287,12 +275,11 @@ static void consumer_receive_until(consumer_t *c, uint64_t last)
     while (v < last) {
         uint64_t got;
 
-        CHILD_CHECK(weft_plan_receive(c->plan, c->id, v, LONG_WAIT_US, &got) == WEFT_OK, 70);
-        CHILD_CHECK(got > v, 71);
+        CHILD_CHECK(weft_plan_receive(c->plan, c->id, v, LONG_WAIT_US, &got) == WEFT_OK);
+        CHILD_CHECK(got > v);
         if (consumer_wrong_bytes(c, got) != 0) {
-            fprintf(stderr, "version %llu: %llu wrong bytes\n", (unsigned long long)got,
-                    (unsigned long long)consumer_wrong_bytes(c, got));
-            CHILD_FAIL(72);
+            CHILD_FAIL("version %llu: %llu wrong bytes", (unsigned long long)got,
+                       (unsigned long long)consumer_wrong_bytes(c, got));
         }
         v = got;
     }
@@ -300,11 +287,11 @@ static void consumer_receive_until(consumer_t *c, uint64_t last)
 
 static void consumer_close(consumer_t *c)
 {
-    CHILD_CHECK(weft_plan_destroy(c->plan) == WEFT_OK, 80);
+    CHILD_CHECK(weft_plan_destroy(c->plan) == WEFT_OK);
     for (int r = 0; r < ROLES; r++) {
-        CHILD_CHECK(cudaFree(c->fused[r]) == cudaSuccess, 81);
+        CHILD_CHECK(cudaFree(c->fused[r]) == cudaSuccess);
     }
-    CHILD_CHECK(weft_registry_close(c->reg) == WEFT_OK, 82);
+    CHILD_CHECK(weft_registry_close(c->reg) == WEFT_OK);
 }
 
 /* ------------------------------------------- versions, GPU by GPU */
@@ -338,9 +325,9 @@ static void run_transfer(const transfer_case_t *tc)
         producer_wait_consumers_registered(&p, (uint32_t)tc->consumers);
         for (uint64_t v = 1; v <= tc->versions; v++) {
             producer_publish(&p, v);
-            CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, NULL) == WEFT_OK, 90);
+            CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, NULL) == WEFT_OK);
         }
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 91);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -428,12 +415,12 @@ static void break_arena_handle(const char *name, uint32_t slot)
 
     snprintf(shm, sizeof(shm), "/weft.%s", name);
     fd = shm_open(shm, O_RDWR, 0);
-    CHILD_CHECK(fd >= 0 && fstat(fd, &st) == 0, 100);
+    CHILD_CHECK(fd >= 0 && fstat(fd, &st) == 0);
     base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    CHILD_CHECK(base != MAP_FAILED, 101);
+    CHILD_CHECK(base != MAP_FAILED);
     hdr    = (reg_header_t *)base;
     arenas = (reg_arena_t *)(base + hdr->arena_table_offset);
-    CHILD_CHECK(hdr->arena_count > slot, 102);
+    CHILD_CHECK(hdr->arena_count > slot);
     memset(arenas[slot].ipc_handle, 0xEE, sizeof(arenas[slot].ipc_handle));
     munmap(base, (size_t)st.st_size);
     close(fd);
@@ -454,19 +441,19 @@ START_TEST(ipc_failed_mapping_records_error_keeps_previous)
         producer_create(&p, name, 0, 3);
         producer_wait_consumers_registered(&p, 1);
         producer_publish(&p, 1);
-        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 1, LONG_WAIT_US, NULL) == WEFT_OK, 110);
+        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 1, LONG_WAIT_US, NULL) == WEFT_OK);
         producer_publish(&p, 2);
         /* Version 2 can never be received: wait for its failure. */
         for (int tries = 0; tries < 60000 && info.failed_version != 2; tries++) {
-            CHILD_CHECK(weft_registry_consumer_info(p.reg, 0, &info) == WEFT_OK, 111);
+            CHILD_CHECK(weft_registry_consumer_info(p.reg, 0, &info) == WEFT_OK);
             usleep(1000);
         }
-        CHILD_CHECK(info.failed_version == 2 && info.received_version == 1, 112);
-        CHILD_CHECK(info.last_error != WEFT_OK, 113);
-        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 2, 100000, NULL) == WEFT_ERR_TIMEOUT, 114);
+        CHILD_CHECK(info.failed_version == 2 && info.received_version == 1);
+        CHILD_CHECK(info.last_error != WEFT_OK);
+        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 2, 100000, NULL) == WEFT_ERR_TIMEOUT);
         producer_publish(&p, 3);
-        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 3, LONG_WAIT_US, NULL) == WEFT_OK, 115);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 116);
+        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 3, LONG_WAIT_US, NULL) == WEFT_OK);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -480,24 +467,24 @@ START_TEST(ipc_failed_mapping_records_error_keeps_previous)
         weft_plan_stats_t    stats;
 
         consumer_open(&c, name, 0, 0);
-        CHILD_CHECK(c.id == 0, 120);
+        CHILD_CHECK(c.id == 0);
         consumer_receive_until(&c, 1);
 
         /* Find version 2's slot, break its handle, then receive. */
-        CHILD_CHECK(weft_registry_wait(c.reg, 1, LONG_WAIT_US, &lease) == WEFT_OK, 121);
-        CHILD_CHECK(lease.version == 2, 122);
-        CHILD_CHECK(weft_registry_release(c.reg, &lease) == WEFT_OK, 123);
+        CHILD_CHECK(weft_registry_wait(c.reg, 1, LONG_WAIT_US, &lease) == WEFT_OK);
+        CHILD_CHECK(lease.version == 2);
+        CHILD_CHECK(weft_registry_release(c.reg, &lease) == WEFT_OK);
         break_arena_handle(name, lease.slot);
-        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) != WEFT_OK, 124);
-        CHILD_CHECK(weft_registry_consumer_info(c.reg, c.id, &info) == WEFT_OK, 125);
-        CHILD_CHECK(info.received_version == 1 && info.failed_version == 2, 126);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) != WEFT_OK);
+        CHILD_CHECK(weft_registry_consumer_info(c.reg, c.id, &info) == WEFT_OK);
+        CHILD_CHECK(info.received_version == 1 && info.failed_version == 2);
         /* Nothing of version 2 reached the views. */
-        CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0, 127);
+        CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0);
 
-        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 2, LONG_WAIT_US, &got) == WEFT_OK, 128);
-        CHILD_CHECK(got == 3 && consumer_wrong_bytes(&c, 3) == 0, 129);
-        CHILD_CHECK(weft_plan_get_stats(c.plan, &stats) == WEFT_OK, 130);
-        CHILD_CHECK(stats.copy_failures == 1 && stats.versions_copied == 2, 131);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 2, LONG_WAIT_US, &got) == WEFT_OK);
+        CHILD_CHECK(got == 3 && consumer_wrong_bytes(&c, 3) == 0);
+        CHILD_CHECK(weft_plan_get_stats(c.plan, &stats) == WEFT_OK);
+        CHILD_CHECK(stats.copy_failures == 1 && stats.versions_copied == 2);
         consumer_close(&c);
         CHILD_EXIT();
     }
@@ -529,34 +516,33 @@ START_TEST(ipc_offload_reload_cycles)
 
         producer_create(&p, name, 0, 3);
         producer_wait_consumers_registered(&p, 1);
-        CHILD_CHECK(weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, &reader) == WEFT_OK, 140);
+        CHILD_CHECK(weft_registry_open(name, WEFT_REGISTRY_OPEN_READ, &reader) == WEFT_OK);
         for (int cycle = 0; cycle < CYCLES; cycle++) {
-            CHILD_CHECK(weft_registry_arena_info(p.reg, &arena) == WEFT_OK, 141);
-            CHILD_CHECK(arena.memory == WEFT_MEMORY_CUDA && !arena.offloaded, 142);
-            CHILD_CHECK(arena.generation > generation, 143);
+            CHILD_CHECK(weft_registry_arena_info(p.reg, &arena) == WEFT_OK);
+            CHILD_CHECK(arena.memory == WEFT_MEMORY_CUDA && !arena.offloaded);
+            CHILD_CHECK(arena.generation > generation);
             generation = arena.generation;
             for (int k = 0; k < VERSIONS_PER_CYCLE; k++) {
                 producer_publish(&p, ++v);
-                CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, NULL) == WEFT_OK,
-                            144);
+                CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, NULL) == WEFT_OK);
             }
             /* The consumer sleeps in weft_plan_receive: it unmaps when
              * woken, and offload goes through. */
-            CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK, 145);
-            CHILD_CHECK(weft_registry_arena_info(p.reg, &arena) == WEFT_OK && arena.offloaded, 146);
+            CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK);
+            CHILD_CHECK(weft_registry_arena_info(p.reg, &arena) == WEFT_OK && arena.offloaded);
             /* Nothing readable, nothing writable, versions kept. */
-            CHILD_CHECK(weft_registry_acquire(reader, &lease) == WEFT_ERR_NOT_FOUND, 147);
-            CHILD_CHECK(weft_registry_write_begin(p.reg, 0, NULL) == WEFT_ERR_STATE, 148);
-            CHILD_CHECK(weft_registry_offload(p.reg, 0) == WEFT_ERR_STATE, 149);
-            CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_OK, 150);
-            CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_ERR_STATE, 151);
-            CHILD_CHECK(weft_registry_acquire(reader, &lease) == WEFT_ERR_NOT_FOUND, 152);
-            CHILD_CHECK(weft_registry_publish(p.reg, 0, NULL) == WEFT_ERR_STATE, 153);
+            CHILD_CHECK(weft_registry_acquire(reader, &lease) == WEFT_ERR_NOT_FOUND);
+            CHILD_CHECK(weft_registry_write_begin(p.reg, 0, NULL) == WEFT_ERR_STATE);
+            CHILD_CHECK(weft_registry_offload(p.reg, 0) == WEFT_ERR_STATE);
+            CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_OK);
+            CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_ERR_STATE);
+            CHILD_CHECK(weft_registry_acquire(reader, &lease) == WEFT_ERR_NOT_FOUND);
+            CHILD_CHECK(weft_registry_publish(p.reg, 0, NULL) == WEFT_ERR_STATE);
         }
         producer_publish(&p, ++v);
-        CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, NULL) == WEFT_OK, 154);
-        CHILD_CHECK(weft_registry_close(reader) == WEFT_OK, 155);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 156);
+        CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, NULL) == WEFT_OK);
+        CHILD_CHECK(weft_registry_close(reader) == WEFT_OK);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -568,13 +554,13 @@ START_TEST(ipc_offload_reload_cycles)
         uint64_t          v = 0, last = CYCLES * VERSIONS_PER_CYCLE + 1, first_generation;
 
         consumer_open(&c, name, dst, 1);
-        CHILD_CHECK(weft_registry_arena_info(c.reg, &arena) == WEFT_OK, 160);
+        CHILD_CHECK(weft_registry_arena_info(c.reg, &arena) == WEFT_OK);
         first_generation = arena.generation;
         while (v < last) {
             uint64_t got;
 
-            CHILD_CHECK(weft_plan_receive(c.plan, c.id, v, LONG_WAIT_US, &got) == WEFT_OK, 161);
-            CHILD_CHECK(consumer_wrong_bytes(&c, got) == 0, 162);
+            CHILD_CHECK(weft_plan_receive(c.plan, c.id, v, LONG_WAIT_US, &got) == WEFT_OK);
+            CHILD_CHECK(consumer_wrong_bytes(&c, got) == 0);
             v = got;
             if (v % VERSIONS_PER_CYCLE == 0) {
                 /* The engine re-allocates its weights (its own offload)
@@ -583,15 +569,15 @@ START_TEST(ipc_offload_reload_cycles)
                 char             names[TENSORS][WEFT_TENSOR_NAME_MAX];
 
                 for (int r = 0; r < ROLES; r++) {
-                    CHILD_CHECK(cudaFree(c.fused[r]) == cudaSuccess, 163);
+                    CHILD_CHECK(cudaFree(c.fused[r]) == cudaSuccess);
                 }
                 consumer_alloc(&c);
                 consumer_views(&c, views, names);
-                CHILD_CHECK(weft_plan_rebind(c.plan, views, TENSORS) == WEFT_OK, 164);
+                CHILD_CHECK(weft_plan_rebind(c.plan, views, TENSORS) == WEFT_OK);
             }
         }
-        CHILD_CHECK(weft_registry_arena_info(c.reg, &arena) == WEFT_OK, 165);
-        CHILD_CHECK(arena.generation == first_generation + CYCLES, 166);
+        CHILD_CHECK(weft_registry_arena_info(c.reg, &arena) == WEFT_OK);
+        CHILD_CHECK(arena.generation == first_generation + CYCLES);
         consumer_close(&c);
         CHILD_EXIT();
     }
@@ -620,16 +606,16 @@ START_TEST(ipc_offload_busy_while_leased)
         producer_create(&p, name, 0, 3);
         producer_wait_consumers_registered(&p, 1);
         producer_publish(&p, 1);
-        CHILD_CHECK(read(ready[0], &byte, 1) == 1, 170); /* the consumer holds a lease */
-        CHILD_CHECK(weft_registry_offload(p.reg, 200000) == WEFT_ERR_BUSY, 171);
-        CHILD_CHECK(write(done[1], &byte, 1) == 1, 172);
-        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 1, LONG_WAIT_US, NULL) == WEFT_OK, 173);
+        CHILD_CHECK(read(ready[0], &byte, 1) == 1); /* the consumer holds a lease */
+        CHILD_CHECK(weft_registry_offload(p.reg, 200000) == WEFT_ERR_BUSY);
+        CHILD_CHECK(write(done[1], &byte, 1) == 1);
+        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 1, LONG_WAIT_US, NULL) == WEFT_OK);
         /* Released now: offload goes through, reload, publish works. */
-        CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK, 174);
-        CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_OK, 175);
+        CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK);
+        CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_OK);
         producer_publish(&p, 2);
-        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 2, LONG_WAIT_US, NULL) == WEFT_OK, 176);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 177);
+        CHILD_CHECK(weft_registry_wait_consumers(p.reg, 2, LONG_WAIT_US, NULL) == WEFT_OK);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -641,16 +627,16 @@ START_TEST(ipc_offload_busy_while_leased)
         uint64_t     got;
 
         consumer_open(&c, name, 0, 0);
-        CHILD_CHECK(weft_registry_wait(c.reg, 0, LONG_WAIT_US, &lease) == WEFT_OK, 180);
-        CHILD_CHECK(write(ready[1], &byte, 1) == 1, 181);
-        CHILD_CHECK(read(done[0], &byte, 1) == 1, 182);
+        CHILD_CHECK(weft_registry_wait(c.reg, 0, LONG_WAIT_US, &lease) == WEFT_OK);
+        CHILD_CHECK(write(ready[1], &byte, 1) == 1);
+        CHILD_CHECK(read(done[0], &byte, 1) == 1);
         /* The failed offload left the version as it was. */
-        CHILD_CHECK(weft_plan_copy(c.plan, &lease) == WEFT_OK, 183);
-        CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0, 184);
-        CHILD_CHECK(weft_registry_release(c.reg, &lease) == WEFT_OK, 185);
-        CHILD_CHECK(weft_registry_consumer_received(c.reg, c.id, 1) == WEFT_OK, 186);
-        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_OK, 187);
-        CHILD_CHECK(got == 2 && consumer_wrong_bytes(&c, 2) == 0, 188);
+        CHILD_CHECK(weft_plan_copy(c.plan, &lease) == WEFT_OK);
+        CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0);
+        CHILD_CHECK(weft_registry_release(c.reg, &lease) == WEFT_OK);
+        CHILD_CHECK(weft_registry_consumer_received(c.reg, c.id, 1) == WEFT_OK);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_OK);
+        CHILD_CHECK(got == 2 && consumer_wrong_bytes(&c, 2) == 0);
         consumer_close(&c);
         CHILD_EXIT();
     }
@@ -680,12 +666,11 @@ START_TEST(ipc_consumer_killed_mid_transfer)
         for (uint64_t v = 1; v <= 40; v++) {
             producer_publish(&p, v);
             /* Waits for the survivor; the victim's record goes with it. */
-            CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, &lagging) == WEFT_OK,
-                        190);
+            CHILD_CHECK(weft_registry_wait_consumers(p.reg, v, LONG_WAIT_US, &lagging) == WEFT_OK);
         }
         /* Its leases and mappings are reclaimed: offload goes through. */
-        CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK, 191);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 192);
+        CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -702,7 +687,7 @@ START_TEST(ipc_consumer_killed_mid_transfer)
 
             if (weft_registry_wait(c.reg, 0, LONG_WAIT_US, &lease) == WEFT_OK) {
                 /* Leased and mapped, about to copy: the parent may kill. */
-                CHILD_CHECK(told || write(copying[1], "c", 1) == 1, 193);
+                CHILD_CHECK(told || write(copying[1], "c", 1) == 1);
                 told = 1;
                 (void)weft_plan_copy(c.plan, &lease);
                 (void)weft_registry_release(c.reg, &lease);
@@ -750,15 +735,15 @@ START_TEST(ipc_same_process)
         consumer_open(&c, name, 0, 1);
         for (uint64_t v = 1; v <= 6; v++) {
             producer_publish(&p, v);
-            CHILD_CHECK(weft_plan_receive(c.plan, c.id, v - 1, LONG_WAIT_US, &got) == WEFT_OK, 200);
-            CHILD_CHECK(got == v && consumer_wrong_bytes(&c, v) == 0, 201);
+            CHILD_CHECK(weft_plan_receive(c.plan, c.id, v - 1, LONG_WAIT_US, &got) == WEFT_OK);
+            CHILD_CHECK(got == v && consumer_wrong_bytes(&c, v) == 0);
             if (v == 3) {
-                CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK, 202);
-                CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_OK, 203);
+                CHILD_CHECK(weft_registry_offload(p.reg, LONG_WAIT_US) == WEFT_OK);
+                CHILD_CHECK(weft_registry_reload(p.reg) == WEFT_OK);
             }
         }
         consumer_close(&c);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 204);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -788,18 +773,19 @@ START_TEST(ipc_plan_refuses_a_version_that_fails_its_checksum)
         producer_create(&p, name, 0, 2);
         consumer_open(&c, name, 0, 0);
         producer_publish(&p, 1);
-        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 0, LONG_WAIT_US, &got) == WEFT_OK && got == 1, 210);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 0, LONG_WAIT_US, &got) == WEFT_OK && got == 1);
         producer_publish(&p, 2);
-        CHILD_CHECK(weft_registry_acquire(p.reg, &lease) == WEFT_OK && lease.version == 2, 211);
-        CHILD_CHECK(weft_registry_lease_tensor(p.reg, &lease, p.index[0], &t0) == WEFT_OK, 212);
-        CHILD_CHECK(cudaMemset((uint8_t *)(uintptr_t)t0 + 17, 0x5a, 1) == cudaSuccess, 213);
-        CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, 214);
-        CHILD_CHECK(weft_registry_release(p.reg, &lease) == WEFT_OK, 215);
-        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_ERR_CORRUPT, 216);
-        CHILD_CHECK(weft_registry_consumer_info(c.reg, c.id, &info) == WEFT_OK, 217);
-        CHILD_CHECK(info.received_version == 1 && info.failed_version == 2, 218);
+        CHILD_CHECK(weft_registry_acquire(p.reg, &lease) == WEFT_OK && lease.version == 2);
+        CHILD_CHECK(weft_registry_lease_tensor(p.reg, &lease, p.index[0], &t0) == WEFT_OK);
+        CHILD_CHECK(cudaMemset((uint8_t *)(uintptr_t)t0 + 17, payload_byte(2, 0, 17) ^ 0xff, 1) ==
+                    cudaSuccess);
+        CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        CHILD_CHECK(weft_registry_release(p.reg, &lease) == WEFT_OK);
+        CHILD_CHECK(weft_plan_receive(c.plan, c.id, 1, LONG_WAIT_US, &got) == WEFT_ERR_CORRUPT);
+        CHILD_CHECK(weft_registry_consumer_info(c.reg, c.id, &info) == WEFT_OK);
+        CHILD_CHECK(info.received_version == 1 && info.failed_version == 2);
         consumer_close(&c);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 219);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -833,40 +819,37 @@ START_TEST(ipc_plan_refuses_host_views_and_host_registries)
         /* A view in host memory: cuda_ipc writes into GPU memory only. */
         views[0].data = host_buf;
         CHILD_CHECK(weft_plan_create(c.reg, WEFT_TRANSPORT_CUDA_IPC, views, TENSORS, &plan) ==
-                        WEFT_ERR_INVALID_PARAM,
-                    210);
+                        WEFT_ERR_INVALID_PARAM);
         /* A bad rebind leaves the plan as it was. */
-        CHILD_CHECK(weft_plan_rebind(c.plan, views, TENSORS) == WEFT_ERR_INVALID_PARAM, 211);
+        CHILD_CHECK(weft_plan_rebind(c.plan, views, TENSORS) == WEFT_ERR_INVALID_PARAM);
         producer_publish(&p, 1);
         {
             uint64_t got;
-            CHILD_CHECK(weft_plan_receive(c.plan, c.id, 0, LONG_WAIT_US, &got) == WEFT_OK, 212);
-            CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0, 213);
+            CHILD_CHECK(weft_plan_receive(c.plan, c.id, 0, LONG_WAIT_US, &got) == WEFT_OK);
+            CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0);
         }
         /* The host transport cannot read a GPU registry. */
         consumer_views(&c, views, names);
         CHILD_CHECK(weft_plan_create(c.reg, WEFT_TRANSPORT_HOST, views, TENSORS, &plan) ==
-                        WEFT_ERR_UNSUPPORTED,
-                    214);
+                        WEFT_ERR_UNSUPPORTED);
         /* cuda_ipc cannot read a host registry; offload needs GPU arenas. */
         unique_name(hname, sizeof(hname), "host");
-        CHILD_CHECK(weft_registry_create(hname, NULL, &host_reg) == WEFT_OK, 215);
-        CHILD_CHECK(weft_registry_declare(host_reg, &d, NULL) == WEFT_OK, 216);
-        CHILD_CHECK(weft_registry_seal(host_reg) == WEFT_OK, 217);
-        CHILD_CHECK(weft_registry_offload(host_reg, 0) == WEFT_ERR_UNSUPPORTED, 218);
+        CHILD_CHECK(weft_registry_create(hname, NULL, &host_reg) == WEFT_OK);
+        CHILD_CHECK(weft_registry_declare(host_reg, &d, NULL) == WEFT_OK);
+        CHILD_CHECK(weft_registry_seal(host_reg) == WEFT_OK);
+        CHILD_CHECK(weft_registry_offload(host_reg, 0) == WEFT_ERR_UNSUPPORTED);
         {
             weft_recv_view_t hv = {.field_mask = WEFT_RECV_VIEW_FIELD_MEMORY, .name = "x",
                                    .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 1,
                                    .shape = {W_BYTES}, .data = c.fused[0],
                                    .memory = WEFT_MEMORY_CUDA};
             CHILD_CHECK(weft_plan_create(host_reg, WEFT_TRANSPORT_CUDA_IPC, &hv, 1, &plan) ==
-                            WEFT_ERR_UNSUPPORTED,
-                        219);
+                            WEFT_ERR_UNSUPPORTED);
         }
-        CHILD_CHECK(weft_registry_close(host_reg) == WEFT_OK, 220);
+        CHILD_CHECK(weft_registry_close(host_reg) == WEFT_OK);
         weft_registry_unlink(hname);
         consumer_close(&c);
-        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK, 221);
+        CHILD_CHECK(weft_registry_close(p.reg) == WEFT_OK);
         weft_registry_unlink(name);
         CHILD_EXIT();
     }
@@ -874,16 +857,14 @@ START_TEST(ipc_plan_refuses_host_views_and_host_registries)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_cuda_ipc_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     gpu_count = weft_test_gpu_count();
     if (gpu_count == 0) {
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     printf("test_transport_cuda_ipc: %d GPU%s: %s\n", gpu_count, gpu_count == 1 ? "" : "s",
            gpu_count > 1 ? "same-GPU and GPU-to-GPU cases" : "same-GPU cases only");
@@ -904,10 +885,7 @@ int main(void)
     tcase_add_test(tc, ipc_plan_refuses_a_version_that_fails_its_checksum);
     tcase_add_test(tc, ipc_plan_refuses_host_views_and_host_registries);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's children */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_cuda_ipc_suite)

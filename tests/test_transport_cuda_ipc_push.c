@@ -36,9 +36,11 @@
  */
 #include "config.h"
 
-#include "child.h"
-#include "gpu_skip.h"
-#include "transport_fixture.h"
+#include "lib/child.h"
+#include "lib/gpu_skip.h"
+#include "lib/transport_fixture.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -123,23 +125,19 @@ static uint64_t version_bytes(void)
     return bytes;
 }
 
-#define CHILD_OK(call, code)                                                                     \
+#define CHILD_OK(call)                                                                           \
     do {                                                                                         \
         weft_status_t st_ = (call);                                                              \
         if (st_ != WEFT_OK) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                        \
-                    weft_status_string(st_));                                                    \
-            CHILD_FAIL(code);                                                                    \
+            CHILD_FAIL("%s: %s", #call, weft_status_string(st_));                                \
         }                                                                                        \
     } while (0)
 
-#define CUDA_OK(call, code)                                                                      \
+#define CUDA_OK(call)                                                                            \
     do {                                                                                         \
         cudaError_t err_ = (call);                                                               \
         if (err_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                        \
-                    cudaGetErrorString(err_));                                                   \
-            CHILD_FAIL(code);                                                                    \
+            CHILD_FAIL("%s: %s", #call, cudaGetErrorString(err_));                               \
         }                                                                                        \
     } while (0)
 
@@ -202,10 +200,11 @@ static int read_within(int fd, void *buf, size_t n, int seconds)
     return 0;
 }
 
-/* A child's message on a pipe; exits `code` when it cannot be written. */
-static void post(int fd, const void *buf, size_t n, int code)
+/* A child's message on a pipe; the child fails, naming the caller's
+ * `line`, when it cannot be written. */
+static void post(int fd, const void *buf, size_t n, int line)
 {
-    CHILD_CHECK(write(fd, buf, n) == (ssize_t)n, code);
+    CHILD_CHECK_AT(line, write(fd, buf, n) == (ssize_t)n);
 }
 
 /* The test process's children, killed if the test fails before reaping. */
@@ -236,8 +235,7 @@ static void kill_children(void)
     }
 }
 
-/* Forks a child that runs body(arg) and exits 0 (or the code of a failed
- * check). */
+/* Forks a child that runs body(arg) and exits 0 (or CHILD_FAILED, child.h). */
 static pid_t spawn(void (*body)(const void *arg), const void *arg)
 {
     int   slot = -1;
@@ -346,7 +344,7 @@ static void await_cue(char want, int seconds)
 
 static void lockstep_post(uint64_t v)
 {
-    post(check_pipe[1], &v, sizeof(v), 69);
+    post(check_pipe[1], &v, sizeof(v), __LINE__);
 }
 
 /* Every one of `consumers` checking consumers posted version v. */
@@ -356,9 +354,8 @@ static void lockstep_collect(uint64_t v, uint32_t consumers)
         uint64_t got = 0;
 
         if (read_within(check_pipe[0], &got, sizeof(got), STEP_S) != 0 || got != v) {
-            fprintf(stderr, "server: version %llu: %u of %u consumers checked it (last post %llu)\n",
-                    (unsigned long long)v, i, consumers, (unsigned long long)got);
-            CHILD_FAIL(28);
+            CHILD_FAIL("server: version %llu: %u of %u consumers checked it (last post %llu)",
+                       (unsigned long long)v, i, consumers, (unsigned long long)got);
         }
     }
 }
@@ -397,9 +394,9 @@ static void registry_start(server_t *s, int on_gpu)
     snprintf(s->name, sizeof(s->name), "t-ipcpush-%d-%s", (int)getpid(), on_gpu ? "gpu" : "host");
     weft_registry_unlink(s->name);
     if (on_gpu) {
-        CUDA_OK(cudaSetDevice(SERVER_GPU), 9);
+        CUDA_OK(cudaSetDevice(SERVER_GPU));
     }
-    CHILD_OK(weft_registry_create(s->name, &rp, &s->reg), 10);
+    CHILD_OK(weft_registry_create(s->name, &rp, &s->reg));
     for (uint32_t t = 0; t < TENSORS; t++) {
         const kind_t      *k = &kinds[t % KINDS];
         char               tname[WEFT_TENSOR_NAME_MAX];
@@ -408,19 +405,19 @@ static void registry_start(server_t *s, int on_gpu)
                                 .shape = {k->rows, k->cols}};
 
         tensor_name(tname, sizeof(tname), t);
-        CHILD_OK(weft_registry_declare(s->reg, &d, &s->index[t]), 11);
+        CHILD_OK(weft_registry_declare(s->reg, &d, &s->index[t]));
     }
-    CHILD_OK(weft_registry_seal(s->reg), 12);
+    CHILD_OK(weft_registry_seal(s->reg));
 }
 
 /* A GPU registry served through cuda_ipc; tells the test process the port. */
 static void server_start(server_t *s)
 {
     registry_start(s, 1);
-    CHILD_OK(weft_server_create(s->reg, &server_params, &s->server), 13);
-    CHILD_OK(weft_server_port(s->server, &s->port), 14);
-    CHILD_CHECK(s->port != 0, 14);
-    post(port_pipe[1], &s->port, sizeof(s->port), 15);
+    CHILD_OK(weft_server_create(s->reg, &server_params, &s->server));
+    CHILD_OK(weft_server_port(s->server, &s->port));
+    CHILD_CHECK(s->port != 0);
+    post(port_pipe[1], &s->port, sizeof(s->port), __LINE__);
 }
 
 /* Writes version v's bytes into a free slot and publishes it. */
@@ -428,19 +425,17 @@ static void server_publish(server_t *s, uint64_t v)
 {
     static uint8_t host[MAX_TENSOR_BYTES];
 
-    CHILD_OK(weft_registry_write_begin(s->reg, WAIT_US, NULL), 20);
+    CHILD_OK(weft_registry_write_begin(s->reg, WAIT_US, NULL));
     for (uint32_t t = 0; t < TENSORS; t++) {
         uint64_t bytes = tensor_bytes(t % KINDS);
         void    *dst;
 
-        for (uint64_t i = 0; i < bytes; i++) {
-            host[i] = pattern(v, t, i);
-        }
-        CHILD_OK(weft_registry_write_tensor(s->reg, s->index[t], &dst), 21);
-        CUDA_OK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), 22);
+        payload_fill(host, bytes, v, t);
+        CHILD_OK(weft_registry_write_tensor(s->reg, s->index[t], &dst));
+        CUDA_OK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
     }
-    CUDA_OK(cudaDeviceSynchronize(), 23);
-    CHILD_OK(weft_registry_publish(s->reg, v, NULL), 24);
+    CUDA_OK(cudaDeviceSynchronize());
+    CHILD_OK(weft_registry_publish(s->reg, v, NULL));
 }
 
 /* Publishes v, waits until every registered consumer has it, then until
@@ -453,9 +448,8 @@ static void server_deliver(server_t *s, uint64_t v, uint32_t checkers)
     server_publish(s, v);
     status = weft_registry_wait_consumers(s->reg, v, WAIT_US, &lagging);
     if (status != WEFT_OK) {
-        fprintf(stderr, "server: version %llu: %s, %u consumers lagging\n", (unsigned long long)v,
-                weft_status_string(status), lagging);
-        CHILD_FAIL(25);
+        CHILD_FAIL("server: version %llu: %s, %u consumers lagging", (unsigned long long)v,
+                   weft_status_string(status), lagging);
     }
     lockstep_collect(v, checkers);
 }
@@ -481,12 +475,11 @@ static void print_stats(const char *what, const weft_server_stats_t *st)
             (unsigned long long)st->last_version, (unsigned long long)st->transfer_ns);
 }
 
-#define STATS_CHECK(st, cond, code)                                                              \
+#define STATS_CHECK(st, cond)                                                                    \
     do {                                                                                         \
         if (!(cond)) {                                                                           \
-            fprintf(stderr, "%s:%d: server stats: not %s\n", __FILE__, __LINE__, #cond);         \
             print_stats("server", &(st));                                                        \
-            CHILD_FAIL(code);                                                                    \
+            CHILD_FAIL("server stats: not %s", #cond);                                           \
         }                                                                                        \
     } while (0)
 
@@ -508,21 +501,26 @@ static int stats_ready_at_most(const weft_server_stats_t *st, uint64_t n)
     return st->consumers <= n;
 }
 
-/* The server's stats once test(stats, n) holds, within STEP_S. */
+/* The server's stats once test(stats, n) holds, within STEP_S; else the
+ * child fails, naming the caller's `line`. */
 static weft_server_stats_t server_stats_when(const server_t *s, stats_test_t test, uint64_t n,
-                                             int code)
+                                             int line)
 {
     weft_server_stats_t st = {0};
 
     for (int i = 0; i < STEP_S * 1000; i++) {
-        CHILD_OK(weft_server_get_stats(s->server, &st), code);
+        weft_status_t status = weft_server_get_stats(s->server, &st);
+
+        if (status != WEFT_OK) {
+            CHILD_FAIL_AT(line, "weft_server_get_stats: %s", weft_status_string(status));
+        }
         if (test(&st, n)) {
             return st;
         }
         usleep(1000);
     }
     print_stats("server: gave up waiting", &st);
-    CHILD_FAIL(code);
+    CHILD_FAIL_AT(line, "the server's stats did not get there within %d s", STEP_S);
 }
 
 /* 1 when a consumer record named `name` is in the registry. */
@@ -542,13 +540,14 @@ static uint32_t registry_consumers(weft_registry_h reg)
 {
     weft_registry_stats_t rs;
 
-    CHILD_OK(weft_registry_get_stats(reg, &rs), 29);
+    CHILD_OK(weft_registry_get_stats(reg, &rs));
     return rs.consumers;
 }
 
 /* The registry holds `n` consumer records within STEP_S (a record goes
- * when the server drops or says goodbye to its consumer). */
-static void registry_settles_at(weft_registry_h reg, uint32_t n, int code)
+ * when the server drops or says goodbye to its consumer); else the child
+ * fails, naming the caller's `line`. */
+static void registry_settles_at(weft_registry_h reg, uint32_t n, int line)
 {
     uint32_t now = 0;
 
@@ -559,8 +558,7 @@ static void registry_settles_at(weft_registry_h reg, uint32_t n, int code)
         }
         usleep(1000);
     }
-    fprintf(stderr, "server: %u consumer records in the registry, want %u\n", now, n);
-    CHILD_FAIL(code);
+    CHILD_FAIL_AT(line, "server: %u consumer records in the registry, want %u", now, n);
 }
 
 /* ----------------------------------------------------------- consumer */
@@ -593,22 +591,22 @@ static void consumer_alloc(consumer_t *c, int gpu, int strided)
     c->gpu = gpu;
     c->strided = strided;
     if (gpu >= 0) {
-        CUDA_OK(cudaSetDevice(gpu), 50);
+        CUDA_OK(cudaSetDevice(gpu));
     }
     for (uint32_t k = 0; k < KINDS; k++) {
         uint64_t bytes = fused_bytes(c, k);
 
         if (gpu >= 0) {
-            CUDA_OK(cudaMalloc((void **)&c->fused[k], bytes), 51);
-            CUDA_OK(cudaMemset(c->fused[k], POISON, bytes), 52);
+            CUDA_OK(cudaMalloc((void **)&c->fused[k], bytes));
+            CUDA_OK(cudaMemset(c->fused[k], POISON, bytes));
         } else {
             c->fused[k] = malloc(bytes);
-            CHILD_CHECK(c->fused[k] != NULL, 51);
+            CHILD_CHECK(c->fused[k] != NULL);
             memset(c->fused[k], POISON, bytes);
         }
     }
     if (gpu >= 0) {
-        CUDA_OK(cudaDeviceSynchronize(), 53); /* poisoned before the server writes */
+        CUDA_OK(cudaDeviceSynchronize()); /* poisoned before the server writes */
     }
     for (uint32_t t = 0; t < TENSORS; t++) {
         uint32_t          k = t % KINDS, e = t / KINDS;
@@ -660,9 +658,9 @@ static uint64_t consumer_wrong_bytes(const consumer_t *c, uint64_t v)
         uint64_t bytes = fused_bytes(c, k), pitch = pitch_of(c, k), rb = row_bytes(k);
         uint8_t *host = malloc(bytes);
 
-        CHILD_CHECK(host != NULL, 60);
+        CHILD_CHECK(host != NULL);
         if (c->gpu >= 0) {
-            CUDA_OK(cudaMemcpy(host, c->fused[k], bytes, cudaMemcpyDeviceToHost), 61);
+            CUDA_OK(cudaMemcpy(host, c->fused[k], bytes, cudaMemcpyDeviceToHost));
         } else {
             memcpy(host, c->fused[k], bytes);
         }
@@ -672,7 +670,7 @@ static uint64_t consumer_wrong_bytes(const consumer_t *c, uint64_t v)
 
             for (uint64_t r = 0; r < kinds[k].rows; r++) {
                 for (uint64_t col = 0; col < pitch; col++) {
-                    uint8_t want = v != 0 && col < rb ? pattern(v, t, r * rb + col) : POISON;
+                    uint8_t want = v != 0 && col < rb ? payload_byte(v, t, r * rb + col) : POISON;
                     uint8_t got = base[r * pitch + col];
 
                     if (got != want && wrong++ < 5) {
@@ -703,12 +701,11 @@ static void consumer_receive_check(consumer_t *c, uint64_t after, uint64_t want)
     weft_status_t status = weft_remote_receive(c->remote, after, WAIT_US, &got);
 
     if (status != WEFT_OK || got != want) {
-        fprintf(stderr, "pid %d: receive after version %llu: %s, version %llu (want %llu)\n",
-                (int)getpid(), (unsigned long long)after, weft_status_string(status),
-                (unsigned long long)got, (unsigned long long)want);
-        CHILD_FAIL(71);
+        CHILD_FAIL("pid %d: receive after version %llu: %s, version %llu (want %llu)",
+                   (int)getpid(), (unsigned long long)after, weft_status_string(status),
+                   (unsigned long long)got, (unsigned long long)want);
     }
-    CHILD_CHECK(consumer_wrong_bytes(c, want) == 0, 72);
+    CHILD_CHECK(consumer_wrong_bytes(c, want) == 0);
 }
 
 /* The same, then lets the producer go on. */
@@ -720,7 +717,7 @@ static void consumer_receive_exact(consumer_t *c, uint64_t after, uint64_t want)
 
 static void consumer_close(consumer_t *c)
 {
-    CHILD_OK(weft_remote_close(c->remote), 75);
+    CHILD_OK(weft_remote_close(c->remote));
     c->remote = NULL;
 }
 
@@ -728,7 +725,7 @@ static void consumer_free(consumer_t *c)
 {
     for (uint32_t k = 0; k < KINDS; k++) {
         if (c->gpu >= 0) {
-            CUDA_OK(cudaFree(c->fused[k]), 76);
+            CUDA_OK(cudaFree(c->fused[k]));
         } else {
             free(c->fused[k]);
         }
@@ -751,7 +748,7 @@ static void consumer_body(const void *arg)
     consumer_t            c;
 
     consumer_alloc(&c, job->gpu, job->strided);
-    CHILD_OK(consumer_connect(&c, job->port, TOKEN, job->name), 70);
+    CHILD_OK(consumer_connect(&c, job->port, TOKEN, job->name));
     for (uint64_t v = 1; v <= job->versions; v++) {
         consumer_receive_exact(&c, v - 1, v);
     }
@@ -781,12 +778,12 @@ static void versions_server_body(const void *arg)
         server_deliver(&s, v, vc->consumers);
     }
     /* They leave between versions: a departure, not a drop. */
-    st = server_stats_when(&s, stats_idle, 0, 80);
-    STATS_CHECK(st, st.versions_sent == vc->versions * vc->consumers, 81);
-    STATS_CHECK(st, st.bytes_sent == st.versions_sent * version_bytes(), 82);
-    STATS_CHECK(st, st.accepted == vc->consumers && st.refused == 0 && st.dropped == 0, 83);
-    STATS_CHECK(st, st.last_version == vc->versions && st.transfer_ns > 0, 84);
-    registry_settles_at(s.reg, 0, 85);
+    st = server_stats_when(&s, stats_idle, 0, __LINE__);
+    STATS_CHECK(st, st.versions_sent == vc->versions * vc->consumers);
+    STATS_CHECK(st, st.bytes_sent == st.versions_sent * version_bytes());
+    STATS_CHECK(st, st.accepted == vc->consumers && st.refused == 0 && st.dropped == 0);
+    STATS_CHECK(st, st.last_version == vc->versions && st.transfer_ns > 0);
+    registry_settles_at(s.reg, 0, __LINE__);
     server_stop(&s);
 }
 
@@ -874,23 +871,23 @@ static void refusals_server_body(const void *arg)
     (void)arg;
     server_start(&s);
     /* The consumer tried a wrong token, an unknown tensor, host views. */
-    CHILD_CHECK(read_within(server_cue[0], &byte, 1, START_S + STEP_S) == 0, 90);
-    CHILD_OK(weft_server_get_stats(s.server, &st), 91);
+    CHILD_CHECK(read_within(server_cue[0], &byte, 1, START_S + STEP_S) == 0);
+    CHILD_OK(weft_server_get_stats(s.server, &st));
     /* The host views may be refused by the consumer before they reach us. */
-    STATS_CHECK(st, st.accepted == 0 && st.refused >= 2 && st.consumers == 0, 92);
-    CHILD_CHECK(registry_consumers(s.reg) == 0, 93);
-    post(consumer_cue[1], "g", 1, 94);
+    STATS_CHECK(st, st.accepted == 0 && st.refused >= 2 && st.consumers == 0);
+    CHILD_CHECK(registry_consumers(s.reg) == 0);
+    post(consumer_cue[1], "g", 1, __LINE__);
     /* Still serving: a good consumer gets version 1 exactly. */
     server_wait_ready(&s, 1);
     server_deliver(&s, 1, 1);
-    st = server_stats_when(&s, stats_idle, 0, 95);
-    STATS_CHECK(st, st.accepted == 1 && st.versions_sent == 1 && st.dropped == 0, 96);
+    st = server_stats_when(&s, stats_idle, 0, __LINE__);
+    STATS_CHECK(st, st.accepted == 1 && st.versions_sent == 1 && st.dropped == 0);
     server_stop(&s);
     /* The server copies from GPU memory only. */
     registry_start(&host, 0);
-    CHILD_CHECK(weft_server_create(host.reg, &server_params, &refused) == WEFT_ERR_UNSUPPORTED, 97);
-    CHILD_CHECK(refused == NULL, 98);
-    CHILD_OK(weft_registry_close(host.reg), 99);
+    CHILD_CHECK(weft_server_create(host.reg, &server_params, &refused) == WEFT_ERR_UNSUPPORTED);
+    CHILD_CHECK(refused == NULL);
+    CHILD_OK(weft_registry_close(host.reg));
     weft_registry_unlink(host.name);
 }
 
@@ -904,30 +901,27 @@ static void refusals_consumer_body(const void *arg)
     consumer_alloc(&c, SERVER_GPU, 1);
     status = consumer_connect(&c, *port, "not-the-token", "intruder");
     if (status != WEFT_ERR_AUTH) {
-        fprintf(stderr, "wrong token: %s, want WEFT_ERR_AUTH\n", weft_status_string(status));
-        CHILD_FAIL(100);
+        CHILD_FAIL("wrong token: %s, want WEFT_ERR_AUTH", weft_status_string(status));
     }
     /* A tensor the registry does not have (kind, dtype and shape right). */
     c.views[KINDS].name = "model.layers.0.mlp.experts.99.gate_up_proj.weight";
     status = consumer_connect(&c, *port, TOKEN, "unknown-tensor");
     if (status != WEFT_ERR_NOT_FOUND) {
-        fprintf(stderr, "unknown tensor: %s, want WEFT_ERR_NOT_FOUND\n", weft_status_string(status));
-        CHILD_FAIL(101);
+        CHILD_FAIL("unknown tensor: %s, want WEFT_ERR_NOT_FOUND", weft_status_string(status));
     }
     consumer_free(&c);
     /* Views in host memory: nothing the server's process can map. */
     consumer_alloc(&c, -1, 1);
     status = consumer_connect(&c, *port, TOKEN, "host-views");
     if (status != WEFT_ERR_UNSUPPORTED && status != WEFT_ERR_INVALID_PARAM) {
-        fprintf(stderr, "host views: %s, want WEFT_ERR_UNSUPPORTED or WEFT_ERR_INVALID_PARAM\n",
-                weft_status_string(status));
-        CHILD_FAIL(102);
+        CHILD_FAIL("host views: %s, want WEFT_ERR_UNSUPPORTED or WEFT_ERR_INVALID_PARAM",
+                   weft_status_string(status));
     }
     consumer_free(&c);
-    post(server_cue[1], "r", 1, 103);
-    CHILD_CHECK(read_within(consumer_cue[0], &byte, 1, STEP_S) == 0, 104);
+    post(server_cue[1], "r", 1, __LINE__);
+    CHILD_CHECK(read_within(consumer_cue[0], &byte, 1, STEP_S) == 0);
     consumer_alloc(&c, SERVER_GPU, 1);
-    CHILD_OK(consumer_connect(&c, *port, TOKEN, "welcome"), 105);
+    CHILD_OK(consumer_connect(&c, *port, TOKEN, "welcome"));
     consumer_receive_exact(&c, 0, 1);
     consumer_close(&c);
     consumer_free(&c);
@@ -971,20 +965,20 @@ static void kill_server_body(const void *arg)
         server_deliver(&s, v, 1);
         usleep(20000);
     }
-    (void)server_stats_when(&s, stats_dropped, 1, 110);
-    st = server_stats_when(&s, stats_ready_at_most, 1, 111);
-    STATS_CHECK(st, st.consumers == 1, 111);
+    (void)server_stats_when(&s, stats_dropped, 1, __LINE__);
+    st = server_stats_when(&s, stats_ready_at_most, 1, __LINE__);
+    STATS_CHECK(st, st.consumers == 1);
     /* Nothing of the victim is left in the registry: only the survivor. */
-    registry_settles_at(s.reg, 1, 112);
-    CHILD_CHECK(!registry_has_consumer(s.reg, "victim"), 113);
-    CHILD_CHECK(registry_has_consumer(s.reg, "survivor"), 114);
+    registry_settles_at(s.reg, 1, __LINE__);
+    CHILD_CHECK(!registry_has_consumer(s.reg, "victim"));
+    CHILD_CHECK(registry_has_consumer(s.reg, "survivor"));
     /* A consumer restarted after the crash joins and gets the next one. */
-    post(parent_cue[1], "r", 1, 115);
+    post(parent_cue[1], "r", 1, __LINE__);
     server_wait_ready(&s, 2);
     server_deliver(&s, KILL_VERSIONS + 1, 2);
-    st = server_stats_when(&s, stats_idle, 0, 116);
-    STATS_CHECK(st, st.accepted == 3 && st.dropped == 1, 117);
-    STATS_CHECK(st, st.last_version == KILL_VERSIONS + 1 && st.transfer_ns > 0, 118);
+    st = server_stats_when(&s, stats_idle, 0, __LINE__);
+    STATS_CHECK(st, st.accepted == 3 && st.dropped == 1);
+    STATS_CHECK(st, st.last_version == KILL_VERSIONS + 1 && st.transfer_ns > 0);
     server_stop(&s);
 }
 
@@ -998,14 +992,14 @@ static void victim_body(const void *arg)
     int                told = 0;
 
     consumer_alloc(&c, kc->gpu, 1);
-    CHILD_OK(consumer_connect(&c, kc->port, TOKEN, "victim"), 120);
+    CHILD_OK(consumer_connect(&c, kc->port, TOKEN, "victim"));
     for (;;) {
         uint64_t got = 0;
 
-        CHILD_OK(weft_remote_receive(c.remote, v, WAIT_US, &got), 121);
+        CHILD_OK(weft_remote_receive(c.remote, v, WAIT_US, &got));
         v = got;
         if (!told && v >= 2) {
-            post(parent_cue[1], "v", 1, 122);
+            post(parent_cue[1], "v", 1, __LINE__);
             told = 1;
         }
     }
@@ -1017,7 +1011,7 @@ static void rejoin_body(const void *arg)
     consumer_t         c;
 
     consumer_alloc(&c, kc->gpu, 1);
-    CHILD_OK(consumer_connect(&c, kc->port, TOKEN, "victim-restarted"), 130);
+    CHILD_OK(consumer_connect(&c, kc->port, TOKEN, "victim-restarted"));
     /* Whatever the server pushes of older versions on joining is passed
      * over; the next one must land exactly. */
     consumer_receive_exact(&c, KILL_VERSIONS, KILL_VERSIONS + 1);
@@ -1068,12 +1062,12 @@ static void rebind_server_body(const void *arg)
         server_wait_ready(&s, 1);
         server_deliver(&s, v, 1);
     }
-    st = server_stats_when(&s, stats_idle, 0, 140);
+    st = server_stats_when(&s, stats_idle, 0, __LINE__);
     /* Three connections, each left between versions: no drop. */
-    STATS_CHECK(st, st.accepted == 3 && st.dropped == 0 && st.refused == 0, 141);
-    STATS_CHECK(st, st.versions_sent >= REBIND_VERSIONS, 142);
-    STATS_CHECK(st, st.last_version == REBIND_VERSIONS, 143);
-    registry_settles_at(s.reg, 0, 144);
+    STATS_CHECK(st, st.accepted == 3 && st.dropped == 0 && st.refused == 0);
+    STATS_CHECK(st, st.versions_sent >= REBIND_VERSIONS);
+    STATS_CHECK(st, st.last_version == REBIND_VERSIONS);
+    registry_settles_at(s.reg, 0, __LINE__);
     server_stop(&s);
 }
 
@@ -1084,7 +1078,7 @@ static void rebind_consumer_body(const void *arg)
     consumer_t      c, old;
 
     consumer_alloc(&c, gpu, 1);
-    CHILD_OK(consumer_connect(&c, *port, TOKEN, "rebinder"), 150);
+    CHILD_OK(consumer_connect(&c, *port, TOKEN, "rebinder"));
     consumer_receive_exact(&c, 0, 1);
     consumer_receive_exact(&c, 1, 2);
     consumer_receive_check(&c, 2, 3);
@@ -1092,15 +1086,15 @@ static void rebind_consumer_body(const void *arg)
      * again: after close the server must not write there any more. */
     consumer_close(&c);
     for (uint32_t k = 0; k < KINDS; k++) {
-        CUDA_OK(cudaMemset(c.fused[k], POISON, fused_bytes(&c, k)), 151);
+        CUDA_OK(cudaMemset(c.fused[k], POISON, fused_bytes(&c, k)));
     }
-    CUDA_OK(cudaDeviceSynchronize(), 152);
+    CUDA_OK(cudaDeviceSynchronize());
     old = c;
     consumer_alloc(&c, gpu, 0);
-    CHILD_OK(consumer_connect(&c, *port, TOKEN, "rebinder"), 153);
+    CHILD_OK(consumer_connect(&c, *port, TOKEN, "rebinder"));
     lockstep_post(3);
     consumer_receive_check(&c, 3, 4);
-    CHILD_CHECK(consumer_wrong_bytes(&old, 0) == 0, 154);
+    CHILD_CHECK(consumer_wrong_bytes(&old, 0) == 0);
     consumer_free(&old);
     lockstep_post(4);
     consumer_receive_exact(&c, 4, 5);
@@ -1110,7 +1104,7 @@ static void rebind_consumer_body(const void *arg)
     consumer_close(&c);
     consumer_free(&c);
     consumer_alloc(&c, gpu, 0);
-    CHILD_OK(consumer_connect(&c, *port, TOKEN, "rebinder"), 155);
+    CHILD_OK(consumer_connect(&c, *port, TOKEN, "rebinder"));
     lockstep_post(6);
     consumer_receive_exact(&c, 6, 7);
     consumer_receive_exact(&c, 7, 8);
@@ -1148,8 +1142,8 @@ static void asked_server_body(const void *arg)
     server_deliver(&s, 1, 1);
     /* Version 2 is published while the consumer is not asking. */
     server_publish(&s, 2);
-    post(consumer_cue[1], "p", 1, 130);
-    CHILD_OK(weft_registry_wait_consumers(s.reg, 2, WAIT_US, &lagging), 131);
+    post(consumer_cue[1], "p", 1, __LINE__);
+    CHILD_OK(weft_registry_wait_consumers(s.reg, 2, WAIT_US, &lagging));
     lockstep_collect(2, 1);
     server_stop(&s);
 }
@@ -1161,13 +1155,13 @@ static void asked_consumer_body(const void *arg)
     char            byte = 0;
 
     consumer_alloc(&c, 0, 1);
-    CHILD_OK(consumer_connect(&c, *port, TOKEN, "asker"), 132);
+    CHILD_OK(consumer_connect(&c, *port, TOKEN, "asker"));
     consumer_receive_exact(&c, 0, 1);
-    CHILD_CHECK(read_within(consumer_cue[0], &byte, 1, STEP_S) == 0 && byte == 'p', 133);
+    CHILD_CHECK(read_within(consumer_cue[0], &byte, 1, STEP_S) == 0 && byte == 'p');
     /* The server had time to copy version 2 if it were going to: the views
      * must still hold version 1, every byte. */
     usleep(QUIET_MS * 1000);
-    CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0, 134);
+    CHILD_CHECK(consumer_wrong_bytes(&c, 1) == 0);
     consumer_receive_exact(&c, 1, 2);
     consumer_close(&c);
     consumer_free(&c);
@@ -1213,20 +1207,20 @@ static void stats_server_body(const void *arg)
     t0 = now_ns();
     for (uint64_t v = 1; v <= STATS_VERSIONS; v++) {
         server_deliver(&s, v, 1);
-        st = server_stats_when(&s, stats_version_counted, v, 160);
+        st = server_stats_when(&s, stats_version_counted, v, __LINE__);
         transfer_ns_before = st.transfer_ns;
     }
     t1 = now_ns();
-    STATS_CHECK(st, st.versions_sent >= STATS_VERSIONS && st.transfer_ns > 0, 164);
+    STATS_CHECK(st, st.versions_sent >= STATS_VERSIONS && st.transfer_ns > 0);
     /* One consumer, served one version after the other: its transfers
      * (lease to bytes in place) lie within our loop and do not overlap. */
-    STATS_CHECK(st, st.transfer_ns <= t1 - t0, 165);
+    STATS_CHECK(st, st.transfer_ns <= t1 - t0);
     printf("  %llu versions of %llu bytes: %.1f us a transfer on average\n",
            (unsigned long long)st.versions_sent, (unsigned long long)version_bytes(),
            (double)st.transfer_ns / 1e3 / (double)st.versions_sent);
     fflush(stdout);
-    st = server_stats_when(&s, stats_idle, 0, 166);
-    STATS_CHECK(st, st.dropped == 0 && st.accepted == 1, 167);
+    st = server_stats_when(&s, stats_idle, 0, __LINE__);
+    STATS_CHECK(st, st.dropped == 0 && st.accepted == 1);
     server_stop(&s);
 }
 
@@ -1246,21 +1240,18 @@ START_TEST(push_stats_count_versions_and_transfer_time)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_cuda_ipc_push_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite *s;
+    TCase *tc;
 
     gpu_count = weft_test_gpu_count();
     if (gpu_count == 0) {
         printf("test_transport_cuda_ipc_push: no GPU: skipped\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     printf("test_transport_cuda_ipc_push: %d GPU%s: %s\n", gpu_count, gpu_count == 1 ? "" : "s",
            gpu_count > 1 ? "same-GPU and GPU-to-GPU cases" : "same-GPU cases only");
-    fflush(stdout);
     s = suite_create("transport_cuda_ipc_push");
     /* One case per test: CK_RUN_CASE=<name> runs one alone. */
 #define ADD_LOOP(test, n)                          \
@@ -1281,10 +1272,7 @@ int main(void)
     ADD(push_stats_count_versions_and_transfer_time);
 #undef ADD
 #undef ADD_LOOP
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK); /* CUDA starts in each test's children */
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_cuda_ipc_push_suite)

@@ -16,8 +16,10 @@
  */
 #include "config.h"
 
-#include "child.h"
-#include "transport_fixture.h"
+#include "lib/child.h"
+#include "lib/transport_fixture.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <signal.h>
@@ -75,7 +77,7 @@ static void server_start(server_side_t *s, uint64_t window)
 
     snprintf(s->name, sizeof(s->name), "t-ucx-%d", (int)getpid());
     weft_registry_unlink(s->name);
-    CHILD_CHECK(weft_registry_create(s->name, &rp, &s->reg) == WEFT_OK, 10);
+    CHILD_CHECK(weft_registry_create(s->name, &rp, &s->reg) == WEFT_OK);
     for (uint32_t t = 0; t < TENSORS; t++) {
         char               tname[WEFT_TENSOR_NAME_MAX];
         weft_tensor_desc_t d = {.name = tname, .layer = (int32_t)(t / 8), .expert = (int32_t)(t % 8),
@@ -83,25 +85,23 @@ static void server_start(server_side_t *s, uint64_t window)
                                 .shape = {ROWS, COLS}};
 
         tensor_name(tname, sizeof(tname), t);
-        CHILD_CHECK(weft_registry_declare(s->reg, &d, NULL) == WEFT_OK, 11);
+        CHILD_CHECK(weft_registry_declare(s->reg, &d, NULL) == WEFT_OK);
     }
-    CHILD_CHECK(weft_registry_seal(s->reg) == WEFT_OK, 12);
-    CHILD_CHECK(weft_server_create(s->reg, &params, &s->server) == WEFT_OK, 13);
-    CHILD_CHECK(weft_server_port(s->server, &s->port) == WEFT_OK && s->port != 0, 14);
+    CHILD_CHECK(weft_registry_seal(s->reg) == WEFT_OK);
+    CHILD_CHECK(weft_server_create(s->reg, &params, &s->server) == WEFT_OK);
+    CHILD_CHECK(weft_server_port(s->server, &s->port) == WEFT_OK && s->port != 0);
 }
 
 static void server_publish(server_side_t *s, uint64_t v)
 {
-    CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL) == WEFT_OK, 20);
+    CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL) == WEFT_OK);
     for (uint32_t t = 0; t < TENSORS; t++) {
         uint8_t *data;
 
-        CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&data) == WEFT_OK, 21);
-        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            data[i] = pattern(v, t, i);
-        }
+        CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&data) == WEFT_OK);
+        payload_fill(data, (uint64_t)ROWS * COLS, v, t);
     }
-    CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK, 22);
+    CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK);
 }
 
 static void server_wait_ready(server_side_t *s, uint32_t consumers)
@@ -149,14 +149,14 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
         void *base;
 
         /* The views a page into it: the memory is larger than they span. */
-        CHILD_CHECK(weft_ucx_memory_alloc(FUSED_BYTES + 8192, &c->memory, &base) == WEFT_OK, 51);
+        CHILD_CHECK(weft_ucx_memory_alloc(FUSED_BYTES + 8192, &c->memory, &base) == WEFT_OK);
         c->fused = (uint8_t *)base + 4096;
         params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
         params.memory = c->memory;
     } else {
         c->fused = malloc(FUSED_BYTES);
     }
-    CHILD_CHECK(c->fused != NULL, 50);
+    CHILD_CHECK(c->fused != NULL);
     memset(c->fused, 0xA5, FUSED_BYTES);
     for (uint32_t t = 0; t < TENSORS; t++) {
         tensor_name(c->names[t], sizeof(c->names[t]), t);
@@ -173,7 +173,7 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
 static void consumer_free(consumer_side_t *c)
 {
     if (c->memory != NULL) {
-        CHILD_CHECK(weft_ucx_memory_free(c->memory) == WEFT_OK, 52);
+        CHILD_CHECK(weft_ucx_memory_free(c->memory) == WEFT_OK);
     } else {
         free(c->fused);
     }
@@ -188,7 +188,7 @@ static uint64_t consumer_wrong(const consumer_side_t *c, uint64_t v)
 
         for (uint64_t r = 0; r < ROWS; r++) {
             for (uint64_t col = 0; col < COLS + PAD; col++) {
-                uint8_t want = col < COLS ? pattern(v, t, r * COLS + col) : 0xA5;
+                uint8_t want = col < COLS ? payload_byte(v, t, r * COLS + col) : 0xA5;
                 wrong += base[r * (COLS + PAD) + col] != want;
             }
         }
@@ -203,19 +203,19 @@ static void consumer_run(uint16_t port, const char *name, uint64_t last, int got
     consumer_side_t c;
     uint64_t        v = 0;
 
-    CHILD_CHECK(consumer_connect(&c, port, TOKEN, name, ROWS) == WEFT_OK, 60);
+    CHILD_CHECK(consumer_connect(&c, port, TOKEN, name, ROWS) == WEFT_OK);
     /* UCX memory stays while a consumer uses it. */
-    CHILD_CHECK(c.memory == NULL || weft_ucx_memory_free(c.memory) == WEFT_ERR_BUSY, 65);
+    CHILD_CHECK(c.memory == NULL || weft_ucx_memory_free(c.memory) == WEFT_ERR_BUSY);
     while (v < last) {
         uint64_t got;
 
-        CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK, 61);
-        CHILD_CHECK(got > v, 62);
-        CHILD_CHECK(consumer_wrong(&c, got) == 0, 63);
-        CHILD_CHECK(v != 0 || got_fd < 0 || write(got_fd, "1", 1) == 1, 66);
+        CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK);
+        CHILD_CHECK(got > v);
+        CHILD_CHECK(consumer_wrong(&c, got) == 0);
+        CHILD_CHECK(v != 0 || got_fd < 0 || write(got_fd, "1", 1) == 1);
         v = got;
     }
-    CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 64);
+    CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK);
     consumer_free(&c);
 }
 
@@ -235,18 +235,18 @@ static pid_t fork_server(uint32_t consumers, uint64_t versions, uint64_t window)
         weft_server_stats_t   st;
 
         server_start(&s, window);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 70);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
         server_wait_ready(&s, consumers);
         for (uint64_t v = 1; v <= versions; v++) {
             server_publish(&s, v);
-            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK, 71);
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK);
         }
-        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 72);
+        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK);
         if (st.versions_sent != versions * consumers || st.dropped != 0) {
             fprintf(stderr, "server: %llu versions sent to %u consumers, %llu dropped\n",
                     (unsigned long long)st.versions_sent, consumers, (unsigned long long)st.dropped);
         }
-        CHILD_CHECK(st.versions_sent == versions * consumers && st.dropped == 0, 73);
+        CHILD_CHECK(st.versions_sent == versions * consumers && st.dropped == 0);
         server_stop(&s);
         CHILD_EXIT();
     }
@@ -369,31 +369,31 @@ static void views_stay_put_between_receives(void)
         weft_registry_stats_t rs;
 
         server_start(&s, 64u << 20);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 114);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
         server_wait_ready(&s, 2);
         server_publish(&s, 1);
-        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 115);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK);
         for (uint64_t v = 1; v <= STAY_PUT_VERSIONS; v++) {
             /* The engine holds v and does not ask; the witness asks. */
             server_publish(&s, v + 1);
             /* The witness's ack of v + 1 is taken (its lease released
              * before last_version moves). */
             for (time_t until = time(NULL) + 30;;) {
-                CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 116);
+                CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK);
                 if (st.last_version > v) {
                     break;
                 }
-                CHILD_CHECK(time(NULL) < until, 116);
+                CHILD_CHECK(time(NULL) < until);
                 usleep(1000); /* polling the stats: no signal for them */
             }
-            CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK, 117);
+            CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK);
             if (rs.leases_held != 0) {
                 fprintf(stderr, "server: %u leases of version %llu held for the idle consumer\n",
                         rs.leases_held, (unsigned long long)(v + 1));
             }
-            CHILD_CHECK(rs.leases_held == 0, 117);
-            CHILD_CHECK(write(check[1], "v", 1) == 1, 118); /* the engine looks now */
-            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v + 1, WAIT_US, NULL) == WEFT_OK, 119);
+            CHILD_CHECK(rs.leases_held == 0);
+            CHILD_CHECK(write(check[1], "v", 1) == 1); /* the engine looks now */
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v + 1, WAIT_US, NULL) == WEFT_OK);
         }
         server_stop(&s);
         CHILD_EXIT();
@@ -411,18 +411,17 @@ static void views_stay_put_between_receives(void)
         consumer_side_t c;
         uint64_t        got = 0;
 
-        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "engine", ROWS) == WEFT_OK, 110);
-        CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 111);
+        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "engine", ROWS) == WEFT_OK);
+        CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1);
         for (uint64_t v = 1; v <= STAY_PUT_VERSIONS; v++) {
-            CHILD_CHECK(consumer_wrong(&c, v) == 0, 112);
+            CHILD_CHECK(consumer_wrong(&c, v) == 0);
             /* v + 1 is published and the witness has it: not here yet. */
-            CHILD_CHECK(read_byte(check[0], CHILD_SIGNAL_WAIT_S) == 'v', 113);
-            CHILD_CHECK(consumer_wrong(&c, v) == 0, 112);
-            CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK && got == v + 1,
-                        111);
+            CHILD_CHECK(read_byte(check[0], CHILD_SIGNAL_WAIT_S) == 'v');
+            CHILD_CHECK(consumer_wrong(&c, v) == 0);
+            CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got) == WEFT_OK && got == v + 1);
         }
-        CHILD_CHECK(consumer_wrong(&c, got) == 0, 112);
-        CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK, 113);
+        CHILD_CHECK(consumer_wrong(&c, got) == 0);
+        CHILD_CHECK(weft_remote_close(c.remote) == WEFT_OK);
         consumer_free(&c);
         CHILD_EXIT();
     }
@@ -472,10 +471,10 @@ static void big_publish(server_side_t *s, uint64_t v)
 {
     uint8_t *data;
 
-    CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL) == WEFT_OK, 122);
-    CHILD_CHECK(weft_registry_write_tensor(s->reg, 0, (void **)&data) == WEFT_OK, 122);
+    CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL) == WEFT_OK);
+    CHILD_CHECK(weft_registry_write_tensor(s->reg, 0, (void **)&data) == WEFT_OK);
     memset(data, (int)v, BIG_BYTES);
-    CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK, 122);
+    CHILD_CHECK(weft_registry_publish(s->reg, v, NULL) == WEFT_OK);
 }
 
 static void big_server(int left_fd, int go_fd)
@@ -495,40 +494,40 @@ static void big_server(int left_fd, int go_fd)
 
     snprintf(s.name, sizeof(s.name), "t-ucx-big-%d", (int)getpid());
     weft_registry_unlink(s.name);
-    CHILD_CHECK(weft_registry_create(s.name, NULL, &s.reg) == WEFT_OK, 120);
-    CHILD_CHECK(weft_registry_declare(s.reg, &d, NULL) == WEFT_OK, 120);
-    CHILD_CHECK(weft_registry_seal(s.reg) == WEFT_OK, 120);
-    CHILD_CHECK(weft_server_create(s.reg, &params, &s.server) == WEFT_OK, 120);
-    CHILD_CHECK(weft_server_port(s.server, &s.port) == WEFT_OK, 120);
-    CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 121);
+    CHILD_CHECK(weft_registry_create(s.name, NULL, &s.reg) == WEFT_OK);
+    CHILD_CHECK(weft_registry_declare(s.reg, &d, NULL) == WEFT_OK);
+    CHILD_CHECK(weft_registry_seal(s.reg) == WEFT_OK);
+    CHILD_CHECK(weft_server_create(s.reg, &params, &s.server) == WEFT_OK);
+    CHILD_CHECK(weft_server_port(s.server, &s.port) == WEFT_OK);
+    CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
     server_wait_ready(&s, 1);
     big_publish(&s, 1);
-    CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 123);
+    CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK);
     for (uint64_t v = 2;; v++) {
-        CHILD_CHECK(v <= 1 + LEAVE_ATTEMPTS, 139);
+        CHILD_CHECK(v <= 1 + LEAVE_ATTEMPTS);
         big_publish(&s, v);
-        CHILD_CHECK(write(go_fd, "p", 1) == 1, 136); /* there to ask for */
+        CHILD_CHECK(write(go_fd, "p", 1) == 1); /* there to ask for */
         /* The consumer's weft_remote_close returned: by then this server
          * is done with it, its puts and the lease they read from
          * included. */
-        CHILD_CHECK(read_byte(left_fd, CHILD_SIGNAL_WAIT_S) == 'c', 124);
-        CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK, 134);
+        CHILD_CHECK(read_byte(left_fd, CHILD_SIGNAL_WAIT_S) == 'c');
+        CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK);
         if (rs.leases_held != 0) {
             fprintf(stderr, "server: %u leases held after the consumer's close returned\n",
                     rs.leases_held);
         }
-        CHILD_CHECK(rs.leases_held == 0, 135);
+        CHILD_CHECK(rs.leases_held == 0);
         result = read_byte(left_fd, CHILD_SIGNAL_WAIT_S);
         if (result == 'i') {
             break; /* it left mid-version */
         }
         /* It did not; it connected again and received v. */
-        CHILD_CHECK(result == 'w' && read_byte(left_fd, CHILD_SIGNAL_WAIT_S) == 'r', 124);
+        CHILD_CHECK(result == 'w' && read_byte(left_fd, CHILD_SIGNAL_WAIT_S) == 'r');
     }
     /* Once the server is gone nothing can land: what the consumer sees
      * then is all that landed after its close. */
     server_stop(&s);
-    CHILD_CHECK(write(go_fd, "s", 1) == 1, 136);
+    CHILD_CHECK(write(go_fd, "s", 1) == 1);
     CHILD_EXIT();
 }
 
@@ -586,29 +585,28 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
         useconds_t           linger_us = 0;
 
         snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-        CHILD_CHECK(weft_ucx_memory_alloc(BIG_BYTES, &p.memory, &base) == WEFT_OK, 125);
+        CHILD_CHECK(weft_ucx_memory_alloc(BIG_BYTES, &p.memory, &base) == WEFT_OK);
         at = base;
         view.data = base;
-        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 126);
-        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 127);
+        CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK);
+        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1);
         for (v = got;; v = got) {
-            CHILD_CHECK(at[0] == (uint8_t)v && at[BIG_BYTES - 1] == (uint8_t)v, 128);
+            CHILD_CHECK(at[0] == (uint8_t)v && at[BIG_BYTES - 1] == (uint8_t)v);
             /* Ask for v + 1 (the request stands after the call timed
              * out) and leave linger_us later. */
-            CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 'p', 133);
+            CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 'p');
             (void)weft_remote_receive(remote, v, 1, &got);
             if (linger_us > 0) {
                 usleep(linger_us); /* aims at the race, whose outcome is checked below */
             }
-            CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 129);
-            CHILD_CHECK(write(left[1], "c", 1) == 1, 132);
+            CHILD_CHECK(weft_remote_close(remote) == WEFT_OK);
+            CHILD_CHECK(write(left[1], "c", 1) == 1);
             /* Every page holds v or v + 1. Some of each: its puts were
              * under way at the close, and the server, done with this
              * consumer, left the rest of v + 1 unwritten. */
             CHILD_CHECK(big_pages_of((const uint8_t *)base, v) +
                                 big_pages_of((const uint8_t *)base, v + 1) ==
-                            BIG_BYTES / 4096,
-                        137);
+                            BIG_BYTES / 4096);
             if (big_pages_of((const uint8_t *)base, v) > 0 &&
                 big_pages_of((const uint8_t *)base, v + 1) > 0) {
                 break;
@@ -620,17 +618,16 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
             } else {
                 linger_us = linger_us == 0 ? 100 : linger_us < 100000 ? linger_us * 2 : linger_us;
             }
-            CHILD_CHECK(write(left[1], "w", 1) == 1, 132);
-            CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK, 126);
-            CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == v + 1,
-                        127);
-            CHILD_CHECK(write(left[1], "r", 1) == 1, 132);
+            CHILD_CHECK(write(left[1], "w", 1) == 1);
+            CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK);
+            CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == v + 1);
+            CHILD_CHECK(write(left[1], "r", 1) == 1);
         }
-        CHILD_CHECK(write(left[1], "i", 1) == 1, 132);
+        CHILD_CHECK(write(left[1], "i", 1) == 1);
         sum = big_sample((const uint8_t *)base);
-        CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 's', 138); /* the server is gone */
-        CHILD_CHECK(big_sample((const uint8_t *)base) == sum, 130);
-        CHILD_CHECK(weft_ucx_memory_free(p.memory) == WEFT_OK, 131);
+        CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 's'); /* the server is gone */
+        CHILD_CHECK(big_sample((const uint8_t *)base) == sum);
+        CHILD_CHECK(weft_ucx_memory_free(p.memory) == WEFT_OK);
         CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(consumer), 0);
@@ -669,18 +666,17 @@ START_TEST(ucx_wrong_token_and_bad_views_are_refused)
 
         setenv("UCX_TLS", "tcp,self", 1);
         server_start(&s, 64u << 20);
-        CHILD_CHECK(consumer_connect(&c, s.port, "not-the-token", "intruder", ROWS) == WEFT_ERR_AUTH,
-                    80);
+        CHILD_CHECK(consumer_connect(&c, s.port, "not-the-token", "intruder", ROWS) ==
+                    WEFT_ERR_AUTH);
         consumer_free(&c);
         /* A view whose shape differs from the registry's tensor. */
         CHILD_CHECK(consumer_connect(&c, s.port, TOKEN, "bad-shape", ROWS - 1) ==
-                        WEFT_ERR_INVALID_PARAM,
-                    81);
+                        WEFT_ERR_INVALID_PARAM);
         consumer_free(&c);
-        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 82);
-        CHILD_CHECK(st.refused == 2 && st.accepted == 0, 83);
+        CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK);
+        CHILD_CHECK(st.refused == 2 && st.accepted == 0);
         /* Nothing was registered for either. */
-        CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK && rs.consumers == 0, 84);
+        CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK && rs.consumers == 0);
         server_stop(&s);
         CHILD_EXIT();
     }
@@ -711,27 +707,27 @@ static void consumer_killed_others_go_on_restarted_rejoins(const char *tls)
         uint64_t            v;
 
         server_start(&s, 1);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 90);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
         server_wait_ready(&s, 2);
         /* Versions until the victim, killed meanwhile, is dropped (however
          * fast this machine moves them): its record goes, the wait ends. */
         for (v = 1;; v++) {
-            CHILD_CHECK(v < SURVIVED, 92);
+            CHILD_CHECK(v < SURVIVED);
             server_publish(&s, v);
-            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK, 91);
-            CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK, 92);
+            CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK);
+            CHILD_CHECK(weft_server_get_stats(s.server, &st) == WEFT_OK);
             if (st.dropped >= 1) {
                 break;
             }
         }
         /* The survivor goes on. */
         server_publish(&s, SURVIVED);
-        CHILD_CHECK(weft_registry_wait_consumers(s.reg, SURVIVED, WAIT_US, NULL) == WEFT_OK, 91);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, SURVIVED, WAIT_US, NULL) == WEFT_OK);
         /* A consumer restarted after the crash joins and gets the next one. */
-        CHILD_CHECK(read(go[0], &byte, 1) == 1, 93);
+        CHILD_CHECK(read(go[0], &byte, 1) == 1);
         server_wait_ready(&s, 2);
         server_publish(&s, REJOINED);
-        CHILD_CHECK(weft_registry_wait_consumers(s.reg, REJOINED, WAIT_US, NULL) == WEFT_OK, 94);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, REJOINED, WAIT_US, NULL) == WEFT_OK);
         server_stop(&s);
         CHILD_EXIT();
     }
@@ -760,15 +756,15 @@ static void consumer_killed_others_go_on_restarted_rejoins(const char *tls)
         consumer_side_t c;
         uint64_t        got = 0;
 
-        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "victim-restarted", ROWS) == WEFT_OK, 100);
-        CHILD_CHECK(write(go[1], "g", 1) == 1, 101);
+        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "victim-restarted", ROWS) == WEFT_OK);
+        CHILD_CHECK(write(go[1], "g", 1) == 1);
         /* As a restarted engine would: whatever is newer than what it has
          * (nothing), until the version published for it. */
         while (got < REJOINED) {
             uint64_t v;
 
-            CHILD_CHECK(weft_remote_receive(c.remote, got, WAIT_US, &v) == WEFT_OK, 102);
-            CHILD_CHECK(v > got && consumer_wrong(&c, v) == 0, 103);
+            CHILD_CHECK(weft_remote_receive(c.remote, got, WAIT_US, &v) == WEFT_OK);
+            CHILD_CHECK(v > got && consumer_wrong(&c, v) == 0);
             got = v;
         }
         weft_remote_close(c.remote);
@@ -823,11 +819,11 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
         server_side_t s;
 
         server_start(&s, 64u << 20);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 110);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
         server_wait_ready(&s, 1);
         server_publish(&s, 1);
-        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 111);
-        CHILD_CHECK(write(acked[1], "a", 1) == 1, 112);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK);
+        CHILD_CHECK(write(acked[1], "a", 1) == 1);
         pause(); /* killed here */
         _exit(0);
     }
@@ -839,18 +835,18 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
         uint64_t        got, t0;
         struct timespec ts;
 
-        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "orphan", ROWS) == WEFT_OK, 120);
-        CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 121);
-        CHILD_CHECK(consumer_wrong(&c, 1) == 0, 122);
+        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "orphan", ROWS) == WEFT_OK);
+        CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1);
+        CHILD_CHECK(consumer_wrong(&c, 1) == 0);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         t0 = (uint64_t)ts.tv_sec;
         /* The server dies while we wait: an error, well before the 30 s. */
-        CHILD_CHECK(weft_remote_receive(c.remote, 1, WAIT_US, &got) == WEFT_ERR_CONNECTION, 123);
+        CHILD_CHECK(weft_remote_receive(c.remote, 1, WAIT_US, &got) == WEFT_ERR_CONNECTION);
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        CHILD_CHECK((uint64_t)ts.tv_sec - t0 < 10, 124);
+        CHILD_CHECK((uint64_t)ts.tv_sec - t0 < 10);
         /* Nothing new in the views. */
-        CHILD_CHECK(consumer_wrong(&c, 1) == 0, 125);
-        CHILD_CHECK(weft_remote_receive(c.remote, 1, 1000, &got) == WEFT_ERR_CONNECTION, 126);
+        CHILD_CHECK(consumer_wrong(&c, 1) == 0);
+        CHILD_CHECK(weft_remote_receive(c.remote, 1, 1000, &got) == WEFT_ERR_CONNECTION);
         weft_remote_close(c.remote);
         consumer_free(&c);
         CHILD_EXIT();
@@ -902,24 +898,22 @@ START_TEST(ucx_consumer_refuses_a_version_that_fails_its_checksum)
         char          byte;
 
         server_start(&s, 1u << 20);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 70);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
         server_wait_ready(&s, 1);
         server_publish(&s, 1);
-        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK, 71);
+        CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK);
         /* Version 2, then one byte of its tensor 0 changed in the slot. */
-        CHILD_CHECK(weft_registry_write_begin(s.reg, WAIT_US, NULL) == WEFT_OK, 72);
+        CHILD_CHECK(weft_registry_write_begin(s.reg, WAIT_US, NULL) == WEFT_OK);
         for (uint32_t t = 0; t < TENSORS; t++) {
             uint8_t *data;
-            CHILD_CHECK(weft_registry_write_tensor(s.reg, t, (void **)&data) == WEFT_OK, 73);
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-                data[i] = pattern(2, t, i);
-            }
+            CHILD_CHECK(weft_registry_write_tensor(s.reg, t, (void **)&data) == WEFT_OK);
+            payload_fill(data, (uint64_t)ROWS * COLS, 2, t);
             first = t == 0 ? data : first;
         }
-        CHILD_CHECK(weft_registry_publish(s.reg, 2, NULL) == WEFT_OK, 74);
+        CHILD_CHECK(weft_registry_publish(s.reg, 2, NULL) == WEFT_OK);
         first[1234] ^= 0x10;
-        CHILD_CHECK(write(go[1], "c", 1) == 1, 75);
-        CHILD_CHECK(read(done[0], &byte, 1) == 1, 76);
+        CHILD_CHECK(write(go[1], "c", 1) == 1);
+        CHILD_CHECK(read(done[0], &byte, 1) == 1);
         server_stop(&s);
         CHILD_EXIT();
     }
@@ -939,7 +933,7 @@ START_TEST(ucx_consumer_refuses_a_version_that_fails_its_checksum)
         ck_assert_int_eq(weft_remote_connect(&params, views, TENSORS, &remote), WEFT_OK);
         ck_assert_int_eq(weft_remote_receive(remote, 0, WAIT_US, &got), WEFT_OK);
         ck_assert_uint_eq(got, 1);
-        ck_assert_uint_eq(views_mem[0][1234], pattern(1, 0, 1234));
+        ck_assert_uint_eq(views_mem[0][1234], payload_byte(1, 0, 1234));
         ck_assert_int_eq(read(go[0], &byte, 1), 1);
         ck_assert_int_eq(weft_remote_receive(remote, 1, WAIT_US, &got), WEFT_ERR_CORRUPT);
         (void)weft_remote_close(remote);
@@ -1026,17 +1020,15 @@ START_TEST(ucx_bad_arguments)
 }
 END_TEST
 
-int main(void)
+static Suite *transport_ucx_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed;
+    Suite              *s;
+    TCase              *tc;
     weft_backend_info_t info;
 
     if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled) {
         printf("test_transport_ucx: libweft was built without UCX\n");
-        return 77;
+        return NULL;
     }
     s = suite_create("transport_ucx");
     /* One case per test, tagged with its name: CK_RUN_CASE=<name> runs one
@@ -1069,10 +1061,7 @@ int main(void)
     ADD(ucx_bad_arguments);
     ADD(ucx_consumer_refuses_a_version_that_fails_its_checksum);
 #undef ADD
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_ucx_suite)

@@ -19,9 +19,11 @@
  */
 #include "config.h"
 
-#include "child.h"
-#include "transport_fixture.h"
-#include "gpu_skip.h"
+#include "lib/child.h"
+#include "lib/transport_fixture.h"
+#include "lib/gpu_skip.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -51,23 +53,20 @@ static void tensor_name(char *buf, size_t size, uint32_t t)
     snprintf(buf, size, "model.layers.%u.mlp.experts.%u.gate_up_proj.weight", t / 8, t % 8);
 }
 
-#define CUDA_CHILD_CHECK(call, code)                                                             \
+#define CUDA_CHILD_CHECK(call)                                                                   \
     do {                                                                                         \
         cudaError_t err_ = (call);                                                               \
         if (err_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,            \
-                    cudaGetErrorString(err_), cudaGetErrorName(err_));                           \
-            CHILD_FAIL(code);                                                                    \
+            CHILD_FAIL("%s: %s (%s)", #call, cudaGetErrorString(err_), cudaGetErrorName(err_));  \
         }                                                                                        \
     } while (0)
 
-#define WEFT_CHILD_CHECK(call, want, code)                                                       \
+#define WEFT_CHILD_CHECK(call, want)                                                             \
     do {                                                                                         \
         weft_status_t st_ = (call);                                                              \
         if (st_ != (want)) {                                                                     \
-            fprintf(stderr, "%s:%d: %s gave %s, not %s\n", __FILE__, __LINE__, #call,            \
-                    weft_status_string(st_), weft_status_string(want));                          \
-            CHILD_FAIL(code);                                                                    \
+            CHILD_FAIL("%s gave %s, not %s", #call, weft_status_string(st_),                     \
+                       weft_status_string(want));                                                \
         }                                                                                        \
     } while (0)
 
@@ -91,9 +90,9 @@ static void registry_start(server_side_t *s, int gpu)
     snprintf(s->name, sizeof(s->name), "t-ucxc-%d", (int)getpid());
     weft_registry_unlink(s->name);
     if (gpu) {
-        CUDA_CHILD_CHECK(cudaSetDevice(SERVER_GPU), 9);
+        CUDA_CHILD_CHECK(cudaSetDevice(SERVER_GPU));
     }
-    WEFT_CHILD_CHECK(weft_registry_create(s->name, &rp, &s->reg), WEFT_OK, 10);
+    WEFT_CHILD_CHECK(weft_registry_create(s->name, &rp, &s->reg), WEFT_OK);
     for (uint32_t t = 0; t < TENSORS; t++) {
         char               tname[WEFT_TENSOR_NAME_MAX];
         weft_tensor_desc_t d = {.name = tname, .layer = (int32_t)(t / 8), .expert = (int32_t)(t % 8),
@@ -101,9 +100,9 @@ static void registry_start(server_side_t *s, int gpu)
                                 .shape = {ROWS, COLS}};
 
         tensor_name(tname, sizeof(tname), t);
-        WEFT_CHILD_CHECK(weft_registry_declare(s->reg, &d, NULL), WEFT_OK, 11);
+        WEFT_CHILD_CHECK(weft_registry_declare(s->reg, &d, NULL), WEFT_OK);
     }
-    WEFT_CHILD_CHECK(weft_registry_seal(s->reg), WEFT_OK, 12);
+    WEFT_CHILD_CHECK(weft_registry_seal(s->reg), WEFT_OK);
 }
 
 static weft_status_t server_create(server_side_t *s, uint64_t window)
@@ -119,7 +118,7 @@ static weft_status_t server_create(server_side_t *s, uint64_t window)
     weft_status_t status = weft_server_create(s->reg, &params, &s->server);
 
     if (status == WEFT_OK) {
-        WEFT_CHILD_CHECK(weft_server_port(s->server, &s->port), WEFT_OK, 14);
+        WEFT_CHILD_CHECK(weft_server_port(s->server, &s->port), WEFT_OK);
     }
     return status;
 }
@@ -128,26 +127,22 @@ static void server_publish(server_side_t *s, uint64_t v)
 {
     static uint8_t host[(uint64_t)ROWS * COLS];
 
-    WEFT_CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL), WEFT_OK, 20);
+    WEFT_CHILD_CHECK(weft_registry_write_begin(s->reg, WAIT_US, NULL), WEFT_OK);
     for (uint32_t t = 0; t < TENSORS; t++) {
         uint8_t *dst;
 
-        WEFT_CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&dst), WEFT_OK, 21);
+        WEFT_CHILD_CHECK(weft_registry_write_tensor(s->reg, t, (void **)&dst), WEFT_OK);
         if (s->gpu) {
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-                host[i] = pattern(v, t, i);
-            }
-            CUDA_CHILD_CHECK(cudaMemcpy(dst, host, sizeof(host), cudaMemcpyHostToDevice), 22);
+            payload_fill(host, (uint64_t)ROWS * COLS, v, t);
+            CUDA_CHILD_CHECK(cudaMemcpy(dst, host, sizeof(host), cudaMemcpyHostToDevice));
         } else {
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-                dst[i] = pattern(v, t, i);
-            }
+            payload_fill(dst, (uint64_t)ROWS * COLS, v, t);
         }
     }
     if (s->gpu) {
-        CUDA_CHILD_CHECK(cudaDeviceSynchronize(), 23);
+        CUDA_CHILD_CHECK(cudaDeviceSynchronize());
     }
-    WEFT_CHILD_CHECK(weft_registry_publish(s->reg, v, NULL), WEFT_OK, 24);
+    WEFT_CHILD_CHECK(weft_registry_publish(s->reg, v, NULL), WEFT_OK);
 }
 
 static void server_wait_ready(server_side_t *s, uint32_t consumers)
@@ -155,20 +150,19 @@ static void server_wait_ready(server_side_t *s, uint32_t consumers)
     weft_server_stats_t st = {0};
 
     for (int i = 0; i < 60000; i++) {
-        WEFT_CHILD_CHECK(weft_server_get_stats(s->server, &st), WEFT_OK, 30);
+        WEFT_CHILD_CHECK(weft_server_get_stats(s->server, &st), WEFT_OK);
         if (st.consumers >= consumers) {
             return;
         }
         usleep(1000);
     }
-    fprintf(stderr, "server: %u of %u consumers ready after 60 s\n", st.consumers, consumers);
-    CHILD_FAIL(31);
+    CHILD_FAIL("server: %u of %u consumers ready after 60 s", st.consumers, consumers);
 }
 
 static void server_stop(server_side_t *s)
 {
-    WEFT_CHILD_CHECK(weft_server_destroy(s->server), WEFT_OK, 40);
-    WEFT_CHILD_CHECK(weft_registry_close(s->reg), WEFT_OK, 41);
+    WEFT_CHILD_CHECK(weft_server_destroy(s->server), WEFT_OK);
+    WEFT_CHILD_CHECK(weft_registry_close(s->reg), WEFT_OK);
     weft_registry_unlink(s->name);
 }
 
@@ -199,15 +193,15 @@ static void consumer_setup(consumer_side_t *c, const char *name, int device, uin
     c->device = device;
     c->pitch = COLS + pad;
     c->check = malloc(fused_bytes(c));
-    CHILD_CHECK(c->check != NULL, 50);
+    CHILD_CHECK(c->check != NULL);
     if (device) {
-        CUDA_CHILD_CHECK(cudaSetDevice(consumer_gpu), 51);
-        CUDA_CHILD_CHECK(cudaMalloc((void **)&c->fused, fused_bytes(c)), 52);
-        CUDA_CHILD_CHECK(cudaMemset(c->fused, POISON, fused_bytes(c)), 53);
-        CUDA_CHILD_CHECK(cudaDeviceSynchronize(), 54);
+        CUDA_CHILD_CHECK(cudaSetDevice(consumer_gpu));
+        CUDA_CHILD_CHECK(cudaMalloc((void **)&c->fused, fused_bytes(c)));
+        CUDA_CHILD_CHECK(cudaMemset(c->fused, POISON, fused_bytes(c)));
+        CUDA_CHILD_CHECK(cudaDeviceSynchronize());
     } else {
         c->fused = malloc(fused_bytes(c));
-        CHILD_CHECK(c->fused != NULL, 55);
+        CHILD_CHECK(c->fused != NULL);
         memset(c->fused, POISON, fused_bytes(c));
     }
     for (uint32_t t = 0; t < TENSORS; t++) {
@@ -248,7 +242,7 @@ static void consumer_verify(consumer_side_t *c, uint64_t v)
     int      named = 0;
 
     if (c->device) {
-        CUDA_CHILD_CHECK(cudaMemcpy(c->check, c->fused, fused_bytes(c), cudaMemcpyDeviceToHost), 60);
+        CUDA_CHILD_CHECK(cudaMemcpy(c->check, c->fused, fused_bytes(c), cudaMemcpyDeviceToHost));
     } else {
         memcpy(c->check, c->fused, fused_bytes(c));
     }
@@ -257,7 +251,7 @@ static void consumer_verify(consumer_side_t *c, uint64_t v)
 
         for (uint64_t r = 0; r < ROWS; r++) {
             for (uint64_t col = 0; col < c->pitch; col++) {
-                uint8_t want = col < COLS ? pattern(v, t, r * COLS + col) : POISON;
+                uint8_t want = col < COLS ? payload_byte(v, t, r * COLS + col) : POISON;
                 uint8_t got = base[r * c->pitch + col];
 
                 if (got != want && !named) {
@@ -277,16 +271,16 @@ static void consumer_verify(consumer_side_t *c, uint64_t v)
                 (unsigned long long)v, (unsigned long long)wrong,
                 (unsigned long long)fused_bytes(c));
     }
-    CHILD_CHECK(wrong == 0, 61);
+    CHILD_CHECK(wrong == 0);
 }
 
 static void consumer_free(consumer_side_t *c)
 {
     if (c->remote != NULL) {
-        WEFT_CHILD_CHECK(weft_remote_close(c->remote), WEFT_OK, 62);
+        WEFT_CHILD_CHECK(weft_remote_close(c->remote), WEFT_OK);
     }
     if (c->device) {
-        CUDA_CHILD_CHECK(cudaFree(c->fused), 63);
+        CUDA_CHILD_CHECK(cudaFree(c->fused));
     } else {
         free(c->fused);
     }
@@ -303,18 +297,17 @@ static void consumer_run(uint16_t port, const char *name, int device, uint64_t p
     uint64_t        v = 0;
 
     consumer_setup(&c, name, device, pad);
-    WEFT_CHILD_CHECK(consumer_connect(&c, port), WEFT_OK, 64);
+    WEFT_CHILD_CHECK(consumer_connect(&c, port), WEFT_OK);
     while (v < last) {
         uint64_t      got = 0;
         weft_status_t st = weft_remote_receive(c.remote, v, WAIT_US, &got);
 
         if (st != WEFT_OK || got <= v) {
-            fprintf(stderr, "consumer \"%s\": after version %llu: %s, version %llu\n", name,
-                    (unsigned long long)v, weft_status_string(st), (unsigned long long)got);
-            CHILD_FAIL(65);
+            CHILD_FAIL("consumer \"%s\": after version %llu: %s, version %llu", name,
+                       (unsigned long long)v, weft_status_string(st), (unsigned long long)got);
         }
         consumer_verify(&c, got);
-        CHILD_CHECK(tell_fd < 0 || v >= tell_at || got < tell_at || write(tell_fd, "t", 1) == 1, 66);
+        CHILD_CHECK(tell_fd < 0 || v >= tell_at || got < tell_at || write(tell_fd, "t", 1) == 1);
         v = got;
     }
     consumer_free(&c);
@@ -376,8 +369,8 @@ static pid_t fork_server(const run_t *run, uint32_t consumers, uint32_t lost)
         weft_server_stats_t st;
 
         registry_start(&s, run->gpu_registry);
-        WEFT_CHILD_CHECK(server_create(&s, run->window), WEFT_OK, 13);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port), 70);
+        WEFT_CHILD_CHECK(server_create(&s, run->window), WEFT_OK);
+        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
         server_wait_ready(&s, consumers);
         for (uint64_t v = 1; v <= run->versions; v++) {
             weft_status_t status;
@@ -385,17 +378,15 @@ static pid_t fork_server(const run_t *run, uint32_t consumers, uint32_t lost)
             server_publish(&s, v);
             status = weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL);
             if (status != WEFT_OK) {
-                fprintf(stderr, "server: version %llu not acknowledged by every consumer: %s\n",
-                        (unsigned long long)v, weft_status_string(status));
-                CHILD_FAIL(71);
+                CHILD_FAIL("server: version %llu not acknowledged by every consumer: %s",
+                           (unsigned long long)v, weft_status_string(status));
             }
         }
-        WEFT_CHILD_CHECK(weft_server_get_stats(s.server, &st), WEFT_OK, 72);
+        WEFT_CHILD_CHECK(weft_server_get_stats(s.server, &st), WEFT_OK);
         if (st.dropped < lost || (lost == 0 && st.versions_sent != run->versions * consumers)) {
-            fprintf(stderr, "server: %llu versions sent to %u consumers, %llu dropped (want %u)\n",
-                    (unsigned long long)st.versions_sent, consumers,
-                    (unsigned long long)st.dropped, lost);
-            CHILD_FAIL(73);
+            CHILD_FAIL("server: %llu versions sent to %u consumers, %llu dropped (want %u)",
+                       (unsigned long long)st.versions_sent, consumers,
+                       (unsigned long long)st.dropped, lost);
         }
         server_stop(&s);
         CHILD_EXIT();
@@ -461,19 +452,27 @@ START_TEST(staged_version_larger_than_the_window)
 END_TEST
 
 /*
- * In a child: a server of a host registry starts (else exit code), and a
- * consumer with device views named `name` is refused with `want` (else
- * code + 1).
+ * In a child: a server of a host registry starts, and a consumer with
+ * device views named `name` is refused with `want`; else the child fails,
+ * naming the caller's `line`.
  */
-static void device_views_refused(const char *name, weft_status_t want, int code)
+static void device_views_refused(const char *name, weft_status_t want, int line)
 {
     server_side_t   host;
     consumer_side_t c;
+    weft_status_t   status;
 
     registry_start(&host, 0);
-    WEFT_CHILD_CHECK(server_create(&host, 64u << 20), WEFT_OK, code);
+    status = server_create(&host, 64u << 20);
+    if (status != WEFT_OK) {
+        CHILD_FAIL_AT(line, "server_create: %s", weft_status_string(status));
+    }
     consumer_setup(&c, name, 1, 0);
-    WEFT_CHILD_CHECK(consumer_connect(&c, host.port), want, code + 1);
+    status = consumer_connect(&c, host.port);
+    if (status != want) {
+        CHILD_FAIL_AT(line, "consumer_connect gave %s, not %s", weft_status_string(status),
+                      weft_status_string(want));
+    }
     c.remote = NULL;
     consumer_free(&c);
     server_stop(&host);
@@ -497,7 +496,7 @@ START_TEST(staged_in_rounds_through_a_small_ring)
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        device_views_refused("small-ring", WEFT_ERR_INVALID_PARAM, 90);
+        device_views_refused("small-ring", WEFT_ERR_INVALID_PARAM, __LINE__);
         CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
@@ -553,13 +552,13 @@ START_TEST(consumer_killed_others_go_on)
         /* Three versions, then it stops taking part in version 4 (no
          * progress, no ack) and is killed in the middle of it. */
         consumer_setup(&c, "victim", 1, 0);
-        WEFT_CHILD_CHECK(consumer_connect(&c, port), WEFT_OK, 100);
+        WEFT_CHILD_CHECK(consumer_connect(&c, port), WEFT_OK);
         while (v < 3) {
-            WEFT_CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got), WEFT_OK, 101);
+            WEFT_CHILD_CHECK(weft_remote_receive(c.remote, v, WAIT_US, &got), WEFT_OK);
             consumer_verify(&c, got);
             v = got;
         }
-        CHILD_CHECK(write(got3[1], "3", 1) == 1, 102);
+        CHILD_CHECK(write(got3[1], "3", 1) == 1);
         pause();
         _exit(0);
     }
@@ -601,11 +600,11 @@ START_TEST(direct_without_ucx_cuda_support_is_refused)
 
         /* A GPU registry cannot be served directly... */
         registry_start(&gpu, 1);
-        WEFT_CHILD_CHECK(server_create(&gpu, 64u << 20), WEFT_ERR_UNSUPPORTED, 80);
-        WEFT_CHILD_CHECK(weft_registry_close(gpu.reg), WEFT_OK, 81);
+        WEFT_CHILD_CHECK(server_create(&gpu, 64u << 20), WEFT_ERR_UNSUPPORTED);
+        WEFT_CHILD_CHECK(weft_registry_close(gpu.reg), WEFT_OK);
         weft_registry_unlink(gpu.name);
         /* ...nor device views received directly; host memory still works. */
-        device_views_refused("direct", WEFT_ERR_UNSUPPORTED, 82);
+        device_views_refused("direct", WEFT_ERR_UNSUPPORTED, __LINE__);
         CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(pid), 0);
@@ -621,12 +620,12 @@ START_TEST(mixed_host_and_device_views_are_refused)
         consumer_side_t c;
         uint8_t        *host = malloc((uint64_t)ROWS * COLS);
 
-        CHILD_CHECK(host != NULL, 90);
+        CHILD_CHECK(host != NULL);
         consumer_setup(&c, "mixed", 1, 0);
         c.views[3].field_mask &= ~(uint64_t)WEFT_RECV_VIEW_FIELD_MEMORY;
         c.views[3].data = host;
         /* Refused before anything connects (nobody listens there). */
-        WEFT_CHILD_CHECK(consumer_connect(&c, 1), WEFT_ERR_INVALID_PARAM, 91);
+        WEFT_CHILD_CHECK(consumer_connect(&c, 1), WEFT_ERR_INVALID_PARAM);
         c.remote = NULL;
         consumer_free(&c);
         free(host);
@@ -666,27 +665,25 @@ static int probe_ucx(void)
     return WEXITSTATUS(status);
 }
 
-int main(void)
+static Suite *transport_ucx_cuda_suite(void)
 {
-    Suite   *s;
-    TCase   *tc;
-    SRunner *sr;
-    int      failed, gpus, ucx;
+    Suite *s;
+    TCase *tc;
+    int    gpus, ucx;
 
     ucx = probe_ucx();
     if (ucx == 1) {
         printf("test_transport_ucx_cuda: libweft was built without UCX\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     gpus = weft_test_gpu_count();
     if (gpus == 0) {
         printf("test_transport_ucx_cuda: no GPU\n");
-        return WEFT_TEST_SKIP;
+        return NULL;
     }
     ucx_reports_cuda = ucx == 2;
     consumer_gpu = gpus > 1 ? 1 : 0;
     printf("# %d GPUs: server on GPU %d, consumers on GPU %d\n", gpus, SERVER_GPU, consumer_gpu);
-    fflush(stdout);
     s = suite_create("transport_ucx_cuda");
     /* One case per test: CK_RUN_CASE=<name> runs one alone. */
 #define ADD(test)                                  \
@@ -707,10 +704,7 @@ int main(void)
     ADD(direct_without_ucx_cuda_support_is_refused);
     ADD(mixed_host_and_device_views_are_refused);
 #undef ADD
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(transport_ucx_cuda_suite)

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "transport/plan/rounds.h"
+#include "lib/harness.h"
 
 #include <check.h>
 #include <stdlib.h>
@@ -177,20 +178,16 @@ START_TEST(round_message_read_back_and_checked)
 }
 END_TEST
 
-int main(void)
+static Suite *ucx_rounds_suite(void)
 {
-    Suite   *s = suite_create("ucx_rounds");
-    TCase   *tc = tcase_create("rounds");
-    SRunner *sr;
-    int      failed;
+    Suite *s = suite_create("ucx_rounds");
+    TCase *tc = tcase_create("rounds");
 
     tcase_add_test(tc, every_byte_once_in_order_within_its_half);
     tcase_add_test(tc, empty_plans_and_bad_halves);
     tcase_add_test(tc, round_message_read_back_and_checked);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(ucx_rounds_suite)

@@ -25,8 +25,10 @@
  */
 #include "config.h"
 
-#include "child.h"
-#include "transport_fixture.h"
+#include "lib/child.h"
+#include "lib/transport_fixture.h"
+#include "lib/harness.h"
+#include "perf/lib/payload.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -266,16 +268,16 @@ static void refused_views(const views_msg_t *m, const char *what, const char *wh
 
 /* In a forked consumer: reads the server's address from `go` (into
  * srv.addr, which p->server names), then connects p with the one view on
- * buf. Exits with code, code + 1 or code + 2 where a step fails. */
-static weft_remote_h child_connect(int go, const weft_remote_params_t *p, uint8_t *buf, int code)
+ * buf. Where a step fails the child fails, naming the caller's `line`. */
+static weft_remote_h child_connect(int go, const weft_remote_params_t *p, uint8_t *buf, int line)
 {
     weft_recv_view_t view;
     weft_remote_h    remote;
 
-    CHILD_CHECK(buf != NULL, code);
-    CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), code + 1);
+    CHILD_CHECK_AT(line, buf != NULL);
+    CHILD_CHECK_AT(line, read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
     view = view_at((uint64_t)(uintptr_t)buf);
-    CHILD_CHECK(weft_remote_connect(p, &view, 1, &remote) == WEFT_OK, code + 2);
+    CHILD_CHECK_AT(line, weft_remote_connect(p, &view, 1, &remote) == WEFT_OK);
     return remote;
 }
 
@@ -292,14 +294,12 @@ static pid_t fork_consumer(int go)
         const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
                                         .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
                                         .token = TOKEN, .name = "real", .timeout_us = 5000000};
-        weft_remote_h              remote = child_connect(go, &p, buf, 50);
+        weft_remote_h              remote = child_connect(go, &p, buf, __LINE__);
         uint64_t                   got = 0;
 
-        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1, 53);
-        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            CHILD_CHECK(buf[i] == pattern(1, 0, i), 54);
-        }
-        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK, 55);
+        CHILD_CHECK(weft_remote_receive(remote, 0, WAIT_US, &got) == WEFT_OK && got == 1);
+        CHILD_CHECK(payload_check(buf, (uint64_t)ROWS * COLS, 1, 0) == (uint64_t)ROWS * COLS);
+        CHILD_CHECK(weft_remote_close(remote) == WEFT_OK);
         free(buf);
         CHILD_EXIT();
     }
@@ -318,9 +318,7 @@ static void deliver_version_1(pid_t consumer)
     fixture_wait_ready(srv.server, 1, 30);
     ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_write_tensor(srv.reg, 0, (void **)&data), WEFT_OK);
-    for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-        data[i] = pattern(1, 0, i);
-    }
+    payload_fill(data, (uint64_t)ROWS * COLS, 1, 0);
     ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_wait_consumers(srv.reg, 1, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(wait_child(consumer), 0);
@@ -414,43 +412,37 @@ static pid_t fork_hand_consumer(int go)
         ucp_mem_h       memh;
         int             fd;
 
-        CHILD_CHECK(buf != NULL, 60);
-        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 61);
-        CHILD_CHECK(weft_ucx_open(&ucx, "hand consumer", 0) == WEFT_OK, 62);
+        CHILD_CHECK(buf != NULL);
+        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
+        CHILD_CHECK(weft_ucx_open(&ucx, "hand consumer", 0) == WEFT_OK);
         CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, (uint64_t)ROWS * COLS, WEFT_MEMORY_HOST, &memh,
-                                     "the hand consumer's buffer") == WEFT_OK,
-                    63);
-        CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0, 64);
-        CHILD_CHECK(weft_boot_connect(srv.addr, deadline, &fd) == WEFT_OK, 65);
-        CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL, &session) == 0, 65);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME, 66);
+                                     "the hand consumer's buffer") == WEFT_OK);
+        CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0);
+        CHILD_CHECK(weft_boot_connect(srv.addr, deadline, &fd) == WEFT_OK);
+        CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL, &session) == 0);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME);
         free(msg.payload);
         CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_VIEWS, views.data, (uint32_t)views.length, deadline) ==
-                        WEFT_OK,
-                    67);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_READY, 68);
+                        WEFT_OK);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_READY);
         free(msg.payload);
-        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_WANT, 0, deadline) == WEFT_OK, 69);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_WANT, 0, deadline) == WEFT_OK);
 
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0, 70);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
         if (msg.type != WEFT_BOOT_SENDING || message_u64(&msg) != 1) {
-            fprintf(stderr, "hand consumer: message %u first, not SENDING(1)\n", msg.type);
-            CHILD_FAIL(71);
+            CHILD_FAIL("hand consumer: message %u first, not SENDING(1)", msg.type);
         }
         free(msg.payload);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0, 72);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
         if (msg.type != WEFT_BOOT_VERSION || message_version(&msg) != 1) {
-            fprintf(stderr, "hand consumer: message %u after SENDING, not VERSION(1)\n", msg.type);
-            CHILD_FAIL(73);
+            CHILD_FAIL("hand consumer: message %u after SENDING, not VERSION(1)", msg.type);
         }
         free(msg.payload);
-        for (uint64_t i = 0; i < (uint64_t)ROWS * COLS; i++) {
-            CHILD_CHECK(buf[i] == pattern(1, 0, i), 74);
-        }
-        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK, 75);
+        CHILD_CHECK(payload_check(buf, (uint64_t)ROWS * COLS, 1, 0) == (uint64_t)ROWS * COLS);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK);
         /* Leaving: BYE, then the server closes once none of its puts can
          * land here (everything it sends until then is skipped). */
-        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_BYE, NULL, 0, deadline) == WEFT_OK, 76);
+        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_BYE, NULL, 0, deadline) == WEFT_OK);
         while (next_message(&ucx, fd, &session, deadline, &msg) == 0) {
             free(msg.payload);
         }
@@ -492,13 +484,12 @@ static pid_t fork_consumer_of_a_bad_server(int go)
                                         .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
                                         .token = TOKEN, .name = "told-bad", .timeout_us = WAIT_US,
                                         .lanes = 1};
-        weft_remote_h              remote = child_connect(go, &p, buf, 80);
+        weft_remote_h              remote = child_connect(go, &p, buf, __LINE__);
         uint64_t                   got = 0;
         weft_status_t              status = weft_remote_receive(remote, 0, 5000000, &got);
 
         if (status != WEFT_ERR_CORRUPT) {
-            fprintf(stderr, "told a malformed SENDING, the receive gave %s\n", weft_status_string(status));
-            CHILD_FAIL(83);
+            CHILD_FAIL("told a malformed SENDING, the receive gave %s", weft_status_string(status));
         }
         (void)weft_remote_close(remote);
         free(buf);
@@ -713,16 +704,15 @@ static pid_t fork_consumer_of_a_hand_server(int go, weft_status_t want)
                                         .timeout_us = WAIT_US};
         weft_status_t              status;
 
-        CHILD_CHECK(buf != NULL && read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr), 90);
+        CHILD_CHECK(buf != NULL && read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
         view = view_at((uint64_t)(uintptr_t)buf);
         status = weft_remote_connect(&p, &view, 1, &remote);
         if (status == WEFT_OK) {
             (void)weft_remote_close(remote);
         }
         if (status != want) {
-            fprintf(stderr, "against the hand server: %s, want %s\n", weft_status_string(status),
-                    weft_status_string(want));
-            CHILD_FAIL(91);
+            CHILD_FAIL("against the hand server: %s, want %s", weft_status_string(status),
+                       weft_status_string(want));
         }
         free(buf);
         CHILD_EXIT();
@@ -932,22 +922,22 @@ START_TEST(ucx_server_out_of_descriptors_backs_off)
         const int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
         /* The log goes to stderr: into the file. */
-        CHILD_CHECK(out >= 0 && dup2(out, STDERR_FILENO) == STDERR_FILENO, 94);
+        CHILD_CHECK(out >= 0 && dup2(out, STDERR_FILENO) == STDERR_FILENO);
         close(out);
         setenv("UCX_TLS", "tcp,self", 1);
         server_start_with(60000000);
-        CHILD_CHECK(weft_server_port(srv.server, &port) == WEFT_OK, 95);
+        CHILD_CHECK(weft_server_port(srv.server, &port) == WEFT_OK);
         /* No descriptor left: the limit just above the highest in use,
          * the free numbers below it taken. */
         for (int fd = 0; fd < 4096; fd++) {
             top = fcntl(fd, F_GETFD) != -1 ? fd : top;
         }
-        CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &lim) == 0, 96);
+        CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &lim) == 0);
         lim.rlim_cur = (rlim_t)top + 1;
-        CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &lim) == 0, 97);
+        CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &lim) == 0);
         while (open("/dev/null", O_RDONLY) >= 0) {
         }
-        CHILD_CHECK(write(go[1], &port, sizeof(port)) == (ssize_t)sizeof(port), 98);
+        CHILD_CHECK(write(go[1], &port, sizeof(port)) == (ssize_t)sizeof(port));
         pause(); /* serving on its thread until killed */
         _exit(0);
     }
@@ -1078,17 +1068,15 @@ START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
 }
 END_TEST
 
-int main(void)
+static Suite *ucx_wire_suite(void)
 {
     Suite              *s;
     TCase              *tc;
-    SRunner            *sr;
-    int                 failed;
     weft_backend_info_t info;
 
     if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.available) {
         printf("test_ucx_wire: UCX is not usable here\n");
-        return 77;
+        return NULL;
     }
     s = suite_create("ucx_wire");
     tc = tcase_create("ucx_wire");
@@ -1106,17 +1094,16 @@ int main(void)
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+WEFT_TEST_MAIN(ucx_wire_suite)
 #else
-int main(void)
+static Suite *ucx_wire_suite(void)
 {
     printf("test_ucx_wire: libweft was built without UCX\n");
-    return 77;
+    return NULL;
 }
+
+WEFT_TEST_MAIN(ucx_wire_suite)
 #endif

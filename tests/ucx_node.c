@@ -28,6 +28,8 @@
  */
 #include "config.h"
 
+#include "perf/lib/payload.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,16 +48,6 @@ static uint64_t now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Byte i of tensor t in version v, written 8 bytes at a time. */
-static uint64_t word(uint64_t v, uint32_t t, uint64_t i)
-{
-    uint64_t x = v * 0x9E3779B97F4A7C15ull ^ ((uint64_t)t << 48) ^ i;
-
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ull;
-    return x ^ (x >> 29);
 }
 
 /* The wall clock, which the script's `date +%s%3N` reads too. */
@@ -147,12 +139,10 @@ static int serve(const char *portfile, const char *token, uint64_t versions, uin
             return 2;
         }
         for (uint32_t t = 0; t < TENSORS; t++) {
-            uint64_t *data;
+            void *data;
 
-            weft_registry_write_tensor(reg, t, (void **)&data);
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS / 8; i++) {
-                data[i] = word(v, t, i);
-            }
+            weft_registry_write_tensor(reg, t, &data);
+            payload_fill(data, (uint64_t)ROWS * COLS, v, t);
         }
         status = weft_registry_publish(reg, v, NULL);
         if (status != WEFT_OK) {
@@ -229,13 +219,11 @@ static int consume(const char *addr, const char *token, const char *name, uint64
         for (uint32_t t = 0; t < TENSORS; t++) {
             const uint64_t *data = buf + (uint64_t)t * ROWS * COLS / 8;
 
-            for (uint64_t i = 0; i < (uint64_t)ROWS * COLS / 8; i++) {
-                if (data[i] != word(got, t, i)) {
-                    printf("wrong bytes in version %" PRIu64 " tensor %u\n", got, t);
-                    close_remote(remote);
-                    free(buf);
-                    return 4;
-                }
+            if (payload_check(data, (uint64_t)ROWS * COLS, got, t) != (uint64_t)ROWS * COLS) {
+                printf("wrong bytes in version %" PRIu64 " tensor %u\n", got, t);
+                close_remote(remote);
+                free(buf);
+                return 4;
             }
         }
         v = got;

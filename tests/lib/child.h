@@ -1,19 +1,22 @@
 /*
- * Helpers for tests that fork processes: a child reports a failed check by
- * its exit code (and a line on stderr naming the place), the parent waits
- * for it and turns a signal into 128 + the signal. A child that ends well
- * ends with CHILD_EXIT(), which in an AddressSanitizer build first has
- * LeakSanitizer look for leaks (_exit skips the check it makes at exit).
- * Processes tell each other where they are through pipes: read_byte()
- * waits for one byte, up to a deadline that only turns a hang into a
- * failure.
+ * Helpers for tests that fork processes. A child checks with
+ * CHILD_CHECK(cond) or gives up with CHILD_FAIL(fmt, ...): either writes
+ * "file:line: child PID failed: what" on stderr and ends the child with
+ * CHILD_FAILED, so the place is named by its line, not by a code. A child
+ * that ends well ends with CHILD_EXIT(), which in an AddressSanitizer
+ * build first has LeakSanitizer look for leaks (_exit skips the check it
+ * makes at exit). The parent waits with wait_child(), which turns a
+ * signal into 128 + the signal. Processes tell each other where they are
+ * through pipes: read_byte() waits for one byte, up to a deadline that
+ * only turns a hang into a failure.
  */
-#ifndef WEFT_TESTS_CHILD_H
-#define WEFT_TESTS_CHILD_H
+#ifndef WEFT_TESTS_LIB_CHILD_H
+#define WEFT_TESTS_LIB_CHILD_H
 
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -36,23 +39,47 @@
  * it on stderr); no check uses it. */
 #define CHILD_LEAKED 250
 
+/* The exit code of a child whose check failed (the line above it on
+ * stderr says where and what): neither CHILD_LEAKED nor 128 + a signal,
+ * and above the codes a child may exit with on purpose. */
+#define CHILD_FAILED 251
+
 /* Generous: a deadline on a signal from another process only turns a
  * hang into a failure. */
 #define CHILD_SIGNAL_WAIT_S 60
 
-#define CHILD_FAIL(code)                                                                         \
-    do {                                                                                         \
-        fprintf(stderr, "%s:%d: child %d failed (code %d)\n", __FILE__, __LINE__, (int)getpid(), \
-                (code));                                                                         \
-        _exit(code);                                                                             \
-    } while (0)
+/* One write: lines of children failing together do not interleave. */
+__attribute__((noreturn, format(printf, 3, 4)))
+static inline void child_fail_at(const char *file, int line, const char *fmt, ...)
+{
+    char    what[512];
+    va_list ap;
 
-#define CHILD_CHECK(cond, code)                                                                  \
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s:%d: child %d failed: %s\n", file, line, (int)getpid(), what);
+    _exit(CHILD_FAILED);
+}
+
+#define CHILD_FAIL(...) child_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+
+#define CHILD_CHECK(cond)                                                                        \
     do {                                                                                         \
         if (!(cond)) {                                                                           \
-            CHILD_FAIL(code);                                                                    \
+            child_fail_at(__FILE__, __LINE__, "%s", #cond);                                      \
         }                                                                                        \
     } while (0)
+
+/* For a helper of this file that checks on its caller's behalf: `line`
+ * is the caller's __LINE__. */
+#define CHILD_CHECK_AT(line, cond)                                                               \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            child_fail_at(__FILE__, (line), "%s", #cond);                                        \
+        }                                                                                        \
+    } while (0)
+#define CHILD_FAIL_AT(line, ...) child_fail_at(__FILE__, (line), __VA_ARGS__)
 
 __attribute__((noreturn)) static inline void child_exit_at(const char *file, int line)
 {
@@ -70,7 +97,7 @@ __attribute__((noreturn)) static inline void child_exit_at(const char *file, int
     _exit(0);
 }
 
-/* A child's successful end (CHILD_FAIL's may stay _exit: it failed anyway). */
+/* A child's successful end (a failure's may stay _exit: it failed anyway). */
 #define CHILD_EXIT() child_exit_at(__FILE__, __LINE__)
 
 /* The next byte from fd (a pipe another process writes when it reached

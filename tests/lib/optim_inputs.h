@@ -3,8 +3,8 @@
  * reproducible random values, the bit patterns that break careless float
  * code, and BF16 rounding written out plainly.
  */
-#ifndef WEFT_TESTS_OPTIM_INPUTS_H
-#define WEFT_TESTS_OPTIM_INPUTS_H
+#ifndef WEFT_TESTS_LIB_OPTIM_INPUTS_H
+#define WEFT_TESTS_LIB_OPTIM_INPUTS_H
 
 #include <math.h>
 #include <stdint.h>

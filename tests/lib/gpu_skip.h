@@ -1,17 +1,16 @@
 /*
- * Skipping GPU tests where there is no GPU. The probe runs in a child
+ * How many GPUs there are, for a suite function that skips its program
+ * or leaves cases out without one (harness.h). The probe runs in a child
  * process: CUDA must not be initialised in the test runner, whose forked
  * test processes could not use it afterwards.
  */
-#ifndef WEFT_TESTS_GPU_SKIP_H
-#define WEFT_TESTS_GPU_SKIP_H
+#ifndef WEFT_TESTS_LIB_GPU_SKIP_H
+#define WEFT_TESTS_LIB_GPU_SKIP_H
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define WEFT_TEST_SKIP 77
 
 /* Number of CUDA devices, counted in a child process; 0 on any error. */
 static inline int weft_test_gpu_count(void)

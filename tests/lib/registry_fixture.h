@@ -3,8 +3,8 @@
  * tensors under it, and the wait for a byte that another process writes
  * once it got somewhere. Header-only, included
  * once per test program. */
-#ifndef WEFT_TESTS_REGISTRY_FIXTURE_H
-#define WEFT_TESTS_REGISTRY_FIXTURE_H
+#ifndef WEFT_TESTS_LIB_REGISTRY_FIXTURE_H
+#define WEFT_TESTS_LIB_REGISTRY_FIXTURE_H
 
 #include <check.h>
 #include <poll.h>
