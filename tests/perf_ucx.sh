@@ -11,15 +11,17 @@ set -u
 perf="$top_builddir/perf/weft-perf"
 fail=0
 runs=0
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT # on every exit, a skip's included (distcheck's cleanliness)
 
 # Only the first run may skip (no usable UCX): a later 77 is a failure,
 # never a skip that hides the failures before it.
 run() {
-    out=$("$perf" ucx --transport shm --no-expert-version --iterations 3 --warmup 1 --rounds 1 --json "$@" 2>err.perf_ucx)
+    out=$("$perf" ucx --transport shm --no-expert-version --iterations 3 --warmup 1 --rounds 1 --json "$@" 2>"$err")
     rc=$?
     runs=$((runs + 1))
     if [ $rc -eq 77 ] && [ $runs -eq 1 ]; then
-        cat err.perf_ucx
+        cat "$err"
         if [ "${TESTS_MUST_RUN:-0}" = 1 ]; then
             echo "FAIL: weft-perf ucx has no usable UCX (TESTS_MUST_RUN=1)"
             exit 1
@@ -28,7 +30,7 @@ run() {
         exit 77
     fi
     echo "$out"
-    [ $rc -eq 0 ] || { cat err.perf_ucx; echo "FAIL: weft-perf ucx $* exited $rc"; fail=1; }
+    [ $rc -eq 0 ] || { cat "$err"; echo "FAIL: weft-perf ucx $* exited $rc"; fail=1; }
     # A put over shared memory is at least one copy of its bytes: a
     # ceiling that weft beats by far was not measured (the bound leaves
     # room for noise; a broken ceiling gave 10-101 x on 2 shared CPUs).
@@ -111,11 +113,10 @@ expect ok true
 
 # Rounds outside 1..9 are usage errors (exit 2), said before anything runs.
 for bad in 0 10 x; do
-    "$perf" ucx --transport shm --rounds "$bad" > /dev/null 2> err.perf_ucx
+    "$perf" ucx --transport shm --rounds "$bad" > /dev/null 2> "$err"
     rc=$?
-    [ $rc -eq 2 ] && grep -q -- "--rounds '$bad'" err.perf_ucx ||
-        { cat err.perf_ucx; echo "FAIL: --rounds $bad exited $rc"; fail=1; }
+    [ $rc -eq 2 ] && grep -q -- "--rounds '$bad'" "$err" ||
+        { cat "$err"; echo "FAIL: --rounds $bad exited $rc"; fail=1; }
 done
 
-rm -f err.perf_ucx
 exit $fail
