@@ -46,6 +46,7 @@
 
 #include "args.h"
 #include "json.h"
+#include "lib/payload.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -318,6 +319,12 @@ static ipc_tensor_t *tensor_list(const ipc_workload_t *w, int by_expert, size_t 
  * producer copies it from a device copy of the ring; the consumer compares
  * against its host copy. A byte of another version, another tensor or
  * another position is wrong with probability 255/256.
+ *
+ * Not lib/payload.h's words themselves: the producer fills device memory
+ * with device-to-device copies from the ring, as no kernel computes the
+ * payload on the GPU and uploading every version from the host would take
+ * longer than the copy it feeds. The ring's bytes come from the payload's
+ * mix: the top byte of payload_mix((i + 1) × PAYLOAD_STEP).
  */
 static uint64_t ring_offset(uint64_t version, uint32_t id)
 {
@@ -333,11 +340,7 @@ static uint8_t *ring_make(void)
         return NULL;
     }
     for (uint64_t i = 0; i < RING_BYTES; i++) {
-        uint64_t x = (i + 1) * UINT64_C(0x9e3779b97f4a7c15);
-
-        x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-        ring[i] = (uint8_t)((x ^ (x >> 31)) >> 56);
+        ring[i] = (uint8_t)(payload_mix((i + 1) * PAYLOAD_STEP) >> 56);
     }
     return ring;
 }

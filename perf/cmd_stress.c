@@ -3,7 +3,7 @@
  * every read verified byte for byte while its lease is held.
  *
  * The producer publishes versions as fast as it can; each version's payload
- * is derived from its version number and tensor index (perf/pattern.h), so
+ * is derived from its version number and tensor index (perf/lib/payload.h), so
  * a reader that saw any byte of another version reports a torn read. Readers
  * alternate acquire (the latest) and wait (newer than the last seen); a
  * reader's versions never go backwards. Odd-numbered readers hold their
@@ -19,7 +19,7 @@
 
 #include "args.h"
 #include "json.h"
-#include "pattern.h"
+#include "lib/payload.h"
 #include "perf.h"
 #include "proc.h"
 #include "sysinfo.h"
@@ -222,7 +222,7 @@ static int verify_lease(stress_reader_t *rd, const weft_lease_t *lease)
                     "failed: %s\n", rd->record, lease->version, t, weft_status_string(status));
             return -1;
         }
-        bad = perf_pattern_check(data, rd->bytes[t], lease->version, t);
+        bad = payload_check(data, rd->bytes[t], lease->version, t);
         if (bad < rd->bytes[t]) {
             if (rd->reports++ < REPORT_MAX) {
                 fprintf(stderr, "weft-perf stress: reader %d: TORN read: version %" PRIu64 " (slot %u), "
@@ -513,7 +513,7 @@ static int publish_one(stress_run_t *run)
             (void)weft_registry_write_abort(run->reg);
             return -1;
         }
-        perf_pattern_fill(data, run->tensor_bytes[t], version, t);
+        payload_fill(data, run->tensor_bytes[t], version, t);
     }
     status = weft_registry_publish(run->reg, version, &published);
     if (status != WEFT_OK || published != version) {

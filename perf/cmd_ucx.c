@@ -59,6 +59,7 @@
 #include "copy_ceiling.h"
 #include "gpu_buf.h"
 #include "json.h"
+#include "lib/payload.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -370,46 +371,6 @@ static int workload_make(uint64_t case_bytes, uint64_t tensors, ucx_workload_t *
     return 0;
 }
 
-/* ------------------------------------------------------------- pattern */
-
-/* Word i of tensor t in version v: another version, tensor or position
- * gives another word. */
-static uint64_t pattern_word(uint64_t v, uint32_t t, uint64_t i)
-{
-    return (v * UINT64_C(0x9e3779b97f4a7c15)) ^ ((uint64_t)t << 40) ^ i;
-}
-
-static void pattern_fill(uint8_t *dst, uint64_t bytes, uint64_t v, uint32_t t)
-{
-    uint64_t i = 0, word;
-
-    for (; (i + 1) * 8 <= bytes; i++) {
-        word = pattern_word(v, t, i);
-        memcpy(dst + i * 8, &word, 8);
-    }
-    if (bytes > i * 8) { /* the tail of a size that is not a multiple of 8 */
-        word = pattern_word(v, t, i);
-        memcpy(dst + i * 8, &word, bytes - i * 8);
-    }
-}
-
-/* Bytes of src that differ from the pattern. */
-static uint64_t pattern_check(const uint8_t *src, uint64_t bytes, uint64_t v, uint32_t t)
-{
-    uint64_t wrong = 0;
-
-    for (uint64_t i = 0; i * 8 < bytes; i++) {
-        uint64_t word = pattern_word(v, t, i), n = bytes - i * 8 < 8 ? bytes - i * 8 : 8;
-
-        if (memcmp(src + i * 8, &word, n) != 0) {
-            for (uint64_t b = 0; b < n; b++) {
-                wrong += src[i * 8 + b] != ((const uint8_t *)&word)[b];
-            }
-        }
-    }
-    return wrong;
-}
-
 static int weft_ok(weft_status_t status, const char *what)
 {
     if (status != WEFT_OK) {
@@ -489,9 +450,9 @@ static int fill_version(weft_registry_h reg, const ucx_workload_t *w, uint64_t v
             return -1;
         }
         if (host == NULL) {
-            pattern_fill(data, w->t[i].bytes, v, i);
+            payload_fill(data, w->t[i].bytes, v, i);
         } else {
-            pattern_fill(host, w->t[i].bytes, v, i);
+            payload_fill(host, w->t[i].bytes, v, i);
             if (perf_gpu_upload(data, host, w->t[i].bytes) != 0) {
                 return -1;
             }
@@ -639,7 +600,7 @@ static uint64_t check_views(const ucx_workload_t *w, const uint8_t *buf, uint8_t
             }
             at = host;
         }
-        wrong += pattern_check(at, w->t[i].bytes, v, i);
+        wrong += payload_count_wrong(at, w->t[i].bytes, v, i);
     }
     return wrong;
 }
