@@ -60,6 +60,7 @@
 #include "gpu_buf.h"
 #include "json.h"
 #include "lib/payload.h"
+#include "lib/runner.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -95,7 +96,6 @@
 #define STEP_US       UINT64_C(120000000) /* the server's timeout for one transfer or ack */
 #define WAIT_US       UINT64_C(240000000) /* a version's wait, on either side */
 #define READY_MS      60000u              /* a server's port, a consumer's handshake */
-#define OUT_MAX       16384               /* the tail of a child's output that is kept */
 #define SLOW_BYTES_S  20e6                /* a transfer slower than this is stuck */
 #define PERFTEST_TRYS 5                   /* message sizes tried for the expert version */
 #define PERFTEST_MAX_BYTES (UINT64_C(4) << 30) /* moved by one ucx_perftest run at most */
@@ -719,25 +719,13 @@ typedef struct ucx_transport {
     ucx_side_t side[2];
 } ucx_transport_t;
 
-/* A child: its stdout (and stderr, when merged) is read into out. */
-typedef struct ucx_proc {
-    const char *what;
-    pid_t       pid;
-    int         fd; /* -1 at EOF */
-    int         exited, killed, status;
-    int         merged; /* out has its stderr too */
-    char        out[OUT_MAX];
-    size_t      len;
-} ucx_proc_t;
-
 typedef struct ucx_ctx {
     const ucx_options_t *o;
-    perf_children_t      children;
+    perf_runner_t        runner;
     char                 self[4096], perftest[4096], token[64], date[32];
     int                  perftest_mpi; /* built with MPI: run it with -P 0 */
     int                  cpus;         /* this process may run on: the copy ceiling's threads */
     char                 ns[2][32]; /* the namespaces made; "" when none */
-    int                  cleaning;  /* interrupts no longer cut waits short */
     int                  number;    /* of the next registry */
 } ucx_ctx_t;
 
@@ -773,208 +761,28 @@ static void child_exec(const char *ns, char *const argv[])
     fprintf(stderr, "weft-perf ucx: cannot run %s: %s\n", ns == NULL ? argv[0] : "ip", strerror(errno));
 }
 
+/* Where a child runs: side `side` of tr. */
+typedef struct ucx_where {
+    const ucx_transport_t *tr;
+    int                    side;
+} ucx_where_t;
+
+/* In the child: UCX's settings of its side, then argv in its namespace. */
+static void side_exec(const void *arg, char *const argv[])
+{
+    const ucx_where_t *where = arg;
+
+    child_env(where->tr, &where->tr->side[where->side]);
+    child_exec(where->tr->side[where->side].ns, argv);
+}
+
 /* Starts argv on side `side` of tr (tr NULL: here, environment as is). */
-static int proc_start(ucx_ctx_t *ctx, ucx_proc_t *p, const char *what, const ucx_transport_t *tr, int side,
+static int proc_start(ucx_ctx_t *ctx, perf_run_t *p, const char *what, const ucx_transport_t *tr, int side,
                       char *const argv[], int merge_stderr)
 {
-    int   fds[2];
-    pid_t pid;
+    const ucx_where_t where = {.tr = tr, .side = side};
 
-    memset(p, 0, sizeof(*p));
-    p->what = what;
-    p->fd = -1;
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        fprintf(stderr, "weft-perf ucx: pipe: %s\n", strerror(errno));
-        return -1;
-    }
-    pid = perf_fork(&ctx->children);
-    if (pid == 0) {
-        if (dup2(fds[1], STDOUT_FILENO) < 0 || (merge_stderr && dup2(fds[1], STDERR_FILENO) < 0)) {
-            _exit(127);
-        }
-        signal(SIGPIPE, SIG_DFL);
-        child_env(tr, tr != NULL ? &tr->side[side] : NULL);
-        child_exec(tr != NULL ? tr->side[side].ns : NULL, argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
-        return -1;
-    }
-    p->pid = pid;
-    p->fd = fds[0];
-    p->merged = merge_stderr;
-    return 0;
-}
-
-/* Appends what fd has to p->out, keeping the last OUT_MAX - 1 bytes. */
-static void proc_read(ucx_proc_t *p)
-{
-    char    buf[4096];
-    ssize_t n = read(p->fd, buf, sizeof(buf));
-
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-        return;
-    }
-    if (n <= 0) {
-        close(p->fd);
-        p->fd = -1;
-        return;
-    }
-    if (p->len + (size_t)n >= OUT_MAX) {
-        size_t drop = p->len + (size_t)n - (OUT_MAX - 1);
-
-        drop = drop > p->len ? p->len : drop;
-        memmove(p->out, p->out + drop, p->len - drop);
-        p->len -= drop;
-    }
-    n = (ssize_t)((size_t)n > OUT_MAX - 1 - p->len ? OUT_MAX - 1 - p->len : (size_t)n);
-    memcpy(p->out + p->len, buf, (size_t)n);
-    p->len += (size_t)n;
-    p->out[p->len] = '\0';
-}
-
-/* Reads what the procs wrote within wait_ms and reaps those that exited. */
-static void proc_pump(ucx_ctx_t *ctx, ucx_proc_t *procs, int n, int wait_ms)
-{
-    struct pollfd fds[8];
-    int           map[8], nfds = 0, status = 0;
-    pid_t         pid;
-
-    for (int i = 0; i < n && nfds < 8; i++) {
-        if (procs[i].fd >= 0) {
-            fds[nfds] = (struct pollfd){.fd = procs[i].fd, .events = POLLIN};
-            map[nfds++] = i;
-        }
-    }
-    if (poll(fds, (nfds_t)nfds, wait_ms) > 0) {
-        for (int k = 0; k < nfds; k++) {
-            if (fds[k].revents != 0) {
-                proc_read(&procs[map[k]]);
-            }
-        }
-    }
-    while ((pid = perf_reap_exited(&ctx->children, &status)) > 0) {
-        for (int i = 0; i < n; i++) {
-            if (procs[i].pid == pid) {
-                procs[i].exited = 1;
-                procs[i].status = status;
-            }
-        }
-    }
-}
-
-static int proc_failed(const ucx_proc_t *p)
-{
-    return p->killed || (p->exited && !(WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0));
-}
-
-static int proc_done(const ucx_proc_t *p)
-{
-    return p->pid == 0 || (p->exited && p->fd < 0) || p->killed;
-}
-
-/* Kills every child still running (all are this measurement's). */
-static void proc_kill_all(ucx_ctx_t *ctx, ucx_proc_t *procs, int n)
-{
-    perf_kill_children(&ctx->children);
-    for (int i = 0; i < n; i++) {
-        if (procs[i].pid != 0 && !procs[i].exited) {
-            procs[i].killed = 1;
-        }
-        if (procs[i].fd >= 0) {
-            close(procs[i].fd);
-            procs[i].fd = -1;
-        }
-    }
-}
-
-/* The rest of the line after `prefix` at a line start, or NULL. */
-static const char *proc_line(const ucx_proc_t *p, const char *prefix)
-{
-    for (const char *s = p->out; s != NULL && *s != '\0';) {
-        const char *nl = strchr(s, '\n');
-
-        if (nl != NULL && strncmp(s, prefix, strlen(prefix)) == 0) {
-            return s + strlen(prefix);
-        }
-        s = nl != NULL ? nl + 1 : NULL;
-    }
-    return NULL;
-}
-
-static int interrupted(const ucx_ctx_t *ctx)
-{
-    return perf_interrupted && !ctx->cleaning;
-}
-
-/*
- * Pumps until every proc is done or, with `line`, until procs[0] printed
- * it. The deadline or an interrupt kills them all; so does a proc that
- * fails, with kill_on_failure (otherwise the others finish on their own).
- * Returns 0 when what was waited for came and nothing failed.
- */
-static int proc_wait(ucx_ctx_t *ctx, ucx_proc_t *procs, int n, const char *line, uint64_t deadline_ns,
-                     int kill_on_failure)
-{
-    for (;;) {
-        int done = 1, failed = 0;
-
-        for (int i = 0; i < n; i++) {
-            done &= proc_done(&procs[i]);
-            failed |= proc_failed(&procs[i]);
-        }
-        if (line != NULL && proc_line(&procs[0], line) != NULL) {
-            return 0;
-        }
-        if ((done && line == NULL) || (failed && kill_on_failure) || (line != NULL && proc_done(&procs[0]))) {
-            if (!done) {
-                proc_kill_all(ctx, procs, n);
-            }
-            return done && !failed && line == NULL ? 0 : -1;
-        }
-        if (interrupted(ctx) || perf_now_ns() > deadline_ns) {
-            proc_kill_all(ctx, procs, n);
-            return -1;
-        }
-        proc_pump(ctx, procs, n, 20);
-    }
-}
-
-static uint64_t deadline_in_s(double seconds)
-{
-    return perf_now_ns() + (uint64_t)(seconds * 1e9);
-}
-
-/* "server: exited with status 1", "killed (time limit or interrupt)". */
-static void proc_describe(const ucx_proc_t *p, char *buf, size_t size)
-{
-    char how[96];
-
-    if (p->killed) {
-        snprintf(how, sizeof(how), "killed (time limit, a failed peer or an interrupt)");
-    } else if (p->exited) {
-        perf_describe_status(p->status, how, sizeof(how));
-    } else {
-        snprintf(how, sizeof(how), "not started");
-    }
-    snprintf(buf, size, "%s %s", p->what, how);
-}
-
-/* The last non-empty line of p's output, for a note. */
-static void proc_last_line(const ucx_proc_t *p, char *buf, size_t size)
-{
-    size_t end = p->len, start;
-
-    while (end > 0 && (p->out[end - 1] == '\n' || p->out[end - 1] == ' ')) {
-        end--;
-    }
-    start = end;
-    while (start > 0 && p->out[start - 1] != '\n') {
-        start--;
-    }
-    snprintf(buf, size, "%.*s", (int)(end - start), p->out + start);
+    return perf_run_start(&ctx->runner, p, what, argv, merge_stderr, tr != NULL ? side_exec : NULL, &where);
 }
 
 static void add_note(char *note, size_t size, const char *fmt, ...)
@@ -1003,7 +811,7 @@ static int run_ip(ucx_ctx_t *ctx, char *out, size_t size, const char *fmt, ...)
     char       cmd[512], *argv[24] = {"ip"}, *save = NULL;
     int        argc = 1, rc;
     va_list    ap;
-    ucx_proc_t p;
+    perf_run_t p;
 
     va_start(ap, fmt);
     vsnprintf(cmd, sizeof(cmd), fmt, ap);
@@ -1015,7 +823,7 @@ static int run_ip(ucx_ctx_t *ctx, char *out, size_t size, const char *fmt, ...)
     if (proc_start(ctx, &p, "ip", NULL, 0, argv, 1) != 0) {
         return -1;
     }
-    rc = proc_wait(ctx, &p, 1, NULL, deadline_in_s(10), 1);
+    rc = perf_run_wait(&ctx->runner, &p, 1, NULL, perf_deadline_in_s(10), 1);
     if (out != NULL && size > 0) {
         size_t n = p.len < size - 1 ? p.len : size - 1;
 
@@ -1030,7 +838,7 @@ static int wait_carrier(ucx_ctx_t *ctx, const char *ns, const char *dev)
 {
     char out[2048];
 
-    for (int i = 0; i < 100 && !interrupted(ctx); i++) {
+    for (int i = 0; i < 100 && !perf_run_interrupted(&ctx->runner); i++) {
         if (run_ip(ctx, out, sizeof(out), "-n %s link show %s", ns, dev) == 0 && strstr(out, "LOWER_UP") != NULL) {
             return 0;
         }
@@ -1041,14 +849,14 @@ static int wait_carrier(ucx_ctx_t *ctx, const char *ns, const char *dev)
 
 static void netns_teardown(ucx_ctx_t *ctx)
 {
-    ctx->cleaning = 1;
+    ctx->runner.cleaning = 1;
     for (int i = 0; i < 2; i++) {
         if (ctx->ns[i][0] != '\0' && run_ip(ctx, NULL, 0, "netns del %s", ctx->ns[i]) != 0) {
             fprintf(stderr, "weft-perf ucx: could not delete network namespace %s\n", ctx->ns[i]);
         }
         ctx->ns[i][0] = '\0';
     }
-    ctx->cleaning = 0;
+    ctx->runner.cleaning = 0;
 }
 
 /* One command of the set-up; on failure, why gets its output. */
@@ -1145,9 +953,9 @@ static double time_limit_s(uint64_t bytes, uint64_t versions)
     return 120.0 + (double)versions * (2.0 + (double)bytes / SLOW_BYTES_S);
 }
 
-static void parse_server(const ucx_proc_t *p, uint64_t iters, ucx_row_t *r)
+static void parse_server(const perf_run_t *p, uint64_t iters, ucx_row_t *r)
 {
-    const char        *s = proc_line(p, "result ");
+    const char        *s = perf_run_line(p, "result ");
     unsigned long long n, med, lo, hi, bytes;
 
     if (s != NULL && sscanf(s, "iterations %llu median_ns %llu min_ns %llu max_ns %llu bytes %llu", &n, &med, &lo,
@@ -1171,9 +979,9 @@ static void parse_server(const ucx_proc_t *p, uint64_t iters, ucx_row_t *r)
     }
 }
 
-static void parse_consumer(const ucx_proc_t *p, uint64_t versions, ucx_row_t *r)
+static void parse_consumer(const perf_run_t *p, uint64_t versions, ucx_row_t *r)
 {
-    const char        *s = proc_line(p, "received ");
+    const char        *s = perf_run_line(p, "received ");
     unsigned long long last, wrong;
 
     if (s == NULL || sscanf(s, "%llu wrong %llu", &last, &wrong) != 2) {
@@ -1188,18 +996,18 @@ static void parse_consumer(const ucx_proc_t *p, uint64_t versions, ucx_row_t *r)
 }
 
 /* Notes why each failed proc failed, with its last line. */
-static void note_failures(const ucx_proc_t *procs, int n, char *note, size_t size)
+static void note_failures(const perf_run_t *procs, int n, char *note, size_t size)
 {
     for (int i = 0; i < n; i++) {
         char how[160], last[200];
 
-        if (!proc_failed(&procs[i]) && (procs[i].exited || procs[i].pid == 0)) {
+        if (!perf_run_failed(&procs[i]) && (procs[i].exited || procs[i].pid == 0)) {
             continue;
         }
-        proc_describe(&procs[i], how, sizeof(how));
+        perf_run_describe(&procs[i], how, sizeof(how));
         last[0] = '\0';
         if (procs[i].merged) {
-            proc_last_line(&procs[i], last, sizeof(last));
+            perf_run_last_line(&procs[i], last, sizeof(last));
         }
         add_note(note, size, "%s%s%s", how, last[0] ? ": " : "", last);
     }
@@ -1211,7 +1019,7 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
     const ucx_options_t *o = ctx->o;
     const uint64_t       versions = o->warmup + o->iters;
     char                 reg[WEFT_REGISTRY_NAME_MAX], cs[32], it[32], wu[32], ks[32], addr[128];
-    ucx_proc_t           p[2];
+    perf_run_t           p[2];
     const char          *port;
 
     memset(p, 0, sizeof(p));
@@ -1229,11 +1037,11 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
                               "--checksums", o->checksums ? "on" : "off", NULL};
 
         if (proc_start(ctx, &p[0], "weft server", tr, 0, argv, 0) != 0 ||
-            proc_wait(ctx, p, 1, "port ", deadline_in_s(READY_MS / 1000.0), 1) != 0) {
+            perf_run_wait(&ctx->runner, p, 1, "port ", perf_deadline_in_s(READY_MS / 1000.0), 1) != 0) {
             goto out;
         }
     }
-    port = proc_line(&p[0], "port ");
+    port = perf_run_line(&p[0], "port ");
     snprintf(addr, sizeof(addr), "%s:%u", tr->side[0].ip, (unsigned)strtoul(port, NULL, 10));
     {
         char *const argv[] = {ctx->self,     "ucx",      "--role",   "consumer",
@@ -1244,21 +1052,21 @@ static void run_weft(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
                               "--recv-memory", o->recv_user ? "user" : "ucx", NULL};
 
         if (proc_start(ctx, &p[1], "weft consumer", tr, 1, argv, 0) != 0) {
-            proc_kill_all(ctx, p, 2);
+            perf_run_kill_all(&ctx->runner, p, 2);
             goto out;
         }
     }
     /* A process that fails is left to end the other: the consumer of a
      * dead server gets a connection error; the server of a dead consumer
      * sees it dropped. The deadline is the backstop. */
-    (void)proc_wait(ctx, p, 2, NULL, deadline_in_s(time_limit_s(r->bytes, versions)), 0);
-    r->ok = !proc_failed(&p[1]);
+    (void)perf_run_wait(&ctx->runner, p, 2, NULL, perf_deadline_in_s(time_limit_s(r->bytes, versions)), 0);
+    r->ok = !perf_run_failed(&p[1]);
     parse_server(&p[0], o->iters, r);
     parse_consumer(&p[1], versions, r);
 out:
     /* Every version acked and the last one right, but a process that
      * then failed (in weft_server_destroy, say) is not a clean exit. */
-    r->clean = !proc_failed(&p[0]) && !proc_failed(&p[1]) && p[1].pid != 0;
+    r->clean = !perf_run_failed(&p[0]) && !perf_run_failed(&p[1]) && p[1].pid != 0;
     if (!r->clean) {
         note_failures(p, 2, r->note, sizeof(r->note));
     }
@@ -1333,12 +1141,13 @@ static int listening(pid_t pid, unsigned port)
 }
 
 /* Until the perftest server listens (or exits); 10 s at most. */
-static void wait_listening(ucx_ctx_t *ctx, ucx_proc_t *p, unsigned port)
+static void wait_listening(ucx_ctx_t *ctx, perf_run_t *p, unsigned port)
 {
-    uint64_t deadline = deadline_in_s(10);
+    uint64_t deadline = perf_deadline_in_s(10);
 
-    while (!listening(p->pid, port) && !proc_done(p) && !interrupted(ctx) && perf_now_ns() < deadline) {
-        proc_pump(ctx, p, 1, 10);
+    while (!listening(p->pid, port) && !perf_run_done(p) && !perf_run_interrupted(&ctx->runner) &&
+           perf_now_ns() < deadline) {
+        perf_run_pump(&ctx->runner, p, 1, 10);
     }
 }
 
@@ -1350,9 +1159,9 @@ static void wait_listening(ucx_ctx_t *ctx, ucx_proc_t *p, unsigned port)
  * 1 MiB message in 42.976 us reads 23268.72 MB/s: 2^20 / 42.976e-6 /
  * 2^20), so GB/s (1e9) = MB/s × 1048576 / 1e9. NaN when absent.
  */
-static double perftest_gbps(const ucx_proc_t *client)
+static double perftest_gbps(const perf_run_t *client)
 {
-    const char *s = proc_line(client, "Final:");
+    const char *s = perf_run_line(client, "Final:");
     double      f[6];
 
     if (s == NULL || sscanf(s, "%lf %lf %lf %lf %lf %lf", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5]) != 6 ||
@@ -1400,17 +1209,17 @@ static void perftest_counts(const ucx_options_t *o, uint64_t bytes, uint64_t put
 static int perftest_has_mpi_mode(ucx_ctx_t *ctx)
 {
     char *const argv[] = {ctx->perftest, "-h", NULL};
-    ucx_proc_t  p;
+    perf_run_t  p;
 
     if (proc_start(ctx, &p, "ucx_perftest -h", NULL, 0, argv, 1) != 0) {
         return 0;
     }
-    (void)proc_wait(ctx, &p, 1, NULL, deadline_in_s(10), 1); /* -h's status does not matter */
+    (void)perf_run_wait(&ctx->runner, &p, 1, NULL, perf_deadline_in_s(10), 1); /* -h's status does not matter */
     return strstr(p.out, "MPI mode") != NULL;
 }
 
 /* Runs ucx_perftest's server on side 1, then its client on side 0. */
-static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *run, ucx_proc_t p[2])
+static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *run, perf_run_t p[2])
 {
     const unsigned port = free_port();
     char           ps[16], sz[32], it[32], wu[32];
@@ -1439,7 +1248,7 @@ static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perft
     }
     wait_listening(ctx, &p[1], port);
     if (proc_start(ctx, &p[0], "ucx_perftest client", tr, 0, client, 1) != 0) {
-        proc_kill_all(ctx, p, 2);
+        perf_run_kill_all(&ctx->runner, p, 2);
         return -1;
     }
     return 0;
@@ -1448,7 +1257,7 @@ static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perft
 /* One ucx_perftest run; run->gbps NaN (and a note) on failure. */
 static void perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_run_t *run, char *note, size_t size)
 {
-    ucx_proc_t p[2]; /* the client, which puts, first */
+    perf_run_t p[2]; /* the client, which puts, first */
 
     memset(p, 0, sizeof(p));
     run->gbps = NAN;
@@ -1456,12 +1265,13 @@ static void perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_ru
     if (perftest_start(ctx, tr, run, p) != 0) {
         return;
     }
-    if (proc_wait(ctx, p, 2, NULL, deadline_in_s(time_limit_s(run->bytes, run->warmup + run->iters)), 1) == 0) {
+    if (perf_run_wait(&ctx->runner, p, 2, NULL,
+                      perf_deadline_in_s(time_limit_s(run->bytes, run->warmup + run->iters)), 1) == 0) {
         run->gbps = perftest_gbps(&p[0]);
     }
     if (isnan(run->gbps)) {
         note_failures(p, 2, note, size);
-        if (!proc_failed(&p[0])) {
+        if (!perf_run_failed(&p[0])) {
             add_note(note, size, "ucx_perftest at %llu bytes printed no Final line", (unsigned long long)run->bytes);
         }
         run->own_fail = p[0].exited && !p[0].killed;
@@ -1515,7 +1325,7 @@ static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r
         return;
     }
     for (int i = 0; i < (r->c.bytes == 0 ? PERFTEST_TRYS : 1) && isnan(run.gbps) && run.own_fail &&
-                    !interrupted(ctx);
+                    !perf_run_interrupted(&ctx->runner);
          i++, bytes /= 2) {
         perftest_counts(ctx->o, bytes, puts, &run);
         perftest_once(ctx, tr, &run, r->note, sizeof(r->note));
@@ -1527,7 +1337,7 @@ static void run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r
     if (isnan(run.gbps)) {
         return;
     }
-    if (!interrupted(ctx)) {
+    if (!perf_run_interrupted(&ctx->runner)) {
         run_perftest_same(ctx, tr, &run, r);
     }
     if (run.bytes != size) {
@@ -1559,11 +1369,11 @@ static void measure_round(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_c
     r->tensors = w.count;
     free(w.t);
     run_weft(ctx, tr, r);
-    if (!interrupted(ctx)) {
+    if (!perf_run_interrupted(&ctx->runner)) {
         run_perftest(ctx, tr, r);
     }
     /* Over shared memory a put is one copy: the host's most bounds it. */
-    if (!interrupted(ctx) && strcmp(tr->name, "shm") == 0 &&
+    if (!perf_run_interrupted(&ctx->runner) && strcmp(tr->name, "shm") == 0 &&
         perf_copy_ceiling(r->bytes, (uint32_t)ctx->cpus, (uint32_t)ctx->o->iters, &r->ceiling_s) != 0) {
         add_note(r->note, sizeof(r->note), "no copy ceiling");
     }
@@ -1636,7 +1446,7 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
     do {
         measure_round(ctx, tr, c, &round[n]);
         n++;
-    } while (n < ctx->o->rounds && round[n - 1].ok && !interrupted(ctx));
+    } while (n < ctx->o->rounds && round[n - 1].ok && !perf_run_interrupted(&ctx->runner));
     fold_rounds(round, n, r);
 }
 
@@ -1835,7 +1645,7 @@ static int run_transport(ucx_ctx_t *ctx, const ucx_transport_t *tr, const char *
     const ucx_options_t *o = ctx->o;
     int                  failed = 0;
 
-    for (size_t i = 0; i < o->nsizes + (o->expert ? 1 : 0) && !interrupted(ctx); i++) {
+    for (size_t i = 0; i < o->nsizes + (o->expert ? 1 : 0) && !perf_run_interrupted(&ctx->runner); i++) {
         ucx_case_t c = {.bytes = i < o->nsizes ? o->sizes[i] : 0, .tensors = 1};
         ucx_row_t  r;
 
@@ -1846,7 +1656,7 @@ static int run_transport(ucx_ctx_t *ctx, const ucx_transport_t *tr, const char *
             c.tensors = case_tensors(c.bytes, o->version_bytes);
         }
         measure_row(ctx, tr, &c, &r);
-        if (interrupted(ctx)) {
+        if (perf_run_interrupted(&ctx->runner)) {
             break;
         }
         if (o->json) {
@@ -1885,18 +1695,18 @@ static int run_all(ucx_ctx_t *ctx, const char *ucx_version)
 
         if (netns_setup(ctx, &tcp, why, sizeof(why)) == 0) {
             failed |= run_transport(ctx, &tcp, ucx_version, &rows);
-        } else if (!interrupted(ctx)) {
+        } else if (!perf_run_interrupted(&ctx->runner)) {
             skipped(ctx, "tcp-netns", why);
         }
         netns_teardown(ctx);
     }
-    if ((ctx->o->transports & TR_SHM) && !interrupted(ctx)) {
+    if ((ctx->o->transports & TR_SHM) && !perf_run_interrupted(&ctx->runner)) {
         failed |= run_transport(ctx, &shm, ucx_version, &rows);
     }
-    if ((ctx->o->transports & TR_TCP_LO) && !interrupted(ctx)) {
+    if ((ctx->o->transports & TR_TCP_LO) && !perf_run_interrupted(&ctx->runner)) {
         failed |= run_transport(ctx, &tcp_lo, ucx_version, &rows);
     }
-    if (rows == 0 && !failed && !interrupted(ctx)) {
+    if (rows == 0 && !failed && !perf_run_interrupted(&ctx->runner)) {
         fprintf(stderr, "weft-perf ucx: nothing measured: skipped\n");
         return EXIT_SKIP;
     }
@@ -1936,6 +1746,7 @@ int perf_cmd_ucx(int argc, char **argv)
     }
     memset(&ctx, 0, sizeof(ctx));
     ctx.o = &o;
+    ctx.runner.name = "weft-perf ucx";
     if (find_self(ctx.self, sizeof(ctx.self)) != 0 || perf_catch_interrupts() != 0) {
         return 1;
     }
