@@ -165,28 +165,14 @@ int perf_cmd_ipc(int argc, char **argv)
 
 /* ---------------------------------------------------------- workloads */
 
+/* single-1g: one 1 GiB FP8 matrix. */
+static const perf_expert_kind_t single_kind[] = {
+    {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 32768, 32768},
+};
+
 static const ipc_workload_t workloads[] = {
-    {"qwen3-2layer",
-     WORKLOAD_QWEN3,
-     2,
-     128,
-     6,
-     {
-         {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 1536, 2048},
-         {"gate_up_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, 2048, 1536},
-         {"gate_up_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, 12, 16},
-         {"down_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 2048, 768},
-         {"down_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, 768, 2048},
-         {"down_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, 16, 6},
-     }},
-    {"single-1g",
-     WORKLOAD_SINGLE,
-     1,
-     1,
-     1,
-     {
-         {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 32768, 32768},
-     }},
+    {"qwen3-2layer", WORKLOAD_QWEN3, 2, PERF_QWEN3_EXPERTS, PERF_EXPERT_KINDS, perf_qwen3_expert_kinds},
+    {"single-1g", WORKLOAD_SINGLE, 1, 1, 1, single_kind},
 };
 
 /* Median of n samples in ns, in seconds (NaN for none); sorts them. */

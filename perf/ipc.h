@@ -9,6 +9,7 @@
 #ifndef WEFT_PERF_IPC_H
 #define WEFT_PERF_IPC_H
 
+#include "lib/fixtures.h"
 #include "proc.h"
 
 #include <stdatomic.h>
@@ -33,25 +34,14 @@ typedef struct ipc_options {
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#define KINDS_MAX 6
-
-/* One kind of expert tensor: its name suffix, role, dtype and shape. */
-typedef struct ipc_kind {
-    const char        *proj;
-    const char        *suffix;
-    weft_tensor_role_t role;
-    weft_dtype_t       dtype;
-    uint64_t           rows, cols;
-} ipc_kind_t;
-
 /* layers × experts × kinds tensors; the consumer fuses each (layer, kind)
  * over the experts. Must match ipc_peer.py's tensor list. */
 typedef struct ipc_workload {
-    const char *name;
-    int         mask; /* WORKLOAD_* */
-    uint64_t    layers, experts;
-    uint32_t    kinds;
-    ipc_kind_t  kind[KINDS_MAX];
+    const char               *name;
+    int                       mask; /* WORKLOAD_* */
+    uint64_t                  layers, experts;
+    uint32_t                  kinds;
+    const perf_expert_kind_t *kind; /* kinds of them */
 } ipc_workload_t;
 
 /* One registry tensor. id is its canonical number, (layer × kinds + kind)
@@ -137,8 +127,6 @@ typedef struct ipc_result {
 typedef int (*ipc_child_fn)(ipc_ctx_t *ctx, const ipc_case_t *c);
 
 /* ipc_workload.c: the workloads' sizes and tensors. */
-
-uint64_t ipc_kind_bytes(const ipc_kind_t *k);
 
 /* Bytes of one version: every tensor's elements, no padding. */
 uint64_t ipc_workload_bytes(const ipc_workload_t *w);

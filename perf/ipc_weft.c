@@ -108,11 +108,11 @@ static weft_status_t create_registry(const char *name, const ipc_case_t *c, cons
     weft_status_t          status = weft_registry_create(name, &params, &reg);
 
     for (size_t i = 0; i < count && status == WEFT_OK; i++) {
-        const ipc_kind_t  *k = &c->w->kind[tensors[i].kind];
-        weft_tensor_desc_t d = {.name = tensors[i].name, .layer = (int32_t)tensors[i].layer,
-                                .expert = (int32_t)tensors[i].expert, .role = k->role, .dtype = k->dtype,
-                                .ndim = 2, .shape = {k->rows, k->cols}};
-        uint32_t           index = 0;
+        const perf_expert_kind_t *k = &c->w->kind[tensors[i].kind];
+        weft_tensor_desc_t        d = {.name = tensors[i].name, .layer = (int32_t)tensors[i].layer,
+                                       .expert = (int32_t)tensors[i].expert, .role = k->role, .dtype = k->dtype,
+                                       .ndim = 2, .shape = {k->rows, k->cols}};
+        uint32_t                  index = 0;
 
         status = weft_registry_declare(reg, &d, &index);
         if (status == WEFT_OK && index != i) {
@@ -228,8 +228,8 @@ static int publish_version(ipc_producer_t *p, const ipc_case_t *c, uint64_t v, u
         void *data = NULL;
 
         if (!weft_ok(weft_registry_write_tensor(p->reg, (uint32_t)i, &data), "weft_registry_write_tensor") ||
-            fill_tensor(data, ipc_kind_bytes(&c->w->kind[p->tensors[i].kind]), ring_offset(v, p->tensors[i].id),
-                        p->ring_dev, p->stream) != 0) {
+            fill_tensor(data, perf_expert_kind_bytes(&c->w->kind[p->tensors[i].kind]),
+                        ring_offset(v, p->tensors[i].id), p->ring_dev, p->stream) != 0) {
             return -1;
         }
     }
@@ -403,7 +403,7 @@ static int alloc_fused(const ipc_workload_t *w, uint8_t **fused)
 {
     for (uint64_t l = 0; l < w->layers; l++) {
         for (uint32_t k = 0; k < w->kinds; k++) {
-            uint64_t bytes = ipc_kind_bytes(&w->kind[k]) * w->experts;
+            uint64_t bytes = perf_expert_kind_bytes(&w->kind[k]) * w->experts;
             uint8_t **f = &fused[l * w->kinds + k];
 
             if (!CU(cudaMalloc((void **)f, bytes)) || !CU(cudaMemset(*f, 0, bytes))) {
@@ -417,14 +417,14 @@ static int alloc_fused(const ipc_workload_t *w, uint8_t **fused)
 /* Expert e's tensor of one kind: a contiguous slice of the fused tensor. */
 static uint8_t *view_data(const ipc_workload_t *w, uint8_t *const *fused, const ipc_tensor_t *t)
 {
-    return fused[t->layer * w->kinds + t->kind] + t->expert * ipc_kind_bytes(&w->kind[t->kind]);
+    return fused[t->layer * w->kinds + t->kind] + t->expert * perf_expert_kind_bytes(&w->kind[t->kind]);
 }
 
 static void build_views(const ipc_workload_t *w, uint8_t *const *fused, const ipc_tensor_t *tensors, size_t count,
                         weft_recv_view_t *views)
 {
     for (size_t i = 0; i < count; i++) {
-        const ipc_kind_t *k = &w->kind[tensors[i].kind];
+        const perf_expert_kind_t *k = &w->kind[tensors[i].kind];
 
         views[i] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_MEMORY, .name = tensors[i].name,
                                       .role = k->role, .dtype = k->dtype, .ndim = 2,
@@ -482,7 +482,8 @@ static int verify_views(const ipc_workload_t *w, uint8_t *const *fused, const ip
     }
     for (size_t i = 0; i < count; i++) {
         const uint8_t *data = view_data(w, fused, &tensors[i]);
-        uint64_t       bytes = ipc_kind_bytes(&w->kind[tensors[i].kind]), off = ring_offset(version, tensors[i].id);
+        uint64_t       bytes = perf_expert_kind_bytes(&w->kind[tensors[i].kind]);
+        uint64_t       off = ring_offset(version, tensors[i].id);
 
         for (uint64_t pos = 0; pos < bytes; pos += CHECK_CHUNK) {
             uint64_t len = bytes - pos < CHECK_CHUNK ? bytes - pos : CHECK_CHUNK;

@@ -11,18 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-uint64_t ipc_kind_bytes(const ipc_kind_t *k)
-{
-    return k->rows * k->cols * weft_dtype_size(k->dtype);
-}
-
 /* Bytes of one version: every tensor's elements, no padding. */
 uint64_t ipc_workload_bytes(const ipc_workload_t *w)
 {
     uint64_t bytes = 0;
 
     for (uint32_t k = 0; k < w->kinds; k++) {
-        bytes += ipc_kind_bytes(&w->kind[k]) * w->layers * w->experts;
+        bytes += perf_expert_kind_bytes(&w->kind[k]) * w->layers * w->experts;
     }
     return bytes;
 }

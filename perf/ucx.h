@@ -21,7 +21,6 @@
 #define MAX_SIZES     16
 #define MAX_SIZE      (UINT64_C(16) << 30)
 #define TARGET        0.9
-#define EXPERTS       128
 #define STEP_US       UINT64_C(120000000) /* the server's timeout for one transfer or ack */
 #define WAIT_US       UINT64_C(240000000) /* a version's wait, on either side */
 #define READY_MS      60000u              /* a server's port, a consumer's handshake */

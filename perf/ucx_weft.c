@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "gpu_buf.h"
+#include "lib/fixtures.h"
 #include "lib/payload.h"
 #include "sysinfo.h"
 #include "ucx.h"
@@ -18,25 +19,6 @@
 #include <weft/transport.h>
 
 /* ----------------------------------------------------------- workloads */
-
-/* One kind of expert tensor. Must match cmd_ipc.c's Qwen3 layer. */
-typedef struct ucx_kind {
-    const char        *proj, *suffix;
-    weft_tensor_role_t role;
-    weft_dtype_t       dtype;
-    uint64_t           rows, cols;
-} ucx_kind_t;
-
-static const ucx_kind_t expert_kinds[] = {
-    {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 1536, 2048},
-    {"gate_up_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, 2048, 1536},
-    {"gate_up_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, 12, 16},
-    {"down_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, 2048, 768},
-    {"down_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, 768, 2048},
-    {"down_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, 16, 6},
-};
-
-#define KINDS (sizeof(expert_kinds) / sizeof(expert_kinds[0]))
 
 static void add_tensor(ucx_workload_t *w, int32_t expert, weft_tensor_role_t role, weft_dtype_t dtype,
                        uint32_t ndim, uint64_t rows, uint64_t cols)
@@ -72,7 +54,7 @@ uint64_t ucx_case_tensors(uint64_t case_bytes, uint64_t version_bytes)
 int ucx_workload_make(uint64_t case_bytes, uint64_t tensors, ucx_workload_t *w)
 {
     memset(w, 0, sizeof(*w));
-    w->t = calloc(case_bytes > 0 ? tensors : KINDS * EXPERTS, sizeof(*w->t));
+    w->t = calloc(case_bytes > 0 ? tensors : PERF_EXPERT_KINDS * PERF_QWEN3_EXPERTS, sizeof(*w->t));
     if (w->t == NULL) {
         fprintf(stderr, "weft-perf ucx: out of memory\n");
         return -1;
@@ -86,10 +68,10 @@ int ucx_workload_make(uint64_t case_bytes, uint64_t tensors, ucx_workload_t *w)
         }
         return 0;
     }
-    for (uint32_t k = 0; k < KINDS; k++) {
-        const ucx_kind_t *kd = &expert_kinds[k];
+    for (uint32_t k = 0; k < PERF_EXPERT_KINDS; k++) {
+        const perf_expert_kind_t *kd = &perf_qwen3_expert_kinds[k];
 
-        for (int32_t e = 0; e < EXPERTS; e++) {
+        for (int32_t e = 0; e < PERF_QWEN3_EXPERTS; e++) {
             add_tensor(w, e, kd->role, kd->dtype, 2, kd->rows, kd->cols);
             snprintf(w->t[w->count - 1].name, sizeof(w->t[0].name), "model.layers.0.mlp.experts.%d.%s.%s", (int)e,
                      kd->proj, kd->suffix);

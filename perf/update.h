@@ -10,6 +10,7 @@
 #ifndef WEFT_PERF_UPDATE_H
 #define WEFT_PERF_UPDATE_H
 
+#include "lib/fixtures.h"
 #include "proc.h"
 
 #include <stdint.h>
@@ -17,7 +18,7 @@
 #include <weft/weft.h>
 
 #define UPDATE_MAX_VERSIONS 10000
-#define UPDATE_KINDS        6 /* gate_up W, WT, scale; down W, WT, scale */
+#define UPDATE_KINDS        PERF_EXPERT_KINDS /* gate_up W, WT, scale; down W, WT, scale */
 #define UPDATE_PROJS        2 /* gate_up, down: kinds 3p .. 3p + 2 */
 #define UPDATE_MAX_LAYERS   64
 
@@ -56,13 +57,7 @@ typedef struct update_options {
 } update_options_t;
 
 /* One kind of expert tensor: its name suffix, role, dtype and shape. */
-typedef struct tensor_kind {
-    const char        *proj;
-    const char        *suffix;
-    weft_tensor_role_t role;
-    weft_dtype_t       dtype;
-    uint64_t           rows, cols;
-} tensor_kind_t;
+typedef perf_expert_kind_t tensor_kind_t;
 
 /* Shared with the consumers (MAP_SHARED before fork): when each version
  * was published, what each consumer saw; after the struct, the checksums
@@ -95,7 +90,6 @@ typedef struct update_shared {
 
 void     update_kinds(const update_options_t *o, tensor_kind_t kinds[UPDATE_KINDS]);
 void     update_tensor_name(char *buf, size_t size, uint64_t layer, uint64_t expert, const tensor_kind_t *k);
-uint64_t update_kind_bytes(const tensor_kind_t *k);
 /* Tensor index in declaration order: layer, kind, expert. Declaring all
  * experts of one kind together puts them side by side in the slot, as the
  * consumer's fused tensors have them: the plan coalesces the copies. */

@@ -182,10 +182,10 @@ static weft_status_t trainer_gpu_sample(update_trainer_t *t, const weft_optim_un
     weft_status_t status = WEFT_OK;
 
     for (int k = 0; k < UPDATE_KINDS; k++) {
-        offset += update_kind_bytes(&t->kinds[k]) * (k < 3 * p ? layer + 1 : layer);
+        offset += perf_expert_kind_bytes(&t->kinds[k]) * (k < 3 * p ? layer + 1 : layer);
     }
     for (int k = 3 * p; k < 3 * p + 3 && status == WEFT_OK; k++) {
-        const uint64_t bytes = update_kind_bytes(&t->kinds[k]);
+        const uint64_t bytes = perf_expert_kind_bytes(&t->kinds[k]);
         void          *data;
         status = weft_registry_write_tensor(t->reg, update_tensor_index(t->o, layer, k, (uint64_t)unit->expert), &data);
         if (status == WEFT_OK) {
@@ -445,10 +445,10 @@ weft_status_t update_write_and_sum(void *arg, const weft_optim_unit_t *unit)
         if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA) {
             /* Enqueued after the writer's kernels on the slot's stream;
              * the step's end brings the sums home. */
-            status = weft_checksum_cuda_async(data, update_kind_bytes(&t->kinds[k]), &t->dev_checksums[i],
+            status = weft_checksum_cuda_async(data, perf_expert_kind_bytes(&t->kinds[k]), &t->dev_checksums[i],
                                               unit->stream);
         } else if (status == WEFT_OK) {
-            t->checksums[i] = weft_checksum_host(data, update_kind_bytes(&t->kinds[k]));
+            t->checksums[i] = weft_checksum_host(data, perf_expert_kind_bytes(&t->kinds[k]));
         }
     }
     if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA && expert == update_sample_expert(t->o, t->version)) {
