@@ -23,6 +23,7 @@
 #include "args.h"
 #include "gpu_mem.h"
 #include "json.h"
+#include "lib/peer.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -357,10 +358,27 @@ typedef struct update_peer {
     char   note[256], torch[64];
 } update_peer_t;
 
+/* One of the peer's lines, into arg (an update_peer_t). */
+static void update_peer_line(void *arg, const char *line)
+{
+    update_peer_t *peer = arg;
+
+    if (strstr(line, "\"error\"") != NULL) {
+        snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
+        return;
+    }
+    peer->step_ms  = perf_json_find_number(line, "step_ms");
+    peer->quant_ms = perf_json_find_number(line, "quant_ms");
+    peer->ipc_ms   = perf_json_find_number(line, "ipc_ms");
+    peer->tail_ms  = perf_json_find_number(line, "tail_ms");
+    peer->e2e_ms   = perf_json_find_number(line, "e2e_ms");
+    (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
+}
+
 static void run_peer(const update_options_t *o, update_peer_t *peer)
 {
-    char  cmd[1024], line[2048];
-    FILE *pipe;
+    char cmd[1024];
+    int  status = 0;
 
     peer->step_ms = peer->quant_ms = peer->ipc_ms = peer->tail_ms = peer->e2e_ms = NAN;
     snprintf(peer->torch, sizeof(peer->torch), "none");
@@ -376,28 +394,11 @@ static void run_peer(const update_options_t *o, update_peer_t *peer)
              (unsigned long long)(o->versions - o->warmup), o->lr);
     snprintf(peer->note, sizeof(peer->note), "torch staged AdamW, compiled quantizer, per-tensor IPC via %s",
              o->peer_script);
-    fflush(NULL);
-    pipe = popen(cmd, "r");
-    if (pipe == NULL) {
+    if (perf_peer_run(cmd, update_peer_line, peer, &status) != 0) {
         snprintf(peer->note, sizeof(peer->note), "skipped: cannot run python3");
         return;
     }
-    while (fgets(line, sizeof(line), pipe) != NULL) {
-        if (line[0] != '{') {
-            continue;
-        }
-        if (strstr(line, "\"error\"") != NULL) {
-            snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
-            continue;
-        }
-        peer->step_ms  = perf_json_find_number(line, "step_ms");
-        peer->quant_ms = perf_json_find_number(line, "quant_ms");
-        peer->ipc_ms   = perf_json_find_number(line, "ipc_ms");
-        peer->tail_ms  = perf_json_find_number(line, "tail_ms");
-        peer->e2e_ms   = perf_json_find_number(line, "e2e_ms");
-        (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
-    }
-    if (pclose(pipe) != 0 && isnan(peer->e2e_ms) && strncmp(peer->note, "skipped", 7) != 0) {
+    if (status != 0 && isnan(peer->e2e_ms) && strncmp(peer->note, "skipped", 7) != 0) {
         snprintf(peer->note, sizeof(peer->note), "skipped: python3 %s failed (is torch installed?)", o->peer_script);
     }
 }

@@ -11,6 +11,7 @@
 #ifdef HAVE_CUDA /* without CUDA, weft-perf ipc only says it is skipped */
 
 #include "json.h"
+#include "lib/peer.h"
 #include "perf.h"
 #include "sysinfo.h"
 
@@ -286,30 +287,13 @@ int ipc_probe_main(ipc_ctx_t *ctx, const ipc_case_t *unused)
 
 /* --------------------------------------------------------- torch peer */
 
-/* The last line of the peer's output that is a JSON object (NULL if
- * none); the caller frees it. *status gets pclose's status. */
-static char *peer_output(const char *cmd, int *status)
+/* Keeps the peer's last JSON line (arg: where; NULL when out of memory). */
+static void keep_last(void *arg, const char *line)
 {
-    FILE   *pipe;
-    char   *line = NULL, *last = NULL;
-    size_t  cap = 0;
-    ssize_t len;
+    char **last = arg;
 
-    fflush(NULL);
-    pipe = popen(cmd, "r");
-    if (pipe == NULL) {
-        *status = -1;
-        return NULL;
-    }
-    while ((len = getline(&line, &cap, pipe)) >= 0) {
-        if (len > 0 && line[0] == '{') {
-            free(last);
-            last = strdup(line);
-        }
-    }
-    free(line);
-    *status = pclose(pipe);
-    return last;
+    free(*last);
+    *last = strdup(line);
 }
 
 /* ipc_peer.py on this case: torch tensors shared one by one over CUDA IPC
@@ -317,7 +301,7 @@ static char *peer_output(const char *cmd, int *status)
 void ipc_run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t *r)
 {
     char  cmd[1536], error[200];
-    char *last;
+    char *last = NULL;
     int   status = 0;
 
     snprintf(r->torch_version, sizeof(r->torch_version), "none");
@@ -333,7 +317,9 @@ void ipc_run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t *r)
              "python3 '%s' --src-device %d --dst-device %d --workload %s --iterations %llu --warmup %llu 2>&1",
              o->peer_script, c->src, c->dst, c->w->name, (unsigned long long)o->iters,
              (unsigned long long)o->warmup);
-    last = peer_output(cmd, &status);
+    if (perf_peer_run(cmd, keep_last, &last, &status) != 0) {
+        status = -1;
+    }
     if (last != NULL && perf_json_find_string(last, "error", error, sizeof(error)) == 0) {
         snprintf(r->torch_note, sizeof(r->torch_note), "skipped: %s", error);
     } else if (last != NULL && perf_json_find_number(last, "bytes") != (double)ipc_workload_bytes(c->w)) {
