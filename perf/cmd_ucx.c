@@ -227,6 +227,7 @@ static int parse_options(int argc, char **argv, ucx_options_t *o)
     return 0;
 }
 
+/* -------------------------------------------------------------- rounds */
 
 /* One round of a row: weft, ucx_perftest, the copy ceiling (shm). */
 static void measure_round(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_case_t *c, ucx_row_t *r)

@@ -83,5 +83,4 @@ int ipc_cuda_ok(cudaError_t err, const char *what)
     return 1;
 }
 
-
 #endif /* HAVE_CUDA */

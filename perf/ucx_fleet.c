@@ -19,9 +19,6 @@
 
 static void child_env(const ucx_transport_t *tr, const ucx_side_t *side)
 {
-    if (tr == NULL) {
-        return;
-    }
     setenv("UCX_TLS", tr->tls, 1);
     setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
     if (side->dev != NULL) {
@@ -113,7 +110,6 @@ void ucx_note_failures(const perf_run_t *procs, int n, char *note, size_t size)
         ucx_add_note(note, size, "%s%s%s", how, last[0] ? ": " : "", last);
     }
 }
-
 
 /* ------------------------------------------------------ ip and netns */
 
