@@ -781,7 +781,7 @@ static void report(const stress_run_t *run, const stress_totals_t *sum, int ok)
         perf_json_uint(&json, "bytes_per_version", run->slot_bytes);
         perf_json_bool(&json, "kill_readers", run->opt.kill_readers);
         perf_json_double(&json, "seconds", run->elapsed_s);
-        perf_columns_json(&json, columns, COLS, cells);
+        perf_columns_json(&json, "", columns, COLS, cells);
         perf_json_bool(&json, "ok", ok);
         perf_json_end(&json);
         return;

@@ -42,18 +42,21 @@ void perf_columns_row(FILE *out, const char *lead, const perf_column_t *columns,
     }
 }
 
-void perf_columns_json(perf_json_t *json, const perf_column_t *columns, size_t n, const perf_cell_t *cells)
+void perf_columns_json(perf_json_t *json, const char *prefix, const perf_column_t *columns, size_t n,
+                       const perf_cell_t *cells)
 {
     for (size_t i = 0; i < n; i++) {
         const perf_column_t *c = &columns[i];
+        char                 key[128];
 
         if (c->key == NULL) {
             continue;
         }
+        snprintf(key, sizeof(key), "%s%s", prefix, c->key);
         switch (c->type) {
-        case PERF_COLUMN_UINT: perf_json_uint(json, c->key, cells[i].u); break;
-        case PERF_COLUMN_DOUBLE: perf_json_double(json, c->key, cells[i].d); break;
-        case PERF_COLUMN_TEXT: perf_json_str(json, c->key, cells[i].text); break;
+        case PERF_COLUMN_UINT: perf_json_uint(json, key, cells[i].u); break;
+        case PERF_COLUMN_DOUBLE: perf_json_double(json, key, cells[i].d); break;
+        case PERF_COLUMN_TEXT: perf_json_str(json, key, cells[i].text); break;
         }
     }
 }

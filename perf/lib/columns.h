@@ -44,7 +44,9 @@ void perf_columns_header(FILE *out, const char *lead, const perf_column_t *colum
 void perf_columns_row(FILE *out, const char *lead, const perf_column_t *columns, size_t n,
                       const perf_cell_t *cells);
 
-/* The JSON fields of one row's cells. */
-void perf_columns_json(perf_json_t *json, const perf_column_t *columns, size_t n, const perf_cell_t *cells);
+/* The JSON fields of one row's cells, each key after `prefix` ("futex_":
+ * one object holding several rows; "" for one row). */
+void perf_columns_json(perf_json_t *json, const char *prefix, const perf_column_t *columns, size_t n,
+                       const perf_cell_t *cells);
 
 #endif
