@@ -17,6 +17,7 @@
  */
 #include "args.h"
 #include "json.h"
+#include "lib/payload.h"
 #include "perf.h"
 #include "stats.h"
 
@@ -64,11 +65,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint8_t pattern(uint64_t v, uint32_t t, uint64_t i)
-{
-    return (uint8_t)(v * 131 + t * 31 + i * 7 + (i >> 9));
-}
-
 static void *producer_main(void *arg)
 {
     bench_t *b = arg;
@@ -85,9 +81,7 @@ static void *producer_main(void *arg)
         for (uint32_t t = 0; t < TENSORS; t++) {
             uint8_t *data;
             (void)weft_registry_write_tensor(b->reg, t, (void **)&data);
-            for (uint64_t i = 0; i < TENSOR_BYTES; i++) {
-                data[i] = pattern(v, t, i);
-            }
+            payload_fill(data, TENSOR_BYTES, v, t);
         }
         b->publish_ns[v] = now_ns();
         if (weft_registry_publish(b->reg, v, NULL) != WEFT_OK) {
@@ -350,9 +344,7 @@ int perf_cmd_hostile(int argc, char **argv)
             quiet[n_quiet++] = at - b.publish_ns[got];
         }
         for (uint32_t t = 0; t < TENSORS; t++) {
-            for (uint64_t i = 0; i < TENSOR_BYTES; i++) {
-                wrong += bufs[t][i] != pattern(got, t, i);
-            }
+            wrong += payload_count_wrong(bufs[t], TENSOR_BYTES, got, t);
         }
         v = got;
         atomic_store(&b.received, v);

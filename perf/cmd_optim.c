@@ -27,6 +27,7 @@
 #include "args.h"
 #include "gpu_buf.h"
 #include "json.h"
+#include "lib/peer.h"
 #include "perf.h"
 #include "stats.h"
 #include "sysinfo.h"
@@ -345,13 +346,32 @@ static int check_expert(const optim_options_t *o, weft_optim_h opt, weft_registr
     return same;
 }
 
+/* What run_peer's lines fill. */
+typedef struct step_peer {
+    double ms;
+    char  *note, *torch;
+    size_t note_size, torch_size;
+} step_peer_t;
+
+static void step_peer_line(void *arg, const char *line)
+{
+    step_peer_t *p = arg;
+
+    if (strstr(line, "\"error\"") != NULL) {
+        snprintf(p->note, p->note_size, "skipped: %.*s", (int)strcspn(line, "\n"), line);
+        return;
+    }
+    p->ms = perf_json_find_number(line, "median_ms");
+    (void)perf_json_find_string(line, "torch", p->torch, p->torch_size);
+}
+
 /* The peer's median step, in ms (NaN when it did not run: note says why). */
 static double run_peer(const optim_options_t *o, uint64_t params, char *note, size_t note_size, char *torch,
                        size_t torch_size)
 {
-    char   cmd[1024], line[1024];
-    FILE  *pipe;
-    double ms = NAN;
+    step_peer_t peer = {.ms = NAN, .note = note, .note_size = note_size, .torch = torch, .torch_size = torch_size};
+    char        cmd[1024];
+    int         status = 0;
 
     snprintf(torch, torch_size, "none");
     if (!o->peer) {
@@ -362,27 +382,14 @@ static double run_peer(const optim_options_t *o, uint64_t params, char *note, si
              o->device, o->peer_script, (unsigned long long)params, (unsigned long long)o->iters,
              (unsigned long long)o->warmup);
     snprintf(note, note_size, "torch staged pipeline via %s", o->peer_script);
-    fflush(NULL);
-    pipe = popen(cmd, "r");
-    if (pipe == NULL) {
+    if (perf_peer_run(cmd, step_peer_line, &peer, &status) != 0) {
         snprintf(note, note_size, "skipped: cannot run python3");
         return NAN;
     }
-    while (fgets(line, sizeof(line), pipe) != NULL) {
-        if (line[0] != '{') {
-            continue;
-        }
-        if (strstr(line, "\"error\"") != NULL) {
-            snprintf(note, note_size, "skipped: %.*s", (int)strcspn(line, "\n"), line);
-            continue;
-        }
-        ms = perf_json_find_number(line, "median_ms");
-        (void)perf_json_find_string(line, "torch", torch, torch_size);
-    }
-    if (pclose(pipe) != 0 && isnan(ms) && strncmp(note, "skipped", 7) != 0) {
+    if (status != 0 && isnan(peer.ms) && strncmp(note, "skipped", 7) != 0) {
         snprintf(note, note_size, "skipped: python3 %s failed (is torch installed?)", o->peer_script);
     }
-    return ms;
+    return peer.ms;
 }
 
 /* Muon's figures for one shape. */
@@ -473,13 +480,41 @@ static double flops_of(const optim_options_t *o, int g)
     return (double)o->experts * 5.0 * (4.0 * m * m * n + 2.0 * m * m * m);
 }
 
+/* What run_ns_peer's lines fill. */
+typedef struct ns_peer {
+    const optim_options_t *o;
+    double                *ns_ms, *one_ms, *gemm_tflops;
+} ns_peer_t;
+
+static void ns_peer_line(void *arg, const char *line)
+{
+    const ns_peer_t       *p = arg;
+    const optim_options_t *o = p->o;
+    char                   shape[64];
+
+    if (!isnan(perf_json_find_number(line, "gemm_tflops"))) {
+        *p->gemm_tflops = perf_json_find_number(line, "gemm_tflops");
+    }
+    if (perf_json_find_string(line, "ns", shape, sizeof(shape)) == 0) {
+        for (int g = 0; g < o->groups; g++) {
+            char want[64];
+            snprintf(want, sizeof(want), "%llux%llux%llu", (unsigned long long)o->experts,
+                     (unsigned long long)o->rows[g], (unsigned long long)o->cols[g]);
+            if (strcmp(want, shape) == 0) {
+                p->ns_ms[g]  = perf_json_find_number(line, "median_ms");
+                p->one_ms[g] = perf_json_find_number(line, "one_iteration_ms");
+            }
+        }
+    }
+}
+
 /* The torch.compile'd NS of every shape, five iterations (ns_ms) and one
  * (one_ms), and the BF16 GEMM rate. */
 static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *one_ms, double *gemm_tflops)
 {
-    char  cmd[2048], line[1024];
-    FILE *pipe;
-    int   used;
+    ns_peer_t peer = {.o = o, .ns_ms = ns_ms, .one_ms = one_ms, .gemm_tflops = gemm_tflops};
+    char      cmd[2048];
+    int       used, status;
 
     *gemm_tflops = NAN;
     for (int g = 0; g < o->groups; g++) {
@@ -495,32 +530,8 @@ static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *one_ms,
                          (unsigned long long)o->rows[g], (unsigned long long)o->cols[g]);
     }
     snprintf(cmd + used, sizeof(cmd) - (size_t)used, " 2>&1");
-    fflush(NULL);
-    pipe = popen(cmd, "r");
-    if (pipe == NULL) {
-        return;
-    }
-    while (fgets(line, sizeof(line), pipe) != NULL) {
-        char shape[64];
-        if (line[0] != '{') {
-            continue;
-        }
-        if (!isnan(perf_json_find_number(line, "gemm_tflops"))) {
-            *gemm_tflops = perf_json_find_number(line, "gemm_tflops");
-        }
-        if (perf_json_find_string(line, "ns", shape, sizeof(shape)) == 0) {
-            for (int g = 0; g < o->groups; g++) {
-                char want[64];
-                snprintf(want, sizeof(want), "%llux%llux%llu", (unsigned long long)o->experts,
-                         (unsigned long long)o->rows[g], (unsigned long long)o->cols[g]);
-                if (strcmp(want, shape) == 0) {
-                    ns_ms[g]  = perf_json_find_number(line, "median_ms");
-                    one_ms[g] = perf_json_find_number(line, "one_iteration_ms");
-                }
-            }
-        }
-    }
-    pclose(pipe);
+    /* Without the peer (it could not start or failed), its figures stay NaN. */
+    (void)perf_peer_run(cmd, ns_peer_line, &peer, &status);
 }
 
 /* Fills n floats with values of magnitude `scale` (a cheap hash). */

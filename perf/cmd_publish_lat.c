@@ -33,6 +33,7 @@
 
 #include "args.h"
 #include "json.h"
+#include "lib/columns.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -728,6 +729,34 @@ static const char *met(int ok)
     return ok ? "met" : "NOT met";
 }
 
+/* A mode's row: the table's columns, and the JSON's among them (each
+ * mode's keys after its prefix). */
+enum { COL_MODE, COL_SAMPLES, COL_P50, COL_P99, COL_P999, COL_MAX, COL_WRONG, COLS };
+
+static const perf_column_t columns[COLS] = {
+    [COL_MODE] = {NULL, "mode", -12, 0, PERF_COLUMN_TEXT},
+    [COL_SAMPLES] = {"samples", "samples", 9, 0, PERF_COLUMN_UINT},
+    [COL_P50] = {"p50_us", "p50_us", 9, 2, PERF_COLUMN_DOUBLE},
+    [COL_P99] = {"p99_us", "p99_us", 9, 2, PERF_COLUMN_DOUBLE},
+    [COL_P999] = {"p999_us", "p99.9_us", 9, 2, PERF_COLUMN_DOUBLE},
+    [COL_MAX] = {"max_us", "max_us", 9, 2, PERF_COLUMN_DOUBLE},
+    [COL_WRONG] = {NULL, "wrong", 6, 0, PERF_COLUMN_UINT}, /* the JSON has their sum */
+};
+
+static const char *const json_prefix[MODE_COUNT] = {
+    [MODE_DEFAULT] = "", [MODE_FUTEX] = "futex_", [MODE_SOCKET] = "baseline_"};
+
+static void mode_cells(const perf_latency_t *lat, uint64_t wrong, enum lat_mode mode, perf_cell_t cells[COLS])
+{
+    cells[COL_MODE] = (perf_cell_t){.text = mode_names[mode]};
+    cells[COL_SAMPLES] = (perf_cell_t){.u = lat->samples};
+    cells[COL_P50] = (perf_cell_t){.d = lat->p50_us};
+    cells[COL_P99] = (perf_cell_t){.d = lat->p99_us};
+    cells[COL_P999] = (perf_cell_t){.d = lat->p999_us};
+    cells[COL_MAX] = (perf_cell_t){.d = lat->max_us};
+    cells[COL_WRONG] = (perf_cell_t){.u = wrong};
+}
+
 static void report(const lat_run_t *run, const perf_latency_t lat[MODE_COUNT], uint64_t wrong[MODE_COUNT])
 {
     const perf_latency_t *dflt = &lat[MODE_DEFAULT], *futex = &lat[MODE_FUTEX], *sock = &lat[MODE_SOCKET];
@@ -735,7 +764,8 @@ static void report(const lat_run_t *run, const perf_latency_t lat[MODE_COUNT], u
     double futex_speedup = ratio(sock->p50_us, futex->p50_us);
     int    targets = speedup >= TARGET_SPEEDUP_P50 && futex_speedup >= TARGET_FUTEX_SPEEDUP_P50 &&
                   dflt->p99_us <= TARGET_P99_US;
-    char   host[256];
+    char        host[256];
+    perf_cell_t cells[COLS];
 
     if (run->opt.json) {
         perf_json_t json;
@@ -751,21 +781,10 @@ static void report(const lat_run_t *run, const perf_latency_t lat[MODE_COUNT], u
         perf_json_uint(&json, "delay_min_us", run->opt.delay_min_us);
         perf_json_uint(&json, "delay_max_us", run->opt.delay_max_us);
         perf_json_uint(&json, "warmup", run->opt.warmup);
-        perf_json_uint(&json, "samples", dflt->samples);
-        perf_json_double(&json, "p50_us", dflt->p50_us);
-        perf_json_double(&json, "p99_us", dflt->p99_us);
-        perf_json_double(&json, "p999_us", dflt->p999_us);
-        perf_json_double(&json, "max_us", dflt->max_us);
-        perf_json_uint(&json, "futex_samples", futex->samples);
-        perf_json_double(&json, "futex_p50_us", futex->p50_us);
-        perf_json_double(&json, "futex_p99_us", futex->p99_us);
-        perf_json_double(&json, "futex_p999_us", futex->p999_us);
-        perf_json_double(&json, "futex_max_us", futex->max_us);
-        perf_json_uint(&json, "baseline_samples", sock->samples);
-        perf_json_double(&json, "baseline_p50_us", sock->p50_us);
-        perf_json_double(&json, "baseline_p99_us", sock->p99_us);
-        perf_json_double(&json, "baseline_p999_us", sock->p999_us);
-        perf_json_double(&json, "baseline_max_us", sock->max_us);
+        for (int m = 0; m < MODE_COUNT; m++) {
+            mode_cells(&lat[m], wrong[m], (enum lat_mode)m, cells);
+            perf_columns_json(&json, json_prefix[m], columns, COLS, cells);
+        }
         perf_json_double(&json, "speedup_p50", speedup);
         perf_json_double(&json, "speedup_p99", ratio(sock->p99_us, dflt->p99_us));
         perf_json_double(&json, "futex_speedup_p50", futex_speedup);
@@ -775,11 +794,13 @@ static void report(const lat_run_t *run, const perf_latency_t lat[MODE_COUNT], u
         perf_json_end(&json);
         return;
     }
-    printf("#\n# %-12s %9s %9s %9s %9s %9s %6s\n", "mode", "samples", "p50_us", "p99_us", "p99.9_us",
-           "max_us", "wrong");
+    printf("#\n");
+    perf_columns_header(stdout, "# ", columns, COLS);
+    printf("\n");
     for (int m = 0; m < MODE_COUNT; m++) {
-        printf("  %-12s %9zu %9.2f %9.2f %9.2f %9.2f %6" PRIu64 "\n", mode_names[m], lat[m].samples,
-               lat[m].p50_us, lat[m].p99_us, lat[m].p999_us, lat[m].max_us, wrong[m]);
+        mode_cells(&lat[m], wrong[m], (enum lat_mode)m, cells);
+        perf_columns_row(stdout, "  ", columns, COLS, cells);
+        printf("\n");
     }
     printf("#\n# speedup over unix-socket, p50: default %.1fx (target >= %.0fx: %s), futex %.2fx "
            "(target >= %.1fx: %s)\n", speedup, TARGET_SPEEDUP_P50, met(speedup >= TARGET_SPEEDUP_P50),

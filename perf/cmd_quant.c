@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "json.h"
+#include "lib/peer.h"
 #include "perf.h"
 #include "sysinfo.h"
 
@@ -144,11 +145,30 @@ typedef struct peer_result {
     char   torch[64];
 } peer_result_t;
 
+/* One of the peer's lines, into arg (a peer_result_t). */
+static void quant_peer_line(void *arg, const char *line)
+{
+    peer_result_t *peer = arg;
+    const char    *err = strstr(line, "\"error\"");
+
+    if (err != NULL && strstr(line, "\"shape\"") == NULL) {
+        snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
+        return;
+    }
+    for (int i = 0; i < MAX_SHAPES; i++) {
+        if (perf_json_find_number(line, "experts") == (double)shapes[i].experts &&
+            perf_json_find_number(line, "rows") == (double)shapes[i].rows &&
+            perf_json_find_number(line, "cols") == (double)shapes[i].cols) {
+            peer->median_ms[i] = perf_json_find_number(line, "median_ms");
+            (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
+        }
+    }
+}
+
 static void run_peer(const quant_options_t *o, peer_result_t *peer)
 {
-    char  cmd[1024], line[1024];
-    FILE *pipe;
-    int   status;
+    char cmd[1024];
+    int  status = 0;
 
     for (int i = 0; i < MAX_SHAPES; i++) {
         peer->median_ms[i] = NAN;
@@ -167,32 +187,10 @@ static void run_peer(const quant_options_t *o, peer_result_t *peer)
              (unsigned long long)shapes[2].experts, (unsigned long long)shapes[2].rows,
              (unsigned long long)shapes[2].cols);
     snprintf(peer->note, sizeof(peer->note), "torch.compile via %s", o->peer_script);
-    fflush(NULL);
-    pipe = popen(cmd, "r");
-    if (pipe == NULL) {
+    if (perf_peer_run(cmd, quant_peer_line, peer, &status) != 0) {
         snprintf(peer->note, sizeof(peer->note), "skipped: cannot run python3");
         return;
     }
-    while (fgets(line, sizeof(line), pipe) != NULL) {
-        const char *err = strstr(line, "\"error\"");
-
-        if (line[0] != '{') {
-            continue; /* compiler chatter */
-        }
-        if (err != NULL && strstr(line, "\"shape\"") == NULL) {
-            snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
-            continue;
-        }
-        for (int i = 0; i < MAX_SHAPES; i++) {
-            if (perf_json_find_number(line, "experts") == (double)shapes[i].experts &&
-                perf_json_find_number(line, "rows") == (double)shapes[i].rows &&
-                perf_json_find_number(line, "cols") == (double)shapes[i].cols) {
-                peer->median_ms[i] = perf_json_find_number(line, "median_ms");
-                (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
-            }
-        }
-    }
-    status = pclose(pipe);
     if (status != 0 && isnan(peer->median_ms[0]) && strncmp(peer->note, "skipped", 7) != 0) {
         snprintf(peer->note, sizeof(peer->note), "skipped: python3 %s failed (status %d; is torch installed?)",
                  o->peer_script, status);

@@ -3,7 +3,7 @@
  * every read verified byte for byte while its lease is held.
  *
  * The producer publishes versions as fast as it can; each version's payload
- * is derived from its version number and tensor index (perf/pattern.h), so
+ * is derived from its version number and tensor index (perf/lib/payload.h), so
  * a reader that saw any byte of another version reports a torn read. Readers
  * alternate acquire (the latest) and wait (newer than the last seen); a
  * reader's versions never go backwards. Odd-numbered readers hold their
@@ -19,7 +19,8 @@
 
 #include "args.h"
 #include "json.h"
-#include "pattern.h"
+#include "lib/columns.h"
+#include "lib/payload.h"
 #include "perf.h"
 #include "proc.h"
 #include "sysinfo.h"
@@ -222,7 +223,7 @@ static int verify_lease(stress_reader_t *rd, const weft_lease_t *lease)
                     "failed: %s\n", rd->record, lease->version, t, weft_status_string(status));
             return -1;
         }
-        bad = perf_pattern_check(data, rd->bytes[t], lease->version, t);
+        bad = payload_check(data, rd->bytes[t], lease->version, t);
         if (bad < rd->bytes[t]) {
             if (rd->reports++ < REPORT_MAX) {
                 fprintf(stderr, "weft-perf stress: reader %d: TORN read: version %" PRIu64 " (slot %u), "
@@ -513,7 +514,7 @@ static int publish_one(stress_run_t *run)
             (void)weft_registry_write_abort(run->reg);
             return -1;
         }
-        perf_pattern_fill(data, run->tensor_bytes[t], version, t);
+        payload_fill(data, run->tensor_bytes[t], version, t);
     }
     status = weft_registry_publish(run->reg, version, &published);
     if (status != WEFT_OK || published != version) {
@@ -721,12 +722,50 @@ static void sum_readers(const stress_run_t *run, stress_totals_t *sum)
     }
 }
 
+/* The result's columns: the table's, in order, and the JSON's among them. */
+enum {
+    COL_VERSIONS, COL_READS, COL_TORN, COL_BACKWARDS, COL_BUSY, COL_REGISTRY_BUSY, COL_LEASES_RECLAIMED,
+    COL_KILLED, COL_KILL_MISSES, COL_WAIT_TIMEOUTS, COL_ERRORS, COL_VERIFIED_BYTES, COL_VERSIONS_PER_S,
+    COL_VERIFIED_GB_PER_S, COLS
+};
+
+static const perf_column_t columns[COLS] = {
+    [COL_VERSIONS] = {"versions", "versions", 9, 0, PERF_COLUMN_UINT},
+    [COL_READS] = {"reads", "reads", 10, 0, PERF_COLUMN_UINT},
+    [COL_TORN] = {"torn", "torn", 5, 0, PERF_COLUMN_UINT},
+    [COL_BACKWARDS] = {"backwards", "backwards", 9, 0, PERF_COLUMN_UINT},
+    [COL_BUSY] = {"busy", "busy", 8, 0, PERF_COLUMN_UINT},
+    [COL_REGISTRY_BUSY] = {"registry_busy", NULL, 0, 0, PERF_COLUMN_UINT},
+    [COL_LEASES_RECLAIMED] = {"leases_reclaimed", "leases_reclaimed", 16, 0, PERF_COLUMN_UINT},
+    [COL_KILLED] = {"readers_killed", "killed", 6, 0, PERF_COLUMN_UINT},
+    [COL_KILL_MISSES] = {"kill_misses", NULL, 0, 0, PERF_COLUMN_UINT},
+    [COL_WAIT_TIMEOUTS] = {"wait_timeouts", NULL, 0, 0, PERF_COLUMN_UINT},
+    [COL_ERRORS] = {"errors", "errors", 6, 0, PERF_COLUMN_UINT},
+    [COL_VERIFIED_BYTES] = {"verified_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [COL_VERSIONS_PER_S] = {"versions_per_s", "versions_per_s", 14, 1, PERF_COLUMN_DOUBLE},
+    [COL_VERIFIED_GB_PER_S] = {"verified_GB_per_s", "verified_GB_per_s", 17, 2, PERF_COLUMN_DOUBLE},
+};
+
 static void report(const stress_run_t *run, const stress_totals_t *sum, int ok)
 {
-    double secs = run->elapsed_s > 0 ? run->elapsed_s : 1e-9;
-    double versions_per_s = (double)run->versions / secs;
-    double gb_per_s = (double)sum->verified_bytes / secs / 1e9;
-    char   host[256];
+    double      secs = run->elapsed_s > 0 ? run->elapsed_s : 1e-9;
+    perf_cell_t cells[COLS] = {
+        [COL_VERSIONS] = {.u = run->versions},
+        [COL_READS] = {.u = sum->reads},
+        [COL_TORN] = {.u = sum->torn},
+        [COL_BACKWARDS] = {.u = sum->backwards},
+        [COL_BUSY] = {.u = run->busy},
+        [COL_REGISTRY_BUSY] = {.u = run->stats.busy},
+        [COL_LEASES_RECLAIMED] = {.u = run->stats.leases_reclaimed},
+        [COL_KILLED] = {.u = run->killed},
+        [COL_KILL_MISSES] = {.u = run->kill_misses},
+        [COL_WAIT_TIMEOUTS] = {.u = sum->timeouts},
+        [COL_ERRORS] = {.u = run->errors},
+        [COL_VERIFIED_BYTES] = {.u = sum->verified_bytes},
+        [COL_VERSIONS_PER_S] = {.d = (double)run->versions / secs},
+        [COL_VERIFIED_GB_PER_S] = {.d = (double)sum->verified_bytes / secs / 1e9},
+    };
+    char host[256];
 
     if (run->opt.json) {
         perf_json_t json;
@@ -742,31 +781,16 @@ static void report(const stress_run_t *run, const stress_totals_t *sum, int ok)
         perf_json_uint(&json, "bytes_per_version", run->slot_bytes);
         perf_json_bool(&json, "kill_readers", run->opt.kill_readers);
         perf_json_double(&json, "seconds", run->elapsed_s);
-        perf_json_uint(&json, "versions", run->versions);
-        perf_json_uint(&json, "reads", sum->reads);
-        perf_json_uint(&json, "torn", sum->torn);
-        perf_json_uint(&json, "backwards", sum->backwards);
-        perf_json_uint(&json, "busy", run->busy);
-        perf_json_uint(&json, "registry_busy", run->stats.busy);
-        perf_json_uint(&json, "leases_reclaimed", run->stats.leases_reclaimed);
-        perf_json_uint(&json, "readers_killed", run->killed);
-        perf_json_uint(&json, "kill_misses", run->kill_misses);
-        perf_json_uint(&json, "wait_timeouts", sum->timeouts);
-        perf_json_uint(&json, "errors", run->errors);
-        perf_json_uint(&json, "verified_bytes", sum->verified_bytes);
-        perf_json_double(&json, "versions_per_s", versions_per_s);
-        perf_json_double(&json, "verified_GB_per_s", gb_per_s);
+        perf_columns_json(&json, "", columns, COLS, cells);
         perf_json_bool(&json, "ok", ok);
         perf_json_end(&json);
         return;
     }
-    printf("#\n# %9s %10s %5s %9s %8s %16s %6s %6s %14s %17s  %s\n", "versions", "reads", "torn",
-           "backwards", "busy", "leases_reclaimed", "killed", "errors", "versions_per_s",
-           "verified_GB_per_s", "result");
-    printf("  %9" PRIu64 " %10" PRIu64 " %5" PRIu64 " %9" PRIu64 " %8" PRIu64 " %16" PRIu64 " %6" PRIu64
-           " %6" PRIu64 " %14.1f %17.2f  %s\n",
-           run->versions, sum->reads, sum->torn, sum->backwards, run->busy, run->stats.leases_reclaimed,
-           run->killed, run->errors, versions_per_s, gb_per_s, ok ? "ok" : "FAILED");
+    printf("#\n");
+    perf_columns_header(stdout, "# ", columns, COLS);
+    printf("  %s\n", "result");
+    perf_columns_row(stdout, "  ", columns, COLS, cells);
+    printf("  %s\n", ok ? "ok" : "FAILED");
     printf("#\n# registry: %" PRIu64 " versions published, latest %" PRIu64 ", %" PRIu64 " write_begin calls "
            "found no free slot, %u leases held at the end\n", run->stats.versions_published,
            run->stats.latest_version, run->stats.busy, run->stats.leases_held);

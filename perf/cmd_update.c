@@ -23,6 +23,7 @@
 #include "args.h"
 #include "gpu_mem.h"
 #include "json.h"
+#include "lib/peer.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -241,487 +242,6 @@ static int update_parse(int argc, char **argv, update_options_t *o)
     return 0;
 }
 
-/* The trainer's side: one AdamW group a layer and projection, all its
- * experts stacked, named so that the FP8 writer finds each expert's
- * tensors; initial masters; and room for the gradients. On a GPU the
- * gradients are made once, two sets on the device that alternate from
- * step to step (a trainer's backward pass leaves them there; making them
- * anew each step would only time this program's filling). */
-typedef struct trainer {
-    weft_optim_h        opt;
-    weft_optim_writer_h fp8;
-    weft_registry_h     reg;
-    const update_options_t *o;
-    tensor_kind_t       kinds[UPDATE_KINDS];
-    weft_optim_grad_t  *grads;
-    uint32_t            groups;
-    uint64_t           *checksums; /* the row of the version being written */
-    uint8_t            *samples;   /* GPU: the sample row of the version being written */
-    uint64_t            version, units; /* the version being written, the matrices written of it */
-    uint64_t            layer_units[UPDATE_MAX_LAYERS]; /* matrices written of each layer (streaming) */
-    uint64_t            quant_ns, sum_ns;
-    void               *dev_grads[2];     /* GPU: two gradient sets, group after group */
-    uint64_t           *dev_checksums;    /* GPU: where the writer's sums land */
-    void               *stream;           /* GPU: the step's cudaStream_t */
-    void               *pinned_samples;   /* GPU: the shared mapping's sample rows, page-locked */
-    /* GPU streaming: a layer is announced from a host function on its own
-     * stream, once that stream has waited for every slot stream's work so
-     * far (the writer's kernels, checksums and sample copies of the layer
-     * are on the slot streams the units came with). */
-    void               *announce_stream;
-    void               *streams[16], *events[16];
-    int                 nstreams;
-    struct announcement {
-        weft_registry_h reg;
-        uint64_t        version;
-        uint32_t        tensors;
-        int            *failed;
-    } announcements[UPDATE_MAX_LAYERS];
-    int                 announce_failed; /* set by a host function whose write_ready failed */
-} trainer_t;
-
-#ifdef HAVE_CUDA
-static weft_status_t cuda_status(cudaError_t err, const char *what)
-{
-    if (err == cudaSuccess) {
-        return WEFT_OK;
-    }
-    fprintf(stderr, "weft-perf update: %s: %s\n", what, cudaGetErrorString(err));
-    return WEFT_ERR_CUDA;
-}
-
-/* The device arrays: two gradient sets of every parameter, the checksums,
- * the step's stream. */
-static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o, update_shared_t *shared)
-{
-    const uint64_t params = o->layers * o->experts * 3 * o->intermediate * o->hidden;
-    weft_status_t  status = cuda_status(cudaSetDevice(o->device), "cudaSetDevice");
-
-    for (int s = 0; s < 2 && status == WEFT_OK; s++) {
-        status = cuda_status(cudaMalloc(&t->dev_grads[s], params * sizeof(float)), "cudaMalloc (gradients)");
-    }
-    if (status == WEFT_OK) {
-        status = cuda_status(cudaMalloc((void **)&t->dev_checksums, update_tensor_count(o) * sizeof(uint64_t)),
-                             "cudaMalloc (checksums)");
-    }
-    if (status == WEFT_OK) {
-        cudaStream_t stream;
-        status    = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-        t->stream = status == WEFT_OK ? stream : NULL;
-    }
-    if (status == WEFT_OK) {
-        /* Page-locked, so that the writer's copies of the sampled expert
-         * go home at PCIe speed, asynchronously, during the step (from
-         * pageable memory they took 16 ms of the tail). */
-        void *rows = update_samples(shared, o, 0);
-        status     = cuda_status(cudaHostRegister(rows, UPDATE_RING * update_sample_bytes(o), cudaHostRegisterDefault),
-                                 "cudaHostRegister (samples)");
-        t->pinned_samples = status == WEFT_OK ? rows : NULL;
-    }
-    if (status == WEFT_OK) {
-        cudaStream_t stream;
-        status             = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-        t->announce_stream = status == WEFT_OK ? stream : NULL;
-    }
-    for (int i = 0; i < 16 && status == WEFT_OK; i++) {
-        cudaEvent_t event;
-        status       = cuda_status(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event");
-        t->events[i] = status == WEFT_OK ? event : NULL;
-    }
-    return status;
-}
-
-/* Remembers a slot stream the writer's work went to in this version. */
-static weft_status_t trainer_gpu_note_stream(trainer_t *t, void *stream)
-{
-    for (int i = 0; i < t->nstreams; i++) {
-        if (t->streams[i] == stream) {
-            return WEFT_OK;
-        }
-    }
-    if (t->nstreams == 16) {
-        fprintf(stderr, "weft-perf update: more than 16 slot streams\n");
-        return WEFT_ERR_NO_SPACE;
-    }
-    t->streams[t->nstreams++] = stream;
-    return WEFT_OK;
-}
-
-/* Runs on CUDA's host-function thread; write_ready calls no CUDA. */
-static void CUDART_CB announce_fn(void *arg)
-{
-    struct announcement *a = arg;
-
-    if (weft_registry_write_ready(a->reg, a->version, a->tensors) != WEFT_OK) {
-        __atomic_store_n(a->failed, 1, __ATOMIC_RELEASE);
-    }
-}
-
-/* Announces the first `tensors` tensors (every layer up to `layer`) once
- * the work enqueued so far on every slot stream is done. */
-static weft_status_t trainer_gpu_announce(trainer_t *t, uint64_t layer, uint32_t tensors)
-{
-    cudaStream_t  announce = (cudaStream_t)t->announce_stream;
-    weft_status_t status = WEFT_OK;
-
-    for (int i = 0; i < t->nstreams && status == WEFT_OK; i++) {
-        status = cuda_status(cudaEventRecord((cudaEvent_t)t->events[i], (cudaStream_t)t->streams[i]), "event");
-        if (status == WEFT_OK) {
-            status = cuda_status(cudaStreamWaitEvent(announce, (cudaEvent_t)t->events[i], 0), "stream wait");
-        }
-    }
-    t->announcements[layer] = (struct announcement){.reg = t->reg, .version = t->version, .tensors = tensors,
-                                                    .failed = &t->announce_failed};
-    if (status == WEFT_OK) {
-        status = cuda_status(cudaLaunchHostFunc(announce, announce_fn, &t->announcements[layer]), "host function");
-    }
-    return status;
-}
-
-/* Group g's gradients of steps 1 and 2 (odd and even steps use them in
- * turn), made on the host and copied once. */
-static weft_status_t trainer_gpu_grads(trainer_t *t, uint32_t g, uint64_t offset, uint64_t n, uint64_t cols)
-{
-    float        *host = malloc(n * sizeof(float));
-    weft_status_t status = host != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
-
-    for (int s = 0; s < 2 && status == WEFT_OK; s++) {
-        update_grad_fill(host, n, cols, (uint64_t)s + 1, g);
-        status = cuda_status(cudaMemcpy((float *)t->dev_grads[s] + offset, host, n * sizeof(float),
-                                        cudaMemcpyHostToDevice),
-                             "gradient copy");
-    }
-    free(host);
-    t->grads[g] = (weft_optim_grad_t){.data = (float *)t->dev_grads[0] + offset, .dtype = WEFT_DTYPE_FP32,
-                                      .memory = WEFT_MEMORY_CUDA};
-    return status;
-}
-
-/* Waits for the GPU step's work (the caller times the step with it). */
-static weft_status_t trainer_gpu_wait(trainer_t *t)
-{
-    return cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
-}
-
-/* After a GPU step: waits for it, then brings home the checksums the
- * writer computed (the sampled expert's bytes came home during the step,
- * see write_and_sum), for the engines to hold their copies against. */
-static weft_status_t trainer_gpu_finish(trainer_t *t)
-{
-    weft_status_t status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->stream), "the step");
-
-    /* Every announcement made, before the publish. */
-    if (status == WEFT_OK) {
-        status = cuda_status(cudaStreamSynchronize((cudaStream_t)t->announce_stream), "the announcements");
-    }
-    if (status == WEFT_OK && __atomic_load_n(&t->announce_failed, __ATOMIC_ACQUIRE)) {
-        fprintf(stderr, "weft-perf update: version %llu: a layer's announcement failed\n",
-                (unsigned long long)t->version);
-        status = WEFT_ERR_STATE;
-    }
-    if (status == WEFT_OK) {
-        status = cuda_status(cudaMemcpy(t->checksums, t->dev_checksums,
-                                        update_tensor_count(t->o) * sizeof(uint64_t), cudaMemcpyDeviceToHost),
-                             "checksum copy");
-    }
-    return status;
-}
-
-/* The sampled expert's three tensors just written by `unit` (an expert of
- * layer `layer`, projection `p`), copied home on the unit's stream after
- * the writer's kernels, into their place in the sample row: every layer
- * and kind one after another. */
-static weft_status_t trainer_gpu_sample(trainer_t *t, const weft_optim_unit_t *unit, uint64_t layer, int p)
-{
-    uint64_t      offset = 0;
-    weft_status_t status = WEFT_OK;
-
-    for (int k = 0; k < UPDATE_KINDS; k++) {
-        offset += update_kind_bytes(&t->kinds[k]) * (k < 3 * p ? layer + 1 : layer);
-    }
-    for (int k = 3 * p; k < 3 * p + 3 && status == WEFT_OK; k++) {
-        const uint64_t bytes = update_kind_bytes(&t->kinds[k]);
-        void          *data;
-        status = weft_registry_write_tensor(t->reg, update_tensor_index(t->o, layer, k, (uint64_t)unit->expert), &data);
-        if (status == WEFT_OK) {
-            status = cuda_status(cudaMemcpyAsync(t->samples + offset, data, bytes, cudaMemcpyDeviceToHost,
-                                                 (cudaStream_t)unit->stream),
-                                 "sample copy");
-        }
-        offset += bytes;
-    }
-    return status;
-}
-
-/* How many GPUs there are and the free memory of `device`, asked in a
- * child so that this process stays free of CUDA until it has forked its
- * engines. */
-static int gpu_probe(perf_children_t *children, int device, uint64_t *free_bytes)
-{
-    uint64_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int       code = 0, count = 0;
-    pid_t     pid;
-
-    *free_bytes = 0;
-    if (page == MAP_FAILED) {
-        return 0;
-    }
-    page[0] = 0;
-    pid = perf_fork(children);
-    if (pid == 0) {
-        int    n = 0;
-        size_t free_mem = 0, total = 0;
-        if (cudaGetDeviceCount(&n) != cudaSuccess) {
-            n = 0;
-        }
-        if (n > device && cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free_mem, &total) == cudaSuccess) {
-            page[0] = free_mem;
-        }
-        _exit(n > 100 ? 100 : n);
-    }
-    if (pid >= 0 && perf_wait_child(children, pid, 60000, &code) == 0 && WIFEXITED(code)) {
-        count       = WEXITSTATUS(code);
-        *free_bytes = page[0];
-    }
-    munmap(page, 4096);
-    return count;
-}
-
-static void trainer_gpu_free(trainer_t *t)
-{
-    if (!t->o->gpu) {
-        return; /* a host run never touches CUDA */
-    }
-    if (t->stream != NULL) {
-        cudaStreamSynchronize((cudaStream_t)t->stream);
-        cudaStreamDestroy((cudaStream_t)t->stream);
-    }
-    cudaFree(t->dev_grads[0]);
-    cudaFree(t->dev_grads[1]);
-    cudaFree(t->dev_checksums);
-    if (t->pinned_samples != NULL) {
-        cudaHostUnregister(t->pinned_samples);
-    }
-    if (t->announce_stream != NULL) {
-        cudaStreamSynchronize((cudaStream_t)t->announce_stream);
-        cudaStreamDestroy((cudaStream_t)t->announce_stream);
-    }
-    for (int i = 0; i < 16; i++) {
-        if (t->events[i] != NULL) {
-            cudaEventDestroy((cudaEvent_t)t->events[i]);
-        }
-    }
-}
-#else
-static weft_status_t trainer_gpu_alloc(trainer_t *t, const update_options_t *o, update_shared_t *shared)
-{
-    (void)t;
-    (void)o;
-    (void)shared;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static weft_status_t trainer_gpu_grads(trainer_t *t, uint32_t g, uint64_t offset, uint64_t n, uint64_t cols)
-{
-    (void)t;
-    (void)g;
-    (void)offset;
-    (void)n;
-    (void)cols;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static weft_status_t trainer_gpu_wait(trainer_t *t)
-{
-    (void)t;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static weft_status_t trainer_gpu_finish(trainer_t *t)
-{
-    (void)t;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static weft_status_t trainer_gpu_sample(trainer_t *t, const weft_optim_unit_t *unit, uint64_t layer, int p)
-{
-    (void)t;
-    (void)unit;
-    (void)layer;
-    (void)p;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static weft_status_t trainer_gpu_note_stream(trainer_t *t, void *stream)
-{
-    (void)t;
-    (void)stream;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static weft_status_t trainer_gpu_announce(trainer_t *t, uint64_t layer, uint32_t tensors)
-{
-    (void)t;
-    (void)layer;
-    (void)tensors;
-    return WEFT_ERR_UNSUPPORTED;
-}
-
-static int gpu_probe(perf_children_t *children, int device, uint64_t *free_bytes)
-{
-    (void)children;
-    (void)device;
-    *free_bytes = 0;
-    return 0;
-}
-
-static void trainer_gpu_free(trainer_t *t)
-{
-    (void)t;
-}
-#endif
-
-static weft_status_t trainer_create(trainer_t *t, const update_options_t *o, weft_registry_h reg,
-                                    update_shared_t *shared)
-{
-    weft_optim_params_t        op = {.field_mask = o->threads ? WEFT_OPTIM_PARAM_THREADS : 0,
-                                     .threads    = (uint32_t)o->threads};
-    uint64_t                   grad_offset = 0;
-    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_QUANT,
-                                     .quant      = {.field_mask = WEFT_QUANT_PARAM_BLOCK, .block = (uint32_t)o->block}};
-    weft_status_t              status;
-
-    memset(t, 0, sizeof(*t));
-    t->o      = o;
-    t->reg    = reg;
-    t->groups = (uint32_t)(o->layers * UPDATE_PROJS);
-    update_kinds(o, t->kinds);
-    t->grads = calloc(t->groups, sizeof(*t->grads));
-    if (t->grads == NULL) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    if (o->gpu) {
-        op = (weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE,
-                                   .placement = WEFT_OPTIM_STAGED, .device = o->device};
-        status = trainer_gpu_alloc(t, o, shared);
-        if (status != WEFT_OK) {
-            return status;
-        }
-    }
-    status = weft_optim_create(&op, &t->opt);
-    for (uint64_t l = 0; l < o->layers && status == WEFT_OK; l++) {
-        for (int p = 0; p < UPDATE_PROJS && status == WEFT_OK; p++) {
-            const tensor_kind_t    *kw = &t->kinds[3 * p];
-            const uint32_t          g  = (uint32_t)(l * UPDATE_PROJS + (uint64_t)p);
-            char                    gname[WEFT_OPTIM_NAME_MAX];
-            weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_MUON,
-                                         .name = gname, .algo = (weft_optim_algo_t)o->optimizer,
-                                         .experts = (uint32_t)o->experts, .rows = kw->rows, .cols = kw->cols,
-                                         .adamw = {.lr = o->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                                   .weight_decay = 0.01},
-                                         .muon = {.lr = o->lr, .momentum = 0.95, .weight_decay = 0.01,
-                                                  .nesterov = 1, .ns_steps = 5, .scale = WEFT_MUON_SCALE_SHAPE,
-                                                  .schedule = WEFT_MUON_NS_SIMPLE}};
-            float *master;
-
-            snprintf(gname, sizeof(gname), "model.layers.%llu.mlp.experts.{E}.%s", (unsigned long long)l, kw->proj);
-            status = weft_optim_add_group(t->opt, &d, NULL);
-            if (status == WEFT_OK) {
-                status = weft_optim_group_state(t->opt, g, WEFT_OPTIM_STATE_MASTER, &master);
-            }
-            for (uint64_t e = 0; e < o->experts && status == WEFT_OK; e++) {
-                update_master_fill(master + e * kw->rows * kw->cols, kw->rows, kw->cols, l, e, p);
-            }
-            if (status == WEFT_OK && o->gpu) {
-                const uint64_t n = o->experts * kw->rows * kw->cols;
-                status = trainer_gpu_grads(t, g, grad_offset, n, kw->cols);
-                grad_offset += n;
-            } else if (status == WEFT_OK) {
-                t->grads[g] = (weft_optim_grad_t){.data   = malloc(o->experts * kw->rows * kw->cols * sizeof(float)),
-                                                  .dtype  = WEFT_DTYPE_FP32,
-                                                  .memory = WEFT_MEMORY_HOST};
-                status = t->grads[g].data != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
-            }
-        }
-    }
-    if (status == WEFT_OK) {
-        status = weft_optim_writer_create(t->opt, reg, &wp, &t->fp8);
-    }
-    return status;
-}
-
-static void trainer_destroy(trainer_t *t)
-{
-    weft_optim_writer_destroy(t->fp8);
-    weft_optim_destroy(t->opt);
-    for (uint32_t g = 0; g < t->groups && t->grads != NULL && !t->o->gpu; g++) {
-        free((void *)t->grads[g].data);
-    }
-    free(t->grads);
-    trainer_gpu_free(t);
-}
-
-/* Streaming: once every matrix of `layer` is written (both projections,
- * every expert), its tensors are final: the layers before it are too
- * (the writer gets the matrices in group order), so every tensor up to
- * the layer's last is announced. On a GPU, once the work is done. */
-static weft_status_t announce_when_layer_done(trainer_t *t, const weft_optim_unit_t *unit, uint64_t layer)
-{
-    const uint32_t tensors = update_tensor_index(t->o, layer + 1, 0, 0);
-    weft_status_t  status = WEFT_OK;
-
-    if (unit->memory == WEFT_MEMORY_CUDA) {
-        status = trainer_gpu_note_stream(t, unit->stream);
-    }
-    if (status != WEFT_OK || ++t->layer_units[layer] < UPDATE_PROJS * t->o->experts) {
-        return status;
-    }
-    return unit->memory == WEFT_MEMORY_CUDA ? trainer_gpu_announce(t, layer, tensors)
-                                            : weft_registry_write_ready(t->reg, t->version, tensors);
-}
-
-/* The step's writer: the FP8 writer, then the checksums of the three
- * tensors it wrote, while they are in cache; on a GPU, the sampled
- * expert's tensors are copied home as well. */
-static weft_status_t write_and_sum(void *arg, const weft_optim_unit_t *unit)
-{
-    trainer_t     *t = arg;
-    const uint64_t layer = unit->group / UPDATE_PROJS, expert = (uint64_t)unit->expert;
-    const int      p = (int)(unit->group % UPDATE_PROJS);
-    uint64_t       t0 = perf_now_ns(), t1;
-    weft_status_t  status = weft_optim_writer_write(t->fp8, unit);
-
-    t1 = perf_now_ns();
-    t->quant_ns += t1 - t0;
-    for (int k = 3 * p; k < 3 * p + 3 && status == WEFT_OK; k++) {
-        const uint32_t i = update_tensor_index(t->o, layer, k, expert);
-        void          *data;
-        status = weft_registry_write_tensor(t->reg, i, &data);
-        if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA) {
-            /* Enqueued after the writer's kernels on the slot's stream;
-             * the step's end brings the sums home. */
-            status = weft_checksum_cuda_async(data, update_kind_bytes(&t->kinds[k]), &t->dev_checksums[i],
-                                              unit->stream);
-        } else if (status == WEFT_OK) {
-            t->checksums[i] = weft_checksum_host(data, update_kind_bytes(&t->kinds[k]));
-        }
-    }
-    if (status == WEFT_OK && unit->memory == WEFT_MEMORY_CUDA && expert == update_sample_expert(t->o, t->version)) {
-        status = trainer_gpu_sample(t, unit, layer, p);
-    }
-    if (status == WEFT_OK && !t->o->whole_versions) {
-        status = announce_when_layer_done(t, unit, layer);
-    }
-    t->sum_ns += perf_now_ns() - t1;
-    /* --kill-trainer: a crash with half of the version's matrices written. */
-    if (t->version == t->o->kill_trainer_at &&
-        ++t->units >= t->o->layers * UPDATE_PROJS * t->o->experts / 2) {
-        fflush(NULL);
-        raise(SIGKILL);
-    }
-    return status;
-}
-
 /*
  * Where engines come from. On the host this process forks them. On a GPU
  * it may not once CUDA is initialized in it, so to start an engine again
@@ -838,10 +358,27 @@ typedef struct update_peer {
     char   note[256], torch[64];
 } update_peer_t;
 
+/* One of the peer's lines, into arg (an update_peer_t). */
+static void update_peer_line(void *arg, const char *line)
+{
+    update_peer_t *peer = arg;
+
+    if (strstr(line, "\"error\"") != NULL) {
+        snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
+        return;
+    }
+    peer->step_ms  = perf_json_find_number(line, "step_ms");
+    peer->quant_ms = perf_json_find_number(line, "quant_ms");
+    peer->ipc_ms   = perf_json_find_number(line, "ipc_ms");
+    peer->tail_ms  = perf_json_find_number(line, "tail_ms");
+    peer->e2e_ms   = perf_json_find_number(line, "e2e_ms");
+    (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
+}
+
 static void run_peer(const update_options_t *o, update_peer_t *peer)
 {
-    char  cmd[1024], line[2048];
-    FILE *pipe;
+    char cmd[1024];
+    int  status = 0;
 
     peer->step_ms = peer->quant_ms = peer->ipc_ms = peer->tail_ms = peer->e2e_ms = NAN;
     snprintf(peer->torch, sizeof(peer->torch), "none");
@@ -857,28 +394,11 @@ static void run_peer(const update_options_t *o, update_peer_t *peer)
              (unsigned long long)(o->versions - o->warmup), o->lr);
     snprintf(peer->note, sizeof(peer->note), "torch staged AdamW, compiled quantizer, per-tensor IPC via %s",
              o->peer_script);
-    fflush(NULL);
-    pipe = popen(cmd, "r");
-    if (pipe == NULL) {
+    if (perf_peer_run(cmd, update_peer_line, peer, &status) != 0) {
         snprintf(peer->note, sizeof(peer->note), "skipped: cannot run python3");
         return;
     }
-    while (fgets(line, sizeof(line), pipe) != NULL) {
-        if (line[0] != '{') {
-            continue;
-        }
-        if (strstr(line, "\"error\"") != NULL) {
-            snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
-            continue;
-        }
-        peer->step_ms  = perf_json_find_number(line, "step_ms");
-        peer->quant_ms = perf_json_find_number(line, "quant_ms");
-        peer->ipc_ms   = perf_json_find_number(line, "ipc_ms");
-        peer->tail_ms  = perf_json_find_number(line, "tail_ms");
-        peer->e2e_ms   = perf_json_find_number(line, "e2e_ms");
-        (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
-    }
-    if (pclose(pipe) != 0 && isnan(peer->e2e_ms) && strncmp(peer->note, "skipped", 7) != 0) {
+    if (status != 0 && isnan(peer->e2e_ms) && strncmp(peer->note, "skipped", 7) != 0) {
         snprintf(peer->note, sizeof(peer->note), "skipped: python3 %s failed (is torch installed?)", o->peer_script);
     }
 }
@@ -924,7 +444,7 @@ int perf_cmd_update(int argc, char **argv)
     weft_registry_h       reg = NULL;
     weft_registry_stats_t stats;
     weft_status_t         status;
-    trainer_t             trainer;
+    update_trainer_t      trainer;
     int                   have_trainer = 0;
     char                  name[64];
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
@@ -949,7 +469,7 @@ int perf_cmd_update(int argc, char **argv)
     }
     const int placement_asked = o.gpu; /* 0 host, 1 cuda, -1 auto */
     if (o.gpu != 0) {
-        const int gpus = gpu_probe(&children, o.device, &gpu_free);
+        const int gpus = update_gpu_probe(&children, o.device, &gpu_free);
         if (o.gpu == 1 && gpus <= o.device) {
             fprintf(stderr, "weft-perf update: --device cuda: no GPU %d (%d found%s)\n", o.device, gpus,
 #ifdef HAVE_CUDA
@@ -1058,7 +578,7 @@ int perf_cmd_update(int argc, char **argv)
             mem_watch[1] = gpu_mem_watch_start(o.engine_device, 5, mem_why, sizeof(mem_why));
         }
     }
-    status = trainer_create(&trainer, &o, reg, shared);
+    status = update_trainer_create(&trainer, &o, reg, shared);
     have_trainer = 1;
     if (status != WEFT_OK) {
         fprintf(stderr, "weft-perf update: optimizer: %s\n", weft_status_string(status));
@@ -1068,7 +588,7 @@ int perf_cmd_update(int argc, char **argv)
     weft_optim_get_info(trainer.opt, &oinfo);
     start = perf_now_ns();
     for (uint64_t v = 1; v <= o.versions && !perf_interrupted; v++) {
-        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = write_and_sum,
+        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = update_write_and_sum,
                                        .writer_arg = &trainer};
         uint32_t                 lagging = 0;
         uint64_t                 t0 = perf_now_ns(), tg, t1, tf, t2, grad_offset = 0;
@@ -1105,11 +625,11 @@ int perf_cmd_update(int argc, char **argv)
             status = weft_optim_step(trainer.opt, trainer.grads, trainer.groups, &sp);
         }
         if (status == WEFT_OK && o.gpu) {
-            status = trainer_gpu_wait(&trainer);
+            status = update_trainer_gpu_wait(&trainer);
         }
         t1 = perf_now_ns();
         if (status == WEFT_OK && o.gpu) {
-            status = trainer_gpu_finish(&trainer);
+            status = update_trainer_gpu_finish(&trainer);
         }
         tf = perf_now_ns();
         shared->publish_ns[v] = tf;
@@ -1437,7 +957,7 @@ out:
     }
     perf_kill_children(&children);
     if (have_trainer) {
-        trainer_destroy(&trainer);
+        update_trainer_destroy(&trainer);
     }
     weft_registry_close(reg);
     weft_registry_unlink(name);

@@ -1,14 +1,16 @@
 /*
- * weft-perf update, the main job: what the trainer (cmd_update.c) and the
- * consumers (update_consumer.c) share. The model (update_model.c): MoE
- * expert weights laid out as an SGLang engine holds them, their names,
- * initial masters and gradients, and the registry that carries them; and
- * the anonymous shared mapping through which the trainer tells consumers
- * what it wrote (checksums, and sampled bytes on a GPU).
+ * weft-perf update, the main job: what the orchestration (cmd_update.c),
+ * the trainer (update_trainer.c) and the consumers (update_consumer.c)
+ * share. The model (update_model.c): MoE expert weights laid out as an
+ * SGLang engine holds them, their names, initial masters and gradients,
+ * and the registry that carries them; and the anonymous shared mapping
+ * through which the trainer tells consumers what it wrote (checksums, and
+ * sampled bytes on a GPU).
  */
 #ifndef WEFT_PERF_UPDATE_H
 #define WEFT_PERF_UPDATE_H
 
+#include "lib/fixtures.h"
 #include "proc.h"
 
 #include <stdint.h>
@@ -16,7 +18,7 @@
 #include <weft/weft.h>
 
 #define UPDATE_MAX_VERSIONS 10000
-#define UPDATE_KINDS        6 /* gate_up W, WT, scale; down W, WT, scale */
+#define UPDATE_KINDS        PERF_EXPERT_KINDS /* gate_up W, WT, scale; down W, WT, scale */
 #define UPDATE_PROJS        2 /* gate_up, down: kinds 3p .. 3p + 2 */
 #define UPDATE_MAX_LAYERS   64
 
@@ -55,13 +57,7 @@ typedef struct update_options {
 } update_options_t;
 
 /* One kind of expert tensor: its name suffix, role, dtype and shape. */
-typedef struct tensor_kind {
-    const char        *proj;
-    const char        *suffix;
-    weft_tensor_role_t role;
-    weft_dtype_t       dtype;
-    uint64_t           rows, cols;
-} tensor_kind_t;
+typedef perf_expert_kind_t tensor_kind_t;
 
 /* Shared with the consumers (MAP_SHARED before fork): when each version
  * was published, what each consumer saw; after the struct, the checksums
@@ -94,7 +90,6 @@ typedef struct update_shared {
 
 void     update_kinds(const update_options_t *o, tensor_kind_t kinds[UPDATE_KINDS]);
 void     update_tensor_name(char *buf, size_t size, uint64_t layer, uint64_t expert, const tensor_kind_t *k);
-uint64_t update_kind_bytes(const tensor_kind_t *k);
 /* Tensor index in declaration order: layer, kind, expert. Declaring all
  * experts of one kind together puts them side by side in the slot, as the
  * consumer's fused tensors have them: the plan coalesces the copies. */
@@ -138,5 +133,68 @@ uint64_t  update_sample_expert(const update_options_t *o, uint64_t version);
  * transport, or (o->gpu) device buffers on o->device and cuda_ipc; every
  * version until o->versions. Exit status 0 when every byte was right. */
 int update_consumer_main(const char *name, const update_options_t *o, update_shared_t *shared, int id);
+
+/* ------------------------------------------------------ the trainer */
+
+/* The trainer's side: one AdamW group a layer and projection, all its
+ * experts stacked, named so that the FP8 writer finds each expert's
+ * tensors; initial masters; and room for the gradients. On a GPU the
+ * gradients are made once, two sets on the device that alternate from
+ * step to step (a trainer's backward pass leaves them there; making them
+ * anew each step would only time this program's filling). */
+typedef struct update_trainer {
+    weft_optim_h        opt;
+    weft_optim_writer_h fp8;
+    weft_registry_h     reg;
+    const update_options_t *o;
+    tensor_kind_t       kinds[UPDATE_KINDS];
+    weft_optim_grad_t  *grads;
+    uint32_t            groups;
+    uint64_t           *checksums; /* the row of the version being written */
+    uint8_t            *samples;   /* GPU: the sample row of the version being written */
+    uint64_t            version, units; /* the version being written, the matrices written of it */
+    uint64_t            layer_units[UPDATE_MAX_LAYERS]; /* matrices written of each layer (streaming) */
+    uint64_t            quant_ns, sum_ns;
+    void               *dev_grads[2];     /* GPU: two gradient sets, group after group */
+    uint64_t           *dev_checksums;    /* GPU: where the writer's sums land */
+    void               *stream;           /* GPU: the step's cudaStream_t */
+    void               *pinned_samples;   /* GPU: the shared mapping's sample rows, page-locked */
+    /* GPU streaming: a layer is announced from a host function on its own
+     * stream, once that stream has waited for every slot stream's work so
+     * far (the writer's kernels, checksums and sample copies of the layer
+     * are on the slot streams the units came with). */
+    void               *announce_stream;
+    void               *streams[16], *events[16];
+    int                 nstreams;
+    struct announcement {
+        weft_registry_h reg;
+        uint64_t        version;
+        uint32_t        tensors;
+        int            *failed;
+    } announcements[UPDATE_MAX_LAYERS];
+    int                 announce_failed; /* set by a host function whose write_ready failed */
+} update_trainer_t;
+
+/* update_trainer.c. The trainer of one run over `reg`: its groups,
+ * masters and gradients (on a GPU, in the device arrays and the shared
+ * mapping's pinned sample rows); destroy frees what create made, also
+ * after a failed create. */
+weft_status_t update_trainer_create(update_trainer_t *t, const update_options_t *o, weft_registry_h reg,
+                                    update_shared_t *shared);
+void          update_trainer_destroy(update_trainer_t *t);
+
+/* The step's writer (arg: the trainer): the FP8 writer, the checksums of
+ * what it wrote, streaming's announcements, --kill-trainer's crash. */
+weft_status_t update_write_and_sum(void *arg, const weft_optim_unit_t *unit);
+
+/* GPU: waits for the step's work; then brings its checksums and samples
+ * home (WEFT_ERR_UNSUPPORTED in a build without CUDA). */
+weft_status_t update_trainer_gpu_wait(update_trainer_t *t);
+weft_status_t update_trainer_gpu_finish(update_trainer_t *t);
+
+/* How many GPUs there are and the free memory of `device`, asked in a
+ * child so that this process stays free of CUDA until it has forked its
+ * engines (0 GPUs in a build without CUDA). */
+int update_gpu_probe(perf_children_t *children, int device, uint64_t *free_bytes);
 
 #endif

@@ -238,7 +238,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
         for (int k = 0; k < UPDATE_KINDS; k++) {
             /* What SGLang calls w13_weight[E, 2I, H], its transpose, its
              * scales, and the same for w2. */
-            buffers[l][k] = malloc(update_kind_bytes(&kinds[k]) * o->experts);
+            buffers[l][k] = malloc(perf_expert_kind_bytes(&kinds[k]) * o->experts);
             if (buffers[l][k] == NULL) {
                 fprintf(stderr, "consumer %d: out of memory\n", id);
                 return 3;
@@ -254,7 +254,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
                 v->ndim = 2;
                 v->shape[0] = kinds[k].rows;
                 v->shape[1] = kinds[k].cols;
-                v->data = buffers[l][k] + e * update_kind_bytes(&kinds[k]);
+                v->data = buffers[l][k] + e * perf_expert_kind_bytes(&kinds[k]);
                 v->memory = WEFT_MEMORY_HOST;
             }
         }
@@ -284,7 +284,7 @@ static int host_consumer(const char *name, const update_options_t *o, update_sha
 
             for (uint64_t l = 0; l < o->layers; l++) {
                 for (int k = 0; k < UPDATE_KINDS; k++) {
-                    const uint64_t bytes = update_kind_bytes(&kinds[k]);
+                    const uint64_t bytes = perf_expert_kind_bytes(&kinds[k]);
                     for (uint64_t e = 0; e < o->experts; e++) {
                         const uint32_t i = update_tensor_index(o, l, k, e);
                         if (weft_checksum_host(buffers[l][k] + e * bytes, bytes) != expect[i]) {
@@ -372,7 +372,7 @@ static int gpu_verify_layer(const update_options_t *o, update_shared_t *shared, 
         return -1;
     }
     for (int k = 0; k < UPDATE_KINDS; k++) {
-        const uint64_t bytes = update_kind_bytes(&kinds[k]);
+        const uint64_t bytes = perf_expert_kind_bytes(&kinds[k]);
         /* Every expert of the fused tensor in one launch; their indices
          * follow one another. */
         if (weft_checksum_cuda_strided_async(buffers[l][k], bytes, bytes, (uint32_t)o->experts,
@@ -408,7 +408,7 @@ static int gpu_verify_end(const update_options_t *o, update_shared_t *shared, in
     }
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
-            const uint64_t bytes = update_kind_bytes(&kinds[k]);
+            const uint64_t bytes = perf_expert_kind_bytes(&kinds[k]);
             const uint32_t sampled = update_tensor_index(o, l, k, expert);
             const uint64_t differing = vf->differing[l * UPDATE_KINDS + (uint64_t)k];
             for (uint64_t e = 0; e < o->experts; e++) {
@@ -489,7 +489,7 @@ static int gpu_tensors_alloc(const update_options_t *o, const tensor_kind_t *kin
 {
     for (uint64_t l = 0; l < o->layers; l++) {
         for (int k = 0; k < UPDATE_KINDS; k++) {
-            const uint64_t bytes = update_kind_bytes(&kinds[k]);
+            const uint64_t bytes = perf_expert_kind_bytes(&kinds[k]);
             if (cuda_fails(cudaMalloc((void **)&buffers[l][k], bytes * o->experts), "cudaMalloc", id)) {
                 return -1;
             }

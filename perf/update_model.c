@@ -7,33 +7,16 @@
 #include "update.h"
 
 #include <stdio.h>
-#include <string.h>
 
 void update_kinds(const update_options_t *o, tensor_kind_t kinds[UPDATE_KINDS])
 {
-    uint64_t up = 2 * o->intermediate, b = o->block;
-    const tensor_kind_t k[UPDATE_KINDS] = {
-        {"gate_up_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, up, o->hidden},
-        {"gate_up_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, o->hidden, up},
-        {"gate_up_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, (up + b - 1) / b,
-         (o->hidden + b - 1) / b},
-        {"down_proj", "weight", WEFT_ROLE_W, WEFT_DTYPE_FP8_E4M3, o->hidden, o->intermediate},
-        {"down_proj", "weight_t", WEFT_ROLE_WT, WEFT_DTYPE_FP8_E4M3, o->intermediate, o->hidden},
-        {"down_proj", "weight_scale_inv", WEFT_ROLE_SCALE, WEFT_DTYPE_FP32, (o->hidden + b - 1) / b,
-         (o->intermediate + b - 1) / b},
-    };
-    memcpy(kinds, k, sizeof(k));
+    perf_expert_kinds(o->hidden, o->intermediate, o->block, kinds);
 }
 
 void update_tensor_name(char *buf, size_t size, uint64_t layer, uint64_t expert, const tensor_kind_t *k)
 {
     snprintf(buf, size, "model.layers.%llu.mlp.experts.%llu.%s.%s", (unsigned long long)layer,
              (unsigned long long)expert, k->proj, k->suffix);
-}
-
-uint64_t update_kind_bytes(const tensor_kind_t *k)
-{
-    return k->rows * k->cols * weft_dtype_size(k->dtype);
 }
 
 static uint32_t hash32(uint32_t h)
@@ -150,7 +133,7 @@ uint64_t update_version_bytes(const update_options_t *o)
 
     update_kinds(o, kinds);
     for (int k = 0; k < UPDATE_KINDS; k++) {
-        bytes += update_kind_bytes(&kinds[k]);
+        bytes += perf_expert_kind_bytes(&kinds[k]);
     }
     return bytes * o->experts * o->layers;
 }
@@ -165,7 +148,7 @@ uint64_t update_sample_bytes(const update_options_t *o)
     }
     update_kinds(o, kinds);
     for (int k = 0; k < UPDATE_KINDS; k++) {
-        bytes += update_kind_bytes(&kinds[k]);
+        bytes += perf_expert_kind_bytes(&kinds[k]);
     }
     return bytes * o->layers;
 }

@@ -51,7 +51,7 @@ static int64_t read_back(const char *name, const update_options_t *o, update_sha
     update_kinds(o, kinds);
     for (uint64_t l = 0; l < o->layers && status == WEFT_OK; l++) {
         for (int k = 0; k < UPDATE_KINDS && status == WEFT_OK; k++) {
-            const uint64_t  bytes = update_kind_bytes(&kinds[k]);
+            const uint64_t  bytes = perf_expert_kind_bytes(&kinds[k]);
             const uint64_t *expect = update_checksums(shared, o, lease.version);
             for (uint64_t e = 0; e < o->experts && status == WEFT_OK; e++) {
                 const uint32_t i = update_tensor_index(o, l, k, e);
