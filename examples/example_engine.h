@@ -49,7 +49,7 @@ static inline uint64_t wrong_bytes(uint64_t v)
 {
     static float   master[INTER * HIDDEN], scale[SCALE_ROWS * SCALE_COLS];
     static uint8_t w[INTER * HIDDEN];
-    const weft_quant_params_t q = {.field_mask = WEFT_QUANT_PARAM_WRITE_WT, .write_wt = 0};
+    const weft_quant_params_t q = {.field_mask = WEFT_QUANT_FIELD_WRITE_WT, .write_wt = 0};
     uint64_t       wrong = 0;
 
     for (int e = 0; e < EXPERTS; e++) {

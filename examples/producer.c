@@ -40,7 +40,7 @@ static int declare(weft_registry_h reg)
 /* Writes version v: each matrix's master quantized straight into the slot. */
 static int write_version(weft_registry_h reg, uint64_t v, float *master)
 {
-    const weft_quant_params_t q = {.field_mask = WEFT_QUANT_PARAM_WRITE_WT, .write_wt = 0};
+    const weft_quant_params_t q = {.field_mask = WEFT_QUANT_FIELD_WRITE_WT, .write_wt = 0};
     CHECK(weft_registry_write_begin(reg, 10000000, NULL));
     for (int e = 0; e < EXPERTS; e++) {
         for (int proj = 0; proj < 2; proj++) {
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
     const char              *name = argv[1];
     const uint32_t           consumers = (uint32_t)atoi(argv[2]);
     const uint64_t           versions = strtoull(argv[3], NULL, 10);
-    weft_registry_params_t   params = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = 1};
+    weft_registry_params_t   params = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 1};
     weft_registry_h          reg;
     weft_server_h            server = NULL;
     weft_registry_stats_t    stats = {0};

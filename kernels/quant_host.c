@@ -18,7 +18,7 @@
 #include <string.h>
 
 #define QUANT_KNOWN_FIELDS \
-    ((uint64_t)(WEFT_QUANT_PARAM_BLOCK | WEFT_QUANT_PARAM_UE8M0 | WEFT_QUANT_PARAM_WRITE_WT))
+    ((uint64_t)(WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT))
 
 /* Elements handled per step of the inner loops: a fixed count lets the
  * compiler vectorize them even at its cheapest cost model (-O2). */
@@ -47,13 +47,13 @@ weft_status_t weft_quant_check(const char *who, const weft_quant_params_t *param
                            (unsigned long long)(params->field_mask & ~QUANT_KNOWN_FIELDS));
             return WEFT_ERR_INVALID_PARAM;
         }
-        if (params->field_mask & WEFT_QUANT_PARAM_BLOCK) {
+        if (params->field_mask & WEFT_QUANT_FIELD_BLOCK) {
             c.block = params->block;
         }
-        if (params->field_mask & WEFT_QUANT_PARAM_UE8M0) {
+        if (params->field_mask & WEFT_QUANT_FIELD_UE8M0) {
             c.ue8m0 = params->ue8m0;
         }
-        if (params->field_mask & WEFT_QUANT_PARAM_WRITE_WT) {
+        if (params->field_mask & WEFT_QUANT_FIELD_WRITE_WT) {
             c.write_wt = params->write_wt;
         }
     }

@@ -354,7 +354,7 @@ static weft_status_t staged_batch(weft_optim_h opt, uint32_t group, uint32_t u0,
                      : weft_adamw_cuda(&s->adamw, dev[0], dev[1], dev[2], dgrad, grad->dtype, (size_t)elems,
                                        gpu->compute);
     }
-    for (uint32_t j = 0; j < count && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER); j++) {
+    for (uint32_t j = 0; j < count && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_FIELD_WRITER); j++) {
         weft_optim_unit_t unit;
         optim_unit_init(opt, group, u0 + j, dev[0] + (uint64_t)j * n, WEFT_MEMORY_CUDA, gpu->compute, &unit);
         status = params->writer(params->writer_arg, &unit);
@@ -430,7 +430,7 @@ static weft_status_t resident_step(weft_optim_h opt, cudaStream_t stream, const 
                                            stream)
                      : weft_adamw_cuda(&scalars[i].adamw, g->state[0], g->state[1], g->state[2], grads[i].data,
                                        grads[i].dtype, (size_t)(g->units * g->unit_elems), stream);
-        for (uint32_t u = 0; u < g->units && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_WRITER);
+        for (uint32_t u = 0; u < g->units && status == WEFT_OK && (params->field_mask & WEFT_OPTIM_STEP_FIELD_WRITER);
              u++) {
             weft_optim_unit_t unit;
             optim_unit_init(opt, i, u, g->state[0] + (uint64_t)u * g->unit_elems, WEFT_MEMORY_CUDA, stream,
@@ -452,7 +452,7 @@ static weft_status_t resident_step(weft_optim_h opt, cudaStream_t stream, const 
 weft_status_t optim_gpu_step(weft_optim_h opt, const weft_optim_grad_t *grads, const optim_scalars_t *scalars,
                              const weft_optim_step_params_t *params)
 {
-    cudaStream_t  stream = (params->field_mask & WEFT_OPTIM_STEP_STREAM) ? (cudaStream_t)params->stream : NULL;
+    cudaStream_t  stream = (params->field_mask & WEFT_OPTIM_STEP_FIELD_STREAM) ? (cudaStream_t)params->stream : NULL;
     weft_status_t status;
     int           saved;
 

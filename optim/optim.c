@@ -15,12 +15,12 @@
 #include <unistd.h>
 
 #define OPTIM_KNOWN_FIELDS                                                                  \
-    ((uint64_t)(WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE | WEFT_OPTIM_PARAM_SLOT_COUNT | \
-                WEFT_OPTIM_PARAM_SLOT_BYTES | WEFT_OPTIM_PARAM_THREADS))
+    ((uint64_t)(WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_DEVICE | WEFT_OPTIM_FIELD_SLOT_COUNT | \
+                WEFT_OPTIM_FIELD_SLOT_BYTES | WEFT_OPTIM_FIELD_THREADS))
 #define GROUP_KNOWN_FIELDS                                                                                 \
-    ((uint64_t)(WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_ADOPT | WEFT_OPTIM_GROUP_MUON |                  \
-                WEFT_OPTIM_GROUP_MUON_ROUNDING))
-#define STEP_KNOWN_FIELDS  ((uint64_t)(WEFT_OPTIM_STEP_WRITER | WEFT_OPTIM_STEP_STREAM))
+    ((uint64_t)(WEFT_OPTIM_GROUP_FIELD_ADAMW | WEFT_OPTIM_GROUP_FIELD_ADOPT | WEFT_OPTIM_GROUP_FIELD_MUON |                  \
+                WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING))
+#define STEP_KNOWN_FIELDS  ((uint64_t)(WEFT_OPTIM_STEP_FIELD_WRITER | WEFT_OPTIM_STEP_FIELD_STREAM))
 
 #define SLOT_COUNT_DEFAULT 3u
 #define SLOT_BYTES_DEFAULT (256ull << 20)
@@ -65,19 +65,19 @@ weft_status_t weft_optim_create(const weft_optim_params_t *params, weft_optim_h 
                            (unsigned long long)(mask & ~OPTIM_KNOWN_FIELDS));
             goto err_invalid;
         }
-        if (mask & WEFT_OPTIM_PARAM_PLACEMENT) {
+        if (mask & WEFT_OPTIM_FIELD_PLACEMENT) {
             opt->placement = params->placement;
         }
-        if (mask & WEFT_OPTIM_PARAM_DEVICE) {
+        if (mask & WEFT_OPTIM_FIELD_DEVICE) {
             opt->device = params->device;
         }
-        if (mask & WEFT_OPTIM_PARAM_SLOT_COUNT) {
+        if (mask & WEFT_OPTIM_FIELD_SLOT_COUNT) {
             opt->slot_count = params->slot_count;
         }
-        if (mask & WEFT_OPTIM_PARAM_SLOT_BYTES) {
+        if (mask & WEFT_OPTIM_FIELD_SLOT_BYTES) {
             opt->slot_bytes = params->slot_bytes;
         }
-        if (mask & WEFT_OPTIM_PARAM_THREADS) {
+        if (mask & WEFT_OPTIM_FIELD_THREADS) {
             opt->threads = params->threads;
         }
     }
@@ -242,19 +242,19 @@ static weft_status_t group_check(weft_optim_h opt, const weft_optim_group_desc_t
                        (unsigned long long)d->rows, (unsigned long long)d->cols);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if ((d->field_mask & WEFT_OPTIM_GROUP_ADAMW) && !adamw_ok(who, &d->adamw)) {
+    if ((d->field_mask & WEFT_OPTIM_GROUP_FIELD_ADAMW) && !adamw_ok(who, &d->adamw)) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    if ((d->field_mask & WEFT_OPTIM_GROUP_MUON) && !muon_ok(who, &d->muon)) {
+    if ((d->field_mask & WEFT_OPTIM_GROUP_FIELD_MUON) && !muon_ok(who, &d->muon)) {
         return WEFT_ERR_INVALID_PARAM;
     }
-    if ((d->field_mask & WEFT_OPTIM_GROUP_MUON_ROUNDING) && d->muon_rounding != WEFT_MUON_ROUNDING_EAGER &&
+    if ((d->field_mask & WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING) && d->muon_rounding != WEFT_MUON_ROUNDING_EAGER &&
         d->muon_rounding != WEFT_MUON_ROUNDING_FUSED) {
         weft_log_error("%s: group \"%s\": unknown Muon rounding %d (WEFT_MUON_ROUNDING_EAGER or _FUSED)", who,
                        d->name, (int)d->muon_rounding);
         return WEFT_ERR_INVALID_PARAM;
     }
-    if ((d->field_mask & WEFT_OPTIM_GROUP_ADOPT) &&
+    if ((d->field_mask & WEFT_OPTIM_GROUP_FIELD_ADOPT) &&
         (d->master == NULL || d->exp_avg == NULL || (d->algo == WEFT_OPTIM_ADAMW && d->exp_avg_sq == NULL))) {
         weft_log_error("%s: group \"%s\": adopting needs master and exp_avg (and exp_avg_sq for AdamW)", who,
                        d->name);
@@ -308,10 +308,10 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
     g.rows       = desc->rows;
     g.cols       = desc->cols;
     g.unit_elems = desc->rows * desc->cols;
-    g.adamw      = (desc->field_mask & WEFT_OPTIM_GROUP_ADAMW) ? desc->adamw : adamw_defaults;
-    g.muon       = (desc->field_mask & WEFT_OPTIM_GROUP_MUON) ? desc->muon : muon_defaults;
+    g.adamw      = (desc->field_mask & WEFT_OPTIM_GROUP_FIELD_ADAMW) ? desc->adamw : adamw_defaults;
+    g.muon       = (desc->field_mask & WEFT_OPTIM_GROUP_FIELD_MUON) ? desc->muon : muon_defaults;
     g.muon_rounding =
-        (desc->field_mask & WEFT_OPTIM_GROUP_MUON_ROUNDING) ? desc->muon_rounding : WEFT_MUON_ROUNDING_FUSED;
+        (desc->field_mask & WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING) ? desc->muon_rounding : WEFT_MUON_ROUNDING_FUSED;
     g.arrays     = g.algo == WEFT_OPTIM_MUON ? 2 : 3;
     if (opt->placement == WEFT_OPTIM_STAGED && optim_slot_need(&g, 1, WEFT_DTYPE_INVALID) > opt->slot_bytes) {
         weft_log_error("weft_optim_add_group: group \"%s\": a %llu × %llu matrix needs %llu bytes of slot "
@@ -336,7 +336,7 @@ weft_status_t weft_optim_add_group(weft_optim_h opt, const weft_optim_group_desc
             return status;
         }
     }
-    if (desc->field_mask & WEFT_OPTIM_GROUP_ADOPT) {
+    if (desc->field_mask & WEFT_OPTIM_GROUP_FIELD_ADOPT) {
         g.state[0] = desc->master;
         g.state[1] = desc->exp_avg;
         g.state[2] = g.arrays == 3 ? desc->exp_avg_sq : NULL;
@@ -459,8 +459,8 @@ static weft_status_t step_check(weft_optim_h opt, const weft_optim_grad_t *grads
                        (unsigned long long)(params->field_mask & ~STEP_KNOWN_FIELDS));
         return WEFT_ERR_INVALID_PARAM;
     }
-    if (params != NULL && (params->field_mask & WEFT_OPTIM_STEP_WRITER) && params->writer == NULL) {
-        weft_log_error("%s: WEFT_OPTIM_STEP_WRITER with a NULL writer", who);
+    if (params != NULL && (params->field_mask & WEFT_OPTIM_STEP_FIELD_WRITER) && params->writer == NULL) {
+        weft_log_error("%s: WEFT_OPTIM_STEP_FIELD_WRITER with a NULL writer", who);
         return WEFT_ERR_INVALID_PARAM;
     }
     if (count != opt->group_count || (count > 0 && grads == NULL)) {

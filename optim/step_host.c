@@ -166,7 +166,7 @@ weft_status_t optim_host_step(weft_optim_h opt, const weft_optim_grad_t *grads, 
     free(work);
     free(tids);
 
-    if (params->field_mask & WEFT_OPTIM_STEP_WRITER) {
+    if (params->field_mask & WEFT_OPTIM_STEP_FIELD_WRITER) {
         for (uint32_t i = 0; i < opt->group_count; i++) {
             const optim_group_t *g = &opt->groups[i];
             for (uint32_t u = 0; u < g->units; u++) {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WRITER_KNOWN_FIELDS ((uint64_t)(WEFT_OPTIM_WRITER_FORMAT | WEFT_OPTIM_WRITER_QUANT))
+#define WRITER_KNOWN_FIELDS ((uint64_t)(WEFT_OPTIM_WRITER_FIELD_FORMAT | WEFT_OPTIM_WRITER_FIELD_QUANT))
 
 enum { ROLE_W, ROLE_WT, ROLE_SCALE, ROLES };
 
@@ -175,10 +175,10 @@ weft_status_t weft_optim_writer_create(weft_optim_h opt, weft_registry_h reg, co
             status = WEFT_ERR_INVALID_PARAM;
             goto err_free;
         }
-        if (params->field_mask & WEFT_OPTIM_WRITER_FORMAT) {
+        if (params->field_mask & WEFT_OPTIM_WRITER_FIELD_FORMAT) {
             w->format = params->format;
         }
-        if (params->field_mask & WEFT_OPTIM_WRITER_QUANT) {
+        if (params->field_mask & WEFT_OPTIM_WRITER_FIELD_QUANT) {
             w->quant = params->quant;
         }
     }
@@ -187,10 +187,10 @@ weft_status_t weft_optim_writer_create(weft_optim_h opt, weft_registry_h reg, co
         status = WEFT_ERR_INVALID_PARAM;
         goto err_free;
     }
-    if (w->quant.field_mask & WEFT_QUANT_PARAM_BLOCK) {
+    if (w->quant.field_mask & WEFT_QUANT_FIELD_BLOCK) {
         w->block = w->quant.block;
     }
-    if (w->quant.field_mask & WEFT_QUANT_PARAM_WRITE_WT) {
+    if (w->quant.field_mask & WEFT_QUANT_FIELD_WRITE_WT) {
         w->write_wt = w->quant.write_wt;
     }
     if (w->block == 0 || (w->block & (w->block - 1)) != 0 || (w->write_wt != 0 && w->write_wt != 1)) {
@@ -255,7 +255,7 @@ weft_status_t weft_optim_writer_write(void *arg, const weft_optim_unit_t *unit)
         const weft_quant_matrix_t m = {.x = unit->master, .w = ptr[ROLE_W], .wt = ptr[ROLE_WT], .scale_inv = ptr[ROLE_SCALE]};
         weft_quant_params_t       q = w->quant;
 
-        q.field_mask |= WEFT_QUANT_PARAM_WRITE_WT;
+        q.field_mask |= WEFT_QUANT_FIELD_WRITE_WT;
         q.write_wt = w->write_wt;
         return unit->memory == WEFT_MEMORY_HOST
                    ? weft_quant_host(&q, WEFT_DTYPE_FP32, unit->rows, unit->cols, &m, 1)

@@ -267,8 +267,8 @@ static void tensor_name(char *buf, size_t size, int g, uint64_t e, const char *s
 /* A GPU registry holding W, WT and scale_inv of every expert matrix. */
 static int registry_make(const optim_options_t *o, const char *name, weft_registry_h *out)
 {
-    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS |
-                                              WEFT_REGISTRY_PARAM_SLOTS,
+    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_MAX_TENSORS |
+                                              WEFT_REGISTRY_FIELD_SLOTS,
                                 .memory = WEFT_MEMORY_CUDA, .device = o->device, .slot_count = 2,
                                 .max_tensors = (uint32_t)(3 * o->experts * (uint64_t)o->groups)};
     weft_registry_h        reg;
@@ -423,19 +423,19 @@ static double muon_time(const optim_options_t *o, int g, weft_optim_placement_t 
 {
     const uint64_t          n = o->rows[g] * o->cols[g];
     const uint64_t          batch = o->muon_batch < o->experts ? o->muon_batch : o->experts;
-    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE |
-                                               WEFT_OPTIM_PARAM_SLOT_COUNT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_DEVICE |
+                                               WEFT_OPTIM_FIELD_SLOT_COUNT | WEFT_OPTIM_FIELD_SLOT_BYTES,
                                  .placement = placement, .device = o->device, .slot_count = (uint32_t)o->slots,
                                  /* master and momentum of `batch` matrices, each array aligned */
                                  .slot_bytes = 8 * n * batch + 2 * 256};
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING,
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON | WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING,
                                  .name = "muon.{E}", .algo = WEFT_OPTIM_MUON,
                                  .experts = (uint32_t)o->experts, .rows = o->rows[g], .cols = o->cols[g],
                                  .muon = {.lr = 0.02, .momentum = 0.95, .nesterov = 1, .ns_steps = ns_steps,
                                           .scale = WEFT_MUON_SCALE_SHAPE, .schedule = WEFT_MUON_NS_SIMPLE},
                                  .muon_rounding = rounding};
     weft_optim_grad_t       gr = {grad, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA};
-    weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
+    weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_STREAM, .stream = stream};
     weft_optim_h            opt = NULL;
     double                  ms[MAX_ITERS];
     int                     ok;
@@ -605,8 +605,8 @@ int perf_cmd_optim(int argc, char **argv)
 
     /* The optimizer: one group a shape, masters random ~N(0, 0.02)-sized. */
     {
-        weft_optim_params_t p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE |
-                                               WEFT_OPTIM_PARAM_SLOT_COUNT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+        weft_optim_params_t p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_DEVICE |
+                                               WEFT_OPTIM_FIELD_SLOT_COUNT | WEFT_OPTIM_FIELD_SLOT_BYTES,
                                  .placement = WEFT_OPTIM_STAGED, .device = o.device,
                                  .slot_count = (uint32_t)o.slots, .slot_bytes = slot_need};
         ok = weft_ok(weft_optim_create(&p, &opt), "optimizer");
@@ -614,7 +614,7 @@ int perf_cmd_optim(int argc, char **argv)
     for (int g = 0; g < o.groups && ok; g++) {
         const uint64_t          n = o.experts * o.rows[g] * o.cols[g];
         char                    gname[WEFT_OPTIM_NAME_MAX];
-        weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW, .name = gname, .algo = WEFT_OPTIM_ADAMW,
+        weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_ADAMW, .name = gname, .algo = WEFT_OPTIM_ADAMW,
                                      .experts = (uint32_t)o.experts, .rows = o.rows[g], .cols = o.cols[g],
                                      .adamw = {1e-5, 0.9, 0.999, 1e-8, 0.01}};
         float *master, *host_grad = NULL;
@@ -645,11 +645,11 @@ int perf_cmd_optim(int argc, char **argv)
     for (int with_writer = 0; with_writer < 2 && ok; with_writer++) {
         double *ms = with_writer ? writer_ms : plain_ms;
         for (uint64_t it = 0; it < o.warmup + o.iters && ok; it++) {
-            weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
+            weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_STREAM, .stream = stream};
             float                    elapsed = 0;
 
             if (with_writer) {
-                sp.field_mask |= WEFT_OPTIM_STEP_WRITER;
+                sp.field_mask |= WEFT_OPTIM_STEP_FIELD_WRITER;
                 sp.writer     = weft_optim_writer_write;
                 sp.writer_arg = writer;
                 ok = weft_ok(weft_registry_write_begin(reg, 10000000, NULL), "write_begin");

@@ -449,7 +449,7 @@ static int declare_tensors(stress_run_t *run)
 
 static int create_registry(stress_run_t *run)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS,
                                      .slot_count = (uint32_t)run->opt.slots};
     weft_registry_stats_t  stats;
     weft_status_t          status;

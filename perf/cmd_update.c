@@ -588,7 +588,7 @@ int perf_cmd_update(int argc, char **argv)
     weft_optim_get_info(trainer.opt, &oinfo);
     start = perf_now_ns();
     for (uint64_t v = 1; v <= o.versions && !perf_interrupted; v++) {
-        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = update_write_and_sum,
+        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_WRITER, .writer = update_write_and_sum,
                                        .writer_arg = &trainer};
         uint32_t                 lagging = 0;
         uint64_t                 t0 = perf_now_ns(), tg, t1, tf, t2, grad_offset = 0;
@@ -605,7 +605,7 @@ int perf_cmd_update(int argc, char **argv)
             }
         }
         if (o.gpu) {
-            sp.field_mask |= WEFT_OPTIM_STEP_STREAM;
+            sp.field_mask |= WEFT_OPTIM_STEP_FIELD_STREAM;
             sp.stream = trainer.stream;
         }
         if (v == timed_from) {

@@ -100,7 +100,7 @@ static void sample_add(ipc_samples_t *s, const ipc_options_t *o, uint64_t v, uin
 static weft_status_t create_registry(const char *name, const ipc_case_t *c, const ipc_tensor_t *tensors,
                                      size_t count, weft_registry_h *out)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_MAX_TENSORS,
                                      .max_tensors = (uint32_t)count,
                                      .memory = WEFT_MEMORY_CUDA,
                                      .device = c->src};

@@ -93,8 +93,8 @@ static int weft_ok(weft_status_t status, const char *what)
 
 static int create_registry(const char *name, const ucx_workload_t *w, int gpu, int checksums, weft_registry_h *out)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_TENSORS |
-                                                   WEFT_REGISTRY_PARAM_CHECKSUMS,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_MAX_TENSORS |
+                                                   WEFT_REGISTRY_FIELD_CHECKSUMS,
                                      .memory = gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST, .device = 0,
                                      .max_tensors = w->count, .checksums = (uint32_t)checksums};
     weft_registry_h        reg = NULL;
@@ -246,7 +246,7 @@ out:
 static int server_role(const ucx_options_t *o, const ucx_workload_t *w)
 {
     char                 listen[128];
-    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+    weft_server_params_t params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                    .listen = listen, .token = o->token, .timeout_us = STEP_US};
     weft_registry_h      reg = NULL;
     weft_server_h        server = NULL;
@@ -333,7 +333,7 @@ static uint64_t receive_versions(weft_remote_h remote, uint64_t versions)
 
 static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
 {
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                    .server = o->connect, .token = o->token, .name = "weft-perf-ucx",
                                    .timeout_us = (uint64_t)READY_MS * 1000};
     uint8_t             *buf = NULL, *host = NULL; /* the views' memory; GPU: where they are checked */
@@ -359,7 +359,7 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
             goto out; /* said why */
         }
         memset(buf, 0, w->bytes); /* every page faulted in before the first put */
-        params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
+        params.field_mask |= WEFT_REMOTE_FIELD_MEMORY;
         params.memory = memory;
     } else if ((buf = malloc(w->bytes)) != NULL) {
         memset(buf, 0, w->bytes);

@@ -73,7 +73,7 @@ weft_status_t update_registry_create(const char *name, const update_options_t *o
                                      weft_registry_h *out)
 {
     weft_registry_params_t params = {
-        .field_mask = WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS | WEFT_REGISTRY_PARAM_MEMORY,
+        .field_mask = WEFT_REGISTRY_FIELD_SLOTS | WEFT_REGISTRY_FIELD_MAX_TENSORS | WEFT_REGISTRY_FIELD_MEMORY,
         .memory = memory,
         .device = o->device,
         .slot_count = (uint32_t)o->slots,

@@ -329,11 +329,11 @@ static void trainer_gpu_free(update_trainer_t *t)
 weft_status_t update_trainer_create(update_trainer_t *t, const update_options_t *o, weft_registry_h reg,
                                     update_shared_t *shared)
 {
-    weft_optim_params_t        op = {.field_mask = o->threads ? WEFT_OPTIM_PARAM_THREADS : 0,
+    weft_optim_params_t        op = {.field_mask = o->threads ? WEFT_OPTIM_FIELD_THREADS : 0,
                                      .threads    = (uint32_t)o->threads};
     uint64_t                   grad_offset = 0;
-    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_QUANT,
-                                     .quant      = {.field_mask = WEFT_QUANT_PARAM_BLOCK, .block = (uint32_t)o->block}};
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FIELD_QUANT,
+                                     .quant      = {.field_mask = WEFT_QUANT_FIELD_BLOCK, .block = (uint32_t)o->block}};
     weft_status_t              status;
 
     memset(t, 0, sizeof(*t));
@@ -346,7 +346,7 @@ weft_status_t update_trainer_create(update_trainer_t *t, const update_options_t 
         return WEFT_ERR_NO_MEMORY;
     }
     if (o->gpu) {
-        op = (weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_DEVICE,
+        op = (weft_optim_params_t){.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_DEVICE,
                                    .placement = WEFT_OPTIM_STAGED, .device = o->device};
         status = trainer_gpu_alloc(t, o, shared);
         if (status != WEFT_OK) {
@@ -359,7 +359,7 @@ weft_status_t update_trainer_create(update_trainer_t *t, const update_options_t 
             const tensor_kind_t    *kw = &t->kinds[3 * p];
             const uint32_t          g  = (uint32_t)(l * UPDATE_PROJS + (uint64_t)p);
             char                    gname[WEFT_OPTIM_NAME_MAX];
-            weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW | WEFT_OPTIM_GROUP_MUON,
+            weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_ADAMW | WEFT_OPTIM_GROUP_FIELD_MUON,
                                          .name = gname, .algo = (weft_optim_algo_t)o->optimizer,
                                          .experts = (uint32_t)o->experts, .rows = kw->rows, .cols = kw->cols,
                                          .adamw = {.lr = o->lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,

@@ -29,9 +29,9 @@
 #define DEFAULT_MODE          0600u
 
 #define PARAMS_KNOWN                                                                             \
-    (WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS | WEFT_REGISTRY_PARAM_MAX_LEASES | \
-     WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP |   \
-     WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_CHECKSUMS)
+    (WEFT_REGISTRY_FIELD_SLOTS | WEFT_REGISTRY_FIELD_MAX_TENSORS | WEFT_REGISTRY_FIELD_MAX_LEASES | \
+     WEFT_REGISTRY_FIELD_MAX_CONSUMERS | WEFT_REGISTRY_FIELD_MODE | WEFT_REGISTRY_FIELD_GROUP |   \
+     WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_CHECKSUMS)
 
 /* name as it may be logged: printable ASCII, anything else as \xNN (a
  * refused name comes from whoever called, and must not write to the log's
@@ -71,7 +71,7 @@ static int registry_name_checked(const char *name)
 /*
  * Whose segment this is. Refused: one anybody may write (whoever wrote it
  * can change it under its readers), and one another user owns unless it
- * is shared through a group of this process (WEFT_REGISTRY_PARAM_GROUP at
+ * is shared through a group of this process (WEFT_REGISTRY_FIELD_GROUP at
  * create, mode 0660): another user's segment under our registry's name is
  * a squatter's.
  */
@@ -249,13 +249,13 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
             return WEFT_ERR_INVALID_PARAM;
         }
     }
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_SLOTS)) p.slot_count = DEFAULT_SLOTS;
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_MAX_TENSORS)) p.max_tensors = DEFAULT_MAX_TENSORS;
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_MAX_LEASES)) p.max_leases = DEFAULT_MAX_LEASES;
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_MAX_CONSUMERS)) p.max_consumers = DEFAULT_MAX_CONSUMERS;
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_MODE)) p.mode = DEFAULT_MODE;
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_MEMORY)) p.memory = WEFT_MEMORY_HOST;
-    if (!(p.field_mask & WEFT_REGISTRY_PARAM_CHECKSUMS)) p.checksums = 0;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_SLOTS)) p.slot_count = DEFAULT_SLOTS;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_MAX_TENSORS)) p.max_tensors = DEFAULT_MAX_TENSORS;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_MAX_LEASES)) p.max_leases = DEFAULT_MAX_LEASES;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_MAX_CONSUMERS)) p.max_consumers = DEFAULT_MAX_CONSUMERS;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_MODE)) p.mode = DEFAULT_MODE;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_MEMORY)) p.memory = WEFT_MEMORY_HOST;
+    if (!(p.field_mask & WEFT_REGISTRY_FIELD_CHECKSUMS)) p.checksums = 0;
     if (p.checksums > 1) {
         weft_log_error("registry \"%s\": checksums %u: 0 (none) or 1 (a checksum per tensor and version)", name,
                        p.checksums);
@@ -335,7 +335,7 @@ WEFT_API weft_status_t weft_registry_create(const char *name, const weft_registr
         status = registry_open_error(reg, errno, "fchmod");
         goto err_unlink;
     }
-    if ((p.field_mask & WEFT_REGISTRY_PARAM_GROUP) && fchown(reg->fd, (uid_t)-1, (gid_t)p.group) != 0) {
+    if ((p.field_mask & WEFT_REGISTRY_FIELD_GROUP) && fchown(reg->fd, (uid_t)-1, (gid_t)p.group) != 0) {
         status = registry_open_error(reg, errno, "fchown to the requested group");
         goto err_unlink;
     }

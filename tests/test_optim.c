@@ -68,8 +68,8 @@ static void spec_element(const spec_scalars_t *s, float *p, float *m, float *v, 
 static weft_optim_h one_group(uint32_t threads, uint32_t experts, uint64_t rows, uint64_t cols,
                               const weft_adamw_hparams_t *h, const char *name)
 {
-    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_THREADS, .threads = threads};
-    weft_optim_group_desc_t d = {.field_mask = h ? WEFT_OPTIM_GROUP_ADAMW : 0,
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_FIELD_THREADS, .threads = threads};
+    weft_optim_group_desc_t d = {.field_mask = h ? WEFT_OPTIM_GROUP_FIELD_ADAMW : 0,
                                  .name       = name,
                                  .algo       = WEFT_OPTIM_ADAMW,
                                  .experts    = experts,
@@ -255,7 +255,7 @@ START_TEST(adopted_state_is_updated_in_place)
 {
     enum { N = 100 };
     float                   master[N], m[N] = {0}, v[N] = {0}, g[N];
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADOPT,
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_ADOPT,
                                  .name       = "bias",
                                  .algo       = WEFT_OPTIM_ADAMW,
                                  .rows       = 1,
@@ -363,7 +363,7 @@ START_TEST(fp8_writer_writes_the_quantized_master)
     weft_registry_h          reg;
     weft_optim_h             opt = one_group(2, E, rows, cols, NULL, "L0.experts.{E}.w1");
     weft_optim_writer_h      w;
-    weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = weft_optim_writer_write};
+    weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_WRITER, .writer = weft_optim_writer_write};
     uint8_t                 *ew = malloc(rows * cols), *ewt = malloc(rows * cols);
     float                    escale[2 * 3];
 
@@ -409,8 +409,8 @@ START_TEST(bf16_writer_rounds_to_nearest_even)
     weft_registry_h            reg;
     weft_optim_h               opt = one_group(1, 1, rows, cols, NULL, "L0.experts.{E}.w1");
     weft_optim_writer_h        w;
-    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FORMAT, .format = WEFT_OPTIM_WRITE_BF16};
-    weft_optim_step_params_t   sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = weft_optim_writer_write};
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FIELD_FORMAT, .format = WEFT_OPTIM_WRITE_BF16};
+    weft_optim_step_params_t   sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_WRITER, .writer = weft_optim_writer_write};
     const uint16_t            *out;
     const float               *master;
 
@@ -455,13 +455,13 @@ START_TEST(writer_refuses_missing_or_mismatched_tensors)
     reg = writer_registry(reg_name, 2, 64, 64, 0, -1);
     ck_assert_int_eq(weft_optim_writer_create(other, reg, NULL, &w), WEFT_ERR_INVALID_PARAM); /* shape */
     ck_assert_int_eq(weft_optim_writer_create(opt, reg,
-                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_FORMAT,
+                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_FIELD_FORMAT,
                                                                             .format     = WEFT_OPTIM_WRITE_BF16},
                                               &w),
                      WEFT_ERR_INVALID_PARAM); /* FP8 tensors, BF16 writer */
     ck_assert_int_eq(weft_optim_writer_create(opt, reg,
-                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_QUANT,
-                                                                            .quant = {.field_mask = WEFT_QUANT_PARAM_BLOCK,
+                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_FIELD_QUANT,
+                                                                            .quant = {.field_mask = WEFT_QUANT_FIELD_BLOCK,
                                                                                       .block = 64}},
                                               &w),
                      WEFT_ERR_INVALID_PARAM); /* 128-blocks declared */
@@ -485,8 +485,8 @@ static const weft_muon_hparams_t muon_h = {.lr = 0.02, .momentum = 0.95, .weight
 static weft_optim_h muon_opt(uint32_t threads, uint32_t experts, uint64_t rows, uint64_t cols,
                              const weft_muon_hparams_t *h)
 {
-    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_THREADS, .threads = threads};
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "L0.experts.{E}.w2",
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_FIELD_THREADS, .threads = threads};
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON, .name = "L0.experts.{E}.w2",
                                  .algo = WEFT_OPTIM_MUON, .experts = experts, .rows = rows, .cols = cols,
                                  .muon = *h};
     weft_optim_h            opt;
@@ -646,7 +646,7 @@ END_TEST
 START_TEST(muon_argument_errors)
 {
     weft_optim_h            opt;
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON, .name = "w", .algo = WEFT_OPTIM_MUON,
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON, .name = "w", .algo = WEFT_OPTIM_MUON,
                                  .rows = 1, .cols = 64, .muon = muon_h};
     float                  *data;
 
@@ -665,14 +665,14 @@ START_TEST(muon_argument_errors)
     d.muon.scale    = 9;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
     d.muon          = muon_h;
-    d.field_mask    = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING; /* and muon_rounding 0 */
+    d.field_mask    = WEFT_OPTIM_GROUP_FIELD_MUON | WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING; /* and muon_rounding 0 */
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
     d.muon_rounding = (weft_muon_rounding_t)3;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
-    d.field_mask    = WEFT_OPTIM_GROUP_MUON | (WEFT_OPTIM_GROUP_MUON_ROUNDING << 1); /* an unknown bit */
+    d.field_mask    = WEFT_OPTIM_GROUP_FIELD_MUON | (WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING << 1); /* an unknown bit */
     d.muon_rounding = WEFT_MUON_ROUNDING_FUSED;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
-    d.field_mask = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING;
+    d.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON | WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
     ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_EXP_AVG_SQ, &data), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_EXP_AVG, &data), WEFT_ERR_INVALID_PARAM);
@@ -917,15 +917,15 @@ START_TEST(argument_errors)
 
     ck_assert_int_eq(weft_optim_create(NULL, NULL), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = 1u << 30}, &opt), WEFT_ERR_INVALID_PARAM);
-    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_THREADS, .threads = 0},
+    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_FIELD_THREADS, .threads = 0},
                                        &opt),
                      WEFT_ERR_INVALID_PARAM);
-    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = 9},
+    ck_assert_int_eq(weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_FIELD_PLACEMENT, .placement = 9},
                                        &opt),
                      WEFT_ERR_INVALID_PARAM);
     ck_assert_ptr_null(opt);
     /* A GPU placement here: not built in, or no GPU. */
-    st = weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_PARAM_PLACEMENT,
+    st = weft_optim_create(&(weft_optim_params_t){.field_mask = WEFT_OPTIM_FIELD_PLACEMENT,
                                                   .placement  = WEFT_OPTIM_STAGED},
                            &opt);
     if (st == WEFT_OK) {
@@ -946,7 +946,7 @@ START_TEST(argument_errors)
     d.rows = 0;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
     d.rows       = 2;
-    d.field_mask = WEFT_OPTIM_GROUP_ADAMW;
+    d.field_mask = WEFT_OPTIM_GROUP_FIELD_ADAMW;
     d.adamw      = (weft_adamw_hparams_t){.lr = 1e-3, .beta1 = 1.0, .beta2 = 0.9, .eps = 1e-8};
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
     d.adamw.beta1 = NAN;
@@ -955,7 +955,7 @@ START_TEST(argument_errors)
     d.adamw.eps   = 0;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
     d.adamw.eps  = 1e-8;
-    d.field_mask = WEFT_OPTIM_GROUP_ADOPT; /* without the arrays */
+    d.field_mask = WEFT_OPTIM_GROUP_FIELD_ADOPT; /* without the arrays */
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_ERR_INVALID_PARAM);
     d.field_mask = 0;
     ck_assert_int_eq(weft_optim_add_group(opt, &d, NULL), WEFT_OK);
@@ -967,7 +967,7 @@ START_TEST(argument_errors)
                      WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){g, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, 1, NULL),
                      WEFT_ERR_INVALID_PARAM);
-    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, &(weft_optim_step_params_t){.field_mask = WEFT_OPTIM_STEP_WRITER}),
+    ck_assert_int_eq(weft_optim_step(opt, &gr, 1, &(weft_optim_step_params_t){.field_mask = WEFT_OPTIM_STEP_FIELD_WRITER}),
                      WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_optim_step(opt, &gr, 1, &(weft_optim_step_params_t){.field_mask = 1u << 9}),
                      WEFT_ERR_INVALID_PARAM);

@@ -118,8 +118,8 @@ static uint64_t group_elems(int i)
 
 static weft_optim_h make_opt(weft_optim_placement_t placement, uint32_t slots, uint64_t slot_bytes)
 {
-    weft_optim_params_t p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_COUNT |
-                                           WEFT_OPTIM_PARAM_SLOT_BYTES,
+    weft_optim_params_t p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_SLOT_COUNT |
+                                           WEFT_OPTIM_FIELD_SLOT_BYTES,
                              .placement  = placement,
                              .slot_count = slots,
                              .slot_bytes = slot_bytes};
@@ -128,7 +128,7 @@ static weft_optim_h make_opt(weft_optim_placement_t placement, uint32_t slots, u
 
     ck_assert_int_eq(weft_optim_create(&p, &opt), WEFT_OK);
     for (int i = 0; i < GROUPS; i++) {
-        weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_ADAMW,
+        weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_ADAMW,
                                      .name       = names[i],
                                      .algo       = WEFT_OPTIM_ADAMW,
                                      .experts    = G_EXPERTS[i],
@@ -189,7 +189,7 @@ START_TEST(staged_and_resident_equal_host)
     CUDA_OK(cudaMalloc(&dg0, group_elems(0) * 4));
     CUDA_OK(cudaMalloc(&dg1, group_elems(1) * 2));
     for (int t = 0; t < 3; t++) {
-        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_STREAM, .stream = stream};
+        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_STREAM, .stream = stream};
         weft_optim_grad_t        hg[GROUPS] = {{g0, WEFT_DTYPE_FP32, WEFT_MEMORY_HOST}, {g1, WEFT_DTYPE_BF16, WEFT_MEMORY_HOST}};
         weft_optim_grad_t        sg[GROUPS] = {{dg0, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, {g1, WEFT_DTYPE_BF16, WEFT_MEMORY_HOST}};
         weft_optim_grad_t        rg[GROUPS] = {{dg0, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, {dg1, WEFT_DTYPE_BF16, WEFT_MEMORY_CUDA}};
@@ -329,7 +329,7 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrice
     const uint64_t          n = rows * cols;
     weft_muon_hparams_t     h = {.lr = 0.02, .momentum = 0.95, .weight_decay = 0.01, .nesterov = 1, .ns_steps = 5,
                                  .scale = WEFT_MUON_SCALE_SHAPE, .schedule = WEFT_MUON_NS_SIMPLE};
-    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_MUON | WEFT_OPTIM_GROUP_MUON_ROUNDING,
+    weft_optim_group_desc_t d = {.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON | WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING,
                                  .name = "L0.experts.{E}.w2", .algo = WEFT_OPTIM_MUON, .experts = E, .rows = rows,
                                  .cols = cols, .muon = h, .muon_rounding = rounding};
     weft_optim_h            opt[3];
@@ -342,7 +342,7 @@ static void muon_gpu_vs_host(uint64_t rows, uint64_t cols, uint64_t slot_matrice
         init[i] = rng_unit(&rng) * 0.05f;
     }
     for (int k = 0; k < 3; k++) {
-        weft_optim_params_t p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+        weft_optim_params_t p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_SLOT_BYTES,
                                  .placement = where[k], .slot_bytes = slot_matrices * 8 * n + 4096};
         float *master;
         ck_assert_int_eq(weft_optim_create(&p, &opt[k]), WEFT_OK);
@@ -417,8 +417,8 @@ END_TEST
  * back with read_muon); rounding 0 leaves the group's rounding unset. */
 static weft_optim_h muon_resident(weft_muon_rounding_t rounding, const float *init, size_t n)
 {
-    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
-    weft_optim_group_desc_t d = {.field_mask = rounding != 0 ? WEFT_OPTIM_GROUP_MUON_ROUNDING : 0,
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
+    weft_optim_group_desc_t d = {.field_mask = rounding != 0 ? WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING : 0,
                                  .name = "L0.experts.{E}.w1",
                                  .algo = WEFT_OPTIM_MUON, .experts = 4, .rows = 128, .cols = 192,
                                  .muon_rounding = rounding};
@@ -510,7 +510,7 @@ END_TEST
 
 START_TEST(slot_too_small_is_an_error)
 {
-    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_BYTES,
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_SLOT_BYTES,
                                  .placement  = WEFT_OPTIM_STAGED,
                                  .slot_bytes = 3 * 4096 * 4};
     weft_optim_group_desc_t d = {.name = "big", .algo = WEFT_OPTIM_ADAMW, .experts = 2, .rows = 64, .cols = 65};
@@ -537,7 +537,7 @@ END_TEST
 
 static weft_registry_h gpu_registry(const char *name, uint32_t experts, uint64_t rows, uint64_t cols, int bf16)
 {
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY, .memory = WEFT_MEMORY_CUDA, .device = 0};
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY, .memory = WEFT_MEMORY_CUDA, .device = 0};
     weft_registry_h        reg;
     char                   tname[WEFT_TENSOR_NAME_MAX];
 
@@ -584,14 +584,14 @@ static void writer_from_slot(int bf16)
     const uint32_t             E = 4;
     const uint64_t             rows = 256, cols = 384, n = rows * cols;
     char                       reg_name[64], tname[WEFT_TENSOR_NAME_MAX];
-    weft_optim_params_t        p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT | WEFT_OPTIM_PARAM_SLOT_COUNT |
-                                                  WEFT_OPTIM_PARAM_SLOT_BYTES,
+    weft_optim_params_t        p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT | WEFT_OPTIM_FIELD_SLOT_COUNT |
+                                                  WEFT_OPTIM_FIELD_SLOT_BYTES,
                                     .placement  = WEFT_OPTIM_STAGED,
                                     .slot_count = 3,
                                     .slot_bytes = 12 * n};
     weft_optim_group_desc_t    d = {.name = "L0.experts.{E}.w1", .algo = WEFT_OPTIM_ADAMW, .experts = E,
                                     .rows = rows, .cols = cols};
-    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FORMAT,
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FIELD_FORMAT,
                                      .format = bf16 ? WEFT_OPTIM_WRITE_BF16 : WEFT_OPTIM_WRITE_FP8};
     weft_optim_h               opt;
     weft_optim_writer_h        w;
@@ -615,7 +615,7 @@ static void writer_from_slot(int bf16)
     }
     dg = device_copy(g, E * n * 4);
     for (int step = 0; step < 2; step++) {
-        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_WRITER, .writer = weft_optim_writer_write,
+        weft_optim_step_params_t sp = {.field_mask = WEFT_OPTIM_STEP_FIELD_WRITER, .writer = weft_optim_writer_write,
                                        .writer_arg = w};
         ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
         ck_assert_int_eq(weft_optim_step(opt, &(weft_optim_grad_t){dg, WEFT_DTYPE_FP32, WEFT_MEMORY_CUDA}, 1, &sp),
@@ -672,11 +672,11 @@ END_TEST
 /* A host registry cannot take the GPU's matrices. */
 START_TEST(writer_refuses_host_registry_for_gpu_optimizer)
 {
-    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_PARAM_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
+    weft_optim_params_t     p = {.field_mask = WEFT_OPTIM_FIELD_PLACEMENT, .placement = WEFT_OPTIM_RESIDENT};
     weft_optim_group_desc_t d = {.name = "x", .algo = WEFT_OPTIM_ADAMW, .rows = 4, .cols = 4};
     weft_tensor_desc_t      t = {.name = "x.weight", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
                                  .dtype = WEFT_DTYPE_BF16, .ndim = 2, .shape = {4, 4}};
-    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FORMAT, .format = WEFT_OPTIM_WRITE_BF16};
+    weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FIELD_FORMAT, .format = WEFT_OPTIM_WRITE_BF16};
     weft_optim_h            opt;
     weft_optim_writer_h     w;
     weft_registry_h         reg;

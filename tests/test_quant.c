@@ -244,7 +244,7 @@ static void outputs_assert_equal(const outputs_t *a, const outputs_t *b, uint64_
 static weft_status_t quant(const float *x, uint64_t stride, uint64_t rows, uint64_t cols, uint32_t b,
                            int ue8m0, outputs_t *o)
 {
-    weft_quant_params_t p = {.field_mask = WEFT_QUANT_PARAM_BLOCK | WEFT_QUANT_PARAM_UE8M0, .block = b,
+    weft_quant_params_t p = {.field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0, .block = b,
                              .ue8m0 = ue8m0};
     weft_quant_matrix_t m = {.x = x, .x_row_stride = stride, .w = o->w, .wt = o->wt, .scale_inv = o->scale};
 
@@ -477,7 +477,7 @@ START_TEST(without_wt)
     const uint64_t      rows = 40, cols = 50;
     float               x[40 * 50];
     outputs_t           full = outputs_alloc(rows, cols, 32), part = outputs_alloc(rows, cols, 32);
-    weft_quant_params_t p = {.field_mask = WEFT_QUANT_PARAM_BLOCK | WEFT_QUANT_PARAM_WRITE_WT, .block = 32,
+    weft_quant_params_t p = {.field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_WRITE_WT, .block = 32,
                              .write_wt = 0};
     weft_quant_matrix_t m = {.x = x, .w = part.w, .wt = NULL, .scale_inv = part.scale};
     uint64_t            seed = 5;
@@ -512,7 +512,7 @@ START_TEST(bf16_equals_fp32)
     }
     for (int ue8m0 = 0; ue8m0 <= 1; ue8m0++) {
         outputs_t           of = outputs_alloc(rows, cols, 128), ob = outputs_alloc(rows, cols, 128);
-        weft_quant_params_t p = {.field_mask = WEFT_QUANT_PARAM_UE8M0, .ue8m0 = ue8m0};
+        weft_quant_params_t p = {.field_mask = WEFT_QUANT_FIELD_UE8M0, .ue8m0 = ue8m0};
         weft_quant_matrix_t m = {.x = xb, .w = ob.w, .wt = ob.wt, .scale_inv = ob.scale};
 
         ck_assert_int_eq(quant(xf, 0, rows, cols, 128, ue8m0, &of), WEFT_OK);
@@ -538,7 +538,7 @@ START_TEST(row_stride_and_batches)
     uint16_t           *bstrided = malloc(rows * stride * sizeof(uint16_t));
     outputs_t           a = outputs_alloc(rows, cols, 32), b = outputs_alloc(rows, cols, 32);
     outputs_t           c = outputs_alloc(rows, cols, 32), d = outputs_alloc(rows, cols, 32);
-    weft_quant_params_t p = {.field_mask = WEFT_QUANT_PARAM_BLOCK, .block = 32};
+    weft_quant_params_t p = {.field_mask = WEFT_QUANT_FIELD_BLOCK, .block = 32};
     uint64_t            seed = 11;
 
     ck_assert(packed != NULL && strided != NULL && bpacked != NULL && bstrided != NULL);
@@ -644,12 +644,12 @@ START_TEST(argument_errors)
     EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
     for (uint32_t bad = 0; bad < 4; bad++) {
         static const uint32_t blocks[] = {0, 3, 96, 2048};
-        p = (weft_quant_params_t){.field_mask = WEFT_QUANT_PARAM_BLOCK, .block = blocks[bad]};
+        p = (weft_quant_params_t){.field_mask = WEFT_QUANT_FIELD_BLOCK, .block = blocks[bad]};
         EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
     }
-    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_PARAM_UE8M0, .ue8m0 = 2};
+    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_FIELD_UE8M0, .ue8m0 = 2};
     EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
-    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_PARAM_WRITE_WT, .write_wt = -1};
+    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_FIELD_WRITE_WT, .write_wt = -1};
     EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
     EXPECT_INVALID(weft_quant_host(NULL, WEFT_DTYPE_FP16, 4, 4, m, 1));
     EXPECT_INVALID(weft_quant_host(NULL, WEFT_DTYPE_FP8_E4M3, 4, 4, m, 1));
@@ -677,7 +677,7 @@ START_TEST(argument_errors)
         ck_assert_uint_eq(w[i], 0x55);
     }
     /* WT may be NULL without write_wt. */
-    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_PARAM_WRITE_WT, .write_wt = 0};
+    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_FIELD_WRITE_WT, .write_wt = 0};
     ck_assert_int_eq(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 2), WEFT_OK);
 
     EXPECT_INVALID(weft_dequant_host(0, 4, 4, dw, s, out));

@@ -107,7 +107,7 @@ static void run_case(const quant_case_t *qc, cudaStream_t stream)
     uint8_t            *dw = NULL, *dwt = NULL;
     float              *ds = NULL;
     weft_quant_params_t params = {
-        .field_mask = WEFT_QUANT_PARAM_BLOCK | WEFT_QUANT_PARAM_UE8M0 | WEFT_QUANT_PARAM_WRITE_WT,
+        .field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT,
         .block = qc->block,
         .ue8m0 = qc->ue8m0,
         .write_wt = qc->write_wt,
@@ -431,7 +431,7 @@ START_TEST(gpu_quant_division_windows)
     float              *dx = NULL, *ds = NULL;
     uint8_t            *dw = NULL, *dwt = NULL;
     size_t              nt = 0;
-    weft_quant_params_t params = {.field_mask = WEFT_QUANT_PARAM_UE8M0 | WEFT_QUANT_PARAM_WRITE_WT, .write_wt = 1};
+    weft_quant_params_t params = {.field_mask = WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT, .write_wt = 1};
 
     ck_assert(x && hs && gs && hw && hwt && gw && gwt && targets);
     /* Boundaries: the halfway points between consecutive codes 0..0x7E,
@@ -513,7 +513,7 @@ END_TEST
 START_TEST(gpu_quant_rejects_bad_arguments)
 {
     weft_quant_matrix_t m = {(void *)16, 0, (uint8_t *)16, (uint8_t *)16, (float *)16};
-    weft_quant_params_t p = {.field_mask = WEFT_QUANT_PARAM_BLOCK, .block = 96};
+    weft_quant_params_t p = {.field_mask = WEFT_QUANT_FIELD_BLOCK, .block = 96};
 
     ck_assert_int_eq(weft_quant_cuda(NULL, WEFT_DTYPE_FP16, 4, 4, &m, 1, NULL), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_quant_cuda(&p, WEFT_DTYPE_FP32, 4, 4, &m, 1, NULL), WEFT_ERR_INVALID_PARAM);

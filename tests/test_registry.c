@@ -145,7 +145,7 @@ END_TEST
 
 START_TEST(create_with_group_mode)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MODE | WEFT_REGISTRY_PARAM_GROUP,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_MODE | WEFT_REGISTRY_FIELD_GROUP,
                                      .mode = 0660, .group = (uint32_t)getgid()};
     weft_registry_h        reg;
     struct stat            st;
@@ -172,14 +172,14 @@ START_TEST(create_rejects_bad_input)
     ck_assert_int_eq(weft_registry_create(
                          "a-name-that-is-much-longer-than-sixty-three-characters-in-all-of-it", NULL, &reg),
                      WEFT_ERR_INVALID_PARAM);
-    params.field_mask = WEFT_REGISTRY_PARAM_SLOTS;
+    params.field_mask = WEFT_REGISTRY_FIELD_SLOTS;
     params.slot_count = 1;
     ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
     params.slot_count = 17;
     ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
     params.field_mask = 1u << 20;
     ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
-    params.field_mask = WEFT_REGISTRY_PARAM_MODE;
+    params.field_mask = WEFT_REGISTRY_FIELD_MODE;
     params.mode = 0044; /* the owner must be able to read and write */
     ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
     ck_assert_ptr_null(reg);
@@ -314,7 +314,7 @@ END_TEST
 START_TEST(many_tensors_declare_and_look_up)
 {
     enum { COUNT = 100000 };
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MAX_TENSORS, .max_tensors = COUNT};
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_MAX_TENSORS, .max_tensors = COUNT};
     weft_registry_h        reg, reader;
     uint32_t               index;
     char                   name[64];
@@ -882,7 +882,7 @@ END_TEST
 
 START_TEST(gpu_registry_needs_its_device)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY,
                                      .memory = WEFT_MEMORY_CUDA, .device = 9999};
     weft_registry_h        reg = NULL;
     weft_status_t          status;

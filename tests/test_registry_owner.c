@@ -24,7 +24,7 @@
  * segment stays until unlinked). 0 when done. */
 static int make_sealed(uint32_t mode)
 {
-    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_PARAM_MODE, .mode = mode};
+    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_FIELD_MODE, .mode = mode};
     weft_tensor_desc_t     d = {.name = "w", .layer = -1, .expert = -1, .role = WEFT_ROLE_W,
                                 .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {64}};
     weft_registry_h        reg;
@@ -55,7 +55,7 @@ static void assert_open_refused(weft_status_t want)
 
 START_TEST(world_writable_is_refused)
 {
-    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_PARAM_MODE, .mode = 0666};
+    weft_registry_params_t p = {.field_mask = WEFT_REGISTRY_FIELD_MODE, .mode = 0666};
     weft_registry_h        reg = NULL;
     char                   path[128];
 

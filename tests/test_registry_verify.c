@@ -33,7 +33,7 @@
 /* A sealed registry like make_registry's, with checksums. */
 static weft_registry_h make_checked_registry(void)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_CHECKSUMS,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS | WEFT_REGISTRY_FIELD_CHECKSUMS,
                                      .slot_count = 2, .checksums = 1};
     weft_registry_h        reg;
 
@@ -203,7 +203,7 @@ END_TEST
 
 START_TEST(checksums_must_be_zero_or_one)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = 2};
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 2};
     weft_registry_h        reg = NULL;
 
     ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_ERR_INVALID_PARAM);
@@ -216,8 +216,8 @@ END_TEST
  * checked on the GPU; a byte changed in device memory is found. */
 START_TEST(gpu_registry_versions_are_verified_on_the_gpu)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_CHECKSUMS |
-                                                   WEFT_REGISTRY_PARAM_MEMORY,
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS | WEFT_REGISTRY_FIELD_CHECKSUMS |
+                                                   WEFT_REGISTRY_FIELD_MEMORY,
                                      .slot_count = 2, .checksums = 1, .memory = WEFT_MEMORY_CUDA, .device = 0};
     weft_tensor_desc_t     desc = {.role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8, .ndim = 2, .shape = {1024, 1000}};
     weft_registry_h        reg, reader;

@@ -1,5 +1,5 @@
 /*
- * The control channel's sealed session (transport/remote/auth.h), on a
+ * The control channel's sealed session (ctl/auth.h), on a
  * socket pair: messages open in order with their payloads and types;
  * a replayed, reordered, altered, retyped, reflected, clear or
  * other-session message does not (WEFT_ERR_AUTH), and a failed open
@@ -66,15 +66,15 @@ static void send_text(int fd, weft_auth_session_t *s, uint32_t type, const char 
 }
 
 /* The next message on fd as it came, then opened: the status of the open. */
-static weft_status_t receive(int fd, weft_auth_session_t *s, weft_boot_msg_t *msg)
+static weft_status_t receive(int fd, weft_auth_session_t *s, weft_ctl_msg_t *msg)
 {
-    ck_assert_int_eq(weft_boot_recv(fd, msg, deadline()), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_recv(fd, msg, deadline()), WEFT_OK);
     return weft_auth_open(s, msg);
 }
 
 static void expect_text(int fd, weft_auth_session_t *s, uint32_t type, const char *text)
 {
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
 
     ck_assert_int_eq(receive(fd, s, &msg), WEFT_OK);
     ck_assert_uint_eq(msg.type, type);
@@ -85,7 +85,7 @@ static void expect_text(int fd, weft_auth_session_t *s, uint32_t type, const cha
 
 static void expect_refused(int fd, weft_auth_session_t *s, const char *what)
 {
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     weft_status_t   status = receive(fd, s, &msg);
 
     ck_assert_msg(status == WEFT_ERR_AUTH, "%s opened (%s)", what, weft_status_string(status));
@@ -98,15 +98,15 @@ START_TEST(messages_open_in_order_both_ways)
 
     pair_open_with(&p, NULL);
     for (int i = 0; i < 3; i++) {
-        send_text(p.consumer_fd, &p.consumer, WEFT_BOOT_WANT, "want");
-        send_text(p.server_fd, &p.server, WEFT_BOOT_VERSION, "version");
+        send_text(p.consumer_fd, &p.consumer, WEFT_CTL_WANT, "want");
+        send_text(p.server_fd, &p.server, WEFT_CTL_VERSION, "version");
     }
-    ck_assert_int_eq(weft_auth_send(p.server_fd, &p.server, WEFT_BOOT_ROUND, NULL, 0, deadline()), WEFT_OK);
+    ck_assert_int_eq(weft_auth_send(p.server_fd, &p.server, WEFT_CTL_ROUND, NULL, 0, deadline()), WEFT_OK);
     for (int i = 0; i < 3; i++) {
-        expect_text(p.server_fd, &p.server, WEFT_BOOT_WANT, "want");
-        expect_text(p.consumer_fd, &p.consumer, WEFT_BOOT_VERSION, "version");
+        expect_text(p.server_fd, &p.server, WEFT_CTL_WANT, "want");
+        expect_text(p.consumer_fd, &p.consumer, WEFT_CTL_VERSION, "version");
     }
-    expect_text(p.consumer_fd, &p.consumer, WEFT_BOOT_ROUND, "");
+    expect_text(p.consumer_fd, &p.consumer, WEFT_CTL_ROUND, "");
     ck_assert_uint_eq(p.server.received, 3);
     ck_assert_uint_eq(p.server.sent, 4);
     pair_close(&p);
@@ -120,12 +120,12 @@ START_TEST(a_replayed_message_does_not_open)
 
     pair_open_with(&p, NULL);
     before = p.consumer; /* sealing again from here makes the same bytes */
-    send_text(p.consumer_fd, &p.consumer, WEFT_BOOT_ACK, "ack 1");
-    send_text(p.consumer_fd, &before, WEFT_BOOT_ACK, "ack 1");
-    send_text(p.consumer_fd, &p.consumer, WEFT_BOOT_ACK, "ack 2");
-    expect_text(p.server_fd, &p.server, WEFT_BOOT_ACK, "ack 1");
+    send_text(p.consumer_fd, &p.consumer, WEFT_CTL_ACK, "ack 1");
+    send_text(p.consumer_fd, &before, WEFT_CTL_ACK, "ack 1");
+    send_text(p.consumer_fd, &p.consumer, WEFT_CTL_ACK, "ack 2");
+    expect_text(p.server_fd, &p.server, WEFT_CTL_ACK, "ack 1");
     expect_refused(p.server_fd, &p.server, "a replay");
-    expect_text(p.server_fd, &p.server, WEFT_BOOT_ACK, "ack 2"); /* the session went on */
+    expect_text(p.server_fd, &p.server, WEFT_CTL_ACK, "ack 2"); /* the session went on */
     pair_close(&p);
 }
 END_TEST
@@ -138,10 +138,10 @@ START_TEST(a_reordered_message_does_not_open)
     pair_open_with(&p, NULL);
     first = p.consumer;
     p.consumer.sent++; /* the second message goes first */
-    send_text(p.consumer_fd, &p.consumer, WEFT_BOOT_ACK, "second");
-    send_text(p.consumer_fd, &first, WEFT_BOOT_ACK, "first");
+    send_text(p.consumer_fd, &p.consumer, WEFT_CTL_ACK, "second");
+    send_text(p.consumer_fd, &first, WEFT_CTL_ACK, "first");
     expect_refused(p.server_fd, &p.server, "the second message first");
-    expect_text(p.server_fd, &p.server, WEFT_BOOT_ACK, "first");
+    expect_text(p.server_fd, &p.server, WEFT_CTL_ACK, "first");
     pair_close(&p);
 }
 END_TEST
@@ -171,13 +171,13 @@ START_TEST(an_altered_or_retyped_message_does_not_open)
     pair_open_with(&p, NULL);
     for (size_t at = 16; at < 16 + sizeof(text) - 1 + WEFT_AUTH_SEAL_BYTES; at += 7) {
         weft_auth_session_t copy = p.consumer; /* each capture the next message, unopened */
-        n = capture(&copy, WEFT_BOOT_VIEWS, text, wire, sizeof(wire));
+        n = capture(&copy, WEFT_CTL_VIEWS, text, wire, sizeof(wire));
         wire[at] ^= 0x01;
         ck_assert_int_eq(send(p.consumer_fd, wire, n, 0), (ssize_t)n);
         expect_refused(p.server_fd, &p.server, "a payload or tag with one bit flipped");
     }
-    n = capture(&p.consumer, WEFT_BOOT_VIEWS, text, wire, sizeof(wire));
-    wire[4] = WEFT_BOOT_ACK; /* the header's type */
+    n = capture(&p.consumer, WEFT_CTL_VIEWS, text, wire, sizeof(wire));
+    wire[4] = WEFT_CTL_ACK; /* the header's type */
     ck_assert_int_eq(send(p.consumer_fd, wire, n, 0), (ssize_t)n);
     expect_refused(p.server_fd, &p.server, "a message whose type was changed");
     pair_close(&p);
@@ -192,7 +192,7 @@ START_TEST(nothing_secret_is_on_the_wire)
     size_t            n;
 
     pair_open_with(&p, NULL);
-    n = capture(&p.consumer, WEFT_BOOT_VIEWS, text, wire, sizeof(wire));
+    n = capture(&p.consumer, WEFT_CTL_VIEWS, text, wire, sizeof(wire));
     ck_assert_ptr_null(memmem(wire, n, TOKEN, strlen(TOKEN)));
     ck_assert_ptr_null(memmem(wire, n, p.consumer.send_key, 8));
     for (size_t i = 0; i + 8 <= sizeof(text) - 1; i++) {
@@ -213,26 +213,26 @@ START_TEST(a_reflected_clear_or_foreign_message_does_not_open)
     {
         weft_auth_session_t copy = p.server;
         uint8_t             wire[128];
-        const size_t        n = capture(&copy, WEFT_BOOT_VERSION, "v7", wire, sizeof(wire));
+        const size_t        n = capture(&copy, WEFT_CTL_VERSION, "v7", wire, sizeof(wire));
 
         ck_assert_int_eq(send(p.consumer_fd, wire, n, 0), (ssize_t)n);
         expect_refused(p.server_fd, &p.server, "the server's own message");
     }
     /* In clear. */
-    send_text(p.consumer_fd, &off, WEFT_BOOT_ACK, "clear ack, as before the handshake");
+    send_text(p.consumer_fd, &off, WEFT_CTL_ACK, "clear ack, as before the handshake");
     expect_refused(p.server_fd, &p.server, "a clear message");
     /* From another session: sealed with a key the server's side did not
      * derive (the handshakes' nonces differed). */
     weft_auth_nonce(nonce);
     pair_open_with(&other, nonce);
-    send_text(other.consumer_fd, &other.consumer, WEFT_BOOT_ACK, "ack");
+    send_text(other.consumer_fd, &other.consumer, WEFT_CTL_ACK, "ack");
     expect_refused(other.server_fd, &other.server, "a message of another session");
     /* A payload shorter than a tag. */
-    ck_assert_int_eq(weft_boot_send(p.consumer_fd, WEFT_BOOT_ACK, "short", 5, deadline()), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_send(p.consumer_fd, WEFT_CTL_ACK, "short", 5, deadline()), WEFT_OK);
     expect_refused(p.server_fd, &p.server, "a payload shorter than its tag");
     /* The real next message still opens. */
-    send_text(p.consumer_fd, &p.consumer, WEFT_BOOT_ACK, "real");
-    expect_text(p.server_fd, &p.server, WEFT_BOOT_ACK, "real");
+    send_text(p.consumer_fd, &p.consumer, WEFT_CTL_ACK, "real");
+    expect_text(p.server_fd, &p.server, WEFT_CTL_ACK, "real");
     pair_close(&other);
     pair_close(&p);
 }

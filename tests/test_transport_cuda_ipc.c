@@ -83,7 +83,7 @@ static void producer_create(producer_t *p, const char *name, int device, uint32_
 {
     /* With checksums: plans check their unstrided views every version. */
     weft_registry_params_t params = {
-        .field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_CHECKSUMS,
+        .field_mask = WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_SLOTS | WEFT_REGISTRY_FIELD_CHECKSUMS,
         .slot_count = slots,
         .memory     = WEFT_MEMORY_CUDA,
         .device     = device,

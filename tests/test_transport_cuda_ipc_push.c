@@ -371,7 +371,7 @@ typedef struct server {
 } server_t;
 
 static const weft_server_params_t server_params = {
-    .field_mask = WEFT_SERVER_PARAM_TIMEOUT,
+    .field_mask = WEFT_SERVER_FIELD_TIMEOUT,
     .transport  = WEFT_TRANSPORT_CUDA_IPC,
     .listen     = "127.0.0.1:0",
     .token      = TOKEN,
@@ -384,7 +384,7 @@ static void registry_start(server_t *s, int on_gpu)
     /* With checksums: consumers whose views hold their tensors verbatim
      * check every version against them. */
     weft_registry_params_t rp = {
-        .field_mask    = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_MAX_CONSUMERS | WEFT_REGISTRY_PARAM_CHECKSUMS,
+        .field_mask    = WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_MAX_CONSUMERS | WEFT_REGISTRY_FIELD_CHECKSUMS,
         .max_consumers = MAX_CONSUMERS,
         .checksums     = 1,
         .memory        = on_gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
@@ -635,7 +635,7 @@ static weft_status_t consumer_connect(consumer_t *c, uint16_t port, const char *
                                       const char *name)
 {
     char                 addr[32];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
                                    .transport  = WEFT_TRANSPORT_CUDA_IPC,
                                    .server     = addr,
                                    .token      = token,

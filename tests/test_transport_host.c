@@ -50,7 +50,7 @@ static uint32_t with_checksums;
 static void registry_setup(const spec_t *specs, size_t count)
 {
     static int             serial;
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = with_checksums};
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = with_checksums};
 
     snprintf(reg_name, sizeof(reg_name), "weft-tp-%d-%d", (int)getpid(), serial++);
     weft_registry_unlink(reg_name);

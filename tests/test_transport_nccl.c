@@ -75,7 +75,7 @@ static void registry_start(server_side_t *s, int gpu_registry)
 {
     /* With checksums: the consumers check their verbatim views (the
      * scales) against them every version. */
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY | WEFT_REGISTRY_PARAM_CHECKSUMS,
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY | WEFT_REGISTRY_FIELD_CHECKSUMS,
                                  .memory = gpu_registry ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
                                  .device = gpu_registry ? SERVER_GPU : -1, .checksums = 1};
 
@@ -102,7 +102,7 @@ static void registry_start(server_side_t *s, int gpu_registry)
 static void server_start(server_side_t *s, uint64_t window)
 {
     weft_server_params_t params = {
-        .field_mask   = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW,
+        .field_mask   = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW,
         .transport    = WEFT_TRANSPORT_NCCL,
         .listen       = "127.0.0.1:0",
         .token        = TOKEN,
@@ -160,7 +160,7 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
                                       const char *name, int gpu, uint64_t pad)
 {
     char                 addr[64];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
                                    .transport  = WEFT_TRANSPORT_NCCL,
                                    .server     = addr,
                                    .token      = token,

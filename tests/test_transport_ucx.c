@@ -61,8 +61,8 @@ static uint32_t server_lanes, consumer_lanes;
 static void server_start(server_side_t *s, uint64_t window)
 {
     weft_server_params_t params = {
-        .field_mask   = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW |
-                        (server_lanes != 0 ? WEFT_SERVER_PARAM_LANES : 0),
+        .field_mask   = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW |
+                        (server_lanes != 0 ? WEFT_SERVER_FIELD_LANES : 0),
         .transport    = WEFT_TRANSPORT_UCX,
         .listen       = "127.0.0.1:0",
         .token        = TOKEN,
@@ -73,7 +73,7 @@ static void server_start(server_side_t *s, uint64_t window)
 
     /* With checksums: every version's notice carries them (the padded
      * views here are not checked; verbatim ones are). */
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_CHECKSUMS, .checksums = 1};
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 1};
 
     snprintf(s->name, sizeof(s->name), "t-ucx-%d", (int)getpid());
     weft_registry_unlink(s->name);
@@ -134,8 +134,8 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
                                       const char *name, uint64_t rows)
 {
     char                 addr[64];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT |
-                                                 (consumer_lanes != 0 ? WEFT_REMOTE_PARAM_LANES : 0),
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT |
+                                                 (consumer_lanes != 0 ? WEFT_REMOTE_FIELD_LANES : 0),
                                    .lanes      = consumer_lanes,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .server     = addr,
@@ -151,7 +151,7 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
         /* The views a page into it: the memory is larger than they span. */
         CHILD_CHECK(weft_ucx_memory_alloc(FUSED_BYTES + 8192, &c->memory, &base) == WEFT_OK);
         c->fused = (uint8_t *)base + 4096;
-        params.field_mask |= WEFT_REMOTE_PARAM_MEMORY;
+        params.field_mask |= WEFT_REMOTE_FIELD_MEMORY;
         params.memory = c->memory;
     } else {
         c->fused = malloc(FUSED_BYTES);
@@ -483,8 +483,8 @@ static void big_server(int left_fd, int go_fd)
                                .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {BIG_BYTES}};
     /* The smallest window, one 1 MiB put per lane: what is in flight when
      * the consumer leaves ends, the rest is never put. */
-    weft_server_params_t  params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_LANES |
-                                                  WEFT_SERVER_PARAM_WINDOW,
+    weft_server_params_t  params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_LANES |
+                                                  WEFT_SERVER_FIELD_WINDOW,
                                     .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
                                     .token = TOKEN, .timeout_us = 5000000, .lanes = 4,
                                     .window_bytes = UINT64_C(4) << 20};
@@ -573,7 +573,7 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
     ck_assert_int_ge(consumer, 0);
     if (consumer == 0) {
         char                 addr[64];
-        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_MEMORY,
+        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_MEMORY,
                                   .transport = WEFT_TRANSPORT_UCX, .server = addr, .token = TOKEN,
                                   .name = "leaving", .timeout_us = 5000000};
         weft_recv_view_t     view = {.name = "big", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8,
@@ -925,7 +925,7 @@ START_TEST(ucx_consumer_refuses_a_version_that_fails_its_checksum)
                                       .ndim = 2, .shape = {ROWS, COLS}, .data = views_mem[t]};
     }
     {
-        const weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+        const weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                              .server = addr, .token = TOKEN, .name = "checker",
                                              .timeout_us = 5000000};
         char                       byte;
@@ -970,7 +970,7 @@ START_TEST(ucx_bad_arguments)
     sp.listen = "127.0.0.1";
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM); /* no port */
     sp.listen = "127.0.0.1:0";
-    sp.field_mask = WEFT_SERVER_PARAM_LANES;
+    sp.field_mask = WEFT_SERVER_FIELD_LANES;
     sp.lanes = 0;
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
     sp.lanes = 17;
@@ -985,7 +985,7 @@ START_TEST(ucx_bad_arguments)
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* no port */
     rp.server = "127.0.0.1:1"; /* nobody listens there */
-    rp.field_mask = WEFT_REMOTE_PARAM_LANES; /* lanes 0 or 17: refused before connecting */
+    rp.field_mask = WEFT_REMOTE_FIELD_LANES; /* lanes 0 or 17: refused before connecting */
     rp.lanes = 0;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
     rp.lanes = 17;
@@ -1000,7 +1000,7 @@ START_TEST(ucx_bad_arguments)
     ck_assert_int_eq(weft_ucx_memory_alloc(4096, &memory, &base), WEFT_OK);
     ck_assert_ptr_nonnull(memory);
     ck_assert_ptr_nonnull(base);
-    rp.field_mask = WEFT_REMOTE_PARAM_MEMORY;
+    rp.field_mask = WEFT_REMOTE_FIELD_MEMORY;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* NULL */
     rp.memory = memory;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* outside */

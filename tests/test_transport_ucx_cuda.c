@@ -82,7 +82,7 @@ typedef struct server_side {
 
 static void registry_start(server_side_t *s, int gpu)
 {
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_PARAM_MEMORY,
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_MEMORY,
                                  .memory = gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
                                  .device = gpu ? SERVER_GPU : -1};
 
@@ -108,7 +108,7 @@ static void registry_start(server_side_t *s, int gpu)
 static weft_status_t server_create(server_side_t *s, uint64_t window)
 {
     weft_server_params_t params = {
-        .field_mask   = WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW,
+        .field_mask   = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW,
         .transport    = WEFT_TRANSPORT_UCX,
         .listen       = "127.0.0.1:0",
         .token        = TOKEN,
@@ -223,7 +223,7 @@ static void consumer_setup(consumer_side_t *c, const char *name, int device, uin
 static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port)
 {
     char                 addr[64];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .server     = addr,
                                    .token      = TOKEN,
@@ -481,7 +481,7 @@ static void device_views_refused(const char *name, weft_status_t want, int line)
 /*
  * Device views staged through a ring much smaller than a version: 256 KiB
  * (two halves of 128 KiB) for 4.6 MB, so each version comes in 36 rounds
- * (ucx_rounds.h), with strided views (consumer 1), over TCP and shared
+ * (plan/rounds.h), with strided views (consumer 1), over TCP and shared
  * memory, and with the server's own bounce ring cut to one put at a time.
  * First a ring under the minimum is refused, which shows the variable
  * reaches the consumers of this test.

@@ -1,6 +1,6 @@
 /*
  * The rounds a version is cut into for a consumer's bounded staging ring
- * (transport/ucx/ucx_rounds.h): every byte of the plan's ranges in exactly
+ * (transport/ucx/plan/rounds.h): every byte of the plan's ranges in exactly
  * one piece, in order; each round's bytes inside its half of the ring and
  * at most a half; the server's puts and the consumer's pieces agreeing;
  * ROUND's encoding read back, and malformed or out-of-bounds payloads
@@ -38,13 +38,13 @@ static weft_range_list_t make_ranges(const uint64_t *sizes, uint32_t n)
 
 /* Checks rounds against ranges byte for byte: the stream of pieces, in
  * order, is the stream of ranges. */
-static void check_rounds(const weft_range_list_t *ranges, const weft_ucx_rounds_t *rounds,
+static void check_rounds(const weft_range_list_t *ranges, const weft_rounds_t *rounds,
                          uint64_t half)
 {
     uint64_t r = 0, done = 0, total = 0;
 
     for (uint32_t k = 0; k < rounds->count; k++) {
-        const weft_ucx_round_t *round = &rounds->round[k];
+        const weft_round_t *round = &rounds->round[k];
         uint64_t                in_round = 0;
 
         ck_assert_uint_eq(round->piece_count, round->puts.count);
@@ -91,16 +91,16 @@ START_TEST(every_byte_once_in_order_within_its_half)
     static const uint64_t halves[] = {97, 4096, 65536, 100000, 1u << 20};
 
     for (size_t h = 0; h < sizeof(halves) / sizeof(halves[0]); h++) {
-        weft_ucx_rounds_t rounds;
+        weft_rounds_t rounds;
         uint64_t          total = 0;
 
         for (uint32_t i = 0; i < n; i++) {
             total += sizes[i];
         }
-        ck_assert_int_eq(weft_ucx_rounds_build(&ranges, RING_BASE, halves[h], &rounds), WEFT_OK);
+        ck_assert_int_eq(weft_rounds_build(&ranges, RING_BASE, halves[h], &rounds), WEFT_OK);
         ck_assert_uint_eq(rounds.count, total / halves[h] + (total % halves[h] != 0));
         check_rounds(&ranges, &rounds, halves[h]);
-        weft_ucx_rounds_free(&rounds);
+        weft_rounds_free(&rounds);
         ck_assert_ptr_null(rounds.round);
     }
     free(ranges.ranges);
@@ -110,16 +110,16 @@ END_TEST
 START_TEST(empty_plans_and_bad_halves)
 {
     weft_range_list_t empty = {0};
-    weft_ucx_rounds_t rounds;
+    weft_rounds_t rounds;
     static const uint64_t sizes[] = {10};
     weft_range_list_t one = make_ranges(sizes, 1);
 
-    ck_assert_int_eq(weft_ucx_rounds_build(&empty, RING_BASE, 4096, &rounds), WEFT_OK);
+    ck_assert_int_eq(weft_rounds_build(&empty, RING_BASE, 4096, &rounds), WEFT_OK);
     ck_assert_uint_eq(rounds.count, 0);
-    weft_ucx_rounds_free(&rounds);
-    ck_assert_int_eq(weft_ucx_rounds_build(&one, RING_BASE, 0, &rounds), WEFT_ERR_INVALID_PARAM);
-    one.ranges[0].bytes = (uint64_t)WEFT_UCX_ROUNDS_MAX * 2 + 1; /* more rounds than allowed */
-    ck_assert_int_eq(weft_ucx_rounds_build(&one, RING_BASE, 2, &rounds), WEFT_ERR_INVALID_PARAM);
+    weft_rounds_free(&rounds);
+    ck_assert_int_eq(weft_rounds_build(&one, RING_BASE, 0, &rounds), WEFT_ERR_INVALID_PARAM);
+    one.ranges[0].bytes = (uint64_t)WEFT_ROUNDS_MAX * 2 + 1; /* more rounds than allowed */
+    ck_assert_int_eq(weft_rounds_build(&one, RING_BASE, 2, &rounds), WEFT_ERR_INVALID_PARAM);
     free(one.ranges);
 }
 END_TEST
@@ -129,21 +129,21 @@ START_TEST(round_message_read_back_and_checked)
     static const uint64_t sizes[] = {3000, 5000, 2000};
     weft_range_list_t     ranges = make_ranges(sizes, 3);
     const weft_wire_span_t views = {.base = VIEWS, .bytes = 10100};
-    weft_ucx_rounds_t     rounds;
+    weft_rounds_t     rounds;
     const uint64_t        half = 4096;
 
-    ck_assert_int_eq(weft_ucx_rounds_build(&ranges, RING_BASE, half, &rounds), WEFT_OK);
+    ck_assert_int_eq(weft_rounds_build(&ranges, RING_BASE, half, &rounds), WEFT_OK);
     ck_assert_uint_eq(rounds.count, 3);
     for (uint32_t k = 0; k < rounds.count; k++) {
-        weft_boot_buf_t   buf = {0};
-        weft_boot_msg_t   msg;
+        weft_ctl_buf_t   buf = {0};
+        weft_ctl_msg_t   msg;
         weft_ucx_piece_t *pieces;
         uint64_t          v, count;
         uint32_t          round, total;
 
         weft_ucx_put_round(&buf, 42, &rounds, k);
         ck_assert_int_eq(buf.failed, 0);
-        msg = (weft_boot_msg_t){.type = 0, .length = (uint32_t)buf.length, .payload = buf.data};
+        msg = (weft_ctl_msg_t){.type = 0, .length = (uint32_t)buf.length, .payload = buf.data};
         ck_assert_int_eq(weft_ucx_get_round(&msg, half, &views, 1, &v, &round, &total, &pieces,
                                             &count),
                          WEFT_OK);
@@ -171,9 +171,9 @@ START_TEST(round_message_read_back_and_checked)
                                                 &pieces, &count),
                              WEFT_ERR_CORRUPT);
         }
-        weft_boot_buf_free(&buf);
+        weft_ctl_buf_free(&buf);
     }
-    weft_ucx_rounds_free(&rounds);
+    weft_rounds_free(&rounds);
     free(ranges.ranges);
 }
 END_TEST

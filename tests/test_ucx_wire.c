@@ -15,7 +15,7 @@
  * byte is there, nothing else; and a real consumer told a malformed
  * SENDING by a server spoken by hand leaves with WEFT_ERR_CORRUPT.
  *
- * And the handshake's authentication (remote/auth.h): a real consumer
+ * And the handshake's authentication (ctl/auth.h): a real consumer
  * refuses a server that does not prove the token and proves itself to
  * one that does, the token in none of the bytes it sends; a recorded
  * handshake played again is refused; after the handshake, a message in
@@ -69,7 +69,7 @@ static void server_start_with(uint64_t timeout_us)
 {
     weft_tensor_desc_t   d = {.name = "w", .layer = 0, .expert = 0, .role = WEFT_ROLE_W,
                               .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {ROWS, COLS}};
-    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT,
+    weft_server_params_t params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT,
                                    .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
                                    .token = TOKEN, .timeout_us = timeout_us};
     uint16_t             port;
@@ -102,9 +102,9 @@ static weft_recv_view_t view_at(uint64_t base)
 }
 
 /* The next message on fd, opened with the session (as weft_auth_open). */
-static weft_status_t hand_recv(int fd, weft_auth_session_t *session, weft_boot_msg_t *msg, uint64_t deadline)
+static weft_status_t hand_recv(int fd, weft_auth_session_t *session, weft_ctl_msg_t *msg, uint64_t deadline)
 {
-    const weft_status_t status = weft_boot_recv(fd, msg, deadline);
+    const weft_status_t status = weft_ctl_recv(fd, msg, deadline);
 
     return status == WEFT_OK ? weft_auth_open(session, msg) : status;
 }
@@ -114,14 +114,14 @@ static weft_status_t hand_recv(int fd, weft_auth_session_t *session, weft_boot_m
  * against `token`, PROOF. 0 when the server proved the token; the sent
  * HELLO and PROOF into hello and proof when not NULL (for replays); the
  * consumer's session started in *session when not NULL. */
-static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf_t *hello, weft_boot_buf_t *proof,
+static int hand_prove(int fd, const char *token, const char *name, weft_ctl_buf_t *hello, weft_ctl_buf_t *proof,
                       weft_auth_session_t *session)
 {
     const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
     uint8_t         nonce_c[WEFT_AUTH_NONCE_BYTES], nonce_s[WEFT_AUTH_NONCE_BYTES];
     uint8_t         mac[WEFT_AUTH_MAC_BYTES], want[WEFT_AUTH_MAC_BYTES];
-    weft_boot_buf_t h = {0}, pr = {0};
-    weft_boot_msg_t msg;
+    weft_ctl_buf_t h = {0}, pr = {0};
+    weft_ctl_msg_t msg;
     int             ok;
 
     if (weft_auth_init() != WEFT_OK) {
@@ -129,8 +129,8 @@ static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf
     }
     weft_auth_nonce(nonce_c);
     weft_wire_put_hello(&h, WEFT_UCX_PROTOCOL, nonce_c, name);
-    if (weft_boot_send(fd, WEFT_BOOT_HELLO, h.data, (uint32_t)h.length, deadline) != WEFT_OK ||
-        weft_boot_recv(fd, &msg, deadline) != WEFT_OK) {
+    if (weft_ctl_send(fd, WEFT_CTL_HELLO, h.data, (uint32_t)h.length, deadline) != WEFT_OK ||
+        weft_ctl_recv(fd, &msg, deadline) != WEFT_OK) {
         return -1;
     }
     ok = weft_wire_get_auth(&msg, nonce_s, mac) == WEFT_OK;
@@ -140,20 +140,20 @@ static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf
         return -1;
     }
     weft_auth_mac(want, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
-    weft_boot_put_blob(&pr, want, WEFT_AUTH_MAC_BYTES);
-    ok = weft_boot_send(fd, WEFT_BOOT_PROOF, pr.data, (uint32_t)pr.length, deadline) == WEFT_OK;
+    weft_ctl_put_blob(&pr, want, WEFT_AUTH_MAC_BYTES);
+    ok = weft_ctl_send(fd, WEFT_CTL_PROOF, pr.data, (uint32_t)pr.length, deadline) == WEFT_OK;
     if (session != NULL) {
         weft_auth_session_start(session, WEFT_AUTH_CONSUMER, token, WEFT_UCX_PROTOCOL, nonce_c, nonce_s, name);
     }
     if (hello != NULL) {
         *hello = h;
     } else {
-        weft_boot_buf_free(&h);
+        weft_ctl_buf_free(&h);
     }
     if (proof != NULL) {
         *proof = pr;
     } else {
-        weft_boot_buf_free(&pr);
+        weft_ctl_buf_free(&pr);
     }
     return ok ? 0 : -1;
 }
@@ -162,13 +162,13 @@ static int hand_prove(int fd, const char *token, const char *name, weft_boot_buf
  * sealed with *session. */
 static int handshake(weft_auth_session_t *session)
 {
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     int             fd;
 
-    ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
     ck_assert_int_eq(hand_prove(fd, TOKEN, "wire-client", NULL, NULL, session), 0);
     ck_assert_int_eq(hand_recv(fd, session, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
-    ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME);
+    ck_assert_uint_eq(msg.type, WEFT_CTL_WELCOME);
     free(msg.payload);
     return fd;
 }
@@ -176,12 +176,12 @@ static int handshake(weft_auth_session_t *session)
 /* Sends `type` with buf's bytes after the token and expects REFUSED
  * for `why` (the server's reason: which check caught it), one more
  * refusal in the server's count and nobody registered. */
-static void expect_refused(uint32_t type, const weft_boot_buf_t *buf, const char *what,
+static void expect_refused(uint32_t type, const weft_ctl_buf_t *buf, const char *what,
                            const char *why)
 {
     weft_server_stats_t   before, after;
     weft_registry_stats_t rs;
-    weft_boot_msg_t       msg;
+    weft_ctl_msg_t       msg;
     char                  reason[256] = "";
     weft_auth_session_t   session = {0};
     int                   fd = handshake(&session);
@@ -191,7 +191,7 @@ static void expect_refused(uint32_t type, const weft_boot_buf_t *buf, const char
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
     ck_assert_int_eq(hand_recv(fd, &session, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
-    ck_assert_msg(msg.type == WEFT_BOOT_REFUSED, "%s: answered with message %u", what, msg.type);
+    ck_assert_msg(msg.type == WEFT_CTL_REFUSED, "%s: answered with message %u", what, msg.type);
     ck_assert_int_ne(weft_wire_parse_refused(&msg, reason, sizeof(reason)), WEFT_OK);
     ck_assert_msg(strcmp(reason, why) == 0, "%s: refused for \"%s\", not \"%s\"", what, reason, why);
     free(msg.payload);
@@ -221,17 +221,17 @@ typedef struct views_msg {
 #define MALFORMED         "malformed views"
 #define MALFORMED_OR_KEYS "malformed views or keys"
 
-static void build_views_msg(const views_msg_t *m, weft_boot_buf_t *buf)
+static void build_views_msg(const views_msg_t *m, weft_ctl_buf_t *buf)
 {
     static const uint8_t junk[64] = {1, 2, 3, 4, 5, 6, 7, 8};
     weft_recv_view_t     view = view_at(REGION_BASE);
 
-    weft_boot_put_blob(buf, junk, m->address_length);
-    weft_boot_put_u32(buf, m->regions);
+    weft_ctl_put_blob(buf, junk, m->address_length);
+    weft_ctl_put_u32(buf, m->regions);
     for (uint32_t r = 0; r < m->regions_written; r++) {
-        weft_boot_put_u64(buf, m->region_base);
-        weft_boot_put_u64(buf, m->region_bytes);
-        weft_boot_put_blob(buf, junk, 16);
+        weft_ctl_put_u64(buf, m->region_base);
+        weft_ctl_put_u64(buf, m->region_bytes);
+        weft_ctl_put_blob(buf, junk, 16);
     }
     if (!m->with_views) {
         return;
@@ -241,10 +241,10 @@ static void build_views_msg(const views_msg_t *m, weft_boot_buf_t *buf)
         buf->length -= 5;
         return;
     }
-    weft_boot_put_u64(buf, m->ring_half);
-    weft_boot_put_u32(buf, m->lanes);
+    weft_ctl_put_u64(buf, m->ring_half);
+    weft_ctl_put_u32(buf, m->lanes);
     for (uint32_t i = 0; i < m->lanes; i++) {
-        weft_boot_put_blob(buf, junk, m->lane_address_length);
+        weft_ctl_put_blob(buf, junk, m->lane_address_length);
     }
 }
 
@@ -259,11 +259,11 @@ static views_msg_t good_views(void)
 
 static void refused_views(const views_msg_t *m, const char *what, const char *why)
 {
-    weft_boot_buf_t buf = {0};
+    weft_ctl_buf_t buf = {0};
 
     build_views_msg(m, &buf);
-    expect_refused(WEFT_BOOT_VIEWS, &buf, what, why);
-    weft_boot_buf_free(&buf);
+    expect_refused(WEFT_CTL_VIEWS, &buf, what, why);
+    weft_ctl_buf_free(&buf);
 }
 
 /* In a forked consumer: reads the server's address from `go` (into
@@ -291,7 +291,7 @@ static pid_t fork_consumer(int go)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         uint8_t                   *buf = malloc((size_t)ROWS * COLS);
-        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
                                         .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
                                         .token = TOKEN, .name = "real", .timeout_us = 5000000};
         weft_remote_h              remote = child_connect(go, &p, buf, __LINE__);
@@ -333,7 +333,7 @@ static void serve_version_1(pid_t consumer, int go)
 
 /* VIEWS of a real consumer: ucx's worker address, buf as the one region
  * with its key, the one view on it, no ring, no receive lanes. */
-static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_boot_buf_t *out)
+static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_ctl_buf_t *out)
 {
     const weft_recv_view_t view = view_at((uint64_t)(uintptr_t)buf);
     ucp_address_t         *address;
@@ -343,30 +343,30 @@ static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_bo
     if (ucp_worker_get_address(ucx->worker, &address, &address_length) != UCS_OK) {
         return -1;
     }
-    weft_boot_put_blob(out, address, (uint32_t)address_length);
+    weft_ctl_put_blob(out, address, (uint32_t)address_length);
     ucp_worker_release_address(ucx->worker, address);
     if (ucp_rkey_pack(ucx->context, memh, &rkey, &rkey_length) != UCS_OK) {
         return -1;
     }
-    weft_boot_put_u32(out, 1);
-    weft_boot_put_u64(out, (uint64_t)(uintptr_t)buf);
-    weft_boot_put_u64(out, (uint64_t)ROWS * COLS);
-    weft_boot_put_blob(out, rkey, (uint32_t)rkey_length);
+    weft_ctl_put_u32(out, 1);
+    weft_ctl_put_u64(out, (uint64_t)(uintptr_t)buf);
+    weft_ctl_put_u64(out, (uint64_t)ROWS * COLS);
+    weft_ctl_put_blob(out, rkey, (uint32_t)rkey_length);
     ucp_rkey_buffer_release(rkey);
     weft_wire_put_views(out, &view, 1);
-    weft_boot_put_u64(out, 0);
-    weft_boot_put_u32(out, 0);
+    weft_ctl_put_u64(out, 0);
+    weft_ctl_put_u32(out, 0);
     return out->failed ? -1 : 0;
 }
 
 /* The server's next message, opened, its worker driven meanwhile (puts
  * over TCP land only with the target's progress); -1 by the deadline. */
 static int next_message(weft_ucx_t *ucx, int fd, weft_auth_session_t *session, uint64_t deadline,
-                        weft_boot_msg_t *msg)
+                        weft_ctl_msg_t *msg)
 {
     while (weft_time_ns() < deadline) {
         weft_ucx_progress(ucx);
-        if (weft_boot_readable(fd)) {
+        if (weft_ctl_readable(fd)) {
             return hand_recv(fd, session, msg, deadline) == WEFT_OK ? 0 : -1;
         }
     }
@@ -374,17 +374,17 @@ static int next_message(weft_ucx_t *ucx, int fd, weft_auth_session_t *session, u
 }
 
 /* The u64 a message carries, UINT64_MAX when it carries something else. */
-static uint64_t message_u64(const weft_boot_msg_t *msg)
+static uint64_t message_u64(const weft_ctl_msg_t *msg)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           v = weft_boot_get_u64(&cur);
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           v = weft_ctl_get_u64(&cur);
 
     return cur.failed || cur.at != cur.length ? UINT64_MAX : v;
 }
 
 /* The version a VERSION notice carries (with its checksums, if any),
  * UINT64_MAX when it is malformed. */
-static uint64_t message_version(const weft_boot_msg_t *msg)
+static uint64_t message_version(const weft_ctl_msg_t *msg)
 {
     weft_wire_sums_t sums = {0};
     uint64_t         v;
@@ -405,8 +405,8 @@ static pid_t fork_hand_consumer(int go)
     if (pid == 0) {
         const uint64_t  deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
         uint8_t        *buf = calloc(1, (size_t)ROWS * COLS);
-        weft_boot_buf_t views = {0};
-        weft_boot_msg_t msg;
+        weft_ctl_buf_t views = {0};
+        weft_ctl_msg_t msg;
         weft_auth_session_t session = {0};
         weft_ucx_t      ucx;
         ucp_mem_h       memh;
@@ -418,38 +418,38 @@ static pid_t fork_hand_consumer(int go)
         CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, (uint64_t)ROWS * COLS, WEFT_MEMORY_HOST, &memh,
                                      "the hand consumer's buffer") == WEFT_OK);
         CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0);
-        CHILD_CHECK(weft_boot_connect(srv.addr, deadline, &fd) == WEFT_OK);
+        CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
         CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL, &session) == 0);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_WELCOME);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_WELCOME);
         free(msg.payload);
-        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_VIEWS, views.data, (uint32_t)views.length, deadline) ==
+        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_CTL_VIEWS, views.data, (uint32_t)views.length, deadline) ==
                         WEFT_OK);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_BOOT_READY);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
         free(msg.payload);
-        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_WANT, 0, deadline) == WEFT_OK);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_WANT, 0, deadline) == WEFT_OK);
 
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
-        if (msg.type != WEFT_BOOT_SENDING || message_u64(&msg) != 1) {
+        if (msg.type != WEFT_CTL_SENDING || message_u64(&msg) != 1) {
             CHILD_FAIL("hand consumer: message %u first, not SENDING(1)", msg.type);
         }
         free(msg.payload);
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
-        if (msg.type != WEFT_BOOT_VERSION || message_version(&msg) != 1) {
+        if (msg.type != WEFT_CTL_VERSION || message_version(&msg) != 1) {
             CHILD_FAIL("hand consumer: message %u after SENDING, not VERSION(1)", msg.type);
         }
         free(msg.payload);
         CHILD_CHECK(payload_check(buf, (uint64_t)ROWS * COLS, 1, 0) == (uint64_t)ROWS * COLS);
-        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_BOOT_ACK, 1, deadline) == WEFT_OK);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_ACK, 1, deadline) == WEFT_OK);
         /* Leaving: BYE, then the server closes once none of its puts can
          * land here (everything it sends until then is skipped). */
-        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_BOOT_BYE, NULL, 0, deadline) == WEFT_OK);
+        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_CTL_BYE, NULL, 0, deadline) == WEFT_OK);
         while (next_message(&ucx, fd, &session, deadline, &msg) == 0) {
             free(msg.payload);
         }
         close(fd);
         ucp_mem_unmap(ucx.context, memh);
         weft_ucx_close(&ucx);
-        weft_boot_buf_free(&views);
+        weft_ctl_buf_free(&views);
         free(buf);
         CHILD_EXIT();
     }
@@ -480,7 +480,7 @@ static pid_t fork_consumer_of_a_bad_server(int go)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         uint8_t                   *buf = calloc(1, (size_t)ROWS * COLS);
-        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES,
+        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_LANES,
                                         .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
                                         .token = TOKEN, .name = "told-bad", .timeout_us = WAIT_US,
                                         .lanes = 1};
@@ -506,7 +506,7 @@ static int hand_server_listen(void)
     int      listen_fd;
 
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
-    ck_assert_int_eq(weft_boot_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_listen("127.0.0.1:0", &listen_fd, &port), WEFT_OK);
     snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
     return listen_fd;
 }
@@ -519,7 +519,7 @@ static int accept_one(int listen_fd)
     int           fd = -1;
 
     ck_assert_int_eq(poll(&pfd, 1, (int)(WAIT_US / 1000)), 1);
-    ck_assert_int_eq(weft_boot_accept(listen_fd, &fd, peer, sizeof(peer)), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_accept(listen_fd, &fd, peer, sizeof(peer)), WEFT_OK);
     ck_assert_int_ge(fd, 0);
     return fd;
 }
@@ -527,7 +527,7 @@ static int accept_one(int listen_fd)
 /* The next message from the consumer, of `type`, opened; its payload freed. */
 static void expect_message(int fd, weft_auth_session_t *session, uint32_t type)
 {
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
 
     ck_assert_int_eq(hand_recv(fd, session, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)), WEFT_OK);
     ck_assert_msg(msg.type == type, "message %u, expected %u", msg.type, type);
@@ -546,12 +546,12 @@ static int hand_challenge(int fd, const char *token, int bad_mac, weft_auth_sess
     uint8_t         got[WEFT_AUTH_MAC_BYTES];
     char            name[WEFT_CONSUMER_NAME_MAX];
     const char     *reason;
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t msg;
+    weft_ctl_buf_t buf = {0};
+    weft_ctl_msg_t msg;
     int             ok;
 
     ck_assert_int_eq(weft_auth_init(), WEFT_OK);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_recv(fd, &msg, deadline), WEFT_OK);
     ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL, nonce_c, name, &reason), WEFT_OK);
     ck_assert_msg(memmem(msg.payload, msg.length, token, strlen(token)) == NULL, "the token is in the hello");
     free(msg.payload);
@@ -560,13 +560,13 @@ static int hand_challenge(int fd, const char *token, int bad_mac, weft_auth_sess
     if (bad_mac) {
         weft_auth_nonce(mac); /* 32 random bytes */
     }
-    weft_boot_put_blob(&buf, nonce_s, WEFT_AUTH_NONCE_BYTES);
-    weft_boot_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_CHALLENGE, buf.data, (uint32_t)buf.length, deadline), WEFT_OK);
-    weft_boot_buf_free(&buf);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
+    weft_ctl_put_blob(&buf, nonce_s, WEFT_AUTH_NONCE_BYTES);
+    weft_ctl_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
+    ck_assert_int_eq(weft_ctl_send(fd, WEFT_CTL_CHALLENGE, buf.data, (uint32_t)buf.length, deadline), WEFT_OK);
+    weft_ctl_buf_free(&buf);
+    ck_assert_int_eq(weft_ctl_recv(fd, &msg, deadline), WEFT_OK);
     ck_assert_msg(memmem(msg.payload, msg.length, token, strlen(token)) == NULL, "the token is in the proof");
-    if (msg.type == WEFT_BOOT_REFUSED) {
+    if (msg.type == WEFT_CTL_REFUSED) {
         free(msg.payload);
         return 1;
     }
@@ -582,8 +582,8 @@ static int hand_challenge(int fd, const char *token, int bad_mac, weft_auth_sess
 
 START_TEST(ucx_consumer_refuses_a_malformed_sending)
 {
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t msg;
+    weft_ctl_buf_t buf = {0};
+    weft_ctl_msg_t msg;
     weft_auth_session_t session = {0};
     weft_ucx_t      ucx;
     ucp_address_t  *address;
@@ -601,27 +601,27 @@ START_TEST(ucx_consumer_refuses_a_malformed_sending)
 
     ck_assert_int_eq(hand_challenge(fd, TOKEN, 0, &session), 0);
     ck_assert_int_eq(ucp_worker_get_address(ucx.worker, &address, &address_length), UCS_OK);
-    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_BOOT_WELCOME, address, (uint32_t)address_length,
+    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_CTL_WELCOME, address, (uint32_t)address_length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
     ucp_worker_release_address(ucx.worker, address);
-    expect_message(fd, &session, WEFT_BOOT_VIEWS);
-    weft_boot_put_u32(&buf, 0);                        /* its consumer id */
-    weft_boot_put_u64(&buf, (uint64_t)ROWS * COLS);    /* bytes a version */
-    weft_boot_put_u64(&buf, 1);                        /* ranges */
-    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_BOOT_READY, buf.data, (uint32_t)buf.length,
+    expect_message(fd, &session, WEFT_CTL_VIEWS);
+    weft_ctl_put_u32(&buf, 0);                        /* its consumer id */
+    weft_ctl_put_u64(&buf, (uint64_t)ROWS * COLS);    /* bytes a version */
+    weft_ctl_put_u64(&buf, 1);                        /* ranges */
+    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_CTL_READY, buf.data, (uint32_t)buf.length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
-    weft_boot_buf_free(&buf);
-    expect_message(fd, &session, WEFT_BOOT_WANT);
+    weft_ctl_buf_free(&buf);
+    expect_message(fd, &session, WEFT_CTL_WANT);
     /* SENDING carries a u64: four bytes are not one. */
-    weft_boot_put_u32(&buf, 1);
-    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_BOOT_SENDING, buf.data, (uint32_t)buf.length,
+    weft_ctl_put_u32(&buf, 1);
+    ck_assert_int_eq(weft_auth_send(fd, &session, WEFT_CTL_SENDING, buf.data, (uint32_t)buf.length,
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     /* The consumer leaves at once: no ack, no goodbye, the connection closed. */
-    ck_assert_msg(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)) != WEFT_OK,
+    ck_assert_msg(weft_ctl_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)) != WEFT_OK,
                   "the consumer answered a malformed SENDING with message %u", msg.type);
     ck_assert_int_eq(wait_child(consumer), 0);
     close(fd);
@@ -632,7 +632,7 @@ END_TEST
 
 START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
 {
-    weft_boot_buf_t buf = {0};
+    weft_ctl_buf_t buf = {0};
     views_msg_t     m;
     pid_t           consumer;
     int             go[2];
@@ -642,10 +642,10 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
     consumer = fork_consumer(go[0]);
     server_start();
 
-    weft_boot_put_u64(&buf, 1);
-    expect_refused(WEFT_BOOT_ACK, &buf, "an ack instead of the views", "views expected");
-    weft_boot_buf_free(&buf);
-    expect_refused(WEFT_BOOT_VIEWS, &buf, "empty views", MALFORMED);
+    weft_ctl_put_u64(&buf, 1);
+    expect_refused(WEFT_CTL_ACK, &buf, "an ack instead of the views", "views expected");
+    weft_ctl_buf_free(&buf);
+    expect_refused(WEFT_CTL_VIEWS, &buf, "empty views", MALFORMED);
 
     m = good_views();
     m.address_length = 0;
@@ -699,7 +699,7 @@ static pid_t fork_consumer_of_a_hand_server(int go, weft_status_t want)
         uint8_t                   *buf = calloc(1, (size_t)ROWS * COLS);
         weft_recv_view_t           view;
         weft_remote_h              remote = NULL;
-        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                         .server = srv.addr, .token = TOKEN, .name = "auth-consumer",
                                         .timeout_us = WAIT_US};
         weft_status_t              status;
@@ -746,8 +746,8 @@ END_TEST
  * connection: the server's nonce is new, the old proof is refused. */
 START_TEST(ucx_replayed_handshake_is_refused)
 {
-    weft_boot_buf_t     hello = {0}, proof = {0};
-    weft_boot_msg_t     msg;
+    weft_ctl_buf_t     hello = {0}, proof = {0};
+    weft_ctl_msg_t     msg;
     weft_auth_session_t session = {0};
     weft_server_stats_t before, after;
     const uint64_t      deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
@@ -755,43 +755,43 @@ START_TEST(ucx_replayed_handshake_is_refused)
 
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     server_start();
-    ck_assert_int_eq(weft_boot_connect(srv.addr, deadline, &fd), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_connect(srv.addr, deadline, &fd), WEFT_OK);
     ck_assert_int_eq(hand_prove(fd, TOKEN, "recorded", &hello, &proof, &session), 0);
     ck_assert_int_eq(hand_recv(fd, &session, &msg, deadline), WEFT_OK);
-    ck_assert_uint_eq(msg.type, WEFT_BOOT_WELCOME); /* the real one was accepted */
+    ck_assert_uint_eq(msg.type, WEFT_CTL_WELCOME); /* the real one was accepted */
     free(msg.payload);
     close(fd);
     ck_assert_int_eq(weft_server_get_stats(srv.server, &before), WEFT_OK);
 
-    ck_assert_int_eq(weft_boot_connect(srv.addr, deadline, &fd), WEFT_OK);
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_HELLO, hello.data, (uint32_t)hello.length, deadline), WEFT_OK);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
-    ck_assert_uint_eq(msg.type, WEFT_BOOT_CHALLENGE);
+    ck_assert_int_eq(weft_ctl_connect(srv.addr, deadline, &fd), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_send(fd, WEFT_CTL_HELLO, hello.data, (uint32_t)hello.length, deadline), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_uint_eq(msg.type, WEFT_CTL_CHALLENGE);
     free(msg.payload);
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_PROOF, proof.data, (uint32_t)proof.length, deadline), WEFT_OK);
-    ck_assert_int_eq(weft_boot_recv(fd, &msg, deadline), WEFT_OK);
-    ck_assert_msg(msg.type == WEFT_BOOT_REFUSED, "a replayed proof was answered with %u", msg.type);
+    ck_assert_int_eq(weft_ctl_send(fd, WEFT_CTL_PROOF, proof.data, (uint32_t)proof.length, deadline), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_recv(fd, &msg, deadline), WEFT_OK);
+    ck_assert_msg(msg.type == WEFT_CTL_REFUSED, "a replayed proof was answered with %u", msg.type);
     free(msg.payload);
     close(fd);
     ck_assert_int_eq(weft_server_get_stats(srv.server, &after), WEFT_OK);
     ck_assert_uint_eq(after.refused, before.refused + 1);
     ck_assert_uint_eq(after.accepted, before.accepted);
-    weft_boot_buf_free(&hello);
-    weft_boot_buf_free(&proof);
+    weft_ctl_buf_free(&hello);
+    weft_ctl_buf_free(&proof);
     server_stop();
 }
 END_TEST
 
 /* After the handshake every message must be sealed with the session's
- * key (remote/auth.h): VIEWS in clear, or sealed with the key of another
+ * key (ctl/auth.h): VIEWS in clear, or sealed with the key of another
  * session (a message captured from it and played on this one), make the
  * server close the connection before it reads them, with no answer and
  * nobody registered; a real consumer is served afterwards. */
 START_TEST(ucx_server_drops_messages_that_are_not_sealed_for_the_session)
 {
     weft_auth_session_t   session = {0}, other = {0};
-    weft_boot_buf_t       buf = {0};
-    weft_boot_msg_t       msg;
+    weft_ctl_buf_t       buf = {0};
+    weft_ctl_msg_t       msg;
     weft_registry_stats_t rs;
     weft_server_stats_t   stats;
     const views_msg_t     m = good_views();
@@ -805,15 +805,15 @@ START_TEST(ucx_server_drops_messages_that_are_not_sealed_for_the_session)
     build_views_msg(&m, &buf);
     for (int sealed_for_another = 0; sealed_for_another <= 1; sealed_for_another++) {
         fd = handshake(sealed_for_another ? &session : &other);
-        ck_assert_int_eq(weft_auth_send(fd, sealed_for_another ? &other : NULL, WEFT_BOOT_VIEWS, buf.data,
+        ck_assert_int_eq(weft_auth_send(fd, sealed_for_another ? &other : NULL, WEFT_CTL_VIEWS, buf.data,
                                         (uint32_t)buf.length, weft_deadline_ns(weft_time_ns(), WAIT_US)),
                          WEFT_OK);
-        ck_assert_msg(weft_boot_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)) == WEFT_ERR_CONNECTION,
+        ck_assert_msg(weft_ctl_recv(fd, &msg, weft_deadline_ns(weft_time_ns(), WAIT_US)) == WEFT_ERR_CONNECTION,
                       "VIEWS %s was answered with message %u", sealed_for_another ? "of another session" : "in clear",
                       msg.type);
         close(fd);
     }
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     ck_assert_int_eq(weft_server_get_stats(srv.server, &stats), WEFT_OK);
     ck_assert_uint_eq(stats.accepted, 0);
     ck_assert_int_eq(weft_registry_get_stats(srv.reg, &rs), WEFT_OK);
@@ -837,7 +837,7 @@ START_TEST(ucx_consumer_refuses_a_welcome_that_is_not_sealed)
     ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fd = accept_one(listen_fd);
     ck_assert_int_eq(hand_challenge(fd, TOKEN, 0, NULL), 0);
-    ck_assert_int_eq(weft_boot_send(fd, WEFT_BOOT_WELCOME, address, sizeof(address),
+    ck_assert_int_eq(weft_ctl_send(fd, WEFT_CTL_WELCOME, address, sizeof(address),
                                     weft_deadline_ns(weft_time_ns(), WAIT_US)),
                      WEFT_OK);
     ck_assert_int_eq(wait_child(consumer), 0);
@@ -847,7 +847,7 @@ START_TEST(ucx_consumer_refuses_a_welcome_that_is_not_sealed)
 END_TEST
 
 /* Connections that never say anything: from one address, only the newest
- * WEFT_SERVE_PREAUTH_PER_ADDRESS are kept (the older ones are closed by
+ * WEFT_SERVER_PREAUTH_PER_ADDRESS are kept (the older ones are closed by
  * the server as newer ones come), and enough of them to fill the server's
  * table (where the descriptor limit allows opening them) do not keep a
  * real consumer out: it gets its version. */
@@ -876,7 +876,7 @@ START_TEST(ucx_idle_connections_do_not_keep_a_consumer_out)
      * connections here is the room made for newer ones, not their time. */
     server_start_with(60000000);
     for (int i = 0; i < count; i++) {
-        ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &idle[i]), WEFT_OK);
+        ck_assert_int_eq(weft_ctl_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &idle[i]), WEFT_OK);
     }
     /* The server has closed every older one beyond the newest 16 (it
      * accepts them in order; poll each until it has). */
@@ -944,7 +944,7 @@ START_TEST(ucx_server_out_of_descriptors_backs_off)
     ck_assert_int_eq(read(go[0], &port, sizeof(port)), (ssize_t)sizeof(port));
     snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
     for (int i = 0; i < 40; i++) {
-        ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fds[i]), WEFT_OK);
+        ck_assert_int_eq(weft_ctl_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fds[i]), WEFT_OK);
     }
     usleep(2500000); /* the server tries, fails and waits meanwhile */
     kill(server, SIGKILL);
@@ -972,17 +972,17 @@ START_TEST(hello_names_lose_their_control_characters)
     uint8_t         nonce[WEFT_AUTH_NONCE_BYTES] = {0}, got[WEFT_AUTH_NONCE_BYTES];
     char            name[WEFT_CONSUMER_NAME_MAX];
     const char     *reason;
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t msg;
+    weft_ctl_buf_t buf = {0};
+    weft_ctl_msg_t msg;
 
     weft_wire_put_hello(&buf, WEFT_UCX_PROTOCOL, nonce, "ok\n[error] forged\033[2J\x7f");
-    msg = (weft_boot_msg_t){.type = WEFT_BOOT_HELLO, .length = (uint32_t)buf.length, .payload = buf.data};
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_HELLO, .length = (uint32_t)buf.length, .payload = buf.data};
     ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL, got, name, &reason), WEFT_OK);
     ck_assert_str_eq(name, "ok?[error] forged?[2J?");
     ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL + 1, got, name, &reason), WEFT_ERR_VERSION);
     msg.length -= 3; /* cut short */
     ck_assert_int_eq(weft_wire_check_hello(&msg, WEFT_UCX_PROTOCOL, got, name, &reason), WEFT_ERR_CORRUPT);
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
 }
 END_TEST
 
@@ -996,25 +996,25 @@ START_TEST(views_past_the_end_of_the_address_space_are_refused)
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     uint32_t             count = 0, span_count = 9;
     weft_wire_span_t    *spans = NULL;
-    weft_boot_buf_t      buf = {0};
-    weft_boot_cursor_t   cur;
+    weft_ctl_buf_t      buf = {0};
+    weft_ctl_cursor_t   cur;
 
     weft_wire_put_views(&buf, &view, 1);
-    cur = (weft_boot_cursor_t){.data = buf.data, .length = buf.length};
+    cur = (weft_ctl_cursor_t){.data = buf.data, .length = buf.length};
     ck_assert_int_eq(weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &got, &names, &count), WEFT_ERR_CORRUPT);
     ck_assert_int_eq(weft_wire_view_spans(&view, 1, &spans, &span_count), WEFT_OK);
     ck_assert_uint_eq(span_count, 0);
     free(spans);
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     /* The last view that fits ends one byte before the end. */
     view = view_at(UINT64_MAX - (uint64_t)ROWS * COLS);
     weft_wire_put_views(&buf, &view, 1);
-    cur = (weft_boot_cursor_t){.data = buf.data, .length = buf.length};
+    cur = (weft_ctl_cursor_t){.data = buf.data, .length = buf.length};
     ck_assert_int_eq(weft_wire_get_views(&cur, WEFT_MEMORY_HOST, &got, &names, &count), WEFT_OK);
     ck_assert_uint_eq(count, 1);
     free(got);
     free(names);
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
 }
 END_TEST
 
@@ -1023,7 +1023,7 @@ static int raw_client(const void *bytes, size_t length)
 {
     int fd;
 
-    ck_assert_int_eq(weft_boot_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
+    ck_assert_int_eq(weft_ctl_connect(srv.addr, weft_deadline_ns(weft_time_ns(), WAIT_US), &fd), WEFT_OK);
     ck_assert_int_eq(send(fd, bytes, length, 0), (ssize_t)length);
     return fd;
 }
@@ -1037,9 +1037,9 @@ static int raw_client(const void *bytes, size_t length)
 START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
 {
     /* magic "WEFB", type HELLO: 8 of the header's 16 bytes */
-    static const uint8_t part[8] = {'W', 'E', 'F', 'B', WEFT_BOOT_HELLO, 0, 0, 0};
+    static const uint8_t part[8] = {'W', 'E', 'F', 'B', WEFT_CTL_HELLO, 0, 0, 0};
     /* the same header whole, with a 64 MiB payload to come */
-    static const uint8_t big[16] = {'W', 'E', 'F', 'B', WEFT_BOOT_HELLO, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0};
+    static const uint8_t big[16] = {'W', 'E', 'F', 'B', WEFT_CTL_HELLO, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0};
     struct pollfd        pfd;
     char                 byte;
     pid_t                consumer;

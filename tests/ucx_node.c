@@ -79,7 +79,7 @@ static void tensor_name(char *buf, size_t size, uint32_t t)
 static int serve(const char *portfile, const char *token, uint64_t versions, uint32_t consumers,
                  uint64_t timeout_ms, const char *holdfile)
 {
-    weft_server_params_t params = {.field_mask = WEFT_SERVER_PARAM_TIMEOUT,
+    weft_server_params_t params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .listen     = "0.0.0.0:0",
                                    .token      = token,
@@ -168,7 +168,7 @@ static int serve(const char *portfile, const char *token, uint64_t versions, uin
 static int consume(const char *addr, const char *token, const char *name, uint64_t versions,
                    uint64_t timeout_ms, uint64_t connect_ms)
 {
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_PARAM_TIMEOUT,
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .server     = addr,
                                    .token      = token,

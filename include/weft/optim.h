@@ -110,11 +110,11 @@ typedef enum weft_optim_placement {
 /* ---------------------------------------------------------------- create */
 
 enum weft_optim_params_field {
-    WEFT_OPTIM_PARAM_PLACEMENT  = 1u << 0,
-    WEFT_OPTIM_PARAM_DEVICE     = 1u << 1,
-    WEFT_OPTIM_PARAM_SLOT_COUNT = 1u << 2,
-    WEFT_OPTIM_PARAM_SLOT_BYTES = 1u << 3,
-    WEFT_OPTIM_PARAM_THREADS    = 1u << 4
+    WEFT_OPTIM_FIELD_PLACEMENT  = 1u << 0,
+    WEFT_OPTIM_FIELD_DEVICE     = 1u << 1,
+    WEFT_OPTIM_FIELD_SLOT_COUNT = 1u << 2,
+    WEFT_OPTIM_FIELD_SLOT_BYTES = 1u << 3,
+    WEFT_OPTIM_FIELD_THREADS    = 1u << 4
 };
 
 typedef struct weft_optim_params {
@@ -192,10 +192,10 @@ typedef struct weft_muon_hparams {
 } weft_muon_hparams_t;
 
 enum weft_optim_group_field {
-    WEFT_OPTIM_GROUP_ADAMW = 1u << 0, /* adamw is set (else the defaults) */
-    WEFT_OPTIM_GROUP_ADOPT = 1u << 1, /* master and the state arrays are the caller's */
-    WEFT_OPTIM_GROUP_MUON  = 1u << 2, /* muon is set (else the defaults) */
-    WEFT_OPTIM_GROUP_MUON_ROUNDING = 1u << 3 /* muon_rounding is set (else FUSED) */
+    WEFT_OPTIM_GROUP_FIELD_ADAMW = 1u << 0, /* adamw is set (else the defaults) */
+    WEFT_OPTIM_GROUP_FIELD_ADOPT = 1u << 1, /* master and the state arrays are the caller's */
+    WEFT_OPTIM_GROUP_FIELD_MUON  = 1u << 2, /* muon is set (else the defaults) */
+    WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING = 1u << 3 /* muon_rounding is set (else FUSED) */
 };
 
 typedef struct weft_optim_group_desc {
@@ -219,7 +219,7 @@ typedef struct weft_optim_group_desc {
      * momentum; exp_avg_sq unused). */
     float            *master, *exp_avg, *exp_avg_sq;
     weft_muon_hparams_t muon; /* algo WEFT_OPTIM_MUON: rows and cols ≥ 2 */
-    /* Read only with WEFT_OPTIM_GROUP_MUON_ROUNDING (added after the
+    /* Read only with WEFT_OPTIM_GROUP_FIELD_MUON_ROUNDING (added after the
      * other fields: a caller built against a header without it never sets
      * the bit). Kept by weft_optim_group_set_muon; saved in checkpoints. */
     weft_muon_rounding_t muon_rounding;
@@ -294,8 +294,8 @@ typedef struct weft_optim_unit {
 typedef weft_status_t (*weft_optim_writer_fn)(void *arg, const weft_optim_unit_t *unit);
 
 enum weft_optim_step_field {
-    WEFT_OPTIM_STEP_WRITER = 1u << 0,
-    WEFT_OPTIM_STEP_STREAM = 1u << 1
+    WEFT_OPTIM_STEP_FIELD_WRITER = 1u << 0,
+    WEFT_OPTIM_STEP_FIELD_STREAM = 1u << 1
 };
 
 typedef struct weft_optim_step_params {
@@ -382,8 +382,8 @@ typedef enum weft_optim_write_format {
 } weft_optim_write_format_t;
 
 enum weft_optim_writer_field {
-    WEFT_OPTIM_WRITER_FORMAT = 1u << 0,
-    WEFT_OPTIM_WRITER_QUANT  = 1u << 1
+    WEFT_OPTIM_WRITER_FIELD_FORMAT = 1u << 0,
+    WEFT_OPTIM_WRITER_FIELD_QUANT  = 1u << 1
 };
 
 typedef struct weft_optim_writer_params {

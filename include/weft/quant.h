@@ -32,9 +32,9 @@ extern "C" {
 #endif
 
 enum weft_quant_params_field {
-    WEFT_QUANT_PARAM_BLOCK    = 1u << 0,
-    WEFT_QUANT_PARAM_UE8M0    = 1u << 1,
-    WEFT_QUANT_PARAM_WRITE_WT = 1u << 2
+    WEFT_QUANT_FIELD_BLOCK    = 1u << 0,
+    WEFT_QUANT_FIELD_UE8M0    = 1u << 1,
+    WEFT_QUANT_FIELD_WRITE_WT = 1u << 2
 };
 
 typedef struct weft_quant_params {

@@ -62,14 +62,14 @@ typedef enum weft_memory_kind {
 /* ---------------------------------------------------------------- create */
 
 enum weft_registry_params_field {
-    WEFT_REGISTRY_PARAM_SLOTS         = 1u << 0,
-    WEFT_REGISTRY_PARAM_MAX_TENSORS   = 1u << 1,
-    WEFT_REGISTRY_PARAM_MAX_LEASES    = 1u << 2,
-    WEFT_REGISTRY_PARAM_MAX_CONSUMERS = 1u << 3,
-    WEFT_REGISTRY_PARAM_MODE          = 1u << 4,
-    WEFT_REGISTRY_PARAM_GROUP         = 1u << 5,
-    WEFT_REGISTRY_PARAM_MEMORY        = 1u << 6, /* memory and device */
-    WEFT_REGISTRY_PARAM_CHECKSUMS     = 1u << 7
+    WEFT_REGISTRY_FIELD_SLOTS         = 1u << 0,
+    WEFT_REGISTRY_FIELD_MAX_TENSORS   = 1u << 1,
+    WEFT_REGISTRY_FIELD_MAX_LEASES    = 1u << 2,
+    WEFT_REGISTRY_FIELD_MAX_CONSUMERS = 1u << 3,
+    WEFT_REGISTRY_FIELD_MODE          = 1u << 4,
+    WEFT_REGISTRY_FIELD_GROUP         = 1u << 5,
+    WEFT_REGISTRY_FIELD_MEMORY        = 1u << 6, /* memory and device */
+    WEFT_REGISTRY_FIELD_CHECKSUMS     = 1u << 7
 };
 
 typedef struct weft_registry_params {

@@ -212,9 +212,9 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
 #define WEFT_TOKEN_MAX 255 /* bytes of a token, without the NUL */
 
 enum weft_server_params_field {
-    WEFT_SERVER_PARAM_TIMEOUT = 1u << 0,
-    WEFT_SERVER_PARAM_WINDOW  = 1u << 1,
-    WEFT_SERVER_PARAM_LANES   = 1u << 2
+    WEFT_SERVER_FIELD_TIMEOUT = 1u << 0,
+    WEFT_SERVER_FIELD_WINDOW  = 1u << 1,
+    WEFT_SERVER_FIELD_LANES   = 1u << 2
 };
 
 typedef struct weft_server_params {
@@ -315,9 +315,9 @@ WEFT_API weft_status_t weft_server_get_stats(weft_server_h server, weft_server_s
 WEFT_API weft_status_t weft_server_destroy(weft_server_h server);
 
 enum weft_remote_params_field {
-    WEFT_REMOTE_PARAM_TIMEOUT = 1u << 0,
-    WEFT_REMOTE_PARAM_LANES   = 1u << 1,
-    WEFT_REMOTE_PARAM_MEMORY  = 1u << 2
+    WEFT_REMOTE_FIELD_TIMEOUT = 1u << 0,
+    WEFT_REMOTE_FIELD_LANES   = 1u << 1,
+    WEFT_REMOTE_FIELD_MEMORY  = 1u << 2
 };
 
 typedef struct weft_remote_params {
@@ -354,7 +354,7 @@ typedef struct weft_remote_params {
  * threads, each with a UCX
  * worker of its own that the server's put lanes connect to, which copy
  * in the puts UCX emulates; they run until weft_remote_close(). Host
- * views in params->memory (WEFT_REMOTE_PARAM_MEMORY) need no
+ * views in params->memory (WEFT_REMOTE_FIELD_MEMORY) need no
  * registration: the consumer uses that memory's UCX context, and the
  * memory must stay until weft_remote_close() (a view outside it, or
  * device views: WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target: arbitrary bytes as what a peer sends on the control
  * channel, before and after it proved the token. The first byte picks
- * the parser: the framing (weft_boot_read_some, the server's reader, over
+ * the parser: the framing (weft_ctl_read_some, the server's reader, over
  * a socket pair, with the pre-authentication cap or the full one), HELLO,
  * CHALLENGE, PROOF, REFUSED, views and their spans, the ucx server's
  * VIEWS, the opening of a sealed message, or a VERSION's checksums. Each must refuse what is
@@ -58,8 +58,8 @@ enum target {
  * every message it hands over is within the cap, then it ends. */
 static void framing(const uint8_t *bytes, size_t size, uint32_t max_payload)
 {
-    weft_boot_reader_t r = {0};
-    weft_boot_msg_t    msg;
+    weft_ctl_reader_t r = {0};
+    weft_ctl_msg_t    msg;
     weft_status_t      status;
     int                fds[2], closed = 0, messages = 0;
 
@@ -70,7 +70,7 @@ static void framing(const uint8_t *bytes, size_t size, uint32_t max_payload)
         abort(); /* max_len keeps it within a socket's buffer */
     }
     shutdown(fds[0], SHUT_WR);
-    while ((status = weft_boot_read_some(fds[1], &r, max_payload, &msg, &closed)) == WEFT_OK) {
+    while ((status = weft_ctl_read_some(fds[1], &r, max_payload, &msg, &closed)) == WEFT_OK) {
         if (msg.length > max_payload || msg.payload == NULL || msg.payload[msg.length] != 0) {
             abort();
         }
@@ -83,14 +83,14 @@ static void framing(const uint8_t *bytes, size_t size, uint32_t max_payload)
     if ((size_t)messages * 16 > size) {
         abort();
     }
-    weft_boot_reader_free(&r);
+    weft_ctl_reader_free(&r);
     close(fds[0]);
     close(fds[1]);
 }
 
-static void views(const weft_boot_msg_t *msg)
+static void views(const weft_ctl_msg_t *msg)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t  *v = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     uint32_t          count = 0, span_count = 0;
@@ -124,7 +124,7 @@ static void views(const weft_boot_msg_t *msg)
     free(names);
 }
 
-static void ucx_views(const weft_boot_msg_t *msg)
+static void ucx_views(const weft_ctl_msg_t *msg)
 {
     weft_ucx_views_msg_t m;
     const char          *reason = NULL;
@@ -150,7 +150,7 @@ static void ucx_views(const weft_boot_msg_t *msg)
 /* Opened with a session both ends of which are known here: what opens
  * must be the next message, and a failure must leave the session as it
  * was. */
-static void sealed(weft_boot_msg_t *msg)
+static void sealed(weft_ctl_msg_t *msg)
 {
     static const uint8_t nonce_c[WEFT_AUTH_NONCE_BYTES] = {1}, nonce_s[WEFT_AUTH_NONCE_BYTES] = {2};
     weft_auth_session_t  s;
@@ -168,7 +168,7 @@ static void sealed(weft_boot_msg_t *msg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     uint8_t         nonce[WEFT_AUTH_NONCE_BYTES], mac[WEFT_AUTH_MAC_BYTES];
     char            name[WEFT_CONSUMER_NAME_MAX], reason[256];
     const char     *why = NULL;
@@ -178,11 +178,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const enum target target = (enum target)(data[0] % TARGETS);
     if (target == FRAMING_PREAUTH || target == FRAMING) {
-        framing(data + 1, size - 1, target == FRAMING_PREAUTH ? WEFT_SERVE_PREAUTH_MAX : 1u << 16);
+        framing(data + 1, size - 1, target == FRAMING_PREAUTH ? WEFT_SERVER_PREAUTH_MAX : 1u << 16);
         return 0;
     }
     /* data[1]: the type in the header, which sealing binds too. */
-    msg = (weft_boot_msg_t){.type = data[1] % 16u, .length = (uint32_t)(size - 2), .payload = malloc(size - 1)};
+    msg = (weft_ctl_msg_t){.type = data[1] % 16u, .length = (uint32_t)(size - 2), .payload = malloc(size - 1)};
     if (msg.payload == NULL) {
         return 0;
     }
@@ -190,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     msg.payload[msg.length] = 0;
     switch (target) {
     case HELLO:
-        msg.type = WEFT_BOOT_HELLO;
+        msg.type = WEFT_CTL_HELLO;
         if (weft_wire_check_hello(&msg, 1, nonce, name, &why) == WEFT_OK) {
             for (const char *c = name; *c != '\0'; c++) {
                 if ((unsigned char)*c < 0x20 || *c == 0x7f) {
@@ -202,11 +202,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         break;
     case CHALLENGE:
-        msg.type = WEFT_BOOT_CHALLENGE;
+        msg.type = WEFT_CTL_CHALLENGE;
         (void)weft_wire_get_auth(&msg, nonce, mac);
         break;
     case PROOF:
-        msg.type = WEFT_BOOT_PROOF;
+        msg.type = WEFT_CTL_PROOF;
         (void)weft_wire_get_auth(&msg, NULL, mac);
         break;
     case REFUSED: {
@@ -220,7 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         views(&msg);
         break;
     case UCX_VIEWS:
-        msg.type = WEFT_BOOT_VIEWS;
+        msg.type = WEFT_CTL_VIEWS;
         ucx_views(&msg);
         break;
     case SEALED:
@@ -230,7 +230,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         weft_wire_sums_t sums = {0};
         uint64_t         v;
 
-        msg.type = WEFT_BOOT_VERSION;
+        msg.type = WEFT_CTL_VERSION;
         if (weft_wire_get_version(&msg, &v, &sums) == WEFT_OK) {
             if (msg.length != 8 && msg.length != 12 + 12 * (size_t)sums.count) {
                 abort(); /* what was accepted is exactly what it said */

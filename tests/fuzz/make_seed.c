@@ -11,9 +11,9 @@
 static int write_seed(const char *dir, int n, uint32_t slots, uint32_t tensors, uint32_t checksums)
 {
     weft_registry_params_t params = {
-        .field_mask = WEFT_REGISTRY_PARAM_SLOTS | WEFT_REGISTRY_PARAM_MAX_TENSORS |
-                      WEFT_REGISTRY_PARAM_MAX_LEASES | WEFT_REGISTRY_PARAM_MAX_CONSUMERS |
-                      WEFT_REGISTRY_PARAM_CHECKSUMS,
+        .field_mask = WEFT_REGISTRY_FIELD_SLOTS | WEFT_REGISTRY_FIELD_MAX_TENSORS |
+                      WEFT_REGISTRY_FIELD_MAX_LEASES | WEFT_REGISTRY_FIELD_MAX_CONSUMERS |
+                      WEFT_REGISTRY_FIELD_CHECKSUMS,
         .slot_count = slots, .max_tensors = tensors, .max_leases = 2, .max_consumers = 1,
         .checksums = checksums};
     char            name[64], src[128], dst[4096], buf[65536];

@@ -43,7 +43,7 @@ static inline const char *test_name_kept(void)
  * `slots` slots. Check's asserts: a test program's fixture. */
 static inline weft_registry_h make_registry(uint32_t slots, uint32_t tensors, uint64_t bytes)
 {
-    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_PARAM_SLOTS, .slot_count = slots};
+    weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS, .slot_count = slots};
     weft_registry_h        reg;
 
     ck_assert_int_eq(weft_registry_create(test_name(), &params, &reg), WEFT_OK);

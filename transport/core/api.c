@@ -56,7 +56,7 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
                                           weft_server_h *out)
 {
     const uint64_t               known =
-        WEFT_SERVER_PARAM_TIMEOUT | WEFT_SERVER_PARAM_WINDOW | WEFT_SERVER_PARAM_LANES;
+        WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW | WEFT_SERVER_FIELD_LANES;
     const weft_transport_desc_t *desc;
     struct weft_server          *s;
     weft_status_t                status;
@@ -126,8 +126,8 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
 
     if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
         p->token == NULL || p->name == NULL ||
-        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_PARAM_TIMEOUT | WEFT_REMOTE_PARAM_LANES |
-                                     WEFT_REMOTE_PARAM_MEMORY))) {
+        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_LANES |
+                                     WEFT_REMOTE_FIELD_MEMORY))) {
         weft_log_error("remote: invalid argument (params, views, count, transport ucx, nccl or cuda_ipc, "
                        "server, token and name are required)");
         return WEFT_ERR_INVALID_PARAM;

@@ -4,8 +4,8 @@
  * plan core, which checks views, and the remote consumers, which register
  * the memory their views cover. Internal.
  */
-#ifndef WEFT_TRANSPORT_VIEW_LAYOUT_H
-#define WEFT_TRANSPORT_VIEW_LAYOUT_H
+#ifndef WEFT_TRANSPORT_CORE_VIEW_LAYOUT_H
+#define WEFT_TRANSPORT_CORE_VIEW_LAYOUT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,4 +44,4 @@ int weft_view_span(const weft_recv_view_t *view, uint64_t *span);
 }
 #endif
 
-#endif /* WEFT_TRANSPORT_VIEW_LAYOUT_H */
+#endif /* WEFT_TRANSPORT_CORE_VIEW_LAYOUT_H */

@@ -3,8 +3,8 @@
  * device memory of one GPU of this process. Shared by the consumers of
  * the transports across nodes. Internal.
  */
-#ifndef WEFT_TRANSPORT_REMOTE_VIEW_MEMORY_H
-#define WEFT_TRANSPORT_REMOTE_VIEW_MEMORY_H
+#ifndef WEFT_TRANSPORT_CORE_VIEW_MEMORY_H
+#define WEFT_TRANSPORT_CORE_VIEW_MEMORY_H
 
 #include <stddef.h>
 #include <weft/transport.h>

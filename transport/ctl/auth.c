@@ -116,9 +116,9 @@ weft_status_t weft_auth_send(int fd, weft_auth_session_t *s, uint32_t type, cons
     weft_status_t      status;
 
     if (s == NULL || !s->on) {
-        return weft_boot_send(fd, type, payload, length, deadline_ns);
+        return weft_ctl_send(fd, type, payload, length, deadline_ns);
     }
-    if (length > WEFT_BOOT_MAX_PAYLOAD - WEFT_AUTH_SEAL_BYTES) {
+    if (length > WEFT_CTL_MAX_PAYLOAD - WEFT_AUTH_SEAL_BYTES) {
         return WEFT_ERR_INVALID_PARAM;
     }
     sealed = malloc((size_t)length + WEFT_AUTH_SEAL_BYTES);
@@ -129,12 +129,12 @@ weft_status_t weft_auth_send(int fd, weft_auth_session_t *s, uint32_t type, cons
     seal_ad(ad, type);
     crypto_aead_chacha20poly1305_ietf_encrypt(sealed, &sealed_length, length > 0 ? payload : (const void *)"", length,
                                               ad, sizeof(ad), NULL, nonce, s->send_key);
-    status = weft_boot_send(fd, type, sealed, (uint32_t)sealed_length, deadline_ns);
+    status = weft_ctl_send(fd, type, sealed, (uint32_t)sealed_length, deadline_ns);
     free(sealed);
     return status;
 }
 
-weft_status_t weft_auth_open(weft_auth_session_t *s, weft_boot_msg_t *msg)
+weft_status_t weft_auth_open(weft_auth_session_t *s, weft_ctl_msg_t *msg)
 {
     uint8_t            nonce[crypto_aead_chacha20poly1305_ietf_NPUBBYTES], ad[4];
     unsigned long long plain_length = 0;

@@ -25,8 +25,8 @@
  * the token, in the order it sent them, and nobody else sees them.
  * Internal.
  */
-#ifndef WEFT_TRANSPORT_REMOTE_AUTH_H
-#define WEFT_TRANSPORT_REMOTE_AUTH_H
+#ifndef WEFT_TRANSPORT_CTL_AUTH_H
+#define WEFT_TRANSPORT_CTL_AUTH_H
 
 #include "transport/ctl/bootstrap.h"
 
@@ -89,7 +89,7 @@ void weft_auth_session_end(weft_auth_session_t *s);
 /*
  * Sends one message on fd: sealed when the session is on (the payload
  * grows by WEFT_AUTH_SEAL_BYTES on the wire), as it is otherwise.
- * weft_boot_send's errors, and WEFT_ERR_NO_MEMORY.
+ * weft_ctl_send's errors, and WEFT_ERR_NO_MEMORY.
  */
 weft_status_t weft_auth_send(int fd, weft_auth_session_t *s, uint32_t type, const void *payload, uint32_t length,
                              uint64_t deadline_ns);
@@ -101,6 +101,6 @@ weft_status_t weft_auth_send(int fd, weft_auth_session_t *s, uint32_t type, cons
  * the next message the peer sealed: forged, altered, replayed,
  * reordered, or sent in clear. Nothing to do when the session is off.
  */
-weft_status_t weft_auth_open(weft_auth_session_t *s, weft_boot_msg_t *msg);
+weft_status_t weft_auth_open(weft_auth_session_t *s, weft_ctl_msg_t *msg);
 
 #endif

@@ -29,9 +29,9 @@ typedef struct boot_header {
     uint32_t reserved;
 } boot_header_t;
 
-_Static_assert(sizeof(boot_header_t) == 16, "the header is 16 bytes (weft_boot_reader_t)");
+_Static_assert(sizeof(boot_header_t) == 16, "the header is 16 bytes (weft_ctl_reader_t)");
 
-weft_status_t weft_boot_parse_addr(const char *text, char *host, size_t host_size, uint16_t *port)
+weft_status_t weft_ctl_parse_addr(const char *text, char *host, size_t host_size, uint16_t *port)
 {
     const char   *colon;
     size_t        host_len;
@@ -71,7 +71,7 @@ static weft_status_t resolve(const char *addr, int passive, struct addrinfo **ou
     weft_status_t   status;
     int             rc;
 
-    status = weft_boot_parse_addr(addr, host, sizeof(host), &port);
+    status = weft_ctl_parse_addr(addr, host, sizeof(host), &port);
     if (status != WEFT_OK) {
         return status;
     }
@@ -94,7 +94,7 @@ static void socket_options(int fd)
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 }
 
-void weft_boot_dead_peer_timeout(int fd, uint64_t timeout_us)
+void weft_ctl_dead_peer_timeout(int fd, uint64_t timeout_us)
 {
     const uint64_t ms = timeout_us / 1000 < INT_MAX ? timeout_us / 1000 : INT_MAX;
     const uint64_t third_s = ms / 3000;
@@ -117,7 +117,7 @@ static int set_nonblocking(int fd)
     return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-weft_status_t weft_boot_listen(const char *addr, int *fd_out, uint16_t *port)
+weft_status_t weft_ctl_listen(const char *addr, int *fd_out, uint16_t *port)
 {
     struct addrinfo *res, *ai;
     weft_status_t    status;
@@ -162,7 +162,7 @@ weft_status_t weft_boot_listen(const char *addr, int *fd_out, uint16_t *port)
     return WEFT_OK;
 }
 
-weft_status_t weft_boot_accept(int listen_fd, int *fd_out, char *peer, size_t peer_size)
+weft_status_t weft_ctl_accept(int listen_fd, int *fd_out, char *peer, size_t peer_size)
 {
     struct sockaddr_storage ss;
     socklen_t               len = sizeof(ss);
@@ -217,7 +217,7 @@ static weft_status_t wait_fd(int fd, short events, uint64_t deadline_ns)
     }
 }
 
-weft_status_t weft_boot_connect(const char *addr, uint64_t deadline_ns, int *fd_out)
+weft_status_t weft_ctl_connect(const char *addr, uint64_t deadline_ns, int *fd_out)
 {
     struct addrinfo *res, *ai;
     weft_status_t    status = WEFT_ERR_CONNECTION;
@@ -315,13 +315,13 @@ static weft_status_t recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline_ns
     return WEFT_OK;
 }
 
-weft_status_t weft_boot_send(int fd, uint32_t type, const void *payload, uint32_t length,
+weft_status_t weft_ctl_send(int fd, uint32_t type, const void *payload, uint32_t length,
                              uint64_t deadline_ns)
 {
     boot_header_t h = {.magic = BOOT_MAGIC, .type = type, .length = length};
     weft_status_t status;
 
-    if (length > WEFT_BOOT_MAX_PAYLOAD) {
+    if (length > WEFT_CTL_MAX_PAYLOAD) {
         return WEFT_ERR_INVALID_PARAM;
     }
     status = send_all(fd, (const uint8_t *)&h, sizeof(h), deadline_ns);
@@ -331,14 +331,14 @@ weft_status_t weft_boot_send(int fd, uint32_t type, const void *payload, uint32_
     return status;
 }
 
-weft_status_t weft_boot_recv(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns)
+weft_status_t weft_ctl_recv(int fd, weft_ctl_msg_t *msg, uint64_t deadline_ns)
 {
     int peer_closed = 0;
 
-    return weft_boot_recv_closed(fd, msg, deadline_ns, &peer_closed);
+    return weft_ctl_recv_closed(fd, msg, deadline_ns, &peer_closed);
 }
 
-weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadline_ns,
+weft_status_t weft_ctl_recv_closed(int fd, weft_ctl_msg_t *msg, uint64_t deadline_ns,
                                     int *peer_closed)
 {
     boot_header_t h;
@@ -349,7 +349,7 @@ weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadl
     if (status != WEFT_OK) {
         return status;
     }
-    if (h.magic != BOOT_MAGIC || h.length > WEFT_BOOT_MAX_PAYLOAD) {
+    if (h.magic != BOOT_MAGIC || h.length > WEFT_CTL_MAX_PAYLOAD) {
         weft_log_error("bootstrap: a message with a bad header (magic 0x%08x, %u bytes): not a "
                        "libweft peer",
                        h.magic, h.length);
@@ -371,7 +371,7 @@ weft_status_t weft_boot_recv_closed(int fd, weft_boot_msg_t *msg, uint64_t deadl
     return WEFT_OK;
 }
 
-weft_status_t weft_boot_read_some(int fd, weft_boot_reader_t *r, uint32_t max_payload, weft_boot_msg_t *msg,
+weft_status_t weft_ctl_read_some(int fd, weft_ctl_reader_t *r, uint32_t max_payload, weft_ctl_msg_t *msg,
                                   int *peer_closed)
 {
     for (;;) {
@@ -387,7 +387,7 @@ weft_status_t weft_boot_read_some(int fd, weft_boot_reader_t *r, uint32_t max_pa
             msg->type = r->type;
             msg->length = r->length;
             msg->payload = r->payload;
-            *r = (weft_boot_reader_t){0};
+            *r = (weft_ctl_reader_t){0};
             return WEFT_OK;
         }
         got = recv(fd, to, want, MSG_DONTWAIT);
@@ -420,13 +420,13 @@ weft_status_t weft_boot_read_some(int fd, weft_boot_reader_t *r, uint32_t max_pa
     }
 }
 
-void weft_boot_reader_free(weft_boot_reader_t *r)
+void weft_ctl_reader_free(weft_ctl_reader_t *r)
 {
     free(r->payload);
-    *r = (weft_boot_reader_t){0};
+    *r = (weft_ctl_reader_t){0};
 }
 
-int weft_boot_readable(int fd)
+int weft_ctl_readable(int fd)
 {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
@@ -435,7 +435,7 @@ int weft_boot_readable(int fd)
 
 /* ---------------------------------------------------------------- codec */
 
-void weft_boot_put(weft_boot_buf_t *buf, const void *bytes, size_t length)
+void weft_ctl_put(weft_ctl_buf_t *buf, const void *bytes, size_t length)
 {
     if (buf->failed) {
         return;
@@ -459,34 +459,34 @@ void weft_boot_put(weft_boot_buf_t *buf, const void *bytes, size_t length)
     buf->length += length;
 }
 
-void weft_boot_put_u32(weft_boot_buf_t *buf, uint32_t value)
+void weft_ctl_put_u32(weft_ctl_buf_t *buf, uint32_t value)
 {
-    weft_boot_put(buf, &value, sizeof(value));
+    weft_ctl_put(buf, &value, sizeof(value));
 }
 
-void weft_boot_put_u64(weft_boot_buf_t *buf, uint64_t value)
+void weft_ctl_put_u64(weft_ctl_buf_t *buf, uint64_t value)
 {
-    weft_boot_put(buf, &value, sizeof(value));
+    weft_ctl_put(buf, &value, sizeof(value));
 }
 
-void weft_boot_put_blob(weft_boot_buf_t *buf, const void *bytes, uint32_t length)
+void weft_ctl_put_blob(weft_ctl_buf_t *buf, const void *bytes, uint32_t length)
 {
-    weft_boot_put_u32(buf, length);
-    weft_boot_put(buf, bytes, length);
+    weft_ctl_put_u32(buf, length);
+    weft_ctl_put(buf, bytes, length);
 }
 
-void weft_boot_put_str(weft_boot_buf_t *buf, const char *text)
+void weft_ctl_put_str(weft_ctl_buf_t *buf, const char *text)
 {
-    weft_boot_put_blob(buf, text, (uint32_t)strlen(text));
+    weft_ctl_put_blob(buf, text, (uint32_t)strlen(text));
 }
 
-void weft_boot_buf_free(weft_boot_buf_t *buf)
+void weft_ctl_buf_free(weft_ctl_buf_t *buf)
 {
     free(buf->data);
-    *buf = (weft_boot_buf_t){0};
+    *buf = (weft_ctl_buf_t){0};
 }
 
-static const uint8_t *cursor_take(weft_boot_cursor_t *cur, size_t n)
+static const uint8_t *cursor_take(weft_ctl_cursor_t *cur, size_t n)
 {
     const uint8_t *p;
 
@@ -499,7 +499,7 @@ static const uint8_t *cursor_take(weft_boot_cursor_t *cur, size_t n)
     return p;
 }
 
-uint32_t weft_boot_get_u32(weft_boot_cursor_t *cur)
+uint32_t weft_ctl_get_u32(weft_ctl_cursor_t *cur)
 {
     const uint8_t *p = cursor_take(cur, 4);
     uint32_t       v = 0;
@@ -510,7 +510,7 @@ uint32_t weft_boot_get_u32(weft_boot_cursor_t *cur)
     return v;
 }
 
-uint64_t weft_boot_get_u64(weft_boot_cursor_t *cur)
+uint64_t weft_ctl_get_u64(weft_ctl_cursor_t *cur)
 {
     const uint8_t *p = cursor_take(cur, 8);
     uint64_t       v = 0;
@@ -521,16 +521,16 @@ uint64_t weft_boot_get_u64(weft_boot_cursor_t *cur)
     return v;
 }
 
-const void *weft_boot_get_blob(weft_boot_cursor_t *cur, uint32_t *length)
+const void *weft_ctl_get_blob(weft_ctl_cursor_t *cur, uint32_t *length)
 {
-    *length = weft_boot_get_u32(cur);
+    *length = weft_ctl_get_u32(cur);
     return cursor_take(cur, *length);
 }
 
-void weft_boot_get_str(weft_boot_cursor_t *cur, char *out, size_t max)
+void weft_ctl_get_str(weft_ctl_cursor_t *cur, char *out, size_t max)
 {
     uint32_t    length;
-    const void *p = weft_boot_get_blob(cur, &length);
+    const void *p = weft_ctl_get_blob(cur, &length);
 
     out[0] = '\0';
     if (p == NULL || length >= max || memchr(p, '\0', length) != NULL) {

@@ -1,4 +1,4 @@
-/* The ucx consumer's VIEWS, checked before UCX sees them (ucx_views.h). */
+/* The ucx consumer's VIEWS, checked before UCX sees them (ctl/ucx_views.h). */
 #include "config.h"
 
 #include "transport/ctl/ucx_views.h"
@@ -25,14 +25,14 @@ static weft_status_t refuse(weft_ucx_views_msg_t *m, weft_status_t status, const
     return status;
 }
 
-weft_status_t weft_ucx_views_parse(const weft_boot_msg_t *msg, weft_ucx_views_msg_t *out, const char **reason)
+weft_status_t weft_ucx_views_parse(const weft_ctl_msg_t *msg, weft_ucx_views_msg_t *out, const char **reason)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     weft_status_t      status;
 
     memset(out, 0, sizeof(*out));
-    out->address.data = weft_boot_get_blob(&cur, &out->address.length);
-    out->region_count = weft_boot_get_u32(&cur);
+    out->address.data = weft_ctl_get_blob(&cur, &out->address.length);
+    out->region_count = weft_ctl_get_u32(&cur);
     /* A region takes at least its base, size and a key of one byte: a count
      * the rest of the message cannot hold is refused before anything is
      * allocated for it. */
@@ -46,9 +46,9 @@ weft_status_t weft_ucx_views_parse(const weft_boot_msg_t *msg, weft_ucx_views_ms
         return refuse(out, WEFT_ERR_NO_MEMORY, "no memory", reason);
     }
     for (uint32_t r = 0; r < out->region_count && !cur.failed; r++) {
-        out->regions[r].base = weft_boot_get_u64(&cur);
-        out->regions[r].bytes = weft_boot_get_u64(&cur);
-        out->rkeys[r].data = weft_boot_get_blob(&cur, &out->rkeys[r].length);
+        out->regions[r].base = weft_ctl_get_u64(&cur);
+        out->regions[r].bytes = weft_ctl_get_u64(&cur);
+        out->rkeys[r].data = weft_ctl_get_blob(&cur, &out->rkeys[r].length);
         /* UCX reads a packed key from its own header on: an empty one
          * would be read past the end of the message. */
         cur.failed |= out->rkeys[r].length == 0;
@@ -58,10 +58,10 @@ weft_status_t weft_ucx_views_parse(const weft_boot_msg_t *msg, weft_ucx_views_ms
     if (status != WEFT_OK) {
         return refuse(out, status, status == WEFT_ERR_NO_MEMORY ? "no memory" : "malformed views or keys", reason);
     }
-    out->ring_half = weft_boot_get_u64(&cur);
-    out->lane_count = weft_boot_get_u32(&cur);
+    out->ring_half = weft_ctl_get_u64(&cur);
+    out->lane_count = weft_ctl_get_u32(&cur);
     for (uint32_t i = 0; i < out->lane_count && i < WEFT_UCX_LANES_MAX; i++) {
-        out->lanes[i].data = weft_boot_get_blob(&cur, &out->lanes[i].length);
+        out->lanes[i].data = weft_ctl_get_blob(&cur, &out->lanes[i].length);
         /* UCX reads a worker address without its length: an empty one
          * would be read past the end of the message. */
         cur.failed |= out->lanes[i].length == 0;

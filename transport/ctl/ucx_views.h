@@ -2,9 +2,9 @@
  * The ucx consumer's VIEWS message, read and checked before anything in
  * it reaches UCX (plain C, no UCX: built and fuzzed everywhere). Internal.
  *
- * VIEWS (sealed, remote/auth.h): blob worker address, u32 region count,
+ * VIEWS (sealed, ctl/auth.h): blob worker address, u32 region count,
  * per region u64 base, u64 bytes, blob packed remote key; the views
- * (remote/wire.h); u64 staging ring half (0: none); u32 receive lane
+ * (ctl/wire.h); u64 staging ring half (0: none); u32 receive lane
  * count, a blob worker address each.
  *
  * What is checked here: every length against the message, counts against
@@ -15,8 +15,8 @@
  * the token, in a message sealed for its session; a token holder can
  * still make UCX read garbage (documented in the README).
  */
-#ifndef WEFT_TRANSPORT_UCX_VIEWS_H
-#define WEFT_TRANSPORT_UCX_VIEWS_H
+#ifndef WEFT_TRANSPORT_CTL_UCX_VIEWS_H
+#define WEFT_TRANSPORT_CTL_UCX_VIEWS_H
 
 #include "transport/ctl/bootstrap.h"
 #include "transport/ctl/wire.h"
@@ -51,7 +51,7 @@ typedef struct weft_ucx_views_msg {
  * with *reason, the refusal's words ("malformed views": the head;
  * "malformed views or keys": the rest), nothing left allocated.
  */
-weft_status_t weft_ucx_views_parse(const weft_boot_msg_t *msg, weft_ucx_views_msg_t *out, const char **reason);
+weft_status_t weft_ucx_views_parse(const weft_ctl_msg_t *msg, weft_ucx_views_msg_t *out, const char **reason);
 
 /* Frees what parse allocated and the caller did not take (set to NULL). */
 void weft_ucx_views_msg_free(weft_ucx_views_msg_t *m);

@@ -12,22 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const uint8_t *nonce, const char *name)
+void weft_wire_put_hello(weft_ctl_buf_t *buf, uint32_t protocol, const uint8_t *nonce, const char *name)
 {
-    weft_boot_put_u32(buf, protocol);
-    weft_boot_put_blob(buf, nonce, WEFT_AUTH_NONCE_BYTES);
-    weft_boot_put_str(buf, name);
+    weft_ctl_put_u32(buf, protocol);
+    weft_ctl_put_blob(buf, nonce, WEFT_AUTH_NONCE_BYTES);
+    weft_ctl_put_str(buf, name);
 }
 
-weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
+weft_status_t weft_wire_check_hello(const weft_ctl_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
                                     const char **reason)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint32_t           theirs = weft_boot_get_u32(&cur), length = 0;
-    const void        *got = weft_boot_get_blob(&cur, &length);
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint32_t           theirs = weft_ctl_get_u32(&cur), length = 0;
+    const void        *got = weft_ctl_get_blob(&cur, &length);
 
-    weft_boot_get_str(&cur, name, WEFT_CONSUMER_NAME_MAX);
-    if (msg->type != WEFT_BOOT_HELLO || cur.failed || length != WEFT_AUTH_NONCE_BYTES) {
+    weft_ctl_get_str(&cur, name, WEFT_CONSUMER_NAME_MAX);
+    if (msg->type != WEFT_CTL_HELLO || cur.failed || length != WEFT_AUTH_NONCE_BYTES) {
         *reason = "a malformed hello";
         return WEFT_ERR_CORRUPT;
     }
@@ -47,14 +47,14 @@ weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protoco
     return WEFT_OK;
 }
 
-weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uint8_t *mac)
+weft_status_t weft_wire_get_auth(const weft_ctl_msg_t *msg, uint8_t *nonce, uint8_t *mac)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     uint32_t           nonce_length = WEFT_AUTH_NONCE_BYTES, mac_length = 0;
-    const void        *got_nonce = nonce != NULL ? weft_boot_get_blob(&cur, &nonce_length) : NULL;
-    const void        *got_mac = weft_boot_get_blob(&cur, &mac_length);
+    const void        *got_nonce = nonce != NULL ? weft_ctl_get_blob(&cur, &nonce_length) : NULL;
+    const void        *got_mac = weft_ctl_get_blob(&cur, &mac_length);
 
-    if (msg->type != (nonce != NULL ? WEFT_BOOT_CHALLENGE : WEFT_BOOT_PROOF) || cur.failed ||
+    if (msg->type != (nonce != NULL ? WEFT_CTL_CHALLENGE : WEFT_CTL_PROOF) || cur.failed ||
         cur.at != cur.length || nonce_length != WEFT_AUTH_NONCE_BYTES || mac_length != WEFT_AUTH_MAC_BYTES) {
         return WEFT_ERR_CORRUPT;
     }
@@ -68,24 +68,24 @@ weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uin
 weft_status_t weft_wire_send_refused(int fd, weft_auth_session_t *session, weft_status_t status,
                                      const char *reason, uint64_t deadline_ns)
 {
-    weft_boot_buf_t buf = {0};
+    weft_ctl_buf_t buf = {0};
     weft_status_t   sent;
 
-    weft_boot_put_u32(&buf, (uint32_t)(int32_t)status);
-    weft_boot_put_str(&buf, reason);
+    weft_ctl_put_u32(&buf, (uint32_t)(int32_t)status);
+    weft_ctl_put_str(&buf, reason);
     sent = buf.failed ? WEFT_ERR_NO_MEMORY
-                      : weft_auth_send(fd, session, WEFT_BOOT_REFUSED, buf.data, (uint32_t)buf.length,
+                      : weft_auth_send(fd, session, WEFT_CTL_REFUSED, buf.data, (uint32_t)buf.length,
                                        deadline_ns);
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     return sent;
 }
 
-weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size)
+weft_status_t weft_wire_parse_refused(const weft_ctl_msg_t *msg, char *reason, size_t size)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    int32_t            status = (int32_t)weft_boot_get_u32(&cur);
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    int32_t            status = (int32_t)weft_ctl_get_u32(&cur);
 
-    weft_boot_get_str(&cur, reason, size);
+    weft_ctl_get_str(&cur, reason, size);
     if (cur.failed || status >= 0 || status <= WEFT_ERR_LAST) {
         snprintf(reason, size, "(a malformed refusal)");
         return WEFT_ERR_CORRUPT;
@@ -99,13 +99,13 @@ weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t 
     return weft_auth_send(fd, session, type, &value, sizeof(value), deadline_ns);
 }
 
-void weft_wire_put_version(weft_boot_buf_t *buf, uint64_t version, const weft_wire_sums_t *sums)
+void weft_wire_put_version(weft_ctl_buf_t *buf, uint64_t version, const weft_wire_sums_t *sums)
 {
-    weft_boot_put_u64(buf, version);
-    weft_boot_put_u32(buf, sums != NULL ? sums->count : 0);
+    weft_ctl_put_u64(buf, version);
+    weft_ctl_put_u32(buf, sums != NULL ? sums->count : 0);
     for (uint32_t i = 0; sums != NULL && i < sums->count; i++) {
-        weft_boot_put_u32(buf, sums->known[i]);
-        weft_boot_put_u64(buf, sums->sums[i]);
+        weft_ctl_put_u32(buf, sums->known[i]);
+        weft_ctl_put_u64(buf, sums->sums[i]);
     }
 }
 
@@ -116,20 +116,20 @@ void weft_wire_sums_free(weft_wire_sums_t *sums)
     *sums = (weft_wire_sums_t){0};
 }
 
-weft_status_t weft_wire_get_version(const weft_boot_msg_t *msg, uint64_t *version, weft_wire_sums_t *sums)
+weft_status_t weft_wire_get_version(const weft_ctl_msg_t *msg, uint64_t *version, weft_wire_sums_t *sums)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     uint32_t           count;
 
     weft_wire_sums_free(sums);
-    *version = weft_boot_get_u64(&cur);
-    if (msg->type != WEFT_BOOT_VERSION || cur.failed) {
+    *version = weft_ctl_get_u64(&cur);
+    if (msg->type != WEFT_CTL_VERSION || cur.failed) {
         return WEFT_ERR_CORRUPT;
     }
     if (cur.at == cur.length) {
         return WEFT_OK; /* an older server's: no checksums */
     }
-    count = weft_boot_get_u32(&cur);
+    count = weft_ctl_get_u32(&cur);
     if (cur.failed || count > (cur.length - cur.at) / 12 || (cur.length - cur.at) != (size_t)count * 12) {
         return WEFT_ERR_CORRUPT;
     }
@@ -143,10 +143,10 @@ weft_status_t weft_wire_get_version(const weft_boot_msg_t *msg, uint64_t *versio
         return WEFT_ERR_NO_MEMORY;
     }
     for (uint32_t i = 0; i < count; i++) {
-        const uint32_t known = weft_boot_get_u32(&cur);
+        const uint32_t known = weft_ctl_get_u32(&cur);
 
         sums->known[i] = known == 1;
-        sums->sums[i] = weft_boot_get_u64(&cur);
+        sums->sums[i] = weft_ctl_get_u64(&cur);
         cur.failed |= known > 1;
     }
     if (cur.failed) {
@@ -157,33 +157,33 @@ weft_status_t weft_wire_get_version(const weft_boot_msg_t *msg, uint64_t *versio
     return WEFT_OK;
 }
 
-void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count)
+void weft_wire_put_views(weft_ctl_buf_t *buf, const weft_recv_view_t *views, size_t count)
 {
-    weft_boot_put_u32(buf, (uint32_t)count);
+    weft_ctl_put_u32(buf, (uint32_t)count);
     for (size_t i = 0; i < count; i++) {
         const weft_recv_view_t *v = &views[i];
         uint64_t                strides[WEFT_TENSOR_MAX_DIMS];
 
         weft_view_strides(v, strides);
-        weft_boot_put_str(buf, v->name != NULL ? v->name : "");
-        weft_boot_put_u32(buf, (uint32_t)v->role);
-        weft_boot_put_u32(buf, (uint32_t)v->dtype);
-        weft_boot_put_u32(buf, v->ndim);
+        weft_ctl_put_str(buf, v->name != NULL ? v->name : "");
+        weft_ctl_put_u32(buf, (uint32_t)v->role);
+        weft_ctl_put_u32(buf, (uint32_t)v->dtype);
+        weft_ctl_put_u32(buf, v->ndim);
         for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            weft_boot_put_u64(buf, v->shape[d]);
+            weft_ctl_put_u64(buf, v->shape[d]);
         }
         for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            weft_boot_put_u64(buf, strides[d]);
+            weft_ctl_put_u64(buf, strides[d]);
         }
-        weft_boot_put_u64(buf, (uint64_t)(uintptr_t)v->data);
+        weft_ctl_put_u64(buf, (uint64_t)(uintptr_t)v->data);
     }
 }
 
-weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t memory,
+weft_status_t weft_wire_get_views(weft_ctl_cursor_t *cur, weft_memory_kind_t memory,
                                   weft_recv_view_t **views_out,
                                   char (**names_out)[WEFT_TENSOR_NAME_MAX], uint32_t *count_out)
 {
-    uint32_t          count = weft_boot_get_u32(cur);
+    uint32_t          count = weft_ctl_get_u32(cur);
     weft_recv_view_t *views;
     char (*names)[WEFT_TENSOR_NAME_MAX];
 
@@ -205,23 +205,23 @@ weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t me
     for (uint32_t i = 0; i < count && !cur->failed; i++) {
         weft_recv_view_t *v = &views[i];
 
-        weft_boot_get_str(cur, names[i], sizeof(names[i]));
+        weft_ctl_get_str(cur, names[i], sizeof(names[i]));
         v->field_mask = WEFT_RECV_VIEW_FIELD_STRIDES;
         if (memory != WEFT_MEMORY_HOST) {
             v->field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
             v->memory = memory;
         }
         v->name = names[i];
-        v->role = (weft_tensor_role_t)weft_boot_get_u32(cur);
-        v->dtype = (weft_dtype_t)weft_boot_get_u32(cur);
-        v->ndim = weft_boot_get_u32(cur);
+        v->role = (weft_tensor_role_t)weft_ctl_get_u32(cur);
+        v->dtype = (weft_dtype_t)weft_ctl_get_u32(cur);
+        v->ndim = weft_ctl_get_u32(cur);
         for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            v->shape[d] = weft_boot_get_u64(cur);
+            v->shape[d] = weft_ctl_get_u64(cur);
         }
         for (int d = 0; d < WEFT_TENSOR_MAX_DIMS; d++) {
-            v->strides[d] = weft_boot_get_u64(cur);
+            v->strides[d] = weft_ctl_get_u64(cur);
         }
-        v->data = (void *)(uintptr_t)weft_boot_get_u64(cur);
+        v->data = (void *)(uintptr_t)weft_ctl_get_u64(cur);
         /* A view that runs past the end of the address space is no view:
          * every range arithmetic on it would wrap. */
         {

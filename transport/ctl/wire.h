@@ -6,7 +6,7 @@
  * HELLO:   u32 protocol (the transport's: a consumer of another transport
  *          is refused), blob nonce (32 bytes), str name.
  * CHALLENGE: blob nonce (32 bytes), blob MAC (32 bytes).  PROOF: blob MAC.
- *          The MACs and why: remote/auth.h. The token never crosses.
+ *          The MACs and why: ctl/auth.h. The token never crosses.
  * REFUSED: u32 status (negative, as int32), str reason.
  * VERSION: u64 version, then (verified versions) u32 count, and per view
  *          of the consumer's, in its order: u32 known (1: the view holds
@@ -20,8 +20,8 @@
  * What else a transport's WELCOME, VIEWS and READY carry is described in
  * its own header.
  */
-#ifndef WEFT_TRANSPORT_REMOTE_WIRE_H
-#define WEFT_TRANSPORT_REMOTE_WIRE_H
+#ifndef WEFT_TRANSPORT_CTL_WIRE_H
+#define WEFT_TRANSPORT_CTL_WIRE_H
 
 #include "transport/ctl/auth.h"
 #include "transport/ctl/bootstrap.h"
@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <weft/transport.h>
 
-void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const uint8_t *nonce, const char *name);
+void weft_wire_put_hello(weft_ctl_buf_t *buf, uint32_t protocol, const uint8_t *nonce, const char *name);
 
 /*
  * Reads a HELLO and checks it: WEFT_ERR_CORRUPT (malformed),
@@ -39,19 +39,19 @@ void weft_wire_put_hello(weft_boot_buf_t *buf, uint32_t protocol, const uint8_t 
  * (name[WEFT_CONSUMER_NAME_MAX]; control characters made '?', for the
  * logs it goes to). *reason says why, for the refusal.
  */
-weft_status_t weft_wire_check_hello(const weft_boot_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
+weft_status_t weft_wire_check_hello(const weft_ctl_msg_t *msg, uint32_t protocol, uint8_t *nonce, char *name,
                                     const char **reason);
 
 /* Reads a CHALLENGE (nonce and MAC, copied out) or a PROOF (nonce NULL):
  * WEFT_ERR_CORRUPT when it is not one, or malformed. */
-weft_status_t weft_wire_get_auth(const weft_boot_msg_t *msg, uint8_t *nonce, uint8_t *mac);
+weft_status_t weft_wire_get_auth(const weft_ctl_msg_t *msg, uint8_t *nonce, uint8_t *mac);
 
 /* Sends REFUSED, sealed when the session is on (weft_auth_send). */
 weft_status_t weft_wire_send_refused(int fd, weft_auth_session_t *session, weft_status_t status,
                                      const char *reason, uint64_t deadline_ns);
 
 /* Reads a REFUSED payload: its status, and the reason into reason[size]. */
-weft_status_t weft_wire_parse_refused(const weft_boot_msg_t *msg, char *reason, size_t size);
+weft_status_t weft_wire_parse_refused(const weft_ctl_msg_t *msg, char *reason, size_t size);
 
 /* Sends a message whose payload is one u64, sealed (weft_auth_send). */
 weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t type, uint64_t value,
@@ -64,7 +64,7 @@ typedef struct weft_wire_sums {
     uint64_t *sums;  /* malloc'd, count entries */
 } weft_wire_sums_t;
 
-void weft_wire_put_version(weft_boot_buf_t *buf, uint64_t version, const weft_wire_sums_t *sums);
+void weft_wire_put_version(weft_ctl_buf_t *buf, uint64_t version, const weft_wire_sums_t *sums);
 
 /*
  * Reads a VERSION: *version, and its checksums into *sums (freed and
@@ -72,12 +72,12 @@ void weft_wire_put_version(weft_boot_buf_t *buf, uint64_t version, const weft_wi
  * (a count the message cannot hold is refused before anything is
  * allocated), WEFT_ERR_NO_MEMORY.
  */
-weft_status_t weft_wire_get_version(const weft_boot_msg_t *msg, uint64_t *version, weft_wire_sums_t *sums);
+weft_status_t weft_wire_get_version(const weft_ctl_msg_t *msg, uint64_t *version, weft_wire_sums_t *sums);
 
 void weft_wire_sums_free(weft_wire_sums_t *sums);
 
 /* Appends views (count ≥ 1) in the encoding above. */
-void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, size_t count);
+void weft_wire_put_views(weft_ctl_buf_t *buf, const weft_recv_view_t *views, size_t count);
 
 /*
  * Reads views into *views (calloc'd, with WEFT_RECV_VIEW_FIELD_STRIDES and,
@@ -86,7 +86,7 @@ void weft_wire_put_views(weft_boot_buf_t *buf, const weft_recv_view_t *views, si
  * The addresses are the consumer's: never dereferenced here.
  * WEFT_ERR_CORRUPT, WEFT_ERR_NO_MEMORY.
  */
-weft_status_t weft_wire_get_views(weft_boot_cursor_t *cur, weft_memory_kind_t memory,
+weft_status_t weft_wire_get_views(weft_ctl_cursor_t *cur, weft_memory_kind_t memory,
                                   weft_recv_view_t **views,
                                   char (**names)[WEFT_TENSOR_NAME_MAX], uint32_t *count);
 

@@ -7,8 +7,8 @@
  * every range, because the SMs read another process's arena faster than
  * the copy engines do (see copy_batch.cu). Internal.
  */
-#ifndef WEFT_KERNELS_COPY_BATCH_H
-#define WEFT_KERNELS_COPY_BATCH_H
+#ifndef WEFT_TRANSPORT_CUDA_IPC_COPY_BATCH_H
+#define WEFT_TRANSPORT_CUDA_IPC_COPY_BATCH_H
 
 #include <weft/weft.h>
 

@@ -10,13 +10,13 @@
  * alone, 1626 GB/s right after another process's work). Copied by the
  * process that wrote it, the version stays in one context.
  *
- * Bootstrap messages (the transport-neutral ones are in remote/wire.h):
+ * Bootstrap messages (the transport-neutral ones are in ctl/wire.h):
  *   HELLO   protocol WEFT_CUDA_IPC_PUSH_PROTOCOL; WELCOME is empty.
  *   VIEWS   u32 allocation count, then per allocation: blob
  *           cudaIpcMemHandle_t (WEFT_CUDA_IPC_HANDLE_BYTES), u64 base and
  *           u64 bytes in the consumer's address space; then the views
  *           (wire.h), addresses the consumer's, each inside one allocation.
- *   READY   the head of weft_serve_put_ready, nothing else.
+ *   READY   the head of weft_server_base_put_ready, nothing else.
  *   WANT(a) the consumer is in weft_remote_receive(after a): the server
  *           may now write one version newer than a into the views (the
  *           latest). Without it the server never writes, so the views

@@ -27,7 +27,7 @@
 
 
 struct push_remote {
-    weft_consume_t base;       /* the bootstrap connection */
+    weft_remote_base_t base;       /* the bootstrap connection */
     uint64_t       timeout_us; /* the handshake; the server's unmapping at close */
     uint32_t       consumer;   /* the server's registry consumer id */
     uint64_t       bytes;      /* per version */
@@ -100,7 +100,7 @@ static weft_status_t export_allocation(export_t *exports, uint32_t *count,
 }
 
 /* VIEWS: the allocations holding the views, exported, then the views. */
-static weft_status_t build_views(const weft_recv_view_t *views, size_t count, weft_boot_buf_t *buf)
+static weft_status_t build_views(const weft_recv_view_t *views, size_t count, weft_ctl_buf_t *buf)
 {
     export_t            *exports = calloc(count + 1, sizeof(*exports));
     uint32_t             n = 0;
@@ -122,11 +122,11 @@ static weft_status_t build_views(const weft_recv_view_t *views, size_t count, we
         status = WEFT_ERR_INVALID_PARAM;
     }
     if (status == WEFT_OK) {
-        weft_boot_put_u32(buf, n);
+        weft_ctl_put_u32(buf, n);
         for (uint32_t i = 0; i < n; i++) {
-            weft_boot_put_blob(buf, &exports[i].handle, (uint32_t)sizeof(exports[i].handle));
-            weft_boot_put_u64(buf, exports[i].base);
-            weft_boot_put_u64(buf, exports[i].bytes);
+            weft_ctl_put_blob(buf, &exports[i].handle, (uint32_t)sizeof(exports[i].handle));
+            weft_ctl_put_u64(buf, exports[i].base);
+            weft_ctl_put_u64(buf, exports[i].bytes);
         }
         weft_wire_put_views(buf, views, count);
         status = buf->failed ? WEFT_ERR_NO_MEMORY : WEFT_OK;
@@ -135,13 +135,13 @@ static weft_status_t build_views(const weft_recv_view_t *views, size_t count, we
     return status;
 }
 
-static weft_status_t parse_ready(struct push_remote *r, const weft_boot_msg_t *msg)
+static weft_status_t parse_ready(struct push_remote *r, const weft_ctl_msg_t *msg)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
 
-    r->consumer = weft_boot_get_u32(&cur);
-    r->bytes = weft_boot_get_u64(&cur);
-    (void)weft_boot_get_u64(&cur); /* ranges: the server's business here */
+    r->consumer = weft_ctl_get_u32(&cur);
+    r->bytes = weft_ctl_get_u64(&cur);
+    (void)weft_ctl_get_u64(&cur); /* ranges: the server's business here */
     if (cur.failed) {
         weft_log_error("remote: %s sent a malformed ready", r->base.server);
         return WEFT_ERR_CORRUPT;
@@ -154,8 +154,8 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
 {
     struct push_remote *r = calloc(1, sizeof(*r));
     weft_memory_kind_t  memory = WEFT_MEMORY_HOST;
-    weft_boot_buf_t     buf = {0};
-    weft_boot_msg_t     msg;
+    weft_ctl_buf_t     buf = {0};
+    weft_ctl_msg_t     msg;
     uint64_t            deadline;
     int                 device = -1, saved = -1;
     weft_status_t       status;
@@ -163,7 +163,7 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    r->timeout_us = weft_consume_init(&r->base, p);
+    r->timeout_us = weft_remote_base_init(&r->base, p);
     deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
     status = weft_views_memory(views, count, "remote", &memory, &device);
     if (status == WEFT_OK && memory != WEFT_MEMORY_CUDA) {
@@ -179,16 +179,16 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
         }
     }
     if (status == WEFT_OK) {
-        status = weft_consume_connect(&r->base, deadline);
+        status = weft_remote_base_connect(&r->base, deadline);
     }
     if (status == WEFT_OK) {
-        status = weft_consume_hello(&r->base, WEFT_CUDA_IPC_PUSH_PROTOCOL, p, deadline, &msg);
+        status = weft_remote_base_hello(&r->base, WEFT_CUDA_IPC_PUSH_PROTOCOL, p, deadline, &msg);
         if (status == WEFT_OK) {
             free(msg.payload);
         }
     }
     if (status == WEFT_OK) {
-        status = weft_consume_views(&r->base, &buf, deadline, &msg);
+        status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
         if (status == WEFT_OK) {
             status = parse_ready(r, &msg);
             free(msg.payload);
@@ -196,11 +196,11 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
     }
     if (status == WEFT_OK) {
         r->device = device;
-        status = weft_consume_keep_views(&r->base, views, (uint32_t)count, WEFT_MEMORY_CUDA);
+        status = weft_remote_base_keep_views(&r->base, views, (uint32_t)count, WEFT_MEMORY_CUDA);
     }
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
-        weft_consume_disconnect(&r->base);
+        weft_remote_base_disconnect(&r->base);
         free(r);
         return status;
     }
@@ -211,14 +211,14 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
     return WEFT_OK;
 }
 
-/* weft_consume_check with the views' GPU current. */
+/* weft_remote_base_check with the views' GPU current. */
 static weft_status_t check_version(struct push_remote *r, uint64_t v)
 {
     int           saved = -1;
     weft_status_t status = weft_cuda_enter(r->device, &saved);
 
     if (status == WEFT_OK) {
-        status = weft_consume_check(&r->base, v);
+        status = weft_remote_base_check(&r->base, v);
         weft_cuda_leave(r->device, saved);
     }
     return status;
@@ -234,27 +234,27 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
         return WEFT_ERR_CONNECTION;
     }
     /* The server writes only when asked (a request that timed out stands). */
-    if (weft_consume_ask(&r->base, after_version) != WEFT_OK) {
+    if (weft_remote_base_ask(&r->base, after_version) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
     for (;;) {
         weft_status_t status;
         uint64_t      v;
 
-        if (weft_consume_wait_readable(&r->base, deadline) != WEFT_OK) {
+        if (weft_remote_base_wait_readable(&r->base, deadline) != WEFT_OK) {
             return WEFT_ERR_TIMEOUT;
         }
         /* The server's copy completed before it sent the notice: the
          * views are checked against its sums (WEFT_VERIFY), then acked. */
-        status = weft_consume_notice(&r->base, &v, 0, NULL);
+        status = weft_remote_base_notice(&r->base, &v, 0, NULL);
         if (status == WEFT_OK) {
             status = check_version(r, v);
         }
         if (status == WEFT_OK) {
-            status = weft_consume_ack(&r->base, v);
+            status = weft_remote_base_ack(&r->base, v);
         }
         if (status != WEFT_OK) {
-            weft_consume_disconnect(&r->base);
+            weft_remote_base_disconnect(&r->base);
             return status;
         }
         if (v > after_version) {
@@ -275,8 +275,8 @@ static weft_status_t push_remote_close(void *remote)
     struct push_remote *r = remote;
     weft_status_t       status;
 
-    weft_consume_bye(&r->base);
-    status = weft_consume_await_close(&r->base, "it unmapped the views", NULL, NULL, NULL);
+    weft_remote_base_bye(&r->base);
+    status = weft_remote_base_await_close(&r->base, "it unmapped the views", NULL, NULL, NULL);
     free(r);
     return status;
 }

@@ -47,7 +47,7 @@ typedef enum peer_state {
 } peer_state_t;
 
 typedef struct peer {
-    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    weft_server_peer_t   base; /* connection, plan, registry record, lease */
     struct push_server *server;
     peer_state_t        state;
     void              **mapped; /* its allocations, opened here */
@@ -55,7 +55,7 @@ typedef struct peer {
 } peer_t;
 
 struct push_server {
-    weft_serve_t base; /* socket, token, timeout, thread, stats */
+    weft_server_base_t base; /* socket, token, timeout, thread, stats */
     int          device;
     int          broken; /* the thread could not use the GPU: refuse everyone */
 };
@@ -91,20 +91,20 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
     /* Copies are synchronous: nothing of ours reads the slot or writes
      * its views now. Unmapped before the connection closes, which is what
      * a leaving consumer waits for. */
-    weft_serve_release(&p->base);
+    weft_server_base_release(&p->base);
     peer_unmap(p);
-    weft_serve_drop(&p->base, why, what, p->state == PEER_ACKING, 1);
+    weft_server_base_drop(&p->base, why, what, p->state == PEER_ACKING, 1);
     p->state = PEER_CLOSING;
 }
 
-static int peer_reap(weft_serve_peer_t *base)
+static int peer_reap(weft_server_peer_t *base)
 {
     peer_t *p = (peer_t *)base;
 
     if (p->state != PEER_CLOSING) {
         return 0;
     }
-    weft_serve_peer_fini(&p->base);
+    weft_server_peer_fini(&p->base);
     free(p);
     return 1;
 }
@@ -113,13 +113,13 @@ static int peer_reap(weft_serve_peer_t *base)
 
 static void refuse(peer_t *p, weft_status_t status, const char *reason)
 {
-    weft_serve_refuse(&p->base, status, reason);
+    weft_server_base_refuse(&p->base, status, reason);
     peer_drop(p, status, "refused");
 }
 
-static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
+static void on_hello(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_status_t status = weft_serve_welcome(&p->base, msg, NULL, 0);
+    weft_status_t status = weft_server_base_welcome(&p->base, msg, NULL, 0);
 
     if (status == WEFT_INPROGRESS) {
         return; /* challenged: its proof comes next, in this state */
@@ -138,10 +138,10 @@ typedef struct allocation {
 } allocation_t;
 
 /* Reads the allocation table and maps each allocation. *reason on error. */
-static weft_status_t map_allocations(peer_t *p, weft_boot_cursor_t *cur, allocation_t **out,
+static weft_status_t map_allocations(peer_t *p, weft_ctl_cursor_t *cur, allocation_t **out,
                                      uint32_t *count, const char **reason)
 {
-    uint32_t      n = weft_boot_get_u32(cur);
+    uint32_t      n = weft_ctl_get_u32(cur);
     allocation_t *allocs;
 
     *reason = "malformed views";
@@ -158,11 +158,11 @@ static weft_status_t map_allocations(peer_t *p, weft_boot_cursor_t *cur, allocat
     *out = allocs;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t           length = 0;
-        const void        *handle = weft_boot_get_blob(cur, &length);
+        const void        *handle = weft_ctl_get_blob(cur, &length);
         cudaIpcMemHandle_t ipc;
 
-        allocs[i].base = weft_boot_get_u64(cur);
-        allocs[i].bytes = weft_boot_get_u64(cur);
+        allocs[i].base = weft_ctl_get_u64(cur);
+        allocs[i].bytes = weft_ctl_get_u64(cur);
         if (cur->failed || length != WEFT_CUDA_IPC_HANDLE_BYTES || allocs[i].bytes == 0 ||
             allocs[i].base + allocs[i].bytes < allocs[i].base) {
             return WEFT_ERR_CORRUPT;
@@ -213,7 +213,7 @@ static weft_status_t translate_views(weft_recv_view_t *views, uint32_t count,
         const allocation_t *a;
 
         if (weft_view_span(&views[v], &span) != 0) {
-            continue; /* weft_serve_plan refuses it, naming it */
+            continue; /* weft_server_base_plan refuses it, naming it */
         }
         if (span == 0) {
             views[v].data = allocs[0].here; /* no byte: never copied */
@@ -271,19 +271,19 @@ static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
     return status;
 }
 
-static void on_views(peer_t *p, const weft_boot_msg_t *msg)
+static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
 {
     struct push_server *s = p->server;
-    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t  cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t   *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     allocation_t       *allocs = NULL;
     uint32_t            view_count = 0, alloc_count = 0;
     const char         *reason = "malformed views";
-    weft_boot_buf_t     buf = {0};
+    weft_ctl_buf_t     buf = {0};
     weft_status_t       status;
 
-    if (msg->type != WEFT_BOOT_VIEWS) {
+    if (msg->type != WEFT_CTL_VIEWS) {
         refuse(p, WEFT_ERR_CORRUPT, "views expected");
         return;
     }
@@ -310,7 +310,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         return;
     }
     /* The real cuda_ipc backend, whose views are our mappings. */
-    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_CUDA_IPC, &weft_cuda_ipc_plan_ops, views,
+    status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_CUDA_IPC, &weft_cuda_ipc_plan_ops, views,
                              view_count);
     free(views);
     free(names);
@@ -318,14 +318,14 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         peer_drop(p, status, "refused");
         return;
     }
-    status = weft_serve_register(&p->base);
+    status = weft_server_base_register(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
         return;
     }
-    weft_serve_put_ready(&p->base, &buf);
-    status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
-    weft_boot_buf_free(&buf);
+    weft_server_base_put_ready(&p->base, &buf);
+    status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
         return;
@@ -340,14 +340,14 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 /* ------------------------------------------------------------ versions */
 
 /* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(weft_serve_peer_t *base)
+static void peer_read(weft_server_peer_t *base)
 {
     peer_t         *p = (peer_t *)base;
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     weft_status_t   why;
     const char     *what;
 
-    const int got = weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
+    const int got = weft_server_base_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
 
     if (got < 0) {
         return; /* a message not yet whole: the rest comes later */
@@ -365,12 +365,12 @@ static void peer_read(weft_serve_peer_t *base)
         break;
     case PEER_READY:
         /* WANT(a): it waits in weft_remote_receive for a version > a. */
-        if (weft_serve_want(&p->base, &msg) != WEFT_OK) {
+        if (weft_server_base_want(&p->base, &msg) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
         }
         break;
     case PEER_ACKING:
-        if (weft_serve_ack(&p->base, &msg) != WEFT_OK) {
+        if (weft_server_base_ack(&p->base, &msg) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         } else {
             p->state = PEER_READY;
@@ -384,13 +384,13 @@ static void peer_read(weft_serve_peer_t *base)
 }
 
 /* Copies the latest version into a ready consumer that lacks it. */
-static void peer_start(weft_serve_peer_t *base, uint64_t latest)
+static void peer_start(weft_server_peer_t *base, uint64_t latest)
 {
     peer_t       *p = (peer_t *)base;
     weft_status_t status;
 
-    if (p->state != PEER_READY || !weft_serve_wants(&p->base, latest) ||
-        !weft_serve_lease_next(&p->base, latest)) {
+    if (p->state != PEER_READY || !weft_server_base_wants(&p->base, latest) ||
+        !weft_server_base_lease_next(&p->base, latest)) {
         return;
     }
     status = weft_plan_copy(p->base.plan, &p->base.lease);
@@ -404,8 +404,8 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
      * carries the version's checksums, read under the lease), and the
      * lease is no longer needed. */
     p->base.wanting = 0;
-    status = weft_serve_send_version(&p->base, weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us));
-    weft_serve_release(&p->base);
+    status = weft_server_base_send_version(&p->base, weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us));
+    weft_server_base_release(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
     }
@@ -419,20 +419,20 @@ static void peer_check_deadline(peer_t *p)
     }
 }
 
-static void peer_init(weft_serve_peer_t *base)
+static void peer_init(weft_server_peer_t *base)
 {
     peer_t *p = (peer_t *)base;
 
-    p->server = (struct push_server *)base->server; /* weft_serve_t is its first member */
+    p->server = (struct push_server *)base->server; /* weft_server_base_t is its first member */
     p->state = PEER_HELLO;
 }
 
-static void peer_drop_base(weft_serve_peer_t *base, weft_status_t why, const char *what)
+static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const char *what)
 {
     peer_drop((peer_t *)base, why, what);
 }
 
-static const weft_serve_peer_ops_t peer_ops = {
+static const weft_server_peer_ops_t peer_ops = {
     .size  = sizeof(peer_t),
     .init  = peer_init,
     .read  = peer_read,
@@ -447,31 +447,31 @@ static const weft_serve_peer_ops_t peer_ops = {
  * asks, only their sockets; otherwise (a handshake, an ack) the sockets
  * and new versions now and then. Copies are synchronous: never busy.
  */
-static weft_serve_wait_t what_to_wait_for(const struct push_server *s, uint64_t *after)
+static weft_server_base_wait_t what_to_wait_for(const struct push_server *s, uint64_t *after)
 {
     uint64_t floor = UINT64_MAX;
 
     if (s->base.peer_count == 0) {
-        return WEFT_SERVE_SOCKETS;
+        return WEFT_SERVER_SOCKETS;
     }
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
         const peer_t *p = peer_at(s, i);
 
         if (p->state != PEER_READY) {
-            return WEFT_SERVE_SOCKETS;
+            return WEFT_SERVER_SOCKETS;
         }
-        if (weft_serve_want_floor(&p->base) < floor) {
-            floor = weft_serve_want_floor(&p->base);
+        if (weft_server_base_want_floor(&p->base) < floor) {
+            floor = weft_server_base_want_floor(&p->base);
         }
     }
     *after = floor;
-    return floor == UINT64_MAX ? WEFT_SERVE_QUIET : WEFT_SERVE_VERSION;
+    return floor == UINT64_MAX ? WEFT_SERVER_QUIET : WEFT_SERVER_VERSION;
 }
 
 static void *server_main(void *arg)
 {
     struct push_server *s = arg;
-    struct pollfd      *fds = calloc(WEFT_SERVE_MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
+    struct pollfd      *fds = calloc(WEFT_SERVER_MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -487,23 +487,23 @@ static void *server_main(void *arg)
         uint32_t n, ready = 0;
         uint64_t after = 0;
 
-        n = weft_serve_poll_fds(&s->base, fds);
-        weft_serve_sleep(&s->base, fds, n, what_to_wait_for(s, &after), after);
-        weft_serve_poll_events(&s->base, fds, n);
-        weft_serve_start_versions(&s->base);
+        n = weft_server_base_poll_fds(&s->base, fds);
+        weft_server_base_sleep(&s->base, fds, n, what_to_wait_for(s, &after), after);
+        weft_server_base_poll_events(&s->base, fds, n);
+        weft_server_base_start_versions(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_check_deadline(peer_at(s, i));
         }
-        weft_serve_reap(&s->base);
+        weft_server_base_reap(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             ready += peer_at(s, i)->state == PEER_READY || peer_at(s, i)->state == PEER_ACKING;
         }
-        weft_serve_set_consumers(&s->base, ready);
+        weft_server_base_set_consumers(&s->base, ready);
     }
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
         peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
     }
-    weft_serve_reap(&s->base);
+    weft_server_base_reap(&s->base);
     free(fds);
     return NULL;
 }
@@ -512,7 +512,7 @@ static void *server_main(void *arg)
 
 static void server_free(struct push_server *s)
 {
-    weft_serve_fini(&s->base);
+    weft_server_base_fini(&s->base);
     free(s);
 }
 
@@ -525,14 +525,14 @@ static weft_status_t push_server_create(weft_registry_h reg, const weft_server_p
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    weft_serve_init(&s->base, reg, params, WEFT_CUDA_IPC_PUSH_PROTOCOL, 0, &peer_ops);
-    status = weft_serve_gpu_registry(reg, "cuda_ipc", "consumers copy it with the host transport",
+    weft_server_base_init(&s->base, reg, params, WEFT_CUDA_IPC_PUSH_PROTOCOL, 0, &peer_ops);
+    status = weft_server_gpu_registry(reg, "cuda_ipc", "consumers copy it with the host transport",
                                      &s->device);
     if (status == WEFT_OK) {
-        status = weft_serve_listen(&s->base, params->listen);
+        status = weft_server_base_listen(&s->base, params->listen);
     }
     if (status == WEFT_OK) {
-        status = weft_serve_start(&s->base, server_main, s);
+        status = weft_server_base_start(&s->base, server_main, s);
     }
     if (status != WEFT_OK) {
         server_free(s);
@@ -548,14 +548,14 @@ static void push_server_destroy(void *server)
 {
     struct push_server *s = server;
 
-    weft_serve_join(&s->base);
+    weft_server_base_join(&s->base);
     server_free(s);
 }
 
 const weft_server_ops_t weft_cuda_ipc_server_ops = {
     .name      = "cuda_ipc",
     .create    = push_server_create,
-    .port      = weft_serve_port_of,
-    .get_stats = weft_serve_stats_of,
+    .port      = weft_server_base_port_of,
+    .get_stats = weft_server_base_stats_of,
     .destroy   = push_server_destroy,
 };

@@ -3,7 +3,7 @@
  * translation, non-blocking communicators, and the transfer of one
  * version, which both sides replay in the same order. Internal.
  *
- * Messages (besides the shared payloads of remote/wire.h):
+ * Messages (besides the shared payloads of ctl/wire.h):
  *   WELCOME: empty.
  *   VIEWS:   blob the UUID of the consumer's GPU (16 bytes); the views
  *            (device addresses of the consumer).
@@ -20,8 +20,8 @@
  * on its stream. Both sides compute it from the same sizes and window, so
  * each ncclSend meets the ncclRecv of the same piece.
  */
-#ifndef WEFT_TRANSPORT_NCCL_COMMON_H
-#define WEFT_TRANSPORT_NCCL_COMMON_H
+#ifndef WEFT_TRANSPORT_NCCL_NCCL_COMMON_H
+#define WEFT_TRANSPORT_NCCL_NCCL_COMMON_H
 
 #include "transport/core/desc.h"
 

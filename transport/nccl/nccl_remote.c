@@ -35,7 +35,7 @@
 #define ABORT_WAIT_NS      2000000000ull /* for aborted kernels to leave the stream */
 
 struct nccl_remote {
-    weft_consume_t   base;       /* the bootstrap connection */
+    weft_remote_base_t   base;       /* the bootstrap connection */
     int              device;     /* of every view */
     uint64_t         timeout_us; /* the handshake; a version's transfer */
     ncclComm_t       comm;
@@ -64,21 +64,21 @@ static weft_status_t views_device(const weft_recv_view_t *views, size_t count, i
 }
 
 /* Reads READY: the ranges (each inside our views) and the communicator's id. */
-static weft_status_t parse_ready(struct nccl_remote *r, const weft_boot_msg_t *msg,
+static weft_status_t parse_ready(struct nccl_remote *r, const weft_ctl_msg_t *msg,
                                  const weft_recv_view_t *views, size_t count, ncclUniqueId *id)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     weft_wire_span_t  *spans = NULL;
     uint32_t           span_count = 0, id_length;
     uint64_t           range_count, window;
     const void        *id_bytes;
     weft_status_t      status;
 
-    r->consumer = weft_boot_get_u32(&cur);
-    r->bytes = weft_boot_get_u64(&cur);
-    range_count = weft_boot_get_u64(&cur);
-    id_bytes = weft_boot_get_blob(&cur, &id_length);
-    window = weft_boot_get_u64(&cur);
+    r->consumer = weft_ctl_get_u32(&cur);
+    r->bytes = weft_ctl_get_u64(&cur);
+    range_count = weft_ctl_get_u64(&cur);
+    id_bytes = weft_ctl_get_blob(&cur, &id_length);
+    window = weft_ctl_get_u64(&cur);
     if (cur.failed || id_length != sizeof(*id) || window < WEFT_NCCL_MIN_WINDOW ||
         range_count > (msg->length / 16)) {
         weft_log_error("remote: %s sent a malformed ready", r->base.server);
@@ -92,8 +92,8 @@ static weft_status_t parse_ready(struct nccl_remote *r, const weft_boot_msg_t *m
     }
     status = weft_wire_view_spans(views, count, &spans, &span_count);
     for (uint64_t i = 0; i < range_count && status == WEFT_OK; i++) {
-        r->dst[i] = weft_boot_get_u64(&cur);
-        r->sizes[i] = weft_boot_get_u64(&cur);
+        r->dst[i] = weft_ctl_get_u64(&cur);
+        r->sizes[i] = weft_ctl_get_u64(&cur);
         /* NCCL writes where the server says: only inside our views. */
         if (cur.failed || weft_wire_span_find(spans, span_count, r->dst[i], r->sizes[i]) == NULL) {
             weft_log_error("remote: %s sent range %" PRIu64 " (%" PRIu64 " bytes at 0x%" PRIx64
@@ -112,44 +112,44 @@ static weft_status_t parse_ready(struct nccl_remote *r, const weft_boot_msg_t *m
 static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *views, size_t count,
                                 uint64_t deadline, ncclUniqueId *id)
 {
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t msg;
+    weft_ctl_buf_t buf = {0};
+    weft_ctl_msg_t msg;
     uint8_t         uuid[WEFT_NCCL_UUID_BYTES];
     weft_status_t   status = weft_nccl_device_uuid(r->device, uuid);
 
     if (status != WEFT_OK) {
         return status;
     }
-    weft_boot_put_blob(&buf, uuid, sizeof(uuid));
+    weft_ctl_put_blob(&buf, uuid, sizeof(uuid));
     weft_wire_put_views(&buf, views, count);
-    status = weft_consume_views(&r->base, &buf, deadline, &msg);
-    weft_boot_buf_free(&buf);
+    status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
         return status;
     }
     status = parse_ready(r, &msg, views, count, id);
     free(msg.payload);
-    return status == WEFT_OK ? weft_consume_keep_views(&r->base, views, (uint32_t)count, WEFT_MEMORY_CUDA) : status;
+    return status == WEFT_OK ? weft_remote_base_keep_views(&r->base, views, (uint32_t)count, WEFT_MEMORY_CUDA) : status;
 }
 
 /* What the server sent while we receive or make the communicator: its
  * close, or FAILED. */
 static weft_status_t server_spoke(struct nccl_remote *r)
 {
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     weft_status_t   status =
-        weft_consume_recv(&r->base, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
+        weft_remote_base_recv(&r->base, &msg, weft_deadline_ns(weft_time_ns(), 5000000));
 
     if (status != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s: %s", r->base.server,
                        weft_status_string(status));
         return WEFT_ERR_CONNECTION;
     }
-    if (msg.type == WEFT_BOOT_FAILED) {
+    if (msg.type == WEFT_CTL_FAILED) {
         weft_log_error("remote: %s dropped this consumer during a version", r->base.server);
         status = WEFT_ERR_CANCELED;
-    } else if (msg.type == WEFT_BOOT_REFUSED) {
-        status = weft_consume_refused(&r->base, &msg, "this consumer");
+    } else if (msg.type == WEFT_CTL_REFUSED) {
+        status = weft_remote_base_refused(&r->base, &msg, "this consumer");
     } else {
         weft_log_error("remote: unexpected message %u from %s", msg.type, r->base.server);
         status = WEFT_ERR_CORRUPT;
@@ -166,7 +166,7 @@ static void disconnect(struct nccl_remote *r)
         weft_nccl_abort(r->comm, "remote consumer");
         r->comm = NULL;
     }
-    weft_consume_disconnect(&r->base);
+    weft_remote_base_disconnect(&r->base);
 }
 
 /*
@@ -183,7 +183,7 @@ static weft_status_t drive(struct nccl_remote *r, int transfer, uint64_t deadlin
         if (status != WEFT_INPROGRESS) {
             return status;
         }
-        if (weft_boot_readable(r->base.fd)) {
+        if (weft_ctl_readable(r->base.fd)) {
             return server_spoke(r);
         }
         if (weft_time_ns() >= deadline) {
@@ -225,7 +225,7 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    r->timeout_us = weft_consume_init(&r->base, p);
+    r->timeout_us = weft_remote_base_init(&r->base, p);
     deadline = weft_deadline_ns(weft_time_ns(), r->timeout_us);
     status = views_device(views, count, &r->device);
     if (status == WEFT_OK && r->device < 0) {
@@ -239,11 +239,11 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
         free(r);
         return status;
     }
-    status = weft_consume_connect(&r->base, deadline);
+    status = weft_remote_base_connect(&r->base, deadline);
     if (status == WEFT_OK) {
-        weft_boot_msg_t welcome;
+        weft_ctl_msg_t welcome;
 
-        status = weft_consume_hello(&r->base, WEFT_NCCL_PROTOCOL, p, deadline, &welcome);
+        status = weft_remote_base_hello(&r->base, WEFT_NCCL_PROTOCOL, p, deadline, &welcome);
         if (status == WEFT_OK) {
             free(welcome.payload);
         }
@@ -292,8 +292,8 @@ static weft_status_t receive_version(struct nccl_remote *r, uint64_t v)
     /* Our stream completed: every byte of v is in the views, checked
      * against the server's sums (WEFT_VERIFY; the views' GPU is current),
      * then acknowledged. */
-    status = weft_consume_check(&r->base, v);
-    return status == WEFT_OK ? weft_consume_ack(&r->base, v) : status;
+    status = weft_remote_base_check(&r->base, v);
+    return status == WEFT_OK ? weft_remote_base_ack(&r->base, v) : status;
 }
 
 static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
@@ -315,11 +315,11 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
     for (;;) {
         uint64_t v;
 
-        if (weft_consume_wait_readable(&r->base, deadline) != WEFT_OK) {
+        if (weft_remote_base_wait_readable(&r->base, deadline) != WEFT_OK) {
             status = WEFT_ERR_TIMEOUT;
             break;
         }
-        status = weft_consume_notice(&r->base, &v, 0, NULL);
+        status = weft_remote_base_notice(&r->base, &v, 0, NULL);
         if (status == WEFT_OK) {
             status = receive_version(r, v);
         }
@@ -343,7 +343,7 @@ static weft_status_t nccl_remote_close(void *remote)
     int                 device = r->device, saved;
     int                 entered;
 
-    weft_consume_bye(&r->base);
+    weft_remote_base_bye(&r->base);
     entered = weft_cuda_enter(device, &saved) == WEFT_OK;
     remote_free(r);
     if (entered) {

@@ -52,7 +52,7 @@ typedef enum peer_state {
 } peer_state_t;
 
 typedef struct peer {
-    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    weft_server_peer_t   base; /* connection, plan, registry record, lease */
     struct nccl_server *server;
     peer_state_t        state;
     ncclComm_t          comm;
@@ -63,7 +63,7 @@ typedef struct peer {
 } peer_t;
 
 struct nccl_server {
-    weft_serve_t base; /* socket, token, timeout, window, thread, stats */
+    weft_server_base_t base; /* socket, token, timeout, window, thread, stats */
     int          device;
     uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
     int          broken; /* the thread could not use the GPU: refuse everyone */
@@ -73,10 +73,10 @@ static const weft_plan_ops_t remote_plan_ops = {
     .name       = "nccl",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
-    .post       = weft_serve_remote_post,
+    .post       = weft_server_remote_post,
 };
 
-/* The peer table (weft_serve_t) holds our peers. */
+/* The peer table (weft_server_base_t) holds our peers. */
 static peer_t *peer_at(const struct nccl_server *s, uint32_t i)
 {
     return (peer_t *)s->base.peers[i];
@@ -89,7 +89,7 @@ static void peer_drop(peer_t *p, weft_status_t why, const char *what)
     if (p->state == PEER_CLOSING) {
         return;
     }
-    weft_serve_drop(&p->base, why, what, p->state == PEER_SENDING || p->state == PEER_ACKING, 1);
+    weft_server_base_drop(&p->base, why, what, p->state == PEER_SENDING || p->state == PEER_ACKING, 1);
     /* Local and immediate: kernels still waiting for the consumer quit. */
     weft_nccl_abort(p->comm, p->base.name);
     p->comm = NULL;
@@ -104,12 +104,12 @@ static void peer_free(peer_t *p)
     }
     free(p->sizes);
     free(p->offsets);
-    weft_serve_peer_fini(&p->base);
+    weft_server_peer_fini(&p->base);
     free(p);
 }
 
 /* A dropped consumer is freed once nothing of it runs on its stream. */
-static int peer_reap(weft_serve_peer_t *base)
+static int peer_reap(weft_server_peer_t *base)
 {
     peer_t *p = (peer_t *)base;
 
@@ -117,7 +117,7 @@ static int peer_reap(weft_serve_peer_t *base)
         return 0;
     }
     /* No send of it reads the slot any more. */
-    weft_serve_release(&p->base);
+    weft_server_base_release(&p->base);
     peer_free(p);
     return 1;
 }
@@ -126,13 +126,13 @@ static int peer_reap(weft_serve_peer_t *base)
 
 static void refuse(peer_t *p, weft_status_t status, const char *reason)
 {
-    weft_serve_refuse(&p->base, status, reason);
+    weft_server_base_refuse(&p->base, status, reason);
     peer_drop(p, status, "refused");
 }
 
-static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
+static void on_hello(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_status_t status = weft_serve_welcome(&p->base, msg, NULL, 0);
+    weft_status_t status = weft_server_base_welcome(&p->base, msg, NULL, 0);
 
     if (status == WEFT_INPROGRESS) {
         return; /* challenged: its proof comes next, in this state */
@@ -148,18 +148,18 @@ static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
 static weft_status_t send_ready(peer_t *p, const ncclUniqueId *id)
 {
     const weft_range_list_t *list = &p->base.plan->ranges;
-    weft_boot_buf_t          buf = {0};
+    weft_ctl_buf_t          buf = {0};
     weft_status_t            status;
 
-    weft_serve_put_ready(&p->base, &buf);
-    weft_boot_put_blob(&buf, id, (uint32_t)sizeof(*id));
-    weft_boot_put_u64(&buf, p->server->base.window);
+    weft_server_base_put_ready(&p->base, &buf);
+    weft_ctl_put_blob(&buf, id, (uint32_t)sizeof(*id));
+    weft_ctl_put_u64(&buf, p->server->base.window);
     for (uint64_t i = 0; i < list->count; i++) {
-        weft_boot_put_u64(&buf, (uint64_t)(uintptr_t)list->ranges[i].dst);
-        weft_boot_put_u64(&buf, list->ranges[i].bytes);
+        weft_ctl_put_u64(&buf, (uint64_t)(uintptr_t)list->ranges[i].dst);
+        weft_ctl_put_u64(&buf, list->ranges[i].bytes);
     }
-    status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
-    weft_boot_buf_free(&buf);
+    status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
+    weft_ctl_buf_free(&buf);
     return status;
 }
 
@@ -182,10 +182,10 @@ static weft_status_t build_schedule(peer_t *p)
     return WEFT_OK;
 }
 
-static void on_views(peer_t *p, const weft_boot_msg_t *msg)
+static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
 {
     struct nccl_server *s = p->server;
-    weft_boot_cursor_t  cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t  cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t   *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     uint32_t            view_count = 0, uuid_length;
@@ -193,11 +193,11 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     ncclUniqueId        id;
     weft_status_t       status;
 
-    if (msg->type != WEFT_BOOT_VIEWS) {
+    if (msg->type != WEFT_CTL_VIEWS) {
         refuse(p, WEFT_ERR_CORRUPT, "views expected");
         return;
     }
-    uuid = weft_boot_get_blob(&cur, &uuid_length);
+    uuid = weft_ctl_get_blob(&cur, &uuid_length);
     if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES) {
         refuse(p, WEFT_ERR_CORRUPT, "malformed views");
         return;
@@ -217,7 +217,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         refuse(p, status, "malformed views");
         return;
     }
-    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_NCCL, &remote_plan_ops, views, view_count);
+    status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_NCCL, &remote_plan_ops, views, view_count);
     free(views);
     free(names);
     if (status != WEFT_OK) {
@@ -235,7 +235,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         refuse(p, status, "the server could not set up NCCL for it");
         return;
     }
-    status = weft_serve_register(&p->base);
+    status = weft_server_base_register(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
         return;
@@ -264,24 +264,24 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
 /* ------------------------------------------------------------ versions */
 
 /* Records the ack of the version in flight; our sends must be done. */
-static void finish_version(peer_t *p, const weft_boot_msg_t *msg)
+static void finish_version(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    if (weft_serve_ack(&p->base, msg) != WEFT_OK) {
+    if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         return;
     }
     p->state = PEER_READY;
 }
 
-static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
+static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
 {
     if (p->state == PEER_SENDING) {
-        weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-        uint64_t           v = weft_boot_get_u64(&cur);
+        weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+        uint64_t           v = weft_ctl_get_u64(&cur);
 
         /* Its receives completed before our stream told us: keep the ack
          * until our sends are done too (the slot is read until then). */
-        if (msg->type != WEFT_BOOT_ACK || cur.failed || v != p->base.version) {
+        if (msg->type != WEFT_CTL_ACK || cur.failed || v != p->base.version) {
             peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
             return;
         }
@@ -326,7 +326,7 @@ static void peer_advance(peer_t *p)
                        p->base.name, p->base.version, p->xfer.groups);
         p->state = PEER_ACKING;
         if (p->early_ack != 0) {
-            weft_boot_msg_t ack = {.type = WEFT_BOOT_ACK, .length = sizeof(p->early_ack),
+            weft_ctl_msg_t ack = {.type = WEFT_CTL_ACK, .length = sizeof(p->early_ack),
                                    .payload = (uint8_t *)&p->early_ack};
 
             finish_version(p, &ack);
@@ -344,14 +344,14 @@ static void peer_advance(peer_t *p)
 }
 
 /* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(weft_serve_peer_t *base)
+static void peer_read(weft_server_peer_t *base)
 {
     peer_t         *p = (peer_t *)base;
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     weft_status_t   why;
     const char     *what;
 
-    const int got = weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
+    const int got = weft_server_base_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
 
     if (got < 0) {
         return; /* a message not yet whole: the rest comes later */
@@ -379,13 +379,13 @@ static void peer_read(weft_serve_peer_t *base)
 }
 
 /* Starts sending the latest version to a ready consumer that lacks it. */
-static void peer_start(weft_serve_peer_t *base, uint64_t latest)
+static void peer_start(weft_server_peer_t *base, uint64_t latest)
 {
     peer_t        *p = (peer_t *)base;
     const uint8_t *arena;
     weft_status_t  status;
 
-    if (p->state != PEER_READY || !weft_serve_lease_next(&p->base, latest)) {
+    if (p->state != PEER_READY || !weft_server_base_lease_next(&p->base, latest)) {
         return;
     }
     /* The slot's arena on this GPU (the producer's own allocation, or
@@ -397,7 +397,7 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
         return;
     }
     /* The consumer learns which version comes, then both sides post. */
-    if (weft_serve_send_version(&p->base,
+    if (weft_server_base_send_version(&p->base,
                            weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
         p->state = PEER_SENDING; /* recorded as a failure of this version */
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
@@ -412,20 +412,20 @@ static void peer_start(weft_serve_peer_t *base, uint64_t latest)
 }
 
 /* A consumer just accepted: it says hello first. */
-static void peer_init(weft_serve_peer_t *base)
+static void peer_init(weft_server_peer_t *base)
 {
     peer_t *p = (peer_t *)base;
 
-    p->server = (struct nccl_server *)base->server; /* weft_serve_t is its first member */
+    p->server = (struct nccl_server *)base->server; /* weft_server_base_t is its first member */
     p->state = PEER_HELLO;
 }
 
-static void peer_drop_base(weft_serve_peer_t *base, weft_status_t why, const char *what)
+static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const char *what)
 {
     peer_drop((peer_t *)base, why, what);
 }
 
-static const weft_serve_peer_ops_t peer_ops = {
+static const weft_server_peer_ops_t peer_ops = {
     .size  = sizeof(peer_t),
     .init  = peer_init,
     .read  = peer_read,
@@ -437,7 +437,7 @@ static const weft_serve_peer_ops_t peer_ops = {
 static void *server_main(void *arg)
 {
     struct nccl_server *s = arg;
-    struct pollfd      *fds = calloc(WEFT_SERVE_MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
+    struct pollfd      *fds = calloc(WEFT_SERVER_MAX_PEERS + 1, sizeof(*fds)); /* listener, peers */
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -452,7 +452,7 @@ static void *server_main(void *arg)
     while (!atomic_load(&s->base.stop)) {
         uint32_t          n, ready = 0;
         uint64_t          after = UINT64_MAX;
-        weft_serve_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVE_VERSION : WEFT_SERVE_SOCKETS;
+        weft_server_base_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVER_VERSION : WEFT_SERVER_SOCKETS;
 
         /* Communicators being made and transfers in flight are polled;
          * with every consumer ready, the next version is waited for. */
@@ -460,25 +460,25 @@ static void *server_main(void *arg)
             const peer_t *p = peer_at(s, i);
 
             if (p->state == PEER_INIT || p->state == PEER_SENDING || p->state == PEER_CLOSING) {
-                wait = WEFT_SERVE_BUSY;
-            } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY) {
-                wait = WEFT_SERVE_SOCKETS;
+                wait = WEFT_SERVER_BUSY;
+            } else if (p->state != PEER_READY && wait != WEFT_SERVER_BUSY) {
+                wait = WEFT_SERVER_SOCKETS;
             }
             after = p->base.acked < after ? p->base.acked : after;
         }
-        n = weft_serve_poll_fds(&s->base, fds);
-        weft_serve_sleep(&s->base, fds, n, wait, after);
-        weft_serve_poll_events(&s->base, fds, n);
-        weft_serve_start_versions(&s->base);
+        n = weft_server_base_poll_fds(&s->base, fds);
+        weft_server_base_sleep(&s->base, fds, n, wait, after);
+        weft_server_base_poll_events(&s->base, fds, n);
+        weft_server_base_start_versions(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_advance(peer_at(s, i));
         }
-        weft_serve_reap(&s->base);
+        weft_server_base_reap(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_state_t st = peer_at(s, i)->state;
             ready += st == PEER_READY || st == PEER_SENDING || st == PEER_ACKING;
         }
-        weft_serve_set_consumers(&s->base, ready);
+        weft_server_base_set_consumers(&s->base, ready);
     }
     /* Shutting down: drop everyone (aborting their communicators), then
      * release the leases once their streams are idle. */
@@ -486,7 +486,7 @@ static void *server_main(void *arg)
         peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
     }
     for (int spins = 0; spins < SHUTDOWN_SPINS && s->base.peer_count > 0; spins++) {
-        weft_serve_reap(&s->base);
+        weft_server_base_reap(&s->base);
     }
     if (s->base.peer_count > 0) {
         weft_log_warn("server: %u consumers' streams still busy at shutdown; their leases are kept",
@@ -506,7 +506,7 @@ static void *server_main(void *arg)
 /* The peers went with the thread (server_main frees them). */
 static void server_free(struct nccl_server *s)
 {
-    weft_serve_fini(&s->base);
+    weft_server_base_fini(&s->base);
     free(s);
 }
 
@@ -519,19 +519,19 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    weft_serve_init(&s->base, reg, params, WEFT_NCCL_PROTOCOL, DEFAULT_WINDOW_BYTES, &peer_ops);
+    weft_server_base_init(&s->base, reg, params, WEFT_NCCL_PROTOCOL, DEFAULT_WINDOW_BYTES, &peer_ops);
     if (s->base.window < WEFT_NCCL_MIN_WINDOW) {
         s->base.window = WEFT_NCCL_MIN_WINDOW;
     }
-    status = weft_serve_gpu_registry(reg, "nccl", "use ucx", &s->device);
+    status = weft_server_gpu_registry(reg, "nccl", "use ucx", &s->device);
     if (status == WEFT_OK) {
         status = weft_nccl_device_uuid(s->device, s->uuid);
     }
     if (status == WEFT_OK) {
-        status = weft_serve_listen(&s->base, params->listen);
+        status = weft_server_base_listen(&s->base, params->listen);
     }
     if (status == WEFT_OK) {
-        status = weft_serve_start(&s->base, server_main, s);
+        status = weft_server_base_start(&s->base, server_main, s);
     }
     if (status != WEFT_OK) {
         server_free(s);
@@ -548,14 +548,14 @@ static void nccl_server_destroy(void *server)
 {
     struct nccl_server *s = server;
 
-    weft_serve_join(&s->base);
+    weft_server_base_join(&s->base);
     server_free(s);
 }
 
 const weft_server_ops_t weft_nccl_server_ops = {
     .name      = "nccl",
     .create    = nccl_server_create,
-    .port      = weft_serve_port_of,
-    .get_stats = weft_serve_stats_of,
+    .port      = weft_server_base_port_of,
+    .get_stats = weft_server_base_stats_of,
     .destroy   = nccl_server_destroy,
 };

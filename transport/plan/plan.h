@@ -1,8 +1,8 @@
 /*
  * The plan object, shared by the plan core and the backends. Internal.
  */
-#ifndef WEFT_TRANSPORT_PLAN_H
-#define WEFT_TRANSPORT_PLAN_H
+#ifndef WEFT_TRANSPORT_PLAN_PLAN_H
+#define WEFT_TRANSPORT_PLAN_PLAN_H
 
 #include "kernels/checksum.h"
 #include "transport/plan/plan_ranges.h"

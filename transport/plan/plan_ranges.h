@@ -3,8 +3,8 @@
  * that no two destinations overlap, and the merging of adjacent runs.
  * Shared by every backend. Internal.
  */
-#ifndef WEFT_TRANSPORT_PLAN_RANGES_H
-#define WEFT_TRANSPORT_PLAN_RANGES_H
+#ifndef WEFT_TRANSPORT_PLAN_PLAN_RANGES_H
+#define WEFT_TRANSPORT_PLAN_PLAN_RANGES_H
 
 #include <weft/registry.h>
 

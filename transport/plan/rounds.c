@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void weft_ucx_rounds_free(weft_ucx_rounds_t *rounds)
+void weft_rounds_free(weft_rounds_t *rounds)
 {
     for (uint32_t k = 0; rounds->round != NULL && k < rounds->count; k++) {
         free(rounds->round[k].puts.ranges);
@@ -21,7 +21,7 @@ void weft_ucx_rounds_free(weft_ucx_rounds_t *rounds)
  * stretch that stays inside one range and one round is counted (fill 0)
  * or written into its round (fill 1: arrays sized by the counting pass).
  */
-static void walk(const weft_range_list_t *ranges, uint64_t ring_base, weft_ucx_rounds_t *rounds,
+static void walk(const weft_range_list_t *ranges, uint64_t ring_base, weft_rounds_t *rounds,
                  int fill)
 {
     uint64_t stream = 0;
@@ -34,7 +34,7 @@ static void walk(const weft_range_list_t *ranges, uint64_t ring_base, weft_ucx_r
             const uint64_t    n = r->bytes - done < rounds->half - at ? r->bytes - done
                                                                       : rounds->half - at;
             const uint32_t    k = (uint32_t)(stream / rounds->half);
-            weft_ucx_round_t *round = &rounds->round[k];
+            weft_round_t *round = &rounds->round[k];
 
             if (fill) {
                 const uint64_t ring_offset = (k % 2) * rounds->half + at;
@@ -55,8 +55,8 @@ static void walk(const weft_range_list_t *ranges, uint64_t ring_base, weft_ucx_r
     }
 }
 
-weft_status_t weft_ucx_rounds_build(const weft_range_list_t *ranges, uint64_t ring_base,
-                                    uint64_t half, weft_ucx_rounds_t *rounds)
+weft_status_t weft_rounds_build(const weft_range_list_t *ranges, uint64_t ring_base,
+                                    uint64_t half, weft_rounds_t *rounds)
 {
     uint64_t total = 0, count;
 
@@ -68,7 +68,7 @@ weft_status_t weft_ucx_rounds_build(const weft_range_list_t *ranges, uint64_t ri
         total += ranges->ranges[i].bytes;
     }
     count = total / half + (total % half != 0);
-    if (count > WEFT_UCX_ROUNDS_MAX) {
+    if (count > WEFT_ROUNDS_MAX) {
         return WEFT_ERR_INVALID_PARAM;
     }
     rounds->half = half;
@@ -82,12 +82,12 @@ weft_status_t weft_ucx_rounds_build(const weft_range_list_t *ranges, uint64_t ri
     rounds->count = (uint32_t)count;
     walk(ranges, ring_base, rounds, 0);
     for (uint32_t k = 0; k < rounds->count; k++) {
-        weft_ucx_round_t *round = &rounds->round[k];
+        weft_round_t *round = &rounds->round[k];
 
         round->pieces = calloc(round->piece_count, sizeof(*round->pieces));
         round->puts.ranges = calloc(round->piece_count, sizeof(*round->puts.ranges));
         if (round->pieces == NULL || round->puts.ranges == NULL) {
-            weft_ucx_rounds_free(rounds);
+            weft_rounds_free(rounds);
             return WEFT_ERR_NO_MEMORY;
         }
         round->puts.capacity = round->piece_count;
@@ -97,36 +97,36 @@ weft_status_t weft_ucx_rounds_build(const weft_range_list_t *ranges, uint64_t ri
     return WEFT_OK;
 }
 
-void weft_ucx_put_round(weft_boot_buf_t *buf, uint64_t version, const weft_ucx_rounds_t *rounds,
+void weft_ucx_put_round(weft_ctl_buf_t *buf, uint64_t version, const weft_rounds_t *rounds,
                         uint32_t k)
 {
-    const weft_ucx_round_t *round = &rounds->round[k];
+    const weft_round_t *round = &rounds->round[k];
 
-    weft_boot_put_u64(buf, version);
-    weft_boot_put_u32(buf, k);
-    weft_boot_put_u32(buf, rounds->count);
-    weft_boot_put_u64(buf, round->piece_count);
+    weft_ctl_put_u64(buf, version);
+    weft_ctl_put_u32(buf, k);
+    weft_ctl_put_u32(buf, rounds->count);
+    weft_ctl_put_u64(buf, round->piece_count);
     for (uint64_t i = 0; i < round->piece_count; i++) {
-        weft_boot_put_u64(buf, round->pieces[i].dst);
-        weft_boot_put_u64(buf, round->pieces[i].ring_offset);
-        weft_boot_put_u64(buf, round->pieces[i].bytes);
+        weft_ctl_put_u64(buf, round->pieces[i].dst);
+        weft_ctl_put_u64(buf, round->pieces[i].ring_offset);
+        weft_ctl_put_u64(buf, round->pieces[i].bytes);
     }
 }
 
-weft_status_t weft_ucx_get_round(const weft_boot_msg_t *msg, uint64_t half,
+weft_status_t weft_ucx_get_round(const weft_ctl_msg_t *msg, uint64_t half,
                                  const weft_wire_span_t *spans, uint32_t span_count,
                                  uint64_t *version, uint32_t *round, uint32_t *rounds,
                                  weft_ucx_piece_t **pieces, uint64_t *count)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     weft_ucx_piece_t  *got;
     uint64_t           n, lo, hi;
 
     *pieces = NULL;
-    *version = weft_boot_get_u64(&cur);
-    *round = weft_boot_get_u32(&cur);
-    *rounds = weft_boot_get_u32(&cur);
-    n = weft_boot_get_u64(&cur);
+    *version = weft_ctl_get_u64(&cur);
+    *round = weft_ctl_get_u32(&cur);
+    *rounds = weft_ctl_get_u32(&cur);
+    n = weft_ctl_get_u64(&cur);
     /* 24 bytes a piece: a count the payload cannot hold is malformed. */
     if (cur.failed || *round >= *rounds || n > (cur.length - cur.at) / 24) {
         return WEFT_ERR_CORRUPT;
@@ -138,9 +138,9 @@ weft_status_t weft_ucx_get_round(const weft_boot_msg_t *msg, uint64_t half,
     lo = (*round % 2) * half;
     hi = lo + half;
     for (uint64_t i = 0; i < n; i++) {
-        got[i].dst = weft_boot_get_u64(&cur);
-        got[i].ring_offset = weft_boot_get_u64(&cur);
-        got[i].bytes = weft_boot_get_u64(&cur);
+        got[i].dst = weft_ctl_get_u64(&cur);
+        got[i].ring_offset = weft_ctl_get_u64(&cur);
+        got[i].bytes = weft_ctl_get_u64(&cur);
         if (cur.failed || got[i].ring_offset < lo || got[i].ring_offset > hi ||
             got[i].bytes > hi - got[i].ring_offset ||
             weft_wire_span_find(spans, span_count, got[i].dst, got[i].bytes) == NULL) {

@@ -13,15 +13,15 @@
  * round's ROUND the server sends VERSION(v) as usual; the consumer
  * acknowledges it once every round's copy completed.
  *
- * Payloads (bootstrap messages; see remote/wire.h for the others):
+ * Payloads (bootstrap messages; see ctl/wire.h for the others):
  *   ROUND:      u64 version, u32 round, u32 rounds, u64 count, then count
  *               × (u64 view address, u64 ring offset, u64 bytes)
  *   ROUND_DONE: u64 version, u32 round
  * Host code only: the server builds and sends rounds, the consumer reads
  * them; the copies are ucx_stage.c's. Internal.
  */
-#ifndef WEFT_TRANSPORT_UCX_ROUNDS_H
-#define WEFT_TRANSPORT_UCX_ROUNDS_H
+#ifndef WEFT_TRANSPORT_PLAN_ROUNDS_H
+#define WEFT_TRANSPORT_PLAN_ROUNDS_H
 
 #include "transport/plan/plan_ranges.h"
 #include "transport/ctl/wire.h"
@@ -35,33 +35,33 @@ typedef struct weft_ucx_piece {
     uint64_t dst, ring_offset, bytes;
 } weft_ucx_piece_t;
 
-typedef struct weft_ucx_round {
+typedef struct weft_round {
     weft_range_list_t puts;   /* arena offset → ring address, for the server's puts */
     weft_ucx_piece_t *pieces; /* the same bytes: ring offset → view address */
     uint64_t          piece_count;
-} weft_ucx_round_t;
+} weft_round_t;
 
-typedef struct weft_ucx_rounds {
-    weft_ucx_round_t *round;
+typedef struct weft_rounds {
+    weft_round_t *round;
     uint32_t          count;
     uint64_t          half;
-} weft_ucx_rounds_t;
+} weft_rounds_t;
 
 /* The most rounds a version may need (a half at least this fraction of it). */
-#define WEFT_UCX_ROUNDS_MAX (UINT32_C(1) << 20)
+#define WEFT_ROUNDS_MAX (UINT32_C(1) << 20)
 
 /*
  * Cuts `ranges` (a plan's, whose dst are the consumer's view addresses) in
  * order into rounds of at most `half` bytes for a ring at ring_base of
  * 2 × half bytes. An empty plan gives no rounds. WEFT_ERR_NO_MEMORY,
- * WEFT_ERR_INVALID_PARAM (half 0, or more than WEFT_UCX_ROUNDS_MAX rounds).
+ * WEFT_ERR_INVALID_PARAM (half 0, or more than WEFT_ROUNDS_MAX rounds).
  */
-weft_status_t weft_ucx_rounds_build(const weft_range_list_t *ranges, uint64_t ring_base,
-                                    uint64_t half, weft_ucx_rounds_t *rounds);
-void          weft_ucx_rounds_free(weft_ucx_rounds_t *rounds);
+weft_status_t weft_rounds_build(const weft_range_list_t *ranges, uint64_t ring_base,
+                                    uint64_t half, weft_rounds_t *rounds);
+void          weft_rounds_free(weft_rounds_t *rounds);
 
 /* Appends round k of rounds (for version v) in ROUND's encoding. */
-void weft_ucx_put_round(weft_boot_buf_t *buf, uint64_t version, const weft_ucx_rounds_t *rounds,
+void weft_ucx_put_round(weft_ctl_buf_t *buf, uint64_t version, const weft_rounds_t *rounds,
                         uint32_t k);
 
 /*
@@ -70,7 +70,7 @@ void weft_ucx_put_round(weft_boot_buf_t *buf, uint64_t version, const weft_ucx_r
  * and inside half (round % 2) of a ring of 2 × half bytes.
  * WEFT_ERR_CORRUPT (malformed or out of bounds), WEFT_ERR_NO_MEMORY.
  */
-weft_status_t weft_ucx_get_round(const weft_boot_msg_t *msg, uint64_t half,
+weft_status_t weft_ucx_get_round(const weft_ctl_msg_t *msg, uint64_t half,
                                  const weft_wire_span_t *spans, uint32_t span_count,
                                  uint64_t *version, uint32_t *round, uint32_t *rounds,
                                  weft_ucx_piece_t **pieces, uint64_t *count);

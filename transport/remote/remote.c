@@ -23,7 +23,7 @@
 #define GOODBYE_US         100000u  /* BYE to a server that may be gone */
 #define WAIT_POLL_MS       100      /* at most, between looks at a deadline */
 
-uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
+uint64_t weft_remote_base_init(weft_remote_base_t *c, const weft_remote_params_t *p)
 {
     c->fd = -1;
     c->wanting = 0;
@@ -36,27 +36,27 @@ uint64_t weft_consume_init(weft_consume_t *c, const weft_remote_params_t *p)
     c->view_data = NULL;
     c->view_bytes = NULL;
     snprintf(c->server, sizeof(c->server), "%s", p->server);
-    c->timeout_us = (p->field_mask & WEFT_REMOTE_PARAM_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
+    c->timeout_us = (p->field_mask & WEFT_REMOTE_FIELD_TIMEOUT) ? p->timeout_us : DEFAULT_TIMEOUT_US;
     return c->timeout_us;
 }
 
-weft_status_t weft_consume_connect(weft_consume_t *c, uint64_t deadline_ns)
+weft_status_t weft_remote_base_connect(weft_remote_base_t *c, uint64_t deadline_ns)
 {
-    weft_status_t status = weft_boot_connect(c->server, deadline_ns, &c->fd);
+    weft_status_t status = weft_ctl_connect(c->server, deadline_ns, &c->fd);
 
     if (status == WEFT_OK) {
-        weft_boot_dead_peer_timeout(c->fd, c->timeout_us);
+        weft_ctl_dead_peer_timeout(c->fd, c->timeout_us);
     }
     return status;
 }
 
-weft_status_t weft_consume_refused(const weft_consume_t *c, const weft_boot_msg_t *msg,
+weft_status_t weft_remote_base_refused(const weft_remote_base_t *c, const weft_ctl_msg_t *msg,
                                    const char *what)
 {
     char          reason[256];
     weft_status_t status;
 
-    if (msg->type != WEFT_BOOT_REFUSED) {
+    if (msg->type != WEFT_CTL_REFUSED) {
         weft_log_error("remote: %s answered %s with message %u", c->server, what, msg->type);
         return WEFT_ERR_CORRUPT;
     }
@@ -65,9 +65,9 @@ weft_status_t weft_consume_refused(const weft_consume_t *c, const weft_boot_msg_
     return status;
 }
 
-weft_status_t weft_consume_recv(weft_consume_t *c, weft_boot_msg_t *msg, uint64_t deadline_ns)
+weft_status_t weft_remote_base_recv(weft_remote_base_t *c, weft_ctl_msg_t *msg, uint64_t deadline_ns)
 {
-    weft_status_t status = weft_boot_recv_closed(c->fd, msg, deadline_ns, &c->server_closed);
+    weft_status_t status = weft_ctl_recv_closed(c->fd, msg, deadline_ns, &c->server_closed);
 
     if (status == WEFT_OK) {
         status = weft_auth_open(&c->session, msg);
@@ -81,18 +81,18 @@ weft_status_t weft_consume_recv(weft_consume_t *c, weft_boot_msg_t *msg, uint64_
 }
 
 /* Sends type with buf's payload, then reads the answer into *answer. */
-static weft_status_t exchange(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf,
-                              uint64_t deadline_ns, weft_boot_msg_t *answer)
+static weft_status_t exchange(weft_remote_base_t *c, uint32_t type, const weft_ctl_buf_t *buf,
+                              uint64_t deadline_ns, weft_ctl_msg_t *answer)
 {
     weft_status_t status = buf->failed ? WEFT_ERR_NO_MEMORY
                                        : weft_auth_send(c->fd, &c->session, type, buf->data,
                                                         (uint32_t)buf->length, deadline_ns);
 
-    return status == WEFT_OK ? weft_consume_recv(c, answer, deadline_ns) : status;
+    return status == WEFT_OK ? weft_remote_base_recv(c, answer, deadline_ns) : status;
 }
 
 /* OK when the answer is of type expect; else the refusal, the payload freed. */
-static weft_status_t expect(weft_consume_t *c, weft_boot_msg_t *answer, uint32_t type,
+static weft_status_t expect(weft_remote_base_t *c, weft_ctl_msg_t *answer, uint32_t type,
                             const char *what)
 {
     weft_status_t status;
@@ -100,20 +100,20 @@ static weft_status_t expect(weft_consume_t *c, weft_boot_msg_t *answer, uint32_t
     if (answer->type == type) {
         return WEFT_OK;
     }
-    status = weft_consume_refused(c, answer, what);
+    status = weft_remote_base_refused(c, answer, what);
     free(answer->payload);
     answer->payload = NULL;
     return status;
 }
 
-weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
+weft_status_t weft_remote_base_hello(weft_remote_base_t *c, uint32_t protocol,
                                  const weft_remote_params_t *p, uint64_t deadline_ns,
-                                 weft_boot_msg_t *welcome)
+                                 weft_ctl_msg_t *welcome)
 {
     uint8_t         consumer_nonce[WEFT_AUTH_NONCE_BYTES], server_nonce[WEFT_AUTH_NONCE_BYTES];
     uint8_t         got[WEFT_AUTH_MAC_BYTES], want[WEFT_AUTH_MAC_BYTES];
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t challenge;
+    weft_ctl_buf_t buf = {0};
+    weft_ctl_msg_t challenge;
     weft_status_t   status = weft_auth_init();
 
     if (status != WEFT_OK) {
@@ -121,14 +121,14 @@ weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
     }
     weft_auth_nonce(consumer_nonce);
     weft_wire_put_hello(&buf, protocol, consumer_nonce, p->name);
-    status = exchange(c, WEFT_BOOT_HELLO, &buf, deadline_ns, &challenge);
-    weft_boot_buf_free(&buf);
+    status = exchange(c, WEFT_CTL_HELLO, &buf, deadline_ns, &challenge);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
         weft_log_error("remote: no answer from %s to the handshake: %s", c->server,
                        weft_status_string(status));
         return status;
     }
-    status = expect(c, &challenge, WEFT_BOOT_CHALLENGE, "this consumer");
+    status = expect(c, &challenge, WEFT_CTL_CHALLENGE, "this consumer");
     if (status != WEFT_OK) {
         return status;
     }
@@ -145,12 +145,12 @@ weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
         return WEFT_ERR_AUTH;
     }
     weft_auth_mac(want, WEFT_AUTH_CONSUMER, p->token, protocol, consumer_nonce, server_nonce, p->name);
-    weft_boot_put_blob(&buf, want, WEFT_AUTH_MAC_BYTES);
+    weft_ctl_put_blob(&buf, want, WEFT_AUTH_MAC_BYTES);
     status = buf.failed ? WEFT_ERR_NO_MEMORY
-                        : weft_boot_send(c->fd, WEFT_BOOT_PROOF, buf.data, (uint32_t)buf.length, deadline_ns);
-    weft_boot_buf_free(&buf);
+                        : weft_ctl_send(c->fd, WEFT_CTL_PROOF, buf.data, (uint32_t)buf.length, deadline_ns);
+    weft_ctl_buf_free(&buf);
     if (status == WEFT_OK) {
-        status = weft_boot_recv_closed(c->fd, welcome, deadline_ns, &c->server_closed);
+        status = weft_ctl_recv_closed(c->fd, welcome, deadline_ns, &c->server_closed);
     }
     if (status != WEFT_OK) {
         weft_log_error("remote: no answer from %s to this consumer's proof: %s", c->server,
@@ -159,8 +159,8 @@ weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
     }
     /* A server that refuses the proof has no session: its REFUSED comes in
      * clear. Anything else is the first sealed message, the WELCOME. */
-    if (welcome->type == WEFT_BOOT_REFUSED) {
-        return expect(c, welcome, WEFT_BOOT_WELCOME, "this consumer");
+    if (welcome->type == WEFT_CTL_REFUSED) {
+        return expect(c, welcome, WEFT_CTL_WELCOME, "this consumer");
     }
     weft_auth_session_start(&c->session, WEFT_AUTH_CONSUMER, p->token, protocol, consumer_nonce, server_nonce,
                             p->name);
@@ -170,49 +170,49 @@ weft_status_t weft_consume_hello(weft_consume_t *c, uint32_t protocol,
                        c->server);
         return status;
     }
-    return expect(c, welcome, WEFT_BOOT_WELCOME, "this consumer");
+    return expect(c, welcome, WEFT_CTL_WELCOME, "this consumer");
 }
 
-weft_status_t weft_consume_views(weft_consume_t *c, const weft_boot_buf_t *buf,
-                                 uint64_t deadline_ns, weft_boot_msg_t *ready)
+weft_status_t weft_remote_base_views(weft_remote_base_t *c, const weft_ctl_buf_t *buf,
+                                 uint64_t deadline_ns, weft_ctl_msg_t *ready)
 {
-    weft_status_t status = exchange(c, WEFT_BOOT_VIEWS, buf, deadline_ns, ready);
+    weft_status_t status = exchange(c, WEFT_CTL_VIEWS, buf, deadline_ns, ready);
 
-    return status == WEFT_OK ? expect(c, ready, WEFT_BOOT_READY, "the views") : status;
+    return status == WEFT_OK ? expect(c, ready, WEFT_CTL_READY, "the views") : status;
 }
 
-weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t extra_types,
-                                  weft_boot_msg_t *extra)
+weft_status_t weft_remote_base_notice(weft_remote_base_t *c, uint64_t *version, uint32_t extra_types,
+                                  weft_ctl_msg_t *extra)
 {
-    weft_boot_msg_t    msg;
-    weft_boot_cursor_t cur;
+    weft_ctl_msg_t    msg;
+    weft_ctl_cursor_t cur;
     weft_status_t      status;
     uint64_t           v;
 
-    status = weft_consume_recv(c, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+    status = weft_remote_base_recv(c, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
     if (status == WEFT_ERR_AUTH) {
-        weft_consume_disconnect(c);
+        weft_remote_base_disconnect(c);
         return WEFT_ERR_AUTH;
     }
     if (status != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s: %s", c->server,
                        weft_status_string(status));
-        weft_consume_disconnect(c);
+        weft_remote_base_disconnect(c);
         return WEFT_ERR_CONNECTION;
     }
-    if (msg.type < 32 && (extra_types & WEFT_BOOT_TYPE_BIT(msg.type)) != 0) {
+    if (msg.type < 32 && (extra_types & WEFT_CTL_TYPE_BIT(msg.type)) != 0) {
         *extra = msg;
         return WEFT_INPROGRESS;
     }
-    if (msg.type == WEFT_BOOT_VERSION && weft_wire_get_version(&msg, &v, &c->sums) == WEFT_OK) {
+    if (msg.type == WEFT_CTL_VERSION && weft_wire_get_version(&msg, &v, &c->sums) == WEFT_OK) {
         free(msg.payload);
         c->wanting = 0;
         *version = v;
         return WEFT_OK;
     }
-    cur = (weft_boot_cursor_t){.data = msg.payload, .length = msg.length};
-    v = weft_boot_get_u64(&cur);
-    if (msg.type == WEFT_BOOT_FAILED) {
+    cur = (weft_ctl_cursor_t){.data = msg.payload, .length = msg.length};
+    v = weft_ctl_get_u64(&cur);
+    if (msg.type == WEFT_CTL_FAILED) {
         weft_log_error("remote: %s dropped this consumer during version %" PRIu64, c->server, v);
         status = WEFT_ERR_CANCELED;
     } else {
@@ -220,19 +220,19 @@ weft_status_t weft_consume_notice(weft_consume_t *c, uint64_t *version, uint32_t
         status = WEFT_ERR_CORRUPT;
     }
     free(msg.payload);
-    weft_consume_disconnect(c);
+    weft_remote_base_disconnect(c);
     return status;
 }
 
-weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after)
+weft_status_t weft_remote_base_ask(weft_remote_base_t *c, uint64_t after)
 {
     if (c->wanting && c->want_after == after) {
         return WEFT_OK;
     }
-    if (weft_wire_send_u64(c->fd, &c->session, WEFT_BOOT_WANT, after,
+    if (weft_wire_send_u64(c->fd, &c->session, WEFT_CTL_WANT, after,
                            weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
         weft_log_error("remote: lost the connection to %s", c->server);
-        weft_consume_disconnect(c);
+        weft_remote_base_disconnect(c);
         return WEFT_ERR_CONNECTION;
     }
     c->wanting = 1;
@@ -240,7 +240,7 @@ weft_status_t weft_consume_ask(weft_consume_t *c, uint64_t after)
     return WEFT_OK;
 }
 
-weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boot_buf_t *buf)
+weft_status_t weft_remote_base_send(weft_remote_base_t *c, uint32_t type, const weft_ctl_buf_t *buf)
 {
     if (buf->failed) {
         return WEFT_ERR_NO_MEMORY;
@@ -251,7 +251,7 @@ weft_status_t weft_consume_send(weft_consume_t *c, uint32_t type, const weft_boo
                : WEFT_ERR_CONNECTION;
 }
 
-weft_status_t weft_consume_keep_views(weft_consume_t *c, const weft_recv_view_t *views, uint32_t count,
+weft_status_t weft_remote_base_keep_views(weft_remote_base_t *c, const weft_recv_view_t *views, uint32_t count,
                                       weft_memory_kind_t memory)
 {
     c->view_data = calloc(count, sizeof(*c->view_data));
@@ -273,7 +273,7 @@ weft_status_t weft_consume_keep_views(weft_consume_t *c, const weft_recv_view_t 
     return WEFT_OK;
 }
 
-weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version)
+weft_status_t weft_remote_base_check(weft_remote_base_t *c, uint64_t version)
 {
     weft_status_t status = WEFT_OK;
 
@@ -331,10 +331,10 @@ weft_status_t weft_consume_check(weft_consume_t *c, uint64_t version)
     return status;
 }
 
-weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)
+weft_status_t weft_remote_base_ack(weft_remote_base_t *c, uint64_t v)
 {
     weft_status_t status =
-        weft_wire_send_u64(c->fd, &c->session, WEFT_BOOT_ACK, v, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
+        weft_wire_send_u64(c->fd, &c->session, WEFT_CTL_ACK, v, weft_deadline_ns(weft_time_ns(), MESSAGE_US));
 
     return status == WEFT_OK ? WEFT_OK : WEFT_ERR_CONNECTION;
 }
@@ -342,7 +342,7 @@ weft_status_t weft_consume_ack(weft_consume_t *c, uint64_t v)
 /*
  * The server closed its end before we closed ours and we have not read
  * that yet: TCP then sits in CLOSE_WAIT. (A FIN or reset that a read saw
- * is noted there, weft_boot_recv_closed; the keepalive's verdict on a
+ * is noted there, weft_ctl_recv_closed; the keepalive's verdict on a
  * silent peer says nothing of whether the server still writes.)
  */
 static int peer_closed(int fd)
@@ -354,7 +354,7 @@ static int peer_closed(int fd)
            info.tcpi_state == TCP_CLOSE_WAIT;
 }
 
-void weft_consume_disconnect(weft_consume_t *c)
+void weft_remote_base_disconnect(weft_remote_base_t *c)
 {
     if (c->fd >= 0) {
         c->server_closed |= peer_closed(c->fd);
@@ -371,9 +371,9 @@ void weft_consume_disconnect(weft_consume_t *c)
     c->view_count = 0;
 }
 
-weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadline_ns)
+weft_status_t weft_remote_base_wait_readable(const weft_remote_base_t *c, uint64_t deadline_ns)
 {
-    while (!weft_boot_readable(c->fd)) {
+    while (!weft_ctl_readable(c->fd)) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         uint64_t      now = weft_time_ns();
         int           ms;
@@ -388,15 +388,15 @@ weft_status_t weft_consume_wait_readable(const weft_consume_t *c, uint64_t deadl
     return WEFT_OK;
 }
 
-void weft_consume_bye(weft_consume_t *c)
+void weft_remote_base_bye(weft_remote_base_t *c)
 {
     if (c->fd >= 0) {
-        (void)weft_auth_send(c->fd, &c->session, WEFT_BOOT_BYE, NULL, 0,
+        (void)weft_auth_send(c->fd, &c->session, WEFT_CTL_BYE, NULL, 0,
                              weft_deadline_ns(weft_time_ns(), GOODBYE_US));
     }
 }
 
-weft_status_t weft_consume_await_close(weft_consume_t *c, const char *what,
+weft_status_t weft_remote_base_await_close(weft_remote_base_t *c, const char *what,
                                        void (*drive)(void *arg),
                                        void (*wait)(void *arg, int fd, int ms), void *arg)
 {
@@ -411,10 +411,10 @@ weft_status_t weft_consume_await_close(weft_consume_t *c, const char *what,
         if (drive != NULL) {
             drive(arg);
         }
-        if (weft_boot_readable(c->fd)) {
-            weft_boot_msg_t msg;
+        if (weft_ctl_readable(c->fd)) {
+            weft_ctl_msg_t msg;
 
-            if (weft_consume_recv(c, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
+            if (weft_remote_base_recv(c, &msg, weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
                 break;
             }
             free(msg.payload); /* a notice sent before the server read our BYE */
@@ -433,7 +433,7 @@ weft_status_t weft_consume_await_close(weft_consume_t *c, const char *what,
             (void)poll(&pfd, 1, ms);
         }
     }
-    weft_consume_disconnect(c); /* notes a close of the server's not yet read */
+    weft_remote_base_disconnect(c); /* notes a close of the server's not yet read */
     if (c->server_closed) {
         return WEFT_OK;
     }

@@ -20,31 +20,31 @@
 #define GOODBYE_US         100000u /* a refusal or FAILED to a peer that may be gone */
 #define ACCEPT_PAUSE_NS    100000000ull /* out of descriptors: the next accept after this */
 
-void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_params_t *params,
+void weft_server_base_init(weft_server_base_t *s, weft_registry_h reg, const weft_server_params_t *params,
                      uint32_t protocol, uint64_t default_window,
-                     const weft_serve_peer_ops_t *peer_ops)
+                     const weft_server_peer_ops_t *peer_ops)
 {
     s->reg = reg;
     s->peer_ops = peer_ops;
     s->listen_fd = -1;
     s->protocol = protocol;
-    s->timeout_us = (params->field_mask & WEFT_SERVER_PARAM_TIMEOUT) ? params->timeout_us
+    s->timeout_us = (params->field_mask & WEFT_SERVER_FIELD_TIMEOUT) ? params->timeout_us
                                                                       : DEFAULT_TIMEOUT_US;
-    s->window = (params->field_mask & WEFT_SERVER_PARAM_WINDOW) ? params->window_bytes
+    s->window = (params->field_mask & WEFT_SERVER_FIELD_WINDOW) ? params->window_bytes
                                                                  : default_window;
     snprintf(s->token, sizeof(s->token), "%s", params->token);
     atomic_init(&s->stop, 0);
     pthread_mutex_init(&s->stats_lock, NULL);
 }
 
-weft_status_t weft_serve_listen(weft_serve_t *s, const char *listen)
+weft_status_t weft_server_base_listen(weft_server_base_t *s, const char *listen)
 {
     const weft_status_t status = weft_auth_init(); /* before any consumer can say hello */
 
-    return status == WEFT_OK ? weft_boot_listen(listen, &s->listen_fd, &s->port) : status;
+    return status == WEFT_OK ? weft_ctl_listen(listen, &s->listen_fd, &s->port) : status;
 }
 
-weft_status_t weft_serve_start(weft_serve_t *s, void *(*main)(void *), void *arg)
+weft_status_t weft_server_base_start(weft_server_base_t *s, void *(*main)(void *), void *arg)
 {
     if (pthread_create(&s->thread, NULL, main, arg) != 0) {
         weft_log_error("server: cannot start its thread");
@@ -54,7 +54,7 @@ weft_status_t weft_serve_start(weft_serve_t *s, void *(*main)(void *), void *arg
     return WEFT_OK;
 }
 
-void weft_serve_join(weft_serve_t *s)
+void weft_server_base_join(weft_server_base_t *s)
 {
     if (s->thread_started) {
         atomic_store(&s->stop, 1);
@@ -63,7 +63,7 @@ void weft_serve_join(weft_serve_t *s)
     }
 }
 
-void weft_serve_fini(weft_serve_t *s)
+void weft_server_base_fini(weft_server_base_t *s)
 {
     if (s->listen_fd >= 0) {
         close(s->listen_fd);
@@ -73,21 +73,21 @@ void weft_serve_fini(weft_serve_t *s)
     pthread_mutex_destroy(&s->stats_lock);
 }
 
-void weft_serve_stats_add(weft_serve_t *s, uint64_t *field, uint64_t n)
+void weft_server_base_stats_add(weft_server_base_t *s, uint64_t *field, uint64_t n)
 {
     pthread_mutex_lock(&s->stats_lock);
     *field += n;
     pthread_mutex_unlock(&s->stats_lock);
 }
 
-void weft_serve_set_consumers(weft_serve_t *s, uint32_t ready)
+void weft_server_base_set_consumers(weft_server_base_t *s, uint32_t ready)
 {
     pthread_mutex_lock(&s->stats_lock);
     s->stats.consumers = ready;
     pthread_mutex_unlock(&s->stats_lock);
 }
 
-void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats)
+void weft_server_base_get_stats(weft_server_base_t *s, weft_server_stats_t *stats)
 {
     pthread_mutex_lock(&s->stats_lock);
     *stats = s->stats;
@@ -100,11 +100,11 @@ void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats)
  * it is, so starting it failed (a registry being offloaded or reloaded)
  * and it must not be spun on.
  */
-static int wait_newer(weft_serve_t *s, uint64_t after, uint64_t timeout_us)
+static int wait_newer(weft_server_base_t *s, uint64_t after, uint64_t timeout_us)
 {
     weft_lease_t lease;
 
-    if (weft_serve_latest(s) > after) {
+    if (weft_server_base_latest(s) > after) {
         return 0;
     }
     if (weft_registry_wait(s->reg, after, timeout_us, &lease) != WEFT_OK) {
@@ -114,50 +114,50 @@ static int wait_newer(weft_serve_t *s, uint64_t after, uint64_t timeout_us)
     return 1;
 }
 
-void weft_serve_sleep(weft_serve_t *s, struct pollfd *fds, uint32_t n, weft_serve_wait_t what,
+void weft_server_base_sleep(weft_server_base_t *s, struct pollfd *fds, uint32_t n, weft_server_base_wait_t what,
                       uint64_t after)
 {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 0};
 
     switch (what) {
-    case WEFT_SERVE_BUSY:
+    case WEFT_SERVER_BUSY:
         break;
-    case WEFT_SERVE_SPIN:
+    case WEFT_SERVER_SPIN:
         (void)ppoll(fds, n, &ts, NULL);
         (void)sched_yield();
         return;
-    case WEFT_SERVE_VERSION:
+    case WEFT_SERVER_VERSION:
         /* A publish wakes a futex, which poll cannot wait on: the wait is
          * on the registry, and the fds are looked at after it. A wait
          * that ended without a version is followed by a short one on the
          * fds, so that a registry that cannot be waited on (or whose
          * version cannot be started now) is not spun on. */
-        if (!wait_newer(s, after, WEFT_SERVE_IDLE_WAIT_US)) {
-            ts.tv_nsec = WEFT_SERVE_POLL_US * 1000L;
+        if (!wait_newer(s, after, WEFT_SERVER_IDLE_WAIT_US)) {
+            ts.tv_nsec = WEFT_SERVER_POLL_US * 1000L;
         }
         break;
-    case WEFT_SERVE_QUIET:
-        ts.tv_nsec = WEFT_SERVE_IDLE_WAIT_US * 1000L;
+    case WEFT_SERVER_QUIET:
+        ts.tv_nsec = WEFT_SERVER_IDLE_WAIT_US * 1000L;
         break;
-    case WEFT_SERVE_SOCKETS:
+    case WEFT_SERVER_SOCKETS:
     default:
-        ts.tv_nsec = s->peer_count > 0 ? WEFT_SERVE_POLL_US * 1000L : 1000000L;
+        ts.tv_nsec = s->peer_count > 0 ? WEFT_SERVER_POLL_US * 1000L : 1000000L;
         break;
     }
     (void)ppoll(fds, n, &ts, NULL);
 }
 
-uint16_t weft_serve_port_of(void *server)
+uint16_t weft_server_base_port_of(void *server)
 {
-    return ((weft_serve_t *)server)->port;
+    return ((weft_server_base_t *)server)->port;
 }
 
-void weft_serve_stats_of(void *server, weft_server_stats_t *stats)
+void weft_server_base_stats_of(void *server, weft_server_stats_t *stats)
 {
-    weft_serve_get_stats(server, stats);
+    weft_server_base_get_stats(server, stats);
 }
 
-uint64_t weft_serve_latest(weft_serve_t *s)
+uint64_t weft_server_base_latest(weft_server_base_t *s)
 {
     weft_registry_stats_t rs;
 
@@ -167,7 +167,7 @@ uint64_t weft_serve_latest(weft_serve_t *s)
     return rs.latest_version;
 }
 
-void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const char *addr)
+void weft_server_peer_init(weft_server_peer_t *p, weft_server_base_t *s, int fd, const char *addr)
 {
     p->server = s;
     p->fd = fd;
@@ -175,40 +175,40 @@ void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const c
     /* A consumer between versions is not waited on by any deadline: its
      * connection going quiet (a link or host gone) must end it, so that
      * it leaves the registry's table and trainers stop waiting for it. */
-    weft_boot_dead_peer_timeout(fd, s->timeout_us);
+    weft_ctl_dead_peer_timeout(fd, s->timeout_us);
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
 }
 
-void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *reason)
+void weft_server_base_refuse(weft_server_peer_t *p, weft_status_t status, const char *reason)
 {
     weft_log_warn("server: refused consumer from %s: %s", p->addr, reason);
-    weft_serve_stats_add(p->server, &p->server->stats.refused, 1); /* before the peer can hear of it */
+    weft_server_base_stats_add(p->server, &p->server->stats.refused, 1); /* before the peer can hear of it */
     (void)weft_wire_send_refused(p->fd, &p->session, status, reason,
                                  weft_deadline_ns(weft_time_ns(), GOODBYE_US));
 }
 
 /* HELLO → CHALLENGE. */
-static weft_status_t serve_challenge(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+static weft_status_t serve_challenge(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_serve_t   *s = p->server;
+    weft_server_base_t   *s = p->server;
     const char     *reason;
     uint8_t         mac[WEFT_AUTH_MAC_BYTES];
-    weft_boot_buf_t buf = {0};
+    weft_ctl_buf_t buf = {0};
     weft_status_t   status;
 
     status = weft_wire_check_hello(msg, s->protocol, p->consumer_nonce, p->name, &reason);
     if (status != WEFT_OK) {
-        weft_serve_refuse(p, status, reason);
+        weft_server_base_refuse(p, status, reason);
         return status;
     }
     weft_auth_nonce(p->server_nonce);
     weft_auth_mac(mac, WEFT_AUTH_SERVER, s->token, s->protocol, p->consumer_nonce, p->server_nonce, p->name);
-    weft_boot_put_blob(&buf, p->server_nonce, WEFT_AUTH_NONCE_BYTES);
-    weft_boot_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
+    weft_ctl_put_blob(&buf, p->server_nonce, WEFT_AUTH_NONCE_BYTES);
+    weft_ctl_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
     status = buf.failed ? WEFT_ERR_NO_MEMORY
-                        : weft_boot_send(p->fd, WEFT_BOOT_CHALLENGE, buf.data, (uint32_t)buf.length,
+                        : weft_ctl_send(p->fd, WEFT_CTL_CHALLENGE, buf.data, (uint32_t)buf.length,
                                          weft_deadline_ns(weft_time_ns(), s->timeout_us));
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
@@ -218,19 +218,19 @@ static weft_status_t serve_challenge(weft_serve_peer_t *p, const weft_boot_msg_t
 
 /* PROOF → (checked). A consumer that found our CHALLENGE wrong says so
  * with a REFUSED instead: not a proof either. */
-static weft_status_t serve_proof(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+static weft_status_t serve_proof(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_serve_t *s = p->server;
+    weft_server_base_t *s = p->server;
     uint8_t       want[WEFT_AUTH_MAC_BYTES], got[WEFT_AUTH_MAC_BYTES];
 
     if (weft_wire_get_auth(msg, NULL, got) != WEFT_OK) {
-        weft_serve_refuse(p, WEFT_ERR_AUTH, msg->type == WEFT_BOOT_REFUSED ? "it refused this server's proof"
+        weft_server_base_refuse(p, WEFT_ERR_AUTH, msg->type == WEFT_CTL_REFUSED ? "it refused this server's proof"
                                                                               : "a malformed proof");
         return WEFT_ERR_AUTH;
     }
     weft_auth_mac(want, WEFT_AUTH_CONSUMER, s->token, s->protocol, p->consumer_nonce, p->server_nonce, p->name);
     if (!weft_auth_mac_ok(want, got, sizeof(got))) {
-        weft_serve_refuse(p, WEFT_ERR_AUTH, "wrong token");
+        weft_server_base_refuse(p, WEFT_ERR_AUTH, "wrong token");
         return WEFT_ERR_AUTH;
     }
     weft_auth_session_start(&p->session, WEFT_AUTH_SERVER, s->token, s->protocol, p->consumer_nonce,
@@ -238,7 +238,7 @@ static weft_status_t serve_proof(weft_serve_peer_t *p, const weft_boot_msg_t *ms
     return WEFT_OK;
 }
 
-weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *msg,
+weft_status_t weft_server_base_welcome(weft_server_peer_t *p, const weft_ctl_msg_t *msg,
                                  const void *payload, uint32_t length)
 {
     weft_status_t status = p->challenged ? serve_proof(p, msg) : serve_challenge(p, msg);
@@ -248,7 +248,7 @@ weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *ms
     }
     /* Sealed: the consumer takes the transport's address in it only from
      * a server that holds the token. */
-    if (weft_auth_send(p->fd, &p->session, WEFT_BOOT_WELCOME, payload, length,
+    if (weft_auth_send(p->fd, &p->session, WEFT_CTL_WELCOME, payload, length,
                        weft_deadline_ns(weft_time_ns(), p->server->timeout_us)) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
@@ -256,7 +256,7 @@ weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *ms
     return WEFT_OK;
 }
 
-weft_status_t weft_serve_plan(weft_serve_peer_t *p, weft_transport_t transport,
+weft_status_t weft_server_base_plan(weft_server_peer_t *p, weft_transport_t transport,
                               const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                               uint32_t count)
 {
@@ -269,33 +269,33 @@ weft_status_t weft_serve_plan(weft_serve_peer_t *p, weft_transport_t transport,
     if (status != WEFT_OK) {
         snprintf(reason, sizeof(reason), "its views do not match the registry (%s)",
                  weft_status_string(status));
-        weft_serve_refuse(p, status, reason);
+        weft_server_base_refuse(p, status, reason);
     }
     return status;
 }
 
-weft_status_t weft_serve_register(weft_serve_peer_t *p)
+weft_status_t weft_server_base_register(weft_server_peer_t *p)
 {
-    weft_serve_t *s = p->server;
+    weft_server_base_t *s = p->server;
     weft_status_t status = weft_registry_consumer_register(s->reg, p->name, &p->consumer);
 
     if (status != WEFT_OK) {
-        weft_serve_refuse(p, status, "no room in the registry's consumer table");
+        weft_server_base_refuse(p, status, "no room in the registry's consumer table");
         return status;
     }
     p->registered = 1;
-    weft_serve_stats_add(s, &s->stats.accepted, 1);
+    weft_server_base_stats_add(s, &s->stats.accepted, 1);
     return WEFT_OK;
 }
 
-void weft_serve_put_ready(const weft_serve_peer_t *p, weft_boot_buf_t *buf)
+void weft_server_base_put_ready(const weft_server_peer_t *p, weft_ctl_buf_t *buf)
 {
-    weft_boot_put_u32(buf, p->consumer);
-    weft_boot_put_u64(buf, p->plan->bytes);
-    weft_boot_put_u64(buf, p->plan->ranges.count);
+    weft_ctl_put_u32(buf, p->consumer);
+    weft_ctl_put_u64(buf, p->plan->bytes);
+    weft_ctl_put_u64(buf, p->plan->ranges.count);
 }
 
-weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf_t *buf)
+weft_status_t weft_server_base_send(weft_server_peer_t *p, uint32_t type, weft_ctl_buf_t *buf)
 {
     if (buf->failed) {
         return WEFT_ERR_NO_MEMORY;
@@ -304,11 +304,11 @@ weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf
                           weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
 }
 
-weft_status_t weft_serve_send_version(weft_serve_peer_t *p, uint64_t deadline_ns)
+weft_status_t weft_server_base_send_version(weft_server_peer_t *p, uint64_t deadline_ns)
 {
     const weft_plan_h plan = p->plan;
     weft_wire_sums_t  sums = {0};
-    weft_boot_buf_t   buf = {0};
+    weft_ctl_buf_t   buf = {0};
     weft_status_t     status = WEFT_OK;
     uint64_t          sum;
 
@@ -331,17 +331,17 @@ weft_status_t weft_serve_send_version(weft_serve_peer_t *p, uint64_t deadline_ns
     weft_wire_put_version(&buf, p->version, status == WEFT_OK ? &sums : NULL);
     if (status == WEFT_OK) {
         status = buf.failed ? WEFT_ERR_NO_MEMORY
-                            : weft_auth_send(p->fd, &p->session, WEFT_BOOT_VERSION, buf.data, (uint32_t)buf.length,
+                            : weft_auth_send(p->fd, &p->session, WEFT_CTL_VERSION, buf.data, (uint32_t)buf.length,
                                              deadline_ns);
     }
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     weft_wire_sums_free(&sums);
     return status;
 }
 
-int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest)
+int weft_server_base_lease_next(weft_server_peer_t *p, uint64_t latest)
 {
-    weft_serve_t *s = p->server;
+    weft_server_base_t *s = p->server;
 
     if (p->acked >= latest || weft_registry_acquire(s->reg, &p->lease) != WEFT_OK) {
         return 0;
@@ -358,7 +358,7 @@ int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest)
     return 1;
 }
 
-void weft_serve_release(weft_serve_peer_t *p)
+void weft_server_base_release(weft_server_peer_t *p)
 {
     if (p->leased) {
         (void)weft_registry_release(p->server->reg, &p->lease);
@@ -366,23 +366,23 @@ void weft_serve_release(weft_serve_peer_t *p)
     }
 }
 
-weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_serve_t      *s = p->server;
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           v = weft_boot_get_u64(&cur);
+    weft_server_base_t      *s = p->server;
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           v = weft_ctl_get_u64(&cur);
 
-    if (msg->type != WEFT_BOOT_ACK || cur.failed || v != p->version) {
+    if (msg->type != WEFT_CTL_ACK || cur.failed || v != p->version) {
         return WEFT_ERR_CORRUPT;
     }
     /* Counted before it is recorded: whoever waits on the record sees it. */
-    weft_serve_stats_add(s, &s->stats.versions_sent, 1);
-    weft_serve_stats_add(s, &s->stats.bytes_sent, p->plan->bytes);
-    weft_serve_stats_add(s, &s->stats.transfer_ns,
+    weft_server_base_stats_add(s, &s->stats.versions_sent, 1);
+    weft_server_base_stats_add(s, &s->stats.bytes_sent, p->plan->bytes);
+    weft_server_base_stats_add(s, &s->stats.transfer_ns,
                          (p->in_place_ns != 0 ? p->in_place_ns : weft_time_ns()) - p->leased_ns);
     (void)weft_registry_consumer_received(s->reg, p->consumer, v);
     p->acked = v;
-    weft_serve_release(p);
+    weft_server_base_release(p);
     pthread_mutex_lock(&s->stats_lock);
     if (v > s->stats.last_version) {
         s->stats.last_version = v;
@@ -391,12 +391,12 @@ weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
     return WEFT_OK;
 }
 
-weft_status_t weft_serve_want(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
+weft_status_t weft_server_base_want(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           after = weft_boot_get_u64(&cur);
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           after = weft_ctl_get_u64(&cur);
 
-    if (msg->type != WEFT_BOOT_WANT || cur.failed) {
+    if (msg->type != WEFT_CTL_WANT || cur.failed) {
         return WEFT_ERR_CORRUPT;
     }
     p->wanting = 1;
@@ -404,12 +404,12 @@ weft_status_t weft_serve_want(weft_serve_peer_t *p, const weft_boot_msg_t *msg)
     return WEFT_OK;
 }
 
-int weft_serve_wants(const weft_serve_peer_t *p, uint64_t latest)
+int weft_server_base_wants(const weft_server_peer_t *p, uint64_t latest)
 {
     return p->wanting && latest > p->want_after;
 }
 
-uint64_t weft_serve_want_floor(const weft_serve_peer_t *p)
+uint64_t weft_server_base_want_floor(const weft_server_peer_t *p)
 {
     if (!p->wanting) {
         return UINT64_MAX;
@@ -417,11 +417,11 @@ uint64_t weft_serve_want_floor(const weft_serve_peer_t *p)
     return p->want_after > p->acked ? p->want_after : p->acked;
 }
 
-weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
+weft_status_t weft_server_base_read(weft_server_peer_t *p, weft_ctl_msg_t *msg)
 {
     int           closed = 0;
-    weft_status_t status = weft_boot_read_some(p->fd, &p->reader,
-                                               p->authenticated ? WEFT_BOOT_MAX_PAYLOAD : WEFT_SERVE_PREAUTH_MAX,
+    weft_status_t status = weft_ctl_read_some(p->fd, &p->reader,
+                                               p->authenticated ? WEFT_CTL_MAX_PAYLOAD : WEFT_SERVER_PREAUTH_MAX,
                                                msg, &closed);
 
     if (status == WEFT_OK) {
@@ -430,10 +430,10 @@ weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg)
     return status == WEFT_INPROGRESS || status == WEFT_ERR_CORRUPT ? status : WEFT_ERR_CONNECTION;
 }
 
-int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
+int weft_server_base_next(weft_server_peer_t *p, int busy, weft_ctl_msg_t *msg, weft_status_t *why,
                     const char **what)
 {
-    const weft_status_t status = weft_serve_read(p, msg);
+    const weft_status_t status = weft_server_base_read(p, msg);
 
     if (status == WEFT_INPROGRESS) {
         return -1;
@@ -446,7 +446,7 @@ int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_s
                                            : "its connection closed";
         return 0;
     }
-    if (msg->type == WEFT_BOOT_BYE) {
+    if (msg->type == WEFT_CTL_BYE) {
         free(msg->payload);
         msg->payload = NULL;
         /* In the middle of a version it gave up on it: that is a failure. */
@@ -457,10 +457,10 @@ int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_s
     return 1;
 }
 
-void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, int mid_version,
+void weft_server_base_drop(weft_server_peer_t *p, weft_status_t why, const char *what, int mid_version,
                      int tell)
 {
-    weft_serve_t *s = p->server;
+    weft_server_base_t *s = p->server;
 
     if (why == WEFT_OK || why == WEFT_ERR_CANCELED) {
         weft_log_info("server: consumer \"%s\" (%s): %s", p->name, p->addr, what);
@@ -473,22 +473,22 @@ void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, 
             (void)weft_registry_consumer_failed(s->reg, p->consumer, p->version, why);
             if (tell && p->fd >= 0) {
                 /* Tell it, if it can still hear: it must not wait for v. */
-                weft_boot_buf_t buf = {0};
+                weft_ctl_buf_t buf = {0};
 
-                weft_boot_put_u64(&buf, p->version);
-                weft_boot_put_u32(&buf, (uint32_t)(int32_t)why);
+                weft_ctl_put_u64(&buf, p->version);
+                weft_ctl_put_u32(&buf, (uint32_t)(int32_t)why);
                 if (!buf.failed) {
-                    (void)weft_auth_send(p->fd, &p->session, WEFT_BOOT_FAILED, buf.data, (uint32_t)buf.length,
+                    (void)weft_auth_send(p->fd, &p->session, WEFT_CTL_FAILED, buf.data, (uint32_t)buf.length,
                                          weft_deadline_ns(weft_time_ns(), GOODBYE_US));
                 }
-                weft_boot_buf_free(&buf);
+                weft_ctl_buf_free(&buf);
             }
         }
         (void)weft_registry_consumer_unregister(s->reg, p->consumer);
         p->registered = 0;
         /* Saying goodbye between versions is a departure, not a loss. */
         if (why != WEFT_OK) {
-            weft_serve_stats_add(s, &s->stats.dropped, 1);
+            weft_server_base_stats_add(s, &s->stats.dropped, 1);
         }
     }
     if (p->fd >= 0) {
@@ -497,15 +497,15 @@ void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, 
     }
 }
 
-void weft_serve_peer_fini(weft_serve_peer_t *p)
+void weft_server_peer_fini(weft_server_peer_t *p)
 {
     weft_plan_destroy(p->plan);
     p->plan = NULL;
-    weft_boot_reader_free(&p->reader);
+    weft_ctl_reader_free(&p->reader);
     weft_auth_session_end(&p->session);
 }
 
-weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t *lease)
+weft_status_t weft_server_remote_post(struct weft_plan *plan, const weft_lease_t *lease)
 {
     (void)plan;
     (void)lease;
@@ -513,18 +513,18 @@ weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t 
 }
 
 /*
- * Room for a connection from addr: when addr has WEFT_SERVE_PREAUTH_PER_ADDRESS
+ * Room for a connection from addr: when addr has WEFT_SERVER_PREAUTH_PER_ADDRESS
  * connections that have not proved the token, or the table is full, the
  * oldest such connection (from addr, else from anywhere) is dropped and
  * freed. Connections that proved the token are never dropped for room.
  */
-static void make_room(weft_serve_t *s, const char *addr)
+static void make_room(weft_server_base_t *s, const char *addr)
 {
-    weft_serve_peer_t *oldest_here = NULL, *oldest = NULL;
+    weft_server_peer_t *oldest_here = NULL, *oldest = NULL;
     uint32_t           here = 0;
 
     for (uint32_t i = 0; i < s->peer_count; i++) {
-        weft_serve_peer_t *p = s->peers[i];
+        weft_server_peer_t *p = s->peers[i];
         if (p->authenticated || p->fd < 0) {
             continue;
         }
@@ -534,22 +534,22 @@ static void make_room(weft_serve_t *s, const char *addr)
         }
         oldest = oldest == NULL || p->accepted_seq < oldest->accepted_seq ? p : oldest;
     }
-    if (here >= WEFT_SERVE_PREAUTH_PER_ADDRESS || (s->peer_count == WEFT_SERVE_MAX_PEERS && oldest != NULL)) {
-        weft_serve_peer_t *victim = here >= WEFT_SERVE_PREAUTH_PER_ADDRESS ? oldest_here : oldest;
+    if (here >= WEFT_SERVER_PREAUTH_PER_ADDRESS || (s->peer_count == WEFT_SERVER_MAX_PEERS && oldest != NULL)) {
+        weft_server_peer_t *victim = here >= WEFT_SERVER_PREAUTH_PER_ADDRESS ? oldest_here : oldest;
         s->peer_ops->drop(victim, WEFT_ERR_BUSY, "it had not proved the token, and a newer connection needed room");
-        weft_serve_reap(s);
+        weft_server_base_reap(s);
     }
 }
 
 /* Takes every pending connection as a peer waiting for its hello. */
-static void accept_peers(weft_serve_t *s)
+static void accept_peers(weft_server_base_t *s)
 {
     for (;;) {
         char               addr[64];
         int                fd;
-        weft_serve_peer_t *p;
+        weft_server_peer_t *p;
 
-        const weft_status_t status = weft_boot_accept(s->listen_fd, &fd, addr, sizeof(addr));
+        const weft_status_t status = weft_ctl_accept(s->listen_fd, &fd, addr, sizeof(addr));
 
         if (status == WEFT_ERR_NO_SPACE) {
             const uint64_t now = weft_time_ns();
@@ -568,19 +568,19 @@ static void accept_peers(weft_serve_t *s)
             return;
         }
         make_room(s, addr);
-        if (s->peer_count == WEFT_SERVE_MAX_PEERS || (p = calloc(1, s->peer_ops->size)) == NULL) {
+        if (s->peer_count == WEFT_SERVER_MAX_PEERS || (p = calloc(1, s->peer_ops->size)) == NULL) {
             weft_log_error("server: no room for consumer from %s", addr);
             close(fd);
             continue;
         }
-        weft_serve_peer_init(p, s, fd, addr);
+        weft_server_peer_init(p, s, fd, addr);
         p->accepted_seq = ++s->accepted;
         s->peer_ops->init(p);
         s->peers[s->peer_count++] = p;
     }
 }
 
-uint32_t weft_serve_poll_fds(const weft_serve_t *s, struct pollfd *fds)
+uint32_t weft_server_base_poll_fds(const weft_server_base_t *s, struct pollfd *fds)
 {
     uint32_t n = 0;
 
@@ -594,7 +594,7 @@ uint32_t weft_serve_poll_fds(const weft_serve_t *s, struct pollfd *fds)
     return n;
 }
 
-void weft_serve_poll_events(weft_serve_t *s, const struct pollfd *fds, uint32_t n)
+void weft_server_base_poll_events(weft_server_base_t *s, const struct pollfd *fds, uint32_t n)
 {
     if (fds[0].revents & POLLIN) {
         accept_peers(s);
@@ -602,7 +602,7 @@ void weft_serve_poll_events(weft_serve_t *s, const struct pollfd *fds, uint32_t 
     /* Only the peers polled: those just accepted come after them, and a
      * peer dropped meanwhile has no connection any more. */
     for (uint32_t i = 0; i + 1 < n && i < s->peer_count; i++) {
-        weft_serve_peer_t *p = s->peers[i];
+        weft_server_peer_t *p = s->peers[i];
 
         if (p->fd >= 0 && p->fd == fds[i + 1].fd &&
             (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -611,9 +611,9 @@ void weft_serve_poll_events(weft_serve_t *s, const struct pollfd *fds, uint32_t 
     }
 }
 
-void weft_serve_start_versions(weft_serve_t *s)
+void weft_server_base_start_versions(weft_server_base_t *s)
 {
-    uint64_t latest = weft_serve_latest(s);
+    uint64_t latest = weft_server_base_latest(s);
 
     if (latest == 0) {
         return;
@@ -623,7 +623,7 @@ void weft_serve_start_versions(weft_serve_t *s)
     }
 }
 
-void weft_serve_reap(weft_serve_t *s)
+void weft_server_base_reap(weft_server_base_t *s)
 {
     for (uint32_t i = 0; i < s->peer_count;) {
         if (s->peer_ops->reap(s->peers[i])) {

@@ -1,17 +1,17 @@
 /*
  * What the servers of every transport across nodes share: the listening
- * socket, token and stats (weft_serve_t, embedded first in each server),
- * and the transport-neutral life of one consumer (weft_serve_peer_t,
+ * socket, token and stats (weft_server_base_t, embedded first in each server),
+ * and the transport-neutral life of one consumer (weft_server_peer_t,
  * embedded in each server's peer): the hello and its token, the plan of
  * its views, its registry record, the lease of the version in flight, the
- * ack, and the record of its failure when it is dropped. weft_serve_t
+ * ack, and the record of its failure when it is dropped. weft_server_base_t
  * also keeps the table of peers (accepted, polled, offered versions,
- * reaped), calling each server's weft_serve_peer_ops_t for what differs.
+ * reaped), calling each server's weft_server_peer_ops_t for what differs.
  * Each server's thread drives these; the bytes are the transport's.
  * Internal.
  */
-#ifndef WEFT_TRANSPORT_REMOTE_SERVE_H
-#define WEFT_TRANSPORT_REMOTE_SERVE_H
+#ifndef WEFT_TRANSPORT_SERVER_SERVER_H
+#define WEFT_TRANSPORT_SERVER_SERVER_H
 
 #include "transport/plan/plan.h"
 #include "transport/ctl/wire.h"
@@ -23,29 +23,29 @@
 #include <stdint.h>
 #include <weft/transport.h>
 
-#define WEFT_SERVE_MAX_PEERS 1024u
+#define WEFT_SERVER_MAX_PEERS 1024u
 /* Connections that have not proved the token yet, from one address: a new
  * one beyond this makes the oldest of them go (as does one that finds the
  * table full), so that idle or hostile connections cannot keep a consumer
  * out: a real consumer proves itself within a round trip. */
-#define WEFT_SERVE_PREAUTH_PER_ADDRESS 16u
+#define WEFT_SERVER_PREAUTH_PER_ADDRESS 16u
 
-typedef struct weft_serve_peer weft_serve_peer_t;
+typedef struct weft_server_peer weft_server_peer_t;
 
 /*
  * What a server does with its own peers (each starts with a
- * weft_serve_peer_t), for the peer table that weft_serve_t keeps.
+ * weft_server_peer_t), for the peer table that weft_server_base_t keeps.
  */
-typedef struct weft_serve_peer_ops {
+typedef struct weft_server_peer_ops {
     size_t size;                                          /* of the server's peer */
-    void (*init)(weft_serve_peer_t *p);                   /* accepted: zeroed, base set */
-    void (*read)(weft_serve_peer_t *p);                   /* its connection is readable */
-    void (*start)(weft_serve_peer_t *p, uint64_t latest); /* latest is published (> 0) */
-    int (*reap)(weft_serve_peer_t *p);                    /* 1 when it was freed */
-    void (*drop)(weft_serve_peer_t *p, weft_status_t why, const char *what); /* the transport's dropping */
-} weft_serve_peer_ops_t;
+    void (*init)(weft_server_peer_t *p);                   /* accepted: zeroed, base set */
+    void (*read)(weft_server_peer_t *p);                   /* its connection is readable */
+    void (*start)(weft_server_peer_t *p, uint64_t latest); /* latest is published (> 0) */
+    int (*reap)(weft_server_peer_t *p);                    /* 1 when it was freed */
+    void (*drop)(weft_server_peer_t *p, weft_status_t why, const char *what); /* the transport's dropping */
+} weft_server_peer_ops_t;
 
-typedef struct weft_serve {
+typedef struct weft_server_base {
     weft_registry_h     reg;
     int                 listen_fd;
     uint16_t            port;
@@ -64,32 +64,32 @@ typedef struct weft_serve {
      * a second with how many accepts failed. */
     uint64_t            accept_resume_ns, accept_log_ns, accept_failures;
     /* The consumers, touched by the server thread alone. */
-    const weft_serve_peer_ops_t *peer_ops;
-    weft_serve_peer_t           *peers[WEFT_SERVE_MAX_PEERS];
+    const weft_server_peer_ops_t *peer_ops;
+    weft_server_peer_t           *peers[WEFT_SERVER_MAX_PEERS];
     uint32_t                     peer_count;
-} weft_serve_t;
+} weft_server_base_t;
 
 /* Fills s from validated params (timeout, window, token). */
-void weft_serve_init(weft_serve_t *s, weft_registry_h reg, const weft_server_params_t *params,
+void weft_server_base_init(weft_server_base_t *s, weft_registry_h reg, const weft_server_params_t *params,
                      uint32_t protocol, uint64_t default_window,
-                     const weft_serve_peer_ops_t *peer_ops);
+                     const weft_server_peer_ops_t *peer_ops);
 /* Listens on params->listen; s->port gets the port. */
-weft_status_t weft_serve_listen(weft_serve_t *s, const char *listen);
+weft_status_t weft_server_base_listen(weft_server_base_t *s, const char *listen);
 /* Starts main(arg) on the server thread. */
-weft_status_t weft_serve_start(weft_serve_t *s, void *(*main)(void *), void *arg);
+weft_status_t weft_server_base_start(weft_server_base_t *s, void *(*main)(void *), void *arg);
 /* Asks the thread to stop and joins it (no-op when it never started). */
-void weft_serve_join(weft_serve_t *s);
+void weft_server_base_join(weft_server_base_t *s);
 /* Closes the socket and wipes the token. */
-void weft_serve_fini(weft_serve_t *s);
+void weft_server_base_fini(weft_server_base_t *s);
 
-void weft_serve_stats_add(weft_serve_t *s, uint64_t *field, uint64_t n);
-void weft_serve_set_consumers(weft_serve_t *s, uint32_t ready);
-void weft_serve_get_stats(weft_serve_t *s, weft_server_stats_t *stats);
+void weft_server_base_stats_add(weft_server_base_t *s, uint64_t *field, uint64_t n);
+void weft_server_base_set_consumers(weft_server_base_t *s, uint32_t ready);
+void weft_server_base_get_stats(weft_server_base_t *s, weft_server_stats_t *stats);
 
 /* weft_server_ops_t's port and get_stats, for servers whose first member
- * is their weft_serve_t. */
-uint16_t weft_serve_port_of(void *server);
-void     weft_serve_stats_of(void *server, weft_server_stats_t *stats);
+ * is their weft_server_base_t. */
+uint16_t weft_server_base_port_of(void *server);
+void     weft_server_base_stats_of(void *server, weft_server_stats_t *stats);
 
 /*
  * For the servers that send from GPU registries only (built with CUDA):
@@ -97,43 +97,43 @@ void     weft_serve_stats_of(void *server, weft_server_stats_t *stats);
  * logged with host_hint, what to use instead) of a GPU this process sees
  * (WEFT_ERR_NO_DEVICE), whose context is made now. *device gets it.
  */
-weft_status_t weft_serve_gpu_registry(weft_registry_h reg, const char *transport,
+weft_status_t weft_server_gpu_registry(weft_registry_h reg, const char *transport,
                                       const char *host_hint, int *device);
 
 /* What the server thread waits for between two turns. */
-typedef enum weft_serve_wait {
-    WEFT_SERVE_BUSY,    /* transfers in flight: no wait, they are polled */
-    WEFT_SERVE_SPIN,    /* something ends soon that no fd announces at once: no
+typedef enum weft_server_base_wait {
+    WEFT_SERVER_BUSY,    /* transfers in flight: no wait, they are polled */
+    WEFT_SERVER_SPIN,    /* something ends soon that no fd announces at once: no
                          * wait, but the CPU is yielded to any thread that
                          * waits for it (the transfer's own, say) */
-    WEFT_SERVE_SOCKETS, /* a handshake or an ack: the fds, and new versions every
-                         * WEFT_SERVE_POLL_US (1 ms with no consumer) */
-    WEFT_SERVE_VERSION, /* every consumer idle, waiting for a version newer than
+    WEFT_SERVER_SOCKETS, /* a handshake or an ack: the fds, and new versions every
+                         * WEFT_SERVER_POLL_US (1 ms with no consumer) */
+    WEFT_SERVER_VERSION, /* every consumer idle, waiting for a version newer than
                          * `after`: the registry (a publish wakes it at once), the
-                         * fds looked at every WEFT_SERVE_IDLE_WAIT_US */
-    WEFT_SERVE_QUIET    /* nothing to do until a consumer speaks: the fds, up to
-                         * WEFT_SERVE_IDLE_WAIT_US */
-} weft_serve_wait_t;
+                         * fds looked at every WEFT_SERVER_IDLE_WAIT_US */
+    WEFT_SERVER_QUIET    /* nothing to do until a consumer speaks: the fds, up to
+                         * WEFT_SERVER_IDLE_WAIT_US */
+} weft_server_base_wait_t;
 
-#define WEFT_SERVE_IDLE_WAIT_US 10000u
-#define WEFT_SERVE_POLL_US      50u
+#define WEFT_SERVER_IDLE_WAIT_US 10000u
+#define WEFT_SERVER_POLL_US      50u
 
-/* Waits as `what` says on fds[0..n) (weft_serve_poll_fds's, and any fd
+/* Waits as `what` says on fds[0..n) (weft_server_base_poll_fds's, and any fd
  * of the transport's). */
-void weft_serve_sleep(weft_serve_t *s, struct pollfd *fds, uint32_t n, weft_serve_wait_t what,
+void weft_server_base_sleep(weft_server_base_t *s, struct pollfd *fds, uint32_t n, weft_server_base_wait_t what,
                       uint64_t after);
 
 /* The latest version published, 0 when none (or on error). */
-uint64_t weft_serve_latest(weft_serve_t *s);
+uint64_t weft_server_base_latest(weft_server_base_t *s);
 
-struct weft_serve_peer {
-    weft_serve_t *server;
+struct weft_server_peer {
+    weft_server_base_t *server;
     int           fd;
     char          addr[64];
     char          name[WEFT_CONSUMER_NAME_MAX];
     uint64_t      deadline;
     weft_plan_h   plan;
-    /* The handshake (remote/auth.h): the nonces, and whether the
+    /* The handshake (ctl/auth.h): the nonces, and whether the
      * CHALLENGE went out (the next message must be the PROOF). */
     uint8_t       consumer_nonce[32], server_nonce[32];
     int           challenged, authenticated;
@@ -142,7 +142,7 @@ struct weft_serve_peer {
     uint64_t      accepted_seq; /* order of acceptance, for the eviction of the oldest */
     /* What arrived of a message not yet whole: the server's thread never
      * waits for one peer's bytes. */
-    weft_boot_reader_t reader;
+    weft_ctl_reader_t reader;
     uint32_t      consumer;
     int           registered;
     uint64_t      acked;   /* the last version it acknowledged */
@@ -162,42 +162,42 @@ struct weft_serve_peer {
  * it may come in any state (a request after one that timed out).
  * WEFT_ERR_CORRUPT when malformed.
  */
-weft_status_t weft_serve_want(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
+weft_status_t weft_server_base_want(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
 
 /* 1 when the consumer asked for a version that `latest` answers. */
-int weft_serve_wants(const weft_serve_peer_t *p, uint64_t latest);
+int weft_server_base_wants(const weft_server_peer_t *p, uint64_t latest);
 
 /* For the server's sleep: the newest version the consumer has or asked
  * past (a publish beyond it is work); UINT64_MAX when it is not asking. */
-uint64_t weft_serve_want_floor(const weft_serve_peer_t *p);
+uint64_t weft_server_base_want_floor(const weft_server_peer_t *p);
 
 /*
- * The peer table, on the server thread. weft_serve_poll_fds puts the
+ * The peer table, on the server thread. weft_server_base_poll_fds puts the
  * listener, then each peer's connection, at fds (room for 1 +
- * WEFT_SERVE_MAX_PEERS) and returns how many; after the poll,
- * weft_serve_poll_events accepts new consumers (peer_ops->init) and reads
+ * WEFT_SERVER_MAX_PEERS) and returns how many; after the poll,
+ * weft_server_base_poll_events accepts new consumers (peer_ops->init) and reads
  * the peers whose connection spoke (peer_ops->read).
  */
-uint32_t weft_serve_poll_fds(const weft_serve_t *s, struct pollfd *fds);
-void     weft_serve_poll_events(weft_serve_t *s, const struct pollfd *fds, uint32_t n);
+uint32_t weft_server_base_poll_fds(const weft_server_base_t *s, struct pollfd *fds);
+void     weft_server_base_poll_events(weft_server_base_t *s, const struct pollfd *fds, uint32_t n);
 
 /* Offers the latest version, if any, to every peer (peer_ops->start). */
-void weft_serve_start_versions(weft_serve_t *s);
+void weft_server_base_start_versions(weft_server_base_t *s);
 
 /* Removes the peers that peer_ops->reap freed. */
-void weft_serve_reap(weft_serve_t *s);
+void weft_server_base_reap(weft_server_base_t *s);
 
 /* The plan's backend for a consumer's remote addresses: copies nothing. */
-weft_status_t weft_serve_remote_post(struct weft_plan *plan, const weft_lease_t *lease);
+weft_status_t weft_server_remote_post(struct weft_plan *plan, const weft_lease_t *lease);
 
 /* A connection just accepted: waits for its hello within the timeout. */
-void weft_serve_peer_init(weft_serve_peer_t *p, weft_serve_t *s, int fd, const char *addr);
+void weft_server_peer_init(weft_server_peer_t *p, weft_server_base_t *s, int fd, const char *addr);
 
 /* Logs and counts a refusal and tells the consumer (the caller drops it). */
-void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *reason);
+void weft_server_base_refuse(weft_server_peer_t *p, weft_status_t status, const char *reason);
 
 /*
- * The handshake's messages, in the order they come (remote/auth.h): the
+ * The handshake's messages, in the order they come (ctl/auth.h): the
  * HELLO is checked (protocol) and answered with a CHALLENGE, and
  * WEFT_INPROGRESS says to wait for the next message in the same state;
  * that must be the PROOF, which is checked, then WELCOME goes out with the
@@ -207,7 +207,7 @@ void weft_serve_refuse(weft_serve_peer_t *p, weft_status_t status, const char *r
  * WEFT_ERR_CONNECTION (an answer could not be sent). Nothing is set up
  * for a consumer before its proof is checked.
  */
-weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *msg,
+weft_status_t weft_server_base_welcome(weft_server_peer_t *p, const weft_ctl_msg_t *msg,
                                  const void *payload, uint32_t length);
 
 /*
@@ -215,19 +215,19 @@ weft_status_t weft_serve_welcome(weft_serve_peer_t *p, const weft_boot_msg_t *ms
  * weft_plan_create (ops: the transport's remote backend, which copies
  * nothing). Refuses on error (the log and the refusal say why).
  */
-weft_status_t weft_serve_plan(weft_serve_peer_t *p, weft_transport_t transport,
+weft_status_t weft_server_base_plan(weft_server_peer_t *p, weft_transport_t transport,
                               const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                               uint32_t count);
 
 /* Registers the consumer in the registry under its name; refuses on error. */
-weft_status_t weft_serve_register(weft_serve_peer_t *p);
+weft_status_t weft_server_base_register(weft_server_peer_t *p);
 
 /* The head of READY: u32 consumer id, u64 bytes per version, u64 ranges. */
-void weft_serve_put_ready(const weft_serve_peer_t *p, weft_boot_buf_t *buf);
+void weft_server_base_put_ready(const weft_server_peer_t *p, weft_ctl_buf_t *buf);
 
 /* Sends a built payload, sealed once the session is on; WEFT_ERR_NO_MEMORY
  * when building it failed. */
-weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf_t *buf);
+weft_status_t weft_server_base_send(weft_server_peer_t *p, uint32_t type, weft_ctl_buf_t *buf);
 
 /*
  * Tells the consumer that every byte of the version in flight landed:
@@ -235,17 +235,17 @@ weft_status_t weft_serve_send(weft_serve_peer_t *p, uint32_t type, weft_boot_buf
  * tensor verbatim, when the registry keeps checksums. Sealed; the
  * connection's errors.
  */
-weft_status_t weft_serve_send_version(weft_serve_peer_t *p, uint64_t deadline_ns);
+weft_status_t weft_server_base_send_version(weft_server_peer_t *p, uint64_t deadline_ns);
 
 /*
  * Leases the latest version when it is newer than the one acknowledged:
  * 1 and p->version, p->lease and a new deadline set; 0 otherwise (nothing
  * new, or the registry is offloaded or changing: look again soon).
  */
-int weft_serve_lease_next(weft_serve_peer_t *p, uint64_t latest);
+int weft_server_base_lease_next(weft_server_peer_t *p, uint64_t latest);
 
 /* Releases the lease of the version in flight, if held. */
-void weft_serve_release(weft_serve_peer_t *p);
+void weft_server_base_release(weft_server_peer_t *p);
 
 /*
  * An ACK of the version in flight: counts it (its transfer time from the
@@ -254,18 +254,18 @@ void weft_serve_release(weft_serve_peer_t *p);
  * weft_registry_consumer_received and releases the lease (the transport
  * must no longer read the slot). WEFT_ERR_CORRUPT for anything else.
  */
-weft_status_t weft_serve_ack(weft_serve_peer_t *p, const weft_boot_msg_t *msg);
+weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
 
 /*
  * Reads what the peer's connection holds, without waiting: WEFT_OK and
  * *msg (opened, once the session is on) when a message is whole,
  * WEFT_INPROGRESS when it is not yet, WEFT_ERR_CONNECTION when the
  * connection ended, WEFT_ERR_CORRUPT for a bad header or a message too
- * long (before the peer proved the token, WEFT_SERVE_PREAUTH_MAX bytes at
+ * long (before the peer proved the token, WEFT_SERVER_PREAUTH_MAX bytes at
  * most), WEFT_ERR_AUTH for one that does not open (auth.h).
  */
-#define WEFT_SERVE_PREAUTH_MAX 4096u
-weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg);
+#define WEFT_SERVER_PREAUTH_MAX 4096u
+weft_status_t weft_server_base_read(weft_server_peer_t *p, weft_ctl_msg_t *msg);
 
 /*
  * Reads the message of a peer whose connection is readable: 1 and *msg
@@ -276,7 +276,7 @@ weft_status_t weft_serve_read(weft_serve_peer_t *p, weft_boot_msg_t *msg);
  * was idle, WEFT_ERR_CANCELED when it gave up on a version in flight:
  * busy set).
  */
-int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_status_t *why,
+int weft_server_base_next(weft_server_peer_t *p, int busy, weft_ctl_msg_t *msg, weft_status_t *why,
                     const char **what);
 
 /*
@@ -287,10 +287,10 @@ int weft_serve_next(weft_serve_peer_t *p, int busy, weft_boot_msg_t *msg, weft_s
  * versions), closes its connection. The lease stays: release it once the
  * transport no longer reads the slot.
  */
-void weft_serve_drop(weft_serve_peer_t *p, weft_status_t why, const char *what, int mid_version,
+void weft_server_base_drop(weft_server_peer_t *p, weft_status_t why, const char *what, int mid_version,
                      int tell);
 
 /* Frees what the peer holds besides the lease (its plan). */
-void weft_serve_peer_fini(weft_serve_peer_t *p);
+void weft_server_peer_fini(weft_server_peer_t *p);
 
 #endif

@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "transport/server/server.h"
 
-weft_status_t weft_serve_gpu_registry(weft_registry_h reg, const char *transport,
+weft_status_t weft_server_gpu_registry(weft_registry_h reg, const char *transport,
                                       const char *host_hint, int *device)
 {
     weft_arena_info_t info;

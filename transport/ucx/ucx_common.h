@@ -1,10 +1,10 @@
 /*
  * What the ucx server and the remote consumer share: the UCX context and
  * worker they each make, status translation, and the payloads of the
- * bootstrap messages (bootstrap/bootstrap.h carries them). Internal.
+ * bootstrap messages (ctl/bootstrap.h carries them). Internal.
  */
-#ifndef WEFT_TRANSPORT_UCX_COMMON_H
-#define WEFT_TRANSPORT_UCX_COMMON_H
+#ifndef WEFT_TRANSPORT_UCX_UCX_COMMON_H
+#define WEFT_TRANSPORT_UCX_UCX_COMMON_H
 
 #include "transport/core/desc.h"
 #include "transport/ctl/bootstrap.h"
@@ -19,7 +19,7 @@
 #include <ucp/api/ucp.h>
 #pragma GCC diagnostic pop
 
-/* 2: VIEWS ends with the staging ring's half (ucx_rounds.h).
+/* 2: VIEWS ends with the staging ring's half (plan/rounds.h).
  * 3: then the consumer's receive lanes' worker addresses (ucx_lanes.h).
  * 4: SENDING before a version's puts (ucx_remote.c stays awake for the
  *    notice). */
@@ -97,14 +97,14 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
 
 /*
  * VIEWS: blob worker address; u32 regions, each u64 base, u64 bytes, blob
- *        packed rkey; then the views (remote/wire.h); then u64 ring half:
+ *        packed rkey; then the views (ctl/wire.h); then u64 ring half:
  *        0, or the half of the staging ring that is the one region, for
- *        device views staged in rounds (ucx_rounds.h: ROUND, ROUND_DONE);
+ *        device views staged in rounds (plan/rounds.h: ROUND, ROUND_DONE);
  *        then u32 receive lanes (0..WEFT_UCX_LANES_MAX), each a blob
  *        worker address: the server's put lanes connect to them in turn
  *        (to the first worker address when there are none).
- * WELCOME: the server's worker address. READY: the head of serve.h.
- * The other payloads, and their helpers, are remote/wire.h's.
+ * WELCOME: the server's worker address. READY: the head of server/server.h.
+ * The other payloads, and their helpers, are ctl/wire.h's.
  */
 
 /* The ucx backend's tables and probe (ucx_desc.c names them). */

@@ -6,8 +6,8 @@
  * WEFT_ERR_UNSUPPORTED (no GPU memory can reach the transport then
  * anyway). Internal.
  */
-#ifndef WEFT_TRANSPORT_UCX_CUDA_H
-#define WEFT_TRANSPORT_UCX_CUDA_H
+#ifndef WEFT_TRANSPORT_UCX_UCX_CUDA_H
+#define WEFT_TRANSPORT_UCX_UCX_CUDA_H
 
 #include "transport/plan/plan_ranges.h"
 #include "ucx_common.h"
@@ -36,7 +36,7 @@ typedef struct weft_ucx_ring weft_ucx_ring_t;
  * The consumer's staging ring for device views (the staged path): pinned
  * host memory of two halves, which the consumer registers and sends
  * instead of the views; the server puts each version there in rounds
- * (ucx_rounds.h), and each round is copied into the views on a stream of
+ * (plan/rounds.h), and each round is copied into the views on a stream of
  * the views' GPU before the server may put into its half again.
  */
 typedef struct weft_ucx_stage weft_ucx_stage_t;
@@ -85,12 +85,12 @@ weft_wire_span_t weft_ucx_stage_area(const weft_ucx_stage_t *stage);
 uint64_t         weft_ucx_stage_half(const weft_ucx_stage_t *stage);
 
 /*
- * A ROUND message (ucx_rounds.h): checks it (WEFT_ERR_CORRUPT: malformed,
+ * A ROUND message (plan/rounds.h): checks it (WEFT_ERR_CORRUPT: malformed,
  * or a piece outside its half of the ring or outside the views), copies
  * its pieces into the views and waits (WEFT_ERR_CUDA). *version, *round
  * and *rounds say which.
  */
-weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage, const weft_boot_msg_t *msg,
+weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage, const weft_ctl_msg_t *msg,
                                    uint64_t *version, uint32_t *round, uint32_t *rounds);
 
 

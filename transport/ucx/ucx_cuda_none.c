@@ -83,7 +83,7 @@ uint64_t weft_ucx_stage_half(const weft_ucx_stage_t *stage)
 }
 
 weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *stage,
-                                   const weft_boot_msg_t *msg, uint64_t *version,
+                                   const weft_ctl_msg_t *msg, uint64_t *version,
                                    uint32_t *round, uint32_t *rounds)
 {
     (void)stage;

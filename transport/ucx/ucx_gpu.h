@@ -7,8 +7,8 @@
  * (ucx_cuda.h). WEFT_UCX_CUDA=auto|direct|staged overrides. Needs no CUDA
  * itself. Internal.
  */
-#ifndef WEFT_TRANSPORT_UCX_GPU_H
-#define WEFT_TRANSPORT_UCX_GPU_H
+#ifndef WEFT_TRANSPORT_UCX_UCX_GPU_H
+#define WEFT_TRANSPORT_UCX_UCX_GPU_H
 
 #include "ucx_common.h"
 

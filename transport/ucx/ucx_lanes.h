@@ -24,8 +24,8 @@
  * consumer's lane set and reads the outcome once every lane finished;
  * while a job runs it may only ask for the close.
  */
-#ifndef WEFT_TRANSPORT_UCX_LANES_H
-#define WEFT_TRANSPORT_UCX_LANES_H
+#ifndef WEFT_TRANSPORT_UCX_UCX_LANES_H
+#define WEFT_TRANSPORT_UCX_UCX_LANES_H
 
 #include "transport/plan/plan_ranges.h"
 #include "ucx_common.h"

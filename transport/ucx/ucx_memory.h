@@ -6,8 +6,8 @@
  * transports put into memory they allocated with one copy by the sender,
  * where into other memory UCX 1.13 emulates the put. Internal.
  */
-#ifndef WEFT_TRANSPORT_UCX_MEMORY_H
-#define WEFT_TRANSPORT_UCX_MEMORY_H
+#ifndef WEFT_TRANSPORT_UCX_UCX_MEMORY_H
+#define WEFT_TRANSPORT_UCX_UCX_MEMORY_H
 
 #include "ucx_common.h"
 
@@ -22,7 +22,7 @@ struct weft_ucx_memory {
     _Atomic uint32_t users; /* consumers connected with it and not yet closed */
 };
 
-/* Whether every span (remote/wire.h) lies inside the memory. */
+/* Whether every span (ctl/wire.h) lies inside the memory. */
 int weft_ucx_memory_holds(const struct weft_ucx_memory *memory, const weft_wire_span_t *spans,
                           uint32_t count);
 

@@ -14,7 +14,7 @@
  * Device views (all on one GPU) take the path ucx_gpu.h picks: direct,
  * their memory registered with UCX as CUDA memory; or staged, a pinned
  * host ring of WEFT_UCX_STAGE_BYTES at most registered and sent instead:
- * the server puts each version there in rounds (ucx_rounds.h), each
+ * the server puts each version there in rounds (plan/rounds.h), each
  * round is copied into the views and answered before the server reuses
  * its half, and the version is acknowledged only after its last round's
  * copy completed.
@@ -58,7 +58,7 @@
 #define SENDING_SPIN_NS    UINT64_C(1000000)
 
 struct ucx_remote {
-    weft_consume_t   base;           /* the bootstrap connection */
+    weft_remote_base_t   base;           /* the bootstrap connection */
     weft_ucx_t       ucx;
     void            *server_address; /* the server's worker, from WELCOME */
     uint32_t         server_address_length;
@@ -78,7 +78,7 @@ struct ucx_remote {
     /* Host views in memory UCX allocated (ucx_memory.h): its context, its
      * one region; NULL otherwise. */
     struct weft_ucx_memory *borrowed;
-    /* Staged: the rounds of the version arriving (ucx_rounds.h). */
+    /* Staged: the rounds of the version arriving (plan/rounds.h). */
     uint64_t         round_version;
     uint32_t         round_next, round_total;
     /* When the last SENDING came (0: none since the notice), and how long
@@ -113,8 +113,8 @@ static weft_status_t register_regions(struct ucx_remote *r)
 /* HELLO → WELCOME (the server's worker address), or the server's refusal. */
 static weft_status_t say_hello(struct ucx_remote *r, const weft_remote_params_t *p, uint64_t deadline)
 {
-    weft_boot_msg_t msg;
-    weft_status_t   status = weft_consume_hello(&r->base, WEFT_UCX_PROTOCOL, p, deadline, &msg);
+    weft_ctl_msg_t msg;
+    weft_status_t   status = weft_remote_base_hello(&r->base, WEFT_UCX_PROTOCOL, p, deadline, &msg);
 
     if (status != WEFT_OK) {
         return status;
@@ -156,8 +156,8 @@ static weft_status_t connect_back(struct ucx_remote *r)
 static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *views, size_t count,
                                 uint64_t deadline)
 {
-    weft_boot_buf_t buf = {0};
-    weft_boot_msg_t msg;
+    weft_ctl_buf_t buf = {0};
+    weft_ctl_msg_t msg;
     ucp_address_t  *address = NULL;
     size_t          address_length = 0;
     weft_status_t   status;
@@ -167,9 +167,9 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
     if (status != WEFT_OK) {
         return status;
     }
-    weft_boot_put_blob(&buf, address, (uint32_t)address_length);
+    weft_ctl_put_blob(&buf, address, (uint32_t)address_length);
     ucp_worker_release_address(r->ucx.worker, address);
-    weft_boot_put_u32(&buf, r->region_count);
+    weft_ctl_put_u32(&buf, r->region_count);
     for (uint32_t i = 0; i < r->region_count && status == WEFT_OK; i++) {
         void  *rkey;
         size_t rkey_length;
@@ -177,31 +177,31 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
         status = weft_ucx_status(ucp_rkey_pack(r->ucx.context, r->memh[i], &rkey, &rkey_length),
                                  "ucp_rkey_pack");
         if (status == WEFT_OK) {
-            weft_boot_put_u64(&buf, r->regions[i].base);
-            weft_boot_put_u64(&buf, r->regions[i].bytes);
-            weft_boot_put_blob(&buf, rkey, (uint32_t)rkey_length);
+            weft_ctl_put_u64(&buf, r->regions[i].base);
+            weft_ctl_put_u64(&buf, r->regions[i].bytes);
+            weft_ctl_put_blob(&buf, rkey, (uint32_t)rkey_length);
             ucp_rkey_buffer_release(rkey);
         }
     }
     weft_wire_put_views(&buf, views, count);
-    weft_boot_put_u64(&buf, r->stage != NULL ? weft_ucx_stage_half(r->stage) : 0);
-    weft_boot_put_u32(&buf, r->lanes != NULL ? weft_ucx_lanes_count(r->lanes) : 0);
+    weft_ctl_put_u64(&buf, r->stage != NULL ? weft_ucx_stage_half(r->stage) : 0);
+    weft_ctl_put_u32(&buf, r->lanes != NULL ? weft_ucx_lanes_count(r->lanes) : 0);
     for (uint32_t i = 0; r->lanes != NULL && i < weft_ucx_lanes_count(r->lanes); i++) {
         const void *lane_address;
         size_t      lane_address_length;
 
         weft_ucx_lanes_address(r->lanes, i, &lane_address, &lane_address_length);
-        weft_boot_put_blob(&buf, lane_address, (uint32_t)lane_address_length);
+        weft_ctl_put_blob(&buf, lane_address, (uint32_t)lane_address_length);
     }
     if (status == WEFT_OK) {
-        status = weft_consume_views(&r->base, &buf, deadline, &msg);
+        status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
     }
-    weft_boot_buf_free(&buf);
+    weft_ctl_buf_free(&buf);
     if (status == WEFT_OK) {
-        weft_boot_cursor_t cur = {.data = msg.payload, .length = msg.length};
+        weft_ctl_cursor_t cur = {.data = msg.payload, .length = msg.length};
 
-        r->consumer = weft_boot_get_u32(&cur);
-        r->bytes = weft_boot_get_u64(&cur);
+        r->consumer = weft_ctl_get_u32(&cur);
+        r->bytes = weft_ctl_get_u64(&cur);
         if (cur.failed) {
             status = WEFT_ERR_CORRUPT;
         }
@@ -212,7 +212,7 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
 
 static void remote_free(struct ucx_remote *r)
 {
-    weft_consume_disconnect(&r->base);
+    weft_remote_base_disconnect(&r->base);
     if (r->ep != NULL) {
         /* Forcing needs peer failure handling; without it, flush. */
         weft_ucx_close_ep(&r->ucx, r->ep, r->ep_err_mode, weft_deadline_ns(weft_time_ns(), 1000000));
@@ -317,7 +317,7 @@ static weft_status_t memory_views(struct ucx_remote *r, const weft_remote_params
     weft_status_t     status;
 
     if (p->memory == NULL) {
-        weft_log_error("remote: WEFT_REMOTE_PARAM_MEMORY with no memory");
+        weft_log_error("remote: WEFT_REMOTE_FIELD_MEMORY with no memory");
         return WEFT_ERR_INVALID_PARAM;
     }
     if (r->memory == WEFT_MEMORY_CUDA) {
@@ -358,14 +358,14 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    deadline = weft_deadline_ns(weft_time_ns(), weft_consume_init(&r->base, p));
+    deadline = weft_deadline_ns(weft_time_ns(), weft_remote_base_init(&r->base, p));
     status = weft_views_memory(views, count, "remote", &r->memory, &r->device);
     /* The parameters before the server is asked anything. */
     if (status == WEFT_OK && r->memory != WEFT_MEMORY_CUDA) {
-        status = weft_ucx_lanes_count_for((p->field_mask & WEFT_REMOTE_PARAM_LANES) != 0, p->lanes,
+        status = weft_ucx_lanes_count_for((p->field_mask & WEFT_REMOTE_FIELD_LANES) != 0, p->lanes,
                                           &lanes);
     }
-    if (status == WEFT_OK && (p->field_mask & WEFT_REMOTE_PARAM_MEMORY)) {
+    if (status == WEFT_OK && (p->field_mask & WEFT_REMOTE_FIELD_MEMORY)) {
         status = memory_views(r, p, views, count);
     }
     /* Device views: their GPU is current while UCX and CUDA set them up. */
@@ -374,7 +374,7 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         entered = status == WEFT_OK;
     }
     if (status == WEFT_OK) {
-        status = weft_consume_connect(&r->base, deadline);
+        status = weft_remote_base_connect(&r->base, deadline);
     }
     if (status == WEFT_OK) {
         status = say_hello(r, p, deadline);
@@ -400,7 +400,7 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = send_views(r, views, count, deadline);
     }
     if (status == WEFT_OK) {
-        status = weft_consume_keep_views(&r->base, views, (uint32_t)count, r->memory);
+        status = weft_remote_base_keep_views(&r->base, views, (uint32_t)count, r->memory);
     }
     if (status != WEFT_OK) {
         int device = r->device;
@@ -428,11 +428,11 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
 }
 
 /* SENDING(v): the server began putting v; stay awake for its notice. */
-static weft_status_t on_sending(struct ucx_remote *r, const weft_boot_msg_t *msg, uint64_t *awake_until)
+static weft_status_t on_sending(struct ucx_remote *r, const weft_ctl_msg_t *msg, uint64_t *awake_until)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
 
-    (void)weft_boot_get_u64(&cur);
+    (void)weft_ctl_get_u64(&cur);
     if (cur.failed || cur.at != cur.length) {
         weft_log_error("remote: a malformed SENDING from %s", r->base.server);
         return WEFT_ERR_CORRUPT;
@@ -447,9 +447,9 @@ static weft_status_t on_sending(struct ucx_remote *r, const weft_boot_msg_t *msg
  * it into the views, then tell the server that half of the ring is free.
  * Rounds come in order, all of one version before its notice.
  */
-static weft_status_t stage_round(struct ucx_remote *r, const weft_boot_msg_t *msg)
+static weft_status_t stage_round(struct ucx_remote *r, const weft_ctl_msg_t *msg)
 {
-    weft_boot_buf_t buf = {0};
+    weft_ctl_buf_t buf = {0};
     uint64_t        v = 0;
     uint32_t        k = 0, total = 0;
     int             saved;
@@ -475,10 +475,10 @@ static weft_status_t stage_round(struct ucx_remote *r, const weft_boot_msg_t *ms
     r->round_version = v;
     r->round_total = total;
     r->round_next = k + 1;
-    weft_boot_put_u64(&buf, v);
-    weft_boot_put_u32(&buf, k);
-    status = weft_consume_send(&r->base, WEFT_BOOT_ROUND_DONE, &buf);
-    weft_boot_buf_free(&buf);
+    weft_ctl_put_u64(&buf, v);
+    weft_ctl_put_u32(&buf, k);
+    status = weft_remote_base_send(&r->base, WEFT_CTL_ROUND_DONE, &buf);
+    weft_ctl_buf_free(&buf);
     return status;
 }
 
@@ -496,14 +496,14 @@ static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
     return WEFT_ERR_CORRUPT;
 }
 
-/* weft_consume_check with the views' GPU current for device views. */
+/* weft_remote_base_check with the views' GPU current for device views. */
 static weft_status_t check_version(struct ucx_remote *r, uint64_t v)
 {
     int           saved = -1;
     weft_status_t status = r->memory == WEFT_MEMORY_CUDA ? weft_ucx_cuda_enter(r->device, &saved) : WEFT_OK;
 
     if (status == WEFT_OK) {
-        status = weft_consume_check(&r->base, v);
+        status = weft_remote_base_check(&r->base, v);
         if (r->memory == WEFT_MEMORY_CUDA) {
             weft_ucx_cuda_leave(r->device, saved);
         }
@@ -515,8 +515,8 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
                                         uint64_t timeout_us, uint64_t *version)
 {
     struct ucx_remote *r = remote;
-    const uint32_t     extra = WEFT_BOOT_TYPE_BIT(WEFT_BOOT_SENDING) |
-                           (r->stage != NULL ? WEFT_BOOT_TYPE_BIT(WEFT_BOOT_ROUND) : 0);
+    const uint32_t     extra = WEFT_CTL_TYPE_BIT(WEFT_CTL_SENDING) |
+                           (r->stage != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_ROUND) : 0);
     uint64_t           deadline, last_work, awake_until = 0;
 
     if (r->base.fd < 0) {
@@ -526,19 +526,19 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     last_work = weft_time_ns();
     /* The server puts into the views only when asked (a request that
      * timed out stands), so between calls they do not change. */
-    if (weft_consume_ask(&r->base, after_version) != WEFT_OK) {
+    if (weft_remote_base_ask(&r->base, after_version) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
     for (;;) {
         weft_status_t   status;
         uint64_t        v;
-        weft_boot_msg_t msg;
+        weft_ctl_msg_t msg;
 
         /* Puts over some transports (TCP) need the target to progress. */
         if (weft_ucx_progress(&r->ucx)) {
             last_work = weft_time_ns();
         }
-        if (!weft_boot_readable(r->base.fd)) {
+        if (!weft_ctl_readable(r->base.fd)) {
             struct pollfd pfd[2] = {{.fd = r->base.fd, .events = POLLIN},
                                     {.fd = r->ucx.efd, .events = POLLIN}};
             const uint64_t now = weft_time_ns();
@@ -562,12 +562,12 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             }
             continue;
         }
-        status = weft_consume_notice(&r->base, &v, extra, &msg);
+        status = weft_remote_base_notice(&r->base, &v, extra, &msg);
         if (status == WEFT_INPROGRESS) {
-            status = msg.type == WEFT_BOOT_SENDING ? on_sending(r, &msg, &awake_until) : stage_round(r, &msg);
+            status = msg.type == WEFT_CTL_SENDING ? on_sending(r, &msg, &awake_until) : stage_round(r, &msg);
             free(msg.payload);
             if (status != WEFT_OK) {
-                weft_consume_disconnect(&r->base);
+                weft_remote_base_disconnect(&r->base);
                 return status;
             }
             continue;
@@ -586,11 +586,11 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             status = check_version(r, v);
         }
         if (status == WEFT_OK) {
-            status = weft_consume_ack(&r->base, v);
+            status = weft_remote_base_ack(&r->base, v);
         }
         if (status != WEFT_OK) {
             /* Never acknowledged: the server drops us; connect again. */
-            weft_consume_disconnect(&r->base);
+            weft_remote_base_disconnect(&r->base);
             return status;
         }
         if (v > after_version) {
@@ -598,7 +598,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             return WEFT_OK;
         }
         /* An older request's version: ask again. */
-        if (weft_consume_ask(&r->base, after_version) != WEFT_OK) {
+        if (weft_remote_base_ask(&r->base, after_version) != WEFT_OK) {
             return WEFT_ERR_CONNECTION;
         }
     }
@@ -636,9 +636,9 @@ static weft_status_t ucx_remote_close(void *remote)
     struct ucx_remote *r = remote;
     weft_status_t      status;
 
-    weft_consume_bye(&r->base);
+    weft_remote_base_bye(&r->base);
     /* Whatever it says, remote_free ends this consumer's workers and keys. */
-    status = weft_consume_await_close(&r->base, "it stopped writing into the views", drive_close,
+    status = weft_remote_base_await_close(&r->base, "it stopped writing into the views", drive_close,
                                       wait_close, r);
     if (r->stage != NULL) {
         int device = r->device, saved;

@@ -12,7 +12,7 @@
  *
  * Only a request starts a version, so a consumer's views never change
  * between its receive calls. A consumer staging device views through a
- * bounded ring gets each version in rounds (ucx_rounds.h): puts of a
+ * bounded ring gets each version in rounds (plan/rounds.h): puts of a
  * round into one half of its ring, flush, ROUND, and the next round; a
  * half is put into again only after the consumer's ROUND_DONE for it.
  *
@@ -55,7 +55,7 @@ const weft_plan_ops_t weft_ucx_remote_plan_ops = {
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST) | WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     /* As the server sees them: the consumer stages device views itself. */
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_HOST),
-    .post       = weft_serve_remote_post,
+    .post       = weft_server_remote_post,
 };
 
 static void unregister_slots(struct ucx_server *s)
@@ -72,7 +72,7 @@ static void *server_main(void *arg)
 {
     struct ucx_server *s = arg;
     /* UCX, listener, peers, lanes */
-    struct pollfd     *fds = calloc(WEFT_SERVE_MAX_PEERS + 3, sizeof(*fds));
+    struct pollfd     *fds = calloc(WEFT_SERVER_MAX_PEERS + 3, sizeof(*fds));
 
     if (fds == NULL) {
         weft_log_error("server: no memory for its poll set");
@@ -91,13 +91,13 @@ static void *server_main(void *arg)
     while (!atomic_load(&s->base.stop)) {
         uint32_t          n, ready = 0;
         uint64_t          after = UINT64_MAX;
-        weft_serve_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVE_VERSION : WEFT_SERVE_SOCKETS;
+        weft_server_base_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVER_VERSION : WEFT_SERVER_SOCKETS;
 
         /* Puts in flight need progress, not sleep, lanes that just got a
          * version are looked at (LANES_SPIN_NS) and a fresh notice's ack
          * is looked for (ACK_SPIN_NS); with every consumer ready, the
          * next version is waited for on the registry for those that ask
-         * (UCX's events then wait up to WEFT_SERVE_IDLE_WAIT_US), and with
+         * (UCX's events then wait up to WEFT_SERVER_IDLE_WAIT_US), and with
          * none asking only the sockets are (QUIET). */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             const peer_t  *p = peer_at(s, i);
@@ -105,49 +105,49 @@ static void *server_main(void *arg)
 
             if ((p->state == PEER_SENDING && p->lanes == NULL) || p->state == PEER_FLUSHING ||
                 (p->state == PEER_ACKING && now - p->notified_ns < ACK_SPIN_NS)) {
-                wait = WEFT_SERVE_BUSY;
+                wait = WEFT_SERVER_BUSY;
             } else if (p->state == PEER_SENDING && p->lanes_ns < LANES_SPIN_NS &&
                        now - p->sending_ns < LANES_SPIN_NS) {
                 /* The lanes need the CPUs more than this look does. */
-                wait = wait == WEFT_SERVE_BUSY ? wait : WEFT_SERVE_SPIN;
-            } else if (p->state != PEER_READY && wait != WEFT_SERVE_BUSY && wait != WEFT_SERVE_SPIN) {
-                wait = WEFT_SERVE_SOCKETS;
+                wait = wait == WEFT_SERVER_BUSY ? wait : WEFT_SERVER_SPIN;
+            } else if (p->state != PEER_READY && wait != WEFT_SERVER_BUSY && wait != WEFT_SERVER_SPIN) {
+                wait = WEFT_SERVER_SOCKETS;
             }
-            if (p->state == PEER_READY && weft_serve_want_floor(&p->base) < after) {
-                after = weft_serve_want_floor(&p->base);
+            if (p->state == PEER_READY && weft_server_base_want_floor(&p->base) < after) {
+                after = weft_server_base_want_floor(&p->base);
             }
         }
-        if (wait == WEFT_SERVE_VERSION && after == UINT64_MAX) {
-            wait = WEFT_SERVE_QUIET;
+        if (wait == WEFT_SERVER_VERSION && after == UINT64_MAX) {
+            wait = WEFT_SERVER_QUIET;
         }
         /* Sleep only when UCX has nothing to do either: its fd wakes us. */
-        if (wait != WEFT_SERVE_BUSY && wait != WEFT_SERVE_SPIN && !weft_ucx_arm(&s->ucx)) {
-            wait = WEFT_SERVE_BUSY;
+        if (wait != WEFT_SERVER_BUSY && wait != WEFT_SERVER_SPIN && !weft_ucx_arm(&s->ucx)) {
+            wait = WEFT_SERVER_BUSY;
         }
         /* A lane that finished a job (a consumer's puts waited on in
          * SOCKETS) wakes the poll through its eventfd. */
         fds[0] = (struct pollfd){.fd = s->ucx.efd, .events = POLLIN};
-        n = 1 + weft_serve_poll_fds(&s->base, fds + 1);
+        n = 1 + weft_server_base_poll_fds(&s->base, fds + 1);
         if (s->lanes != NULL) {
             fds[n] = (struct pollfd){.fd = weft_ucx_lanes_fd(s->lanes), .events = POLLIN};
         }
-        weft_serve_sleep(&s->base, fds, n + (s->lanes != NULL), wait, after);
+        weft_server_base_sleep(&s->base, fds, n + (s->lanes != NULL), wait, after);
         if (s->lanes != NULL) {
             weft_ucx_lanes_drain(s->lanes);
         }
         weft_ucx_progress(&s->ucx);
-        weft_serve_poll_events(&s->base, fds + 1, n - 1);
-        weft_serve_start_versions(&s->base);
+        weft_server_base_poll_events(&s->base, fds + 1, n - 1);
+        weft_server_base_start_versions(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             weft_ucx_peer_advance(peer_at(s, i));
         }
         weft_ucx_progress(&s->ucx);
-        weft_serve_reap(&s->base);
+        weft_server_base_reap(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_state_t st = peer_at(s, i)->state;
             ready += st != PEER_HELLO && st != PEER_VIEWS && st != PEER_CLOSING;
         }
-        weft_serve_set_consumers(&s->base, ready);
+        weft_server_base_set_consumers(&s->base, ready);
     }
     /* Shutting down: drop everyone, let UCX finish, release the leases. */
     s->stopping = 1;
@@ -156,7 +156,7 @@ static void *server_main(void *arg)
     }
     for (int spins = 0; spins < 100000 && s->base.peer_count > 0; spins++) {
         weft_ucx_progress(&s->ucx);
-        weft_serve_reap(&s->base);
+        weft_server_base_reap(&s->base);
     }
     /* Nothing runs on the lanes from here: what they still hold of a
      * consumer goes with it below, their endpoints with their workers. */
@@ -165,7 +165,7 @@ static void *server_main(void *arg)
     }
     /* What is left is freed here, where its streams' GPU is current. */
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
-        weft_serve_release(&peer_at(s, i)->base);
+        weft_server_base_release(&peer_at(s, i)->base);
         weft_ucx_peer_free(peer_at(s, i));
     }
     s->base.peer_count = 0;
@@ -186,7 +186,7 @@ static void server_free(struct ucx_server *s)
         ucp_worker_release_address(s->ucx.worker, s->address);
     }
     weft_ucx_close(&s->ucx);
-    weft_serve_fini(&s->base);
+    weft_server_base_fini(&s->base);
     free(s);
 }
 
@@ -250,7 +250,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
-    weft_serve_init(&s->base, reg, params, WEFT_UCX_PROTOCOL, DEFAULT_WINDOW_BYTES, &weft_ucx_peer_ops);
+    weft_server_base_init(&s->base, reg, params, WEFT_UCX_PROTOCOL, DEFAULT_WINDOW_BYTES, &weft_ucx_peer_ops);
     if (s->base.window < CHUNK_BYTES) {
         s->base.window = CHUNK_BYTES;
     }
@@ -262,11 +262,11 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     /* The parameters and the address first: a bad one is the caller's
      * error, whatever UCX would say of registering the slots. */
     if (s->memory != WEFT_MEMORY_CUDA) {
-        status = weft_ucx_lanes_count_for((params->field_mask & WEFT_SERVER_PARAM_LANES) != 0,
+        status = weft_ucx_lanes_count_for((params->field_mask & WEFT_SERVER_FIELD_LANES) != 0,
                                           params->lanes, &lanes);
     }
     if (status == WEFT_OK) {
-        status = weft_serve_listen(&s->base, params->listen);
+        status = weft_server_base_listen(&s->base, params->listen);
     }
     if (status == WEFT_OK) {
         status = weft_ucx_open(&s->ucx, "server", lanes > 1);
@@ -289,7 +289,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
                                        &s->lanes);
     }
     if (status == WEFT_OK) {
-        status = weft_serve_start(&s->base, server_main, s);
+        status = weft_server_base_start(&s->base, server_main, s);
     }
     if (status != WEFT_OK) {
         server_free(s);
@@ -314,14 +314,14 @@ static void ucx_server_destroy(void *server)
 {
     struct ucx_server *s = server;
 
-    weft_serve_join(&s->base);
+    weft_server_base_join(&s->base);
     server_free(s);
 }
 
 const weft_server_ops_t weft_ucx_server_ops = {
     .name      = "ucx",
     .create    = ucx_server_create,
-    .port      = weft_serve_port_of,
-    .get_stats = weft_serve_stats_of,
+    .port      = weft_server_base_port_of,
+    .get_stats = weft_server_base_stats_of,
     .destroy   = ucx_server_destroy,
 };

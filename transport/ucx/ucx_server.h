@@ -5,8 +5,8 @@
  * lease, puts, rounds and notice). How the server works as a whole is
  * told at the top of ucx_server.c. Internal.
  */
-#ifndef WEFT_TRANSPORT_UCX_SERVER_H
-#define WEFT_TRANSPORT_UCX_SERVER_H
+#ifndef WEFT_TRANSPORT_UCX_UCX_SERVER_H
+#define WEFT_TRANSPORT_UCX_UCX_SERVER_H
 
 #include "common/log.h"
 #include "common/time_util.h"
@@ -51,7 +51,7 @@ typedef enum peer_state {
 } peer_state_t;
 
 typedef struct peer {
-    weft_serve_peer_t   base; /* connection, plan, registry record, lease */
+    weft_server_peer_t   base; /* connection, plan, registry record, lease */
     struct ucx_server  *server;
     peer_state_t        state;
     ucp_ep_h            ep;
@@ -75,14 +75,14 @@ typedef struct peer {
      * still land: its close then tells the consumer (weft_remote_close
      * waits for it) that its memory is its own again. -1: none. */
     int                 linger_fd;
-    /* A consumer staging through a bounded ring (ucx_rounds.h): the
+    /* A consumer staging through a bounded ring (plan/rounds.h): the
      * version's rounds, the one being sent, and how many it copied. */
-    weft_ucx_rounds_t   rounds;
+    weft_rounds_t   rounds;
     uint32_t            round, rounds_done;
 } peer_t;
 
 struct ucx_server {
-    weft_serve_t    base; /* socket, token, timeout, window, thread, stats */
+    weft_server_base_t    base; /* socket, token, timeout, window, thread, stats */
     weft_ucx_t      ucx;
     ucp_address_t  *address; /* of the worker, sent to every consumer */
     size_t          address_length;
@@ -99,7 +99,7 @@ struct ucx_server {
     int             stopping; /* the thread is shutting down: close at once */
 };
 
-/* The peer table (weft_serve_t) holds our peers. */
+/* The peer table (weft_server_base_t) holds our peers. */
 static inline peer_t *peer_at(const struct ucx_server *s, uint32_t i)
 {
     return (peer_t *)s->base.peers[i];
@@ -109,7 +109,7 @@ static inline peer_t *peer_at(const struct ucx_server *s, uint32_t i)
 extern const weft_plan_ops_t weft_ucx_remote_plan_ops;
 
 /* ucx_server_peer.c: what the peer table calls for our peers. */
-extern const weft_serve_peer_ops_t weft_ucx_peer_ops;
+extern const weft_server_peer_ops_t weft_ucx_peer_ops;
 
 /* Drops a consumer: its failure recorded, its endpoint closed; freed once
  * no request of it is left (ucx_server_peer.c). */
@@ -120,13 +120,13 @@ void weft_ucx_peer_free(peer_t *p);
 
 /* A ROUND_DONE of the staged path: that half of its ring is free again
  * (ucx_server_send.c). */
-void weft_ucx_on_round_done(peer_t *p, const weft_boot_msg_t *msg);
+void weft_ucx_on_round_done(peer_t *p, const weft_ctl_msg_t *msg);
 
 /* Moves a consumer's version on as far as it can go now: puts, flush,
  * rounds, notice (ucx_server_send.c). */
 void weft_ucx_peer_advance(peer_t *p);
 
 /* Starts the latest version (> 0) for a ready consumer that asked. */
-void weft_ucx_peer_start(weft_serve_peer_t *base, uint64_t latest);
+void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest);
 
 #endif

@@ -40,7 +40,7 @@ void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
     if (p->base.fd >= 0 && (p->ep != NULL || p->lanes != NULL)) {
         p->linger_fd = fcntl(p->base.fd, F_DUPFD_CLOEXEC, 0);
     }
-    weft_serve_drop(&p->base, why, what,
+    weft_server_base_drop(&p->base, why, what,
                     p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
                         p->state == PEER_ACKING,
                     !p->ep_failed);
@@ -82,14 +82,14 @@ void weft_ucx_peer_free(peer_t *p)
     free(p->rkeys);
     weft_ucx_lane_set_free(p->lanes); /* it points at the regions */
     free(p->regions);
-    weft_ucx_rounds_free(&p->rounds);
+    weft_rounds_free(&p->rounds);
     weft_ucx_ring_destroy(p->ring);
-    weft_serve_peer_fini(&p->base);
+    weft_server_peer_fini(&p->base);
     free(p);
 }
 
 /* A dropped consumer is freed once UCX gave back every request of it. */
-static int peer_reap(weft_serve_peer_t *base)
+static int peer_reap(weft_server_peer_t *base)
 {
     peer_t *p = (peer_t *)base;
 
@@ -115,7 +115,7 @@ static int peer_reap(weft_serve_peer_t *base)
     }
     p->close = NULL;
     /* No put of it reads the slot any more. */
-    weft_serve_release(&p->base);
+    weft_server_base_release(&p->base);
     weft_ucx_peer_free(p);
     return 1;
 }
@@ -124,17 +124,17 @@ static int peer_reap(weft_serve_peer_t *base)
 
 static void refuse(peer_t *p, weft_status_t status, const char *reason)
 {
-    weft_serve_refuse(&p->base, status, reason);
+    weft_server_base_refuse(&p->base, status, reason);
     weft_ucx_peer_drop(p, status, "refused");
 }
 
-static void on_hello(peer_t *p, const weft_boot_msg_t *msg)
+static void on_hello(peer_t *p, const weft_ctl_msg_t *msg)
 {
     struct ucx_server *s = p->server;
     /* The consumer connects an endpoint of its own to this worker: UCX pairs
      * it with ours, and its side then handles our failure instead of
      * aborting on it. */
-    weft_status_t status = weft_serve_welcome(&p->base, msg, s->address, (uint32_t)s->address_length);
+    weft_status_t status = weft_server_base_welcome(&p->base, msg, s->address, (uint32_t)s->address_length);
 
     if (status == WEFT_INPROGRESS) {
         return; /* challenged: its proof comes next, in this state */
@@ -170,14 +170,14 @@ static weft_status_t connect_peer(peer_t *p, const void *address)
     return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
 }
 
-static void on_views(peer_t *p, const weft_boot_msg_t *msg)
+static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
 {
     struct ucx_server   *s = p->server;
     weft_ucx_views_msg_t m; /* its blobs point into msg, valid during this call */
     const char          *reason;
     weft_status_t        status;
 
-    if (msg->type != WEFT_BOOT_VIEWS) {
+    if (msg->type != WEFT_CTL_VIEWS) {
         refuse(p, WEFT_ERR_CORRUPT, "views expected");
         return;
     }
@@ -196,7 +196,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
         refuse(p, WEFT_ERR_NO_MEMORY, "no memory");
         return;
     }
-    status = weft_serve_plan(&p->base, WEFT_TRANSPORT_UCX, &weft_ucx_remote_plan_ops, m.views, m.view_count);
+    status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_UCX, &weft_ucx_remote_plan_ops, m.views, m.view_count);
     free(m.views);
     free(m.names);
     m.views = NULL;
@@ -208,7 +208,7 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
     }
     /* Staged through a ring: the views are device memory the consumer
      * copies into itself; every put goes into the ring. */
-    status = m.ring_half != 0 ? weft_ucx_rounds_build(&p->base.plan->ranges, p->regions[0].base, m.ring_half,
+    status = m.ring_half != 0 ? weft_rounds_build(&p->base.plan->ranges, p->regions[0].base, m.ring_half,
                                                       &p->rounds)
                               : WEFT_OK;
     if (status != WEFT_OK) {
@@ -260,17 +260,17 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
             return;
         }
     }
-    status = weft_serve_register(&p->base);
+    status = weft_server_base_register(&p->base);
     if (status != WEFT_OK) {
         weft_ucx_peer_drop(p, status, "refused");
         return;
     }
     {
-        weft_boot_buf_t buf = {0};
+        weft_ctl_buf_t buf = {0};
 
-        weft_serve_put_ready(&p->base, &buf);
-        status = weft_serve_send(&p->base, WEFT_BOOT_READY, &buf);
-        weft_boot_buf_free(&buf);
+        weft_server_base_put_ready(&p->base, &buf);
+        status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
+        weft_ctl_buf_free(&buf);
     }
     if (status != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
@@ -286,9 +286,9 @@ static void on_views(peer_t *p, const weft_boot_msg_t *msg)
                   p->lanes != NULL ? "s" : " (the server thread)");
 }
 
-static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
+static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    if (weft_serve_ack(&p->base, msg) != WEFT_OK) {
+    if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         return;
     }
@@ -296,14 +296,14 @@ static void on_ack(peer_t *p, const weft_boot_msg_t *msg)
 }
 
 /* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(weft_serve_peer_t *base)
+static void peer_read(weft_server_peer_t *base)
 {
     peer_t         *p = (peer_t *)base;
-    weft_boot_msg_t msg;
+    weft_ctl_msg_t msg;
     weft_status_t   why;
     const char     *what;
 
-    const int got = weft_serve_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
+    const int got = weft_server_base_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
 
     if (got < 0) {
         return; /* a message not yet whole: the rest comes later */
@@ -314,14 +314,14 @@ static void peer_read(weft_serve_peer_t *base)
     }
     /* The consumer asks for each version, so that its views change only
      * while it waits in weft_remote_receive. */
-    if (msg.type == WEFT_BOOT_WANT && p->state != PEER_HELLO && p->state != PEER_VIEWS) {
-        if (weft_serve_want(&p->base, &msg) != WEFT_OK) {
+    if (msg.type == WEFT_CTL_WANT && p->state != PEER_HELLO && p->state != PEER_VIEWS) {
+        if (weft_server_base_want(&p->base, &msg) != WEFT_OK) {
             weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
         }
         free(msg.payload);
         return;
     }
-    if (msg.type == WEFT_BOOT_ROUND_DONE && p->rounds.count != 0 &&
+    if (msg.type == WEFT_CTL_ROUND_DONE && p->rounds.count != 0 &&
         (p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING)) {
         weft_ucx_on_round_done(p, &msg);
         free(msg.payload);
@@ -345,21 +345,21 @@ static void peer_read(weft_serve_peer_t *base)
 }
 
 /* A consumer just accepted: it says hello first. */
-static void peer_init(weft_serve_peer_t *base)
+static void peer_init(weft_server_peer_t *base)
 {
     peer_t *p = (peer_t *)base;
 
-    p->server = (struct ucx_server *)base->server; /* weft_serve_t is its first member */
+    p->server = (struct ucx_server *)base->server; /* weft_server_base_t is its first member */
     p->state = PEER_HELLO;
     p->linger_fd = -1;
 }
 
-static void peer_drop_base(weft_serve_peer_t *base, weft_status_t why, const char *what)
+static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const char *what)
 {
     weft_ucx_peer_drop((peer_t *)base, why, what);
 }
 
-const weft_serve_peer_ops_t weft_ucx_peer_ops = {
+const weft_server_peer_ops_t weft_ucx_peer_ops = {
     .size  = sizeof(peer_t),
     .init  = peer_init,
     .read  = peer_read,

@@ -87,12 +87,12 @@ static void peer_post(peer_t *p)
  */
 static int send_round(peer_t *p)
 {
-    weft_boot_buf_t buf = {0};
+    weft_ctl_buf_t buf = {0};
     weft_status_t   status;
 
     weft_ucx_put_round(&buf, p->base.version, &p->rounds, p->round);
-    status = weft_serve_send(&p->base, WEFT_BOOT_ROUND, &buf);
-    weft_boot_buf_free(&buf);
+    status = weft_server_base_send(&p->base, WEFT_CTL_ROUND, &buf);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "a round's notice was not sent");
         return 0;
@@ -105,11 +105,11 @@ static int send_round(peer_t *p)
 }
 
 /* The consumer copied a round out of its ring: that half is free. */
-void weft_ucx_on_round_done(peer_t *p, const weft_boot_msg_t *msg)
+void weft_ucx_on_round_done(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_boot_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           v = weft_boot_get_u64(&cur);
-    uint32_t           k = weft_boot_get_u32(&cur);
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint64_t           v = weft_ctl_get_u64(&cur);
+    uint32_t           k = weft_ctl_get_u32(&cur);
 
     if (cur.failed || v != p->base.version || k != p->rounds_done || k >= p->round) {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a round done out of turn");
@@ -215,7 +215,7 @@ void weft_ucx_peer_advance(peer_t *p)
             return; /* the next round is being sent */
         }
         /* Every byte of v is in the consumer's memory: now tell it. */
-        if (weft_serve_send_version(&p->base,
+        if (weft_server_base_send_version(&p->base,
                                weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
             weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
             return;
@@ -271,20 +271,20 @@ static weft_status_t lease_arena(peer_t *p)
 }
 
 /* Starts sending the latest version to a ready consumer that lacks it. */
-void weft_ucx_peer_start(weft_serve_peer_t *base, uint64_t latest)
+void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest)
 {
     peer_t            *p = (peer_t *)base;
     struct ucx_server *s = p->server;
     weft_status_t      status;
 
-    if (p->state != PEER_READY || p->base.acked >= latest || !weft_serve_wants(&p->base, latest)) {
+    if (p->state != PEER_READY || p->base.acked >= latest || !weft_server_base_wants(&p->base, latest)) {
         return;
     }
     if (p->ep_failed) {
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "its endpoint failed");
         return;
     }
-    if (!weft_serve_lease_next(&p->base, latest)) {
+    if (!weft_server_base_lease_next(&p->base, latest)) {
         return;
     }
     p->state = PEER_SENDING; /* from here a failure is recorded for this version */
@@ -303,7 +303,7 @@ void weft_ucx_peer_start(weft_serve_peer_t *base, uint64_t latest)
     }
     /* After the lanes got it: the consumer may stay awake for the notice. */
     p->sending_ns = weft_time_ns();
-    if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_BOOT_SENDING, p->base.version,
+    if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_CTL_SENDING, p->base.version,
                            weft_deadline_ns(p->sending_ns, s->base.timeout_us)) != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "SENDING was not sent");
         return;

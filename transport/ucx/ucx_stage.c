@@ -1,7 +1,7 @@
 /*
  * The consumer's staging ring for device views on the staged path
  * (ucx_cuda.h): pinned host memory of two halves, into which the server
- * puts a version round by round (ucx_rounds.h). Each round's pieces are
+ * puts a version round by round (plan/rounds.h). Each round's pieces are
  * copied into the views on a stream of the views' GPU, and only the
  * pieces: they are the views' elements, so the gaps of strided views (the
  * engine's bytes) are never written.
@@ -83,7 +83,7 @@ uint64_t weft_ucx_stage_half(const weft_ucx_stage_t *st)
     return st->half;
 }
 
-weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *st, const weft_boot_msg_t *msg,
+weft_status_t weft_ucx_stage_round(weft_ucx_stage_t *st, const weft_ctl_msg_t *msg,
                                    uint64_t *version, uint32_t *round, uint32_t *rounds)
 {
     weft_ucx_piece_t *pieces;
