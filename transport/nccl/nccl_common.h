@@ -29,11 +29,7 @@
 #include <stdint.h>
 #include <weft/weft.h>
 
-/* nccl.h declares functions without prototypes. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <nccl.h>
-#pragma GCC diagnostic pop
+#include "transport/nccl/nccl_api.h" /* nccl.h; NCCL's functions, loaded at run time */
 
 /* "NC" and the protocol's version: a ucx consumer is told it is another
  * transport. */

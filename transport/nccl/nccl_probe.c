@@ -4,18 +4,18 @@
 
 #include <stdlib.h>
 
-/* nccl.h declares functions without prototypes. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <nccl.h>
-#pragma GCC diagnostic pop
-
 void weft_nccl_probe(weft_backend_info_t *info)
 {
     int          version = 0;
-    ncclResult_t res = ncclGetVersion(&version);
+    ncclResult_t res;
     const char  *nvls = getenv("NCCL_NVLS_ENABLE");
+    const char  *why;
 
+    if (weft_nccl_api_load(&why) != WEFT_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "NCCL could not be loaded: %s\n", why);
+        return;
+    }
+    res = ncclGetVersion(&version);
     if (res != ncclSuccess) {
         weft_text_append(info->detail, sizeof(info->detail), "ncclGetVersion failed: %s\n",
                          ncclGetErrorString(res));

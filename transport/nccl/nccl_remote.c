@@ -220,7 +220,12 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
     ncclUniqueId        id;
     int                 saved = -1;
     weft_status_t       status;
+    const char         *why;
 
+    if (weft_nccl_api_load(&why) != WEFT_OK) {
+        weft_log_error("remote: NCCL could not be loaded (libweft was built with it; this host lacks it?): %s", why);
+        return WEFT_ERR_UNSUPPORTED;
+    }
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return WEFT_ERR_NO_MEMORY;

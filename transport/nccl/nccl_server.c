@@ -513,9 +513,15 @@ static void server_free(struct nccl_server *s)
 static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                         void **out)
 {
-    struct nccl_server *s = calloc(1, sizeof(*s));
+    struct nccl_server *s;
     weft_status_t       status;
+    const char         *why;
 
+    if (weft_nccl_api_load(&why) != WEFT_OK) {
+        weft_log_error("server: NCCL could not be loaded (libweft was built with it; this host lacks it?): %s", why);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }

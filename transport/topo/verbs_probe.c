@@ -1,6 +1,7 @@
 /* The libibverbs probe: RDMA devices, their transport and PCI device. */
 #include "config.h"
 
+#include "common/dl.h"
 #include "common/gpu.h"
 #include "common/text.h"
 #include "nic_affinity.h"
@@ -10,16 +11,54 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* libibverbs is loaded at run time (common/dl.h), so that libweft loads on
+ * hosts without rdma-core: the four calls the probe makes. */
+static struct {
+    __typeof__(ibv_get_device_list) *get_device_list;
+    __typeof__(ibv_free_device_list) *free_device_list;
+    __typeof__(ibv_get_device_name) *get_device_name;
+    __typeof__(ibv_node_type_str) *node_type_str;
+} verbs;
+
+static const char *const verbs_names[] = {"libibverbs.so.1", "libibverbs.so", NULL};
+static const char *const verbs_symbols[] = {"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
+                                            "ibv_node_type_str", NULL};
+
+static struct {
+    pthread_once_t once;
+    weft_status_t  status;
+    char           why[512];
+} verbs_load = {PTHREAD_ONCE_INIT, WEFT_ERR_UNSUPPORTED, ""};
+
+static void load_once(void)
+{
+    void *slots[4];
+
+    _Static_assert(sizeof(verbs) == 4 * sizeof(void *), "one pointer per function");
+    verbs_load.status = weft_dl_load(verbs_names, WEFT_VERBS_LIBDIRS, verbs_symbols, slots, verbs_load.why,
+                                     sizeof(verbs_load.why));
+    if (verbs_load.status == WEFT_OK) {
+        memcpy(&verbs, slots, sizeof(verbs)); /* dlsym's void * to function pointers, as POSIX allows */
+    }
+}
 
 static void verbs_probe(weft_backend_info_t *info)
 {
     struct ibv_device **list;
     int                 count = 0;
 
-    list = ibv_get_device_list(&count);
+    pthread_once(&verbs_load.once, load_once);
+    if (verbs_load.status != WEFT_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "libibverbs could not be loaded: %s\n",
+                         verbs_load.why);
+        return;
+    }
+    list = verbs.get_device_list(&count);
     if (list == NULL) {
         weft_text_append(info->detail, sizeof(info->detail), "ibv_get_device_list failed: %s\n",
                          strerror(errno));
@@ -32,7 +71,7 @@ static void verbs_probe(weft_backend_info_t *info)
         snprintf(sysfs, sizeof(sysfs), "%s/device", list[i]->ibdev_path);
         slash = realpath(sysfs, pci) ? strrchr(pci, '/') : NULL;
         weft_text_append(info->detail, sizeof(info->detail), "%s: %s, pci %s\n",
-                         ibv_get_device_name(list[i]), ibv_node_type_str(list[i]->node_type),
+                         verbs.get_device_name(list[i]), verbs.node_type_str(list[i]->node_type),
                          slash ? slash + 1 : "?");
     }
     if (count == 0) {
@@ -55,7 +94,7 @@ static void verbs_probe(weft_backend_info_t *info)
         }
         weft_text_append(info->detail, sizeof(info->detail), "\n");
     }
-    ibv_free_device_list(list);
+    verbs.free_device_list(list);
     info->available = count > 0;
 }
 

@@ -72,8 +72,14 @@ weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared
                             .mt_workers_shared = shared != 0};
     ucp_config_t *config;
     weft_status_t status;
+    const char   *why;
 
     memset(ucx, 0, sizeof(*ucx));
+    if (weft_ucx_api_load(&why) != WEFT_OK) {
+        weft_log_error("%s: UCX could not be loaded (libweft was built with it; this host lacks it?): %s", who,
+                       why);
+        return WEFT_ERR_UNSUPPORTED;
+    }
     if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "peer") == 0) {
         ucx->peer_errors = 1;
     } else if (strcasecmp(weft_config_value(WEFT_CONFIG_UCX_ERR_MODE), "none") != 0) {

@@ -13,11 +13,7 @@
 #include <stdint.h>
 #include <weft/transport.h>
 
-/* UCX 1.13's headers declare functions without prototypes. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <ucp/api/ucp.h>
-#pragma GCC diagnostic pop
+#include "transport/ucx/ucx_api.h" /* UCX's headers; its functions, loaded at run time */
 
 /* 2: VIEWS ends with the staging ring's half (plan/rounds.h).
  * 3: then the consumer's receive lanes' worker addresses (ucx_lanes.h).

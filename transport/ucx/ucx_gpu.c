@@ -9,13 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-/* UCX 1.13's headers declare functions without prototypes (ucs/sys/topo):
- * configure passes UCX's directory as a system one, but a build that finds
- * it through CPATH or -I would fail under -Werror=strict-prototypes. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <uct/api/uct.h>
-#pragma GCC diagnostic pop
 
 /* 1 when one of the component's memory domains registers CUDA memory. */
 static int component_registers_cuda(uct_component_h component, const uct_component_attr_t *attr)
@@ -54,7 +47,7 @@ int weft_ucx_network_registers_cuda(void)
     unsigned         count;
     int              found = 0;
 
-    if (uct_query_components(&components, &count) != UCS_OK) {
+    if (weft_ucx_api_load(NULL) != WEFT_OK || uct_query_components(&components, &count) != UCS_OK) {
         return 0;
     }
     for (unsigned c = 0; c < count && !found; c++) {

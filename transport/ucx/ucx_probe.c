@@ -8,13 +8,6 @@
 
 #include <stdlib.h>
 
-/* UCX 1.13's headers declare functions without prototypes. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <ucp/api/ucp.h>
-#include <uct/api/uct.h>
-#pragma GCC diagnostic pop
-
 /* Appends "md: tl/dev tl/dev" for one memory domain. Returns its transport
  * count, or -1 when the domain cannot be opened. */
 static int ucx_probe_md(uct_component_h component, const char *md_name, weft_backend_info_t *info)
@@ -111,7 +104,12 @@ void weft_ucx_probe(weft_backend_info_t *info)
     uct_component_h *components;
     unsigned         ncomponents;
     int              transports = 0;
+    const char      *why;
 
+    if (weft_ucx_api_load(&why) != WEFT_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "UCX could not be loaded: %s\n", why);
+        return;
+    }
     weft_text_append(info->version, sizeof(info->version), "%s", ucp_get_version_string());
     if (uct_query_components(&components, &ncomponents) != UCS_OK) {
         weft_text_append(info->detail, sizeof(info->detail), "uct_query_components failed\n");

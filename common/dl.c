@@ -1,0 +1,67 @@
+/* Optional dependencies opened at run time (dl.h). */
+#include "config.h"
+
+#include "common/dl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The library at `path`, or NULL with dlerror's words appended to why. */
+static void *open_one(const char *path, char *why, size_t why_size)
+{
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+    if (handle == NULL) {
+        const char *error = dlerror();
+        size_t      used = strlen(why);
+
+        snprintf(why + used, why_size - used, "%s%s", used > 0 ? "; " : "", error != NULL ? error : path);
+    }
+    return handle;
+}
+
+weft_status_t weft_dl_load(const char *const names[], const char *libdirs, const char *const symbols[],
+                           void *slots[], char *why, size_t why_size)
+{
+    void *handle = NULL;
+
+    why[0] = '\0';
+    for (size_t i = 0; names[i] != NULL && handle == NULL; i++) {
+        for (const char *dir = libdirs; dir != NULL && *dir != '\0' && handle == NULL;) {
+            const char *end = strchr(dir, ':');
+            const int   len = end != NULL ? (int)(end - dir) : (int)strlen(dir);
+            char        path[4096];
+
+            snprintf(path, sizeof(path), "%.*s/%s", len, dir, names[i]);
+            /* Only where the file is: a directory without it adds nothing
+             * to why. */
+            if (len > 0 && access(path, F_OK) == 0) {
+                handle = open_one(path, why, why_size);
+            }
+            dir = end != NULL ? end + 1 : NULL;
+        }
+        if (handle == NULL) {
+            handle = open_one(names[i], why, why_size);
+        }
+    }
+    if (handle == NULL) {
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    for (size_t i = 0; symbols[i] != NULL; i++) {
+        (void)dlerror();
+        slots[i] = dlsym(handle, symbols[i]);
+        if (slots[i] == NULL) {
+            const char *error = dlerror();
+
+            snprintf(why, why_size, "%s", error != NULL ? error : symbols[i]);
+            /* The handle stays open: closing a library UCX or NCCL may
+             * have started threads in is not safe, and nothing of it was
+             * used. */
+            return WEFT_ERR_UNSUPPORTED;
+        }
+    }
+    /* Kept open for the life of the process, as its functions are. */
+    return WEFT_OK;
+}

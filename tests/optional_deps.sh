@@ -1,0 +1,62 @@
+#!/bin/sh
+# UCX, NCCL and libibverbs are loaded at run time, not linked: libweft.so
+# names none of them (NEEDED), and on a host without them (simulated: their
+# library files hidden in a mount namespace of this test's own, which needs
+# root; NCCL stays, as weft-perf links it for its own NCCL baseline)
+# libweft still loads, weft-perf info says why UCX and libibverbs did not
+# load, a UCX server is refused with WEFT_ERR_UNSUPPORTED, and the host
+# transport works (examples/minimal).
+set -u
+: "${top_builddir:=..}" "${OBJDUMP:=objdump}"
+lib="$top_builddir/.libs/libweft.so"
+[ -f "$lib" ] || { echo "no shared library built ($lib): skipped"; exit 77; }
+fail=0
+needed=$($OBJDUMP -p "$lib" | awk '$1 == "NEEDED" { print $2 }')
+for dep in libucp libuct libucs libnccl libibverbs; do
+    if echo "$needed" | grep -q "^$dep\."; then
+        echo "FAIL: libweft.so links $dep"; fail=1
+    fi
+done
+[ $fail -eq 0 ] && echo "ok: libweft.so links none of UCX, NCCL, libibverbs ($(echo $needed | tr '\n' ' '))"
+
+if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
+    echo "cannot make a mount namespace here (not root): the host without them is not simulated"
+    exit $fail
+fi
+perf="$top_builddir/perf/weft-perf"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+# Every file of UCX's and libibverbs' libraries that the loader could find,
+# covered by an empty one; then the checks, inside the namespace.
+unshare -m sh -c '
+    hidden=0
+    for f in $(ldconfig -p | awk "/lib(ucp|uct|ucs|ibverbs)\\.so/ { print \$NF }") \
+             $(find /usr/lib /usr/local/lib -maxdepth 3 \
+                   \( -name "libucp.so*" -o -name "libibverbs.so*" \) 2>/dev/null); do
+        [ -f "$f" ] && mount --bind /dev/null "$(readlink -f "$f")" 2>/dev/null && hidden=$((hidden + 1))
+    done
+    echo "hidden $hidden"
+    "$1/perf/weft-perf" info
+    echo "info exit $?"
+    "$1/examples/minimal" "weft-test-nodeps-$$"
+    echo "minimal exit $?"
+    EXAMPLE_TOKEN=t "$1/examples/producer" "weft-test-nodeps-srv-$$" 1 1 127.0.0.1:0
+    echo "producer exit $?"
+' sh "$top_builddir" > "$out" 2>&1
+cat "$out"
+if grep -q "^hidden 0$" "$out"; then
+    echo "no library file could be hidden here: the host without them is not simulated"
+    exit $fail
+fi
+grep -q "^info exit 0$" "$out" || { echo "FAIL: weft-perf info did not run"; fail=1; }
+grep -q "^minimal exit 0$" "$out" || { echo "FAIL: the host transport did not work"; fail=1; }
+if "$perf" info --json | grep -q '"backend_ucx_built": true'; then
+    grep -q "UCX could not be loaded" "$out" || { echo "FAIL: info does not say UCX could not be loaded"; fail=1; }
+    grep -q "not supported" "$out" && grep -q "^producer exit 1$" "$out" ||
+        { echo "FAIL: a UCX server was not refused as unsupported"; fail=1; }
+fi
+if "$perf" info --json | grep -q '"backend_verbs_built": true'; then
+    grep -q "libibverbs could not be loaded" "$out" || { echo "FAIL: info does not say libibverbs could not be loaded"; fail=1; }
+fi
+[ $fail -eq 0 ] && echo "ok: without UCX and libibverbs, libweft loads and says why they did not"
+exit $fail
