@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <weft/registry.h>
 #include <weft/transport.h>
+#include <weft/ucx.h>
 
 /* ----------------------------------------------------------- workloads */
 
@@ -336,6 +337,7 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
     weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                    .server = o->connect, .token = o->token, .name = "weft-perf-ucx",
                                    .timeout_us = (uint64_t)READY_MS * 1000};
+    weft_ucx_remote_params_t own = {0}; /* ucx's own: the memory below, when given */
     uint8_t             *buf = NULL, *host = NULL; /* the views' memory; GPU: where they are checked */
     weft_ucx_memory_h    memory = NULL; /* buf's, for host views in UCX's memory */
     weft_recv_view_t    *views = calloc(w->count, sizeof(*views));
@@ -359,8 +361,10 @@ static int consumer_role(const ucx_options_t *o, const ucx_workload_t *w)
             goto out; /* said why */
         }
         memset(buf, 0, w->bytes); /* every page faulted in before the first put */
-        params.field_mask |= WEFT_REMOTE_FIELD_MEMORY;
-        params.memory = memory;
+        own.field_mask |= WEFT_UCX_REMOTE_FIELD_MEMORY;
+        own.memory = memory;
+        params.field_mask |= WEFT_REMOTE_FIELD_TRANSPORT;
+        params.transport_params = &own;
     } else if ((buf = malloc(w->bytes)) != NULL) {
         memset(buf, 0, w->bytes);
     }

@@ -60,15 +60,16 @@ static uint32_t server_lanes, consumer_lanes;
 
 static void server_start(server_side_t *s, uint64_t window)
 {
-    weft_server_params_t params = {
+    const weft_ucx_server_params_t own = {.field_mask = WEFT_UCX_SERVER_FIELD_LANES, .lanes = server_lanes};
+    weft_server_params_t           params = {
         .field_mask   = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW |
-                        (server_lanes != 0 ? WEFT_SERVER_FIELD_LANES : 0),
+                        (server_lanes != 0 ? WEFT_SERVER_FIELD_TRANSPORT : 0),
         .transport    = WEFT_TRANSPORT_UCX,
         .listen       = "127.0.0.1:0",
         .token        = TOKEN,
         .timeout_us   = 5000000,
         .window_bytes = window,
-        .lanes        = server_lanes,
+        .transport_params = &own,
     };
 
     /* With checksums: every version's notice carries them (the padded
@@ -133,10 +134,11 @@ typedef struct consumer_side {
 static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const char *token,
                                       const char *name, uint64_t rows)
 {
-    char                 addr[64];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT |
-                                                 (consumer_lanes != 0 ? WEFT_REMOTE_FIELD_LANES : 0),
-                                   .lanes      = consumer_lanes,
+    char                     addr[64];
+    weft_ucx_remote_params_t own = {.field_mask = consumer_lanes != 0 ? WEFT_UCX_REMOTE_FIELD_LANES : 0,
+                                    .lanes = consumer_lanes};
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_TRANSPORT,
+                                   .transport_params = &own,
                                    .transport  = WEFT_TRANSPORT_UCX,
                                    .server     = addr,
                                    .token      = token,
@@ -151,8 +153,8 @@ static weft_status_t consumer_connect(consumer_side_t *c, uint16_t port, const c
         /* The views a page into it: the memory is larger than they span. */
         CHILD_CHECK(weft_ucx_memory_alloc(FUSED_BYTES + 8192, &c->memory, &base) == WEFT_OK);
         c->fused = (uint8_t *)base + 4096;
-        params.field_mask |= WEFT_REMOTE_FIELD_MEMORY;
-        params.memory = c->memory;
+        own.field_mask |= WEFT_UCX_REMOTE_FIELD_MEMORY;
+        own.memory = c->memory;
     } else {
         c->fused = malloc(FUSED_BYTES);
     }
@@ -483,10 +485,11 @@ static void big_server(int left_fd, int go_fd)
                                .dtype = WEFT_DTYPE_UINT8, .ndim = 1, .shape = {BIG_BYTES}};
     /* The smallest window, one 1 MiB put per lane: what is in flight when
      * the consumer leaves ends, the rest is never put. */
-    weft_server_params_t  params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_LANES |
+    const weft_ucx_server_params_t own = {.field_mask = WEFT_UCX_SERVER_FIELD_LANES, .lanes = 4};
+    weft_server_params_t  params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_TRANSPORT |
                                                   WEFT_SERVER_FIELD_WINDOW,
                                     .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
-                                    .token = TOKEN, .timeout_us = 5000000, .lanes = 4,
+                                    .token = TOKEN, .timeout_us = 5000000, .transport_params = &own,
                                     .window_bytes = UINT64_C(4) << 20};
     server_side_t         s;
     weft_registry_stats_t rs;
@@ -573,9 +576,10 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
     ck_assert_int_ge(consumer, 0);
     if (consumer == 0) {
         char                 addr[64];
-        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_MEMORY,
+        weft_ucx_remote_params_t own = {.field_mask = WEFT_UCX_REMOTE_FIELD_MEMORY};
+        weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_TRANSPORT,
                                   .transport = WEFT_TRANSPORT_UCX, .server = addr, .token = TOKEN,
-                                  .name = "leaving", .timeout_us = 5000000};
+                                  .name = "leaving", .timeout_us = 5000000, .transport_params = &own};
         weft_recv_view_t     view = {.name = "big", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8,
                                      .ndim = 1, .shape = {BIG_BYTES}};
         weft_remote_h        remote;
@@ -585,7 +589,7 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
         useconds_t           linger_us = 0;
 
         snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-        CHILD_CHECK(weft_ucx_memory_alloc(BIG_BYTES, &p.memory, &base) == WEFT_OK);
+        CHILD_CHECK(weft_ucx_memory_alloc(BIG_BYTES, &own.memory, &base) == WEFT_OK);
         at = base;
         view.data = base;
         CHILD_CHECK(weft_remote_connect(&p, &view, 1, &remote) == WEFT_OK);
@@ -627,7 +631,7 @@ START_TEST(ucx_nothing_lands_after_close_in_ucx_memory)
         sum = big_sample((const uint8_t *)base);
         CHILD_CHECK(read_byte(go[0], CHILD_SIGNAL_WAIT_S) == 's'); /* the server is gone */
         CHILD_CHECK(big_sample((const uint8_t *)base) == sum);
-        CHILD_CHECK(weft_ucx_memory_free(p.memory) == WEFT_OK);
+        CHILD_CHECK(weft_ucx_memory_free(own.memory) == WEFT_OK);
         CHILD_EXIT();
     }
     ck_assert_int_eq(wait_child(consumer), 0);
@@ -952,6 +956,9 @@ START_TEST(ucx_bad_arguments)
     weft_recv_view_t     view = {.name = "x", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8,
                                  .ndim = 1, .shape = {1}, .data = &view};
     weft_server_h        server;
+    weft_ucx_server_params_t sown = {0};
+    weft_backend_info_t      cuda;
+    weft_ucx_remote_params_t rown = {0};
     weft_remote_h        remote;
     weft_registry_h      reg;
     weft_ucx_memory_h    memory;
@@ -970,14 +977,27 @@ START_TEST(ucx_bad_arguments)
     sp.listen = "127.0.0.1";
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM); /* no port */
     sp.listen = "127.0.0.1:0";
-    sp.field_mask = WEFT_SERVER_FIELD_LANES;
-    sp.lanes = 0;
+    sp.field_mask = WEFT_SERVER_FIELD_TRANSPORT;
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM); /* flagged, not given */
+    sp.transport_params = &sown;
+    sown.field_mask = WEFT_UCX_SERVER_FIELD_LANES;
+    sown.lanes = 0;
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
-    sp.lanes = 17;
+    sown.lanes = 17;
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
-    sp.lanes = 2;
+    sown.field_mask = 1u << 31; /* a ucx field this build does not know */
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
+    sown.field_mask = WEFT_UCX_SERVER_FIELD_LANES;
+    sown.lanes = 2;
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_OK);
     ck_assert_int_eq(weft_server_destroy(server), WEFT_OK);
+    /* cuda_ipc takes no parameters of its own: refused (where it is built;
+     * otherwise it is unsupported before anything is read). */
+    ck_assert_int_eq(weft_backend_query(WEFT_BACKEND_CUDA, &cuda), WEFT_OK);
+    sp.transport = WEFT_TRANSPORT_CUDA_IPC;
+    ck_assert_int_eq(weft_server_create(reg, &sp, &server),
+                     cuda.compiled ? WEFT_ERR_INVALID_PARAM : WEFT_ERR_UNSUPPORTED);
+    sp.transport = WEFT_TRANSPORT_UCX;
     sp.field_mask = 1u << 31; /* a field this build does not know */
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
     sp.field_mask = 0;
@@ -985,12 +1005,17 @@ START_TEST(ucx_bad_arguments)
     ck_assert_int_eq(weft_server_create(reg, &sp, &server), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* no port */
     rp.server = "127.0.0.1:1"; /* nobody listens there */
-    rp.field_mask = WEFT_REMOTE_FIELD_LANES; /* lanes 0 or 17: refused before connecting */
-    rp.lanes = 0;
+    rp.field_mask = WEFT_REMOTE_FIELD_TRANSPORT; /* flagged, not given */
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
-    rp.lanes = 17;
+    rp.transport_params = &rown;
+    rown.field_mask = WEFT_UCX_REMOTE_FIELD_LANES; /* lanes 0 or 17: refused before connecting */
+    rown.lanes = 0;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
-    rp.field_mask = 0;
+    rown.lanes = 17;
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
+    rown.field_mask = 1u << 31; /* a ucx field this build does not know */
+    ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);
+    rown.field_mask = 0;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_CONNECTION);
     /* UCX memory: none given, a view outside it, a failed connect. */
     ck_assert_int_eq(weft_ucx_memory_alloc(0, &memory, &base), WEFT_ERR_INVALID_PARAM);
@@ -1000,9 +1025,9 @@ START_TEST(ucx_bad_arguments)
     ck_assert_int_eq(weft_ucx_memory_alloc(4096, &memory, &base), WEFT_OK);
     ck_assert_ptr_nonnull(memory);
     ck_assert_ptr_nonnull(base);
-    rp.field_mask = WEFT_REMOTE_FIELD_MEMORY;
+    rown.field_mask = WEFT_UCX_REMOTE_FIELD_MEMORY;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* NULL */
-    rp.memory = memory;
+    rown.memory = memory;
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM); /* outside */
     view.data = (uint8_t *)base + 4096; /* one past its end */
     ck_assert_int_eq(weft_remote_connect(&rp, &view, 1, &remote), WEFT_ERR_INVALID_PARAM);

@@ -480,10 +480,11 @@ static pid_t fork_consumer_of_a_bad_server(int go)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         uint8_t                   *buf = calloc(1, (size_t)ROWS * COLS);
-        const weft_remote_params_t p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_LANES,
-                                        .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
-                                        .token = TOKEN, .name = "told-bad", .timeout_us = WAIT_US,
-                                        .lanes = 1};
+        const weft_ucx_remote_params_t own = {.field_mask = WEFT_UCX_REMOTE_FIELD_LANES, .lanes = 1};
+        const weft_remote_params_t     p = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_TRANSPORT,
+                                            .transport = WEFT_TRANSPORT_UCX, .server = srv.addr,
+                                            .token = TOKEN, .name = "told-bad", .timeout_us = WAIT_US,
+                                            .transport_params = &own};
         weft_remote_h              remote = child_connect(go, &p, buf, __LINE__);
         uint64_t                   got = 0;
         weft_status_t              status = weft_remote_receive(remote, 0, 5000000, &got);

@@ -212,9 +212,9 @@ WEFT_API weft_status_t weft_plan_destroy(weft_plan_h plan);
 #define WEFT_TOKEN_MAX 255 /* bytes of a token, without the NUL */
 
 enum weft_server_params_field {
-    WEFT_SERVER_FIELD_TIMEOUT = 1u << 0,
-    WEFT_SERVER_FIELD_WINDOW  = 1u << 1,
-    WEFT_SERVER_FIELD_LANES   = 1u << 2
+    WEFT_SERVER_FIELD_TIMEOUT   = 1u << 0,
+    WEFT_SERVER_FIELD_WINDOW    = 1u << 1,
+    WEFT_SERVER_FIELD_TRANSPORT = 1u << 2
 };
 
 typedef struct weft_server_params {
@@ -228,21 +228,15 @@ typedef struct weft_server_params {
     uint64_t         timeout_us;
     /* Bytes in flight per consumer at most (bounds the transport's
      * buffers); default 64 MiB. ucx: at least one 4 MiB put, or with
-     * lanes (`lanes` below) one 1 MiB put per lane. nccl: the bytes of
+     * lanes (<weft/ucx.h>) one 1 MiB put per lane. nccl: the bytes of
      * one ncclGroupStart/End batch of sends (each send at most this much,
      * at least 64 KiB); a batch starts when the one before it completed. */
     uint64_t         window_bytes;
-    /* ucx, host registries: lanes, threads (1..16) each with a UCX worker
-     * of its own, that the puts of a version to one consumer are spread
-     * over (1 MiB pieces in turn); each has its own endpoint, to one of
-     * the consumer's receive lanes in turn (weft_remote_connect), and up
-     * to its share of the window in flight. Puts that UCX emulates (into
-     * memory the consumer allocated itself over shared memory; TCP) move
-     * at what one core copies on each side; lanes on both sides multiply
-     * that. 1: the server thread puts them itself. Default WEFT_UCX_LANES
-     * (auto: half the online CPUs, 1 to 8). Ignored by other
-     * transports and by GPU registries. */
-    uint32_t         lanes;
+    /* What only one transport takes (WEFT_SERVER_FIELD_TRANSPORT): ucx,
+     * a weft_ucx_server_params_t (<weft/ucx.h>: its put lanes). Read
+     * during weft_server_create only. The other transports take none: a
+     * pointer given for them is WEFT_ERR_INVALID_PARAM. */
+    const void      *transport_params;
 } weft_server_params_t;
 
 /*
@@ -315,9 +309,8 @@ WEFT_API weft_status_t weft_server_get_stats(weft_server_h server, weft_server_s
 WEFT_API weft_status_t weft_server_destroy(weft_server_h server);
 
 enum weft_remote_params_field {
-    WEFT_REMOTE_FIELD_TIMEOUT = 1u << 0,
-    WEFT_REMOTE_FIELD_LANES   = 1u << 1,
-    WEFT_REMOTE_FIELD_MEMORY  = 1u << 2
+    WEFT_REMOTE_FIELD_TIMEOUT   = 1u << 0,
+    WEFT_REMOTE_FIELD_TRANSPORT = 1u << 1
 };
 
 typedef struct weft_remote_params {
@@ -333,13 +326,11 @@ typedef struct weft_remote_params {
      * connection that stops answering ends about 1.3 × this after.
      * Default 30 s. */
     uint64_t         timeout_us;
-    /* ucx, host views: receive lanes (1..16; see weft_remote_connect).
-     * Default WEFT_UCX_LANES. Ignored by other transports and for device
-     * views. */
-    uint32_t         lanes;
-    /* ucx, host views: the memory from weft_ucx_memory_alloc()
-     * (<weft/ucx.h>) that every view lies in. Ignored by other transports. */
-    weft_ucx_memory_h memory;
+    /* What only one transport takes (WEFT_REMOTE_FIELD_TRANSPORT): ucx,
+     * a weft_ucx_remote_params_t (<weft/ucx.h>: receive lanes, memory
+     * from weft_ucx_memory_alloc). Read during weft_remote_connect only.
+     * The other transports take none (WEFT_ERR_INVALID_PARAM). */
+    const void      *transport_params;
 } weft_remote_params_t;
 
 /*
@@ -349,12 +340,11 @@ typedef struct weft_remote_params {
  * registers this consumer there under `name`. The views must stay valid
  * until weft_remote_close(). ucx: views all in host memory or all in
  * device memory (WEFT_MEMORY_CUDA) of one GPU (mixed:
- * WEFT_ERR_INVALID_PARAM). Host views get `lanes` receive lanes
- * (default WEFT_UCX_LANES; auto: half the online CPUs, 1 to 8):
- * threads, each with a UCX
- * worker of its own that the server's put lanes connect to, which copy
- * in the puts UCX emulates; they run until weft_remote_close(). Host
- * views in params->memory (WEFT_REMOTE_FIELD_MEMORY) need no
+ * WEFT_ERR_INVALID_PARAM). Host views get receive lanes (<weft/ucx.h>:
+ * weft_ucx_remote_params_t; default WEFT_UCX_LANES): threads, each with a
+ * UCX worker of its own that the server's put lanes connect to, which
+ * copy in the puts UCX emulates; they run until weft_remote_close(). Host
+ * views in memory from weft_ucx_memory_alloc (the same params) need no
  * registration: the consumer uses that memory's UCX context, and the
  * memory must stay until weft_remote_close() (a view outside it, or
  * device views: WEFT_ERR_INVALID_PARAM). Device views are registered with UCX directly

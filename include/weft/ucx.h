@@ -1,18 +1,58 @@
 /*
- * What only the ucx transport has: host memory for a consumer's views that
- * UCX allocates itself. The rest of ucx's use goes through the calls of
- * <weft/transport.h> with WEFT_TRANSPORT_UCX.
+ * What only the ucx transport has: its parameters of a server and of a
+ * remote consumer (given to weft_server_create and weft_remote_connect in
+ * their params' transport_params), and host memory for a consumer's views
+ * that UCX allocates itself. The rest of ucx's use goes through the calls
+ * of <weft/transport.h> with WEFT_TRANSPORT_UCX.
  *
  * Threads: see each call. Errors are logged (WEFT_LOG_LEVEL).
  */
 #ifndef WEFT_UCX_H
 #define WEFT_UCX_H
 
+#include <stdint.h>
 #include <weft/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+enum weft_ucx_server_params_field {
+    WEFT_UCX_SERVER_FIELD_LANES = 1u << 0
+};
+
+/* A ucx server's own parameters: weft_server_params_t's transport_params
+ * with WEFT_SERVER_FIELD_TRANSPORT. */
+typedef struct weft_ucx_server_params {
+    uint64_t field_mask; /* optional fields set below */
+    /* Host registries: lanes, threads (1..16) each with a UCX worker of
+     * its own, that the puts of a version to one consumer are spread over
+     * (1 MiB pieces in turn); each has its own endpoint, to one of the
+     * consumer's receive lanes in turn, and up to its share of the window
+     * in flight. Puts that UCX emulates (into memory the consumer
+     * allocated itself over shared memory; TCP) move at what one core
+     * copies on each side; lanes on both sides multiply that. 1: the
+     * server thread puts them itself. Default WEFT_UCX_LANES (auto: half
+     * the online CPUs, 1 to 8). Ignored for GPU registries. */
+    uint32_t lanes;
+} weft_ucx_server_params_t;
+
+enum weft_ucx_remote_params_field {
+    WEFT_UCX_REMOTE_FIELD_LANES  = 1u << 0,
+    WEFT_UCX_REMOTE_FIELD_MEMORY = 1u << 1
+};
+
+/* A ucx remote consumer's own parameters: weft_remote_params_t's
+ * transport_params with WEFT_REMOTE_FIELD_TRANSPORT. */
+typedef struct weft_ucx_remote_params {
+    uint64_t          field_mask; /* optional fields set below */
+    /* Host views: receive lanes (1..16; see weft_remote_connect). Default
+     * WEFT_UCX_LANES. Ignored for device views. */
+    uint32_t          lanes;
+    /* Host views: the memory from weft_ucx_memory_alloc() that every view
+     * lies in. */
+    weft_ucx_memory_h memory;
+} weft_ucx_remote_params_t;
 
 /*
  * Host memory for a ucx consumer's views that UCX allocates and maps
@@ -22,7 +62,8 @@ extern "C" {
  * emulates them: the server copies each put into a queue and the consumer
  * copies it out (newer UCX uses the kernel's cross-memory copy). Across
  * nodes it works as any host memory does. Give it to weft_remote_connect()
- * in params->memory, with every host view inside [*base, *base + bytes).
+ * in weft_ucx_remote_params_t's memory, with every host view inside
+ * [*base, *base + bytes).
  * The memory has a UCX context of its own, made here with the UCX_* and
  * WEFT_UCX_ERR_MODE settings of now; the consumers that use it make their
  * workers on it and keep that error mode. The key a consumer sends covers

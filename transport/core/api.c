@@ -46,6 +46,22 @@ static const weft_transport_desc_t *served_by(weft_transport_t transport, int re
     return desc;
 }
 
+/* A transport's own parameters: given (the field set) only with a
+ * pointer, and only to a transport that reads them. */
+static int transport_params_ok(const weft_transport_desc_t *desc, int given, const void *params, int takes,
+                               const char *who)
+{
+    if (given && params == NULL) {
+        weft_log_error("%s: the transport's parameters are flagged but not given", who);
+        return 0;
+    }
+    if (given && !takes) {
+        weft_log_error("%s: the %s transport takes no parameters of its own", who, desc->name);
+        return 0;
+    }
+    return 1;
+}
+
 static int token_ok(const char *token)
 {
     size_t n = strlen(token);
@@ -56,7 +72,7 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
                                           weft_server_h *out)
 {
     const uint64_t               known =
-        WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW | WEFT_SERVER_FIELD_LANES;
+        WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_WINDOW | WEFT_SERVER_FIELD_TRANSPORT;
     const weft_transport_desc_t *desc;
     struct weft_server          *s;
     weft_status_t                status;
@@ -74,6 +90,10 @@ WEFT_API weft_status_t weft_server_create(weft_registry_h reg, const weft_server
     desc = served_by(params->transport, 0, &status);
     if (desc == NULL) {
         return status;
+    }
+    if (!transport_params_ok(desc, (params->field_mask & WEFT_SERVER_FIELD_TRANSPORT) != 0,
+                             params->transport_params, desc->server->transport_params, "server")) {
+        return WEFT_ERR_INVALID_PARAM;
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -126,8 +146,7 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
 
     if (p == NULL || views == NULL || count == 0 || out == NULL || p->server == NULL ||
         p->token == NULL || p->name == NULL ||
-        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_LANES |
-                                     WEFT_REMOTE_FIELD_MEMORY))) {
+        (p->field_mask & ~(uint64_t)(WEFT_REMOTE_FIELD_TIMEOUT | WEFT_REMOTE_FIELD_TRANSPORT))) {
         weft_log_error("remote: invalid argument (params, views, count, transport ucx, nccl or cuda_ipc, "
                        "server, token and name are required)");
         return WEFT_ERR_INVALID_PARAM;
@@ -140,6 +159,10 @@ WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *p,
     desc = served_by(p->transport, 1, &status);
     if (desc == NULL) {
         return status;
+    }
+    if (!transport_params_ok(desc, (p->field_mask & WEFT_REMOTE_FIELD_TRANSPORT) != 0, p->transport_params,
+                             desc->remote->transport_params, "remote")) {
+        return WEFT_ERR_INVALID_PARAM;
     }
     r = calloc(1, sizeof(*r));
     if (r == NULL) {

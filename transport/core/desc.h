@@ -58,6 +58,9 @@ typedef struct weft_plan_ops {
 /* A server behind weft_server_*; every op is required. */
 typedef struct weft_server_ops {
     const char *name;
+    /* 1 when create reads params->transport_params (the transport's own
+     * struct, <weft/ucx.h>'s say); core/api.c refuses them otherwise. */
+    int         transport_params;
     /* params are checked already (field_mask, listen, token). */
     weft_status_t (*create)(weft_registry_h reg, const weft_server_params_t *params, void **server);
     uint16_t (*port)(void *server);
@@ -68,6 +71,8 @@ typedef struct weft_server_ops {
 /* A remote consumer behind weft_remote_*; every op is required. */
 typedef struct weft_remote_ops {
     const char *name;
+    /* 1 when connect reads params->transport_params. */
+    int         transport_params;
     /* params are checked already (field_mask, server, token, name), and
      * views and count are not NULL / 0. */
     weft_status_t (*connect)(const weft_remote_params_t *params, const weft_recv_view_t *views,

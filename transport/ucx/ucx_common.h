@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <weft/transport.h>
+#include <weft/ucx.h>
 
 #include "transport/ucx/ucx_api.h" /* UCX's headers; its functions, loaded at run time */
 

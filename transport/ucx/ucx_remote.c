@@ -309,7 +309,7 @@ static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t
  * Views in memory from weft_ucx_memory_alloc: host views, all inside it.
  * The consumer then uses the memory until it is freed (remote_free).
  */
-static weft_status_t memory_views(struct ucx_remote *r, const weft_remote_params_t *p,
+static weft_status_t memory_views(struct ucx_remote *r, const weft_ucx_remote_params_t *p,
                                   const weft_recv_view_t *views, size_t count)
 {
     weft_wire_span_t *spans = NULL;
@@ -317,7 +317,7 @@ static weft_status_t memory_views(struct ucx_remote *r, const weft_remote_params
     weft_status_t     status;
 
     if (p->memory == NULL) {
-        weft_log_error("remote: WEFT_REMOTE_FIELD_MEMORY with no memory");
+        weft_log_error("remote: WEFT_UCX_REMOTE_FIELD_MEMORY with no memory");
         return WEFT_ERR_INVALID_PARAM;
     }
     if (r->memory == WEFT_MEMORY_CUDA) {
@@ -353,6 +353,12 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     int                     saved = -1, entered = 0;
     uint32_t                lanes = 1;
     weft_status_t           status;
+    /* The transport's own parameters, or none (core/api.c checked that a
+     * flagged pointer is given). */
+    const weft_ucx_remote_params_t  none = {0};
+    const weft_ucx_remote_params_t *own = (p->field_mask & WEFT_REMOTE_FIELD_TRANSPORT)
+                                              ? (const weft_ucx_remote_params_t *)p->transport_params
+                                              : &none;
 
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
@@ -361,12 +367,17 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     deadline = weft_deadline_ns(weft_time_ns(), weft_remote_base_init(&r->base, p));
     status = weft_views_memory(views, count, "remote", &r->memory, &r->device);
     /* The parameters before the server is asked anything. */
+    if (status == WEFT_OK && (own->field_mask & ~(uint64_t)(WEFT_UCX_REMOTE_FIELD_LANES | WEFT_UCX_REMOTE_FIELD_MEMORY))) {
+        weft_log_error("remote: weft_ucx_remote_params_t has unknown field_mask bits 0x%" PRIx64,
+                       own->field_mask & ~(uint64_t)(WEFT_UCX_REMOTE_FIELD_LANES | WEFT_UCX_REMOTE_FIELD_MEMORY));
+        status = WEFT_ERR_INVALID_PARAM;
+    }
     if (status == WEFT_OK && r->memory != WEFT_MEMORY_CUDA) {
-        status = weft_ucx_lanes_count_for((p->field_mask & WEFT_REMOTE_FIELD_LANES) != 0, p->lanes,
+        status = weft_ucx_lanes_count_for((own->field_mask & WEFT_UCX_REMOTE_FIELD_LANES) != 0, own->lanes,
                                           &lanes);
     }
-    if (status == WEFT_OK && (p->field_mask & WEFT_REMOTE_FIELD_MEMORY)) {
-        status = memory_views(r, p, views, count);
+    if (status == WEFT_OK && (own->field_mask & WEFT_UCX_REMOTE_FIELD_MEMORY)) {
+        status = memory_views(r, own, views, count);
     }
     /* Device views: their GPU is current while UCX and CUDA set them up. */
     if (status == WEFT_OK && r->memory == WEFT_MEMORY_CUDA) {
@@ -657,6 +668,7 @@ static weft_status_t ucx_remote_close(void *remote)
 
 const weft_remote_ops_t weft_ucx_remote_ops = {
     .name    = "ucx",
+    .transport_params = 1,
     .connect = ucx_remote_connect,
     .receive = ucx_remote_receive,
     .close   = ucx_remote_close,

@@ -262,8 +262,19 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     /* The parameters and the address first: a bad one is the caller's
      * error, whatever UCX would say of registering the slots. */
     if (s->memory != WEFT_MEMORY_CUDA) {
-        status = weft_ucx_lanes_count_for((params->field_mask & WEFT_SERVER_FIELD_LANES) != 0,
-                                          params->lanes, &lanes);
+        const weft_ucx_server_params_t none = {0};
+        const weft_ucx_server_params_t *own = (params->field_mask & WEFT_SERVER_FIELD_TRANSPORT)
+                                                  ? (const weft_ucx_server_params_t *)params->transport_params
+                                                  : &none;
+
+        if (own->field_mask & ~(uint64_t)WEFT_UCX_SERVER_FIELD_LANES) {
+            weft_log_error("server: weft_ucx_server_params_t has unknown field_mask bits 0x%" PRIx64,
+                           own->field_mask & ~(uint64_t)WEFT_UCX_SERVER_FIELD_LANES);
+            status = WEFT_ERR_INVALID_PARAM;
+        } else {
+            status = weft_ucx_lanes_count_for((own->field_mask & WEFT_UCX_SERVER_FIELD_LANES) != 0, own->lanes,
+                                              &lanes);
+        }
     }
     if (status == WEFT_OK) {
         status = weft_server_base_listen(&s->base, params->listen);
@@ -320,6 +331,7 @@ static void ucx_server_destroy(void *server)
 
 const weft_server_ops_t weft_ucx_server_ops = {
     .name      = "ucx",
+    .transport_params = 1,
     .create    = ucx_server_create,
     .port      = weft_server_base_port_of,
     .get_stats = weft_server_base_stats_of,
