@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include "args.h"
+#include "copy_ceiling.h"
 #include "gpu_mem.h"
 #include "json.h"
 #include "lib/peer.h"
@@ -97,6 +98,8 @@ static int update_usage(FILE *out)
             "  --peer-script P   that path's script (default %s)\n"
             "  --json            one JSON object instead of the table (no progress lines)\n"
             "  --quiet           no progress line a version (on stderr otherwise)\n"
+            "  --plot FILE       write the versions' timeline (each phase of each version) to\n"
+            "                    FILE as an SVG\n"
             "The default is Qwen3-30B-A3B's expert shapes, 2 layers of 32 experts: 302 M\n"
             "parameters, 0.6 GB of FP8 a version. Memory: 16 B a parameter in the trainer\n"
             "(FP32 master, m, v, gradient: 4.8 GB), slots x 0.6 GB of shared memory and\n"
@@ -124,6 +127,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         {"whole-versions", no_argument, NULL, 'V'}, {"stream", no_argument, NULL, 'S'},
         {"engine-gpu", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
+        {"plot", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0, engine_gpu = UINT64_MAX;
     int      opt, layers_given = 0;
@@ -194,6 +198,7 @@ static int update_parse(int argc, char **argv, update_options_t *o)
         }
         case 'j': o->json = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'P': o->plot = optarg; break;
         case 'h': return update_usage(stdout) + 1;
         default: return update_usage(stderr);
         }
@@ -447,6 +452,7 @@ int perf_cmd_update(int argc, char **argv)
     update_trainer_t      trainer;
     int                   have_trainer = 0;
     char                  name[64];
+    update_phase_t       *phases = NULL; /* each version's, for --plot */
     uint64_t             *wake = NULL, step_ns = 0, grad_ns = 0, publish_call_ns = 0, ack_ns = 0, start, wrong = 0;
     uint64_t              verify_ns = 0, verified_versions = 0, published = 0, finish_ns = 0, copy_ns = 0;
     uint64_t              wrong_sampled = 0, wrong_bytes = 0, sampled_bytes = 0, gpu_free = 0, rebind_ns = 0;
@@ -513,8 +519,9 @@ int perf_cmd_update(int argc, char **argv)
     shared_bytes = update_shared_bytes(&o);
     shared = mmap(NULL, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     wake = calloc(o.versions * o.consumers, sizeof(*wake));
+    phases = calloc(o.versions, sizeof(*phases));
     timed_from = o.warmup + 1;
-    if (shared == MAP_FAILED || wake == NULL || perf_catch_interrupts() != 0) {
+    if (shared == MAP_FAILED || wake == NULL || phases == NULL || perf_catch_interrupts() != 0) {
         fprintf(stderr, "weft-perf update: out of memory\n");
         return 1;
     }
@@ -658,6 +665,7 @@ int perf_cmd_update(int argc, char **argv)
             goto out;
         }
         published = v;
+        phases[v - 1] = (update_phase_t){{tg - t0, t1 - tg, tf - t1, t2 - tf, perf_now_ns() - t2}};
         if (!o.json && !o.quiet) {
             fprintf(stderr, "weft-perf update: version %llu of %llu%s: step %.1f ms; every consumer had it %.1f ms "
                             "after the publish\n",
@@ -741,6 +749,24 @@ int perf_cmd_update(int argc, char **argv)
         const double n = published >= timed_from ? (double)(published - timed_from + 1) : 1.0;
         double bytes = (double)stats.slot_bytes, seconds = (double)(perf_now_ns() - start) / 1e9;
         double delivered_gbps = bytes * (double)o.consumers * n / ((double)ack_ns / 1e9) / 1e9;
+        /* The host's ceiling for what the consumers did at once: each
+         * copied the version out of shared memory, so memcpy of version x
+         * consumers bytes on as many threads (the CPUs at most), measured
+         * now, after the job (at most 1 GiB: enough for the bandwidth). On
+         * a GPU the peer is PyTorch's path (below). */
+        double   ceiling_gbps = NAN;
+        uint64_t ceiling_bytes = (uint64_t)(bytes * (double)o.consumers);
+        uint32_t ceiling_threads = (uint32_t)o.consumers;
+        if (!o.gpu && published >= timed_from && !perf_interrupted) {
+            const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+            double     median_s;
+
+            ceiling_bytes = ceiling_bytes < (UINT64_C(1) << 30) ? ceiling_bytes : (UINT64_C(1) << 30);
+            ceiling_threads = cpus > 0 && ceiling_threads > (uint32_t)cpus ? (uint32_t)cpus : ceiling_threads;
+            if (perf_copy_ceiling(ceiling_bytes, ceiling_threads, 5, &median_s) == 0 && median_s > 0) {
+                ceiling_gbps = (double)ceiling_bytes / median_s / 1e9;
+            }
+        }
         double verify_ms = verified_versions ? (double)verify_ns / 1e6 / (double)verified_versions : 0;
         /* What an AdamW step must move through memory at least: master, m
          * and v read and written, the gradient read (28 B a parameter).
@@ -825,6 +851,8 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_double(&j, "publish_to_wake_max_us", lat.max_us);
             perf_json_double(&j, "publish_to_all_acked_ms", (double)ack_ns / 1e6 / n);
             perf_json_double(&j, "delivered_gb_per_s", delivered_gbps);
+            perf_json_double(&j, "copy_ceiling_gbps", ceiling_gbps);
+            perf_json_double(&j, "ratio_copy_ceiling", delivered_gbps / ceiling_gbps);
             perf_json_double(&j, "e2e_ms_per_version", e2e_ms);
             perf_json_double(&j, "e2e_ratio_step", e2e_ms / ((double)step_ns / 1e6 / n));
             perf_json_uint(&j, "rebinds", rebinds);
@@ -892,6 +920,11 @@ int perf_cmd_update(int argc, char **argv)
                    "# delivered: bytes x consumers / all_acked; verify: a consumer's checksums of its %.2f GB.\n"
                    "# %.1f s in all.\n",
                    (double)trainer.sum_ns / 1e6 / n, bytes / 1e9, seconds);
+            if (!isnan(ceiling_gbps)) {
+                printf("# copy ceiling (this run, after the job): %.2f GB/s, memcpy of %.0f MB on %u threads, what\n"
+                       "# the consumers copied at once; delivered %.3f of it\n",
+                       ceiling_gbps, (double)ceiling_bytes / 1e6, ceiling_threads, delivered_gbps / ceiling_gbps);
+            }
             if (o.gpu) {
                 printf("# GPU: the step moves %.1f GB/s each way over PCIe; its writer's work and checksums run\n"
                        "# in the step; then %.1f ms to bring checksums and samples home; an engine's cuda_ipc copy\n"
@@ -935,6 +968,18 @@ int perf_cmd_update(int argc, char **argv)
     if (wrong != 0 || wrong_sampled != 0 || wrong_bytes != 0) {
         rc = 1;
     }
+    if (o.plot != NULL && published > 0) {
+        char title[160];
+
+        snprintf(title, sizeof(title), "weft-perf update: %llu versions of %.1f MB to %llu consumers (%s, %s)",
+                 (unsigned long long)published, (double)stats.slot_bytes / 1e6, (unsigned long long)o.consumers,
+                 o.gpu ? "GPU" : "host", o.optimizer == WEFT_OPTIM_MUON ? "Muon" : "AdamW");
+        if (update_plot_svg(o.plot, phases, published, timed_from, title) != 0) {
+            rc = rc != 0 ? rc : 1;
+        } else {
+            fprintf(o.json ? stderr : stdout, "# the versions' timeline: %s\n", o.plot);
+        }
+    }
     {
         /* The verdict, last: on stdout under the table, on stderr beside
          * --json (whose stdout is one JSON object). */
@@ -963,5 +1008,6 @@ out:
     weft_registry_unlink(name);
     munmap(shared, shared_bytes);
     free(wake);
+    free(phases);
     return rc;
 }

@@ -54,7 +54,22 @@ typedef struct update_options {
     const char *peer_script;
     const char *model;        /* a preset's name, or NULL */
     uint64_t    model_layers; /* the preset's MoE layers */
+    const char *plot;         /* --plot: the timeline's SVG file, or NULL */
 } update_options_t;
+
+/* One version's phases as the trainer sees them, in order (ns each):
+ * gradients made, the step with its writer, the GPU's finish, the publish
+ * call, then until every consumer held the version. */
+enum { UPDATE_PHASES = 5 };
+typedef struct update_phase {
+    uint64_t ns[UPDATE_PHASES];
+} update_phase_t;
+
+/* Writes versions 1..count's phases as an SVG timeline (update_plot.c);
+ * the versions before timed_from are marked as the warm-up. 0, or -1
+ * (said on stderr). */
+int update_plot_svg(const char *path, const update_phase_t *phases, uint64_t count, uint64_t timed_from,
+                    const char *title);
 
 /* One kind of expert tensor: its name suffix, role, dtype and shape. */
 typedef perf_expert_kind_t tensor_kind_t;

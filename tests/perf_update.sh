@@ -23,9 +23,19 @@ field() { echo "$out" | sed -n "s/.*\"$1\": *\([^,}]*\).*/\1/p"; }
 [ "$(field tensors)" = 36 ] || { echo "FAIL: tensors $(field tensors), not 36"; fail=1; }
 # 2 x 3 x (384 x 256 + 256 x 192) parameters
 [ "$(field parameters)" = 884736 ] || { echo "FAIL: parameters $(field parameters)"; fail=1; }
-# The table's run: a progress line a version on stderr, the verdict last.
+# On the host, the consumers' copies beside memcpy's ceiling, measured in the run.
+case $(field copy_ceiling_gbps) in null | "" | 0 | 0.0*) echo "FAIL: copy_ceiling_gbps $(field copy_ceiling_gbps)"; fail=1 ;; esac
+case $(field ratio_copy_ceiling) in null | "") echo "FAIL: no ratio_copy_ceiling"; fail=1 ;; esac
+# The table's run: a progress line a version on stderr, the verdict last;
+# and the timeline, one bar a phase of each version.
+plot=/tmp/perf_update_plot.$$.svg
 text=$("$perf" update --device host --layers 1 --experts 2 --hidden 128 --intermediate 64 --versions 2 \
-    --consumers 1 2>/tmp/perf_update_progress.$$)
+    --consumers 1 --plot "$plot" 2>/tmp/perf_update_progress.$$)
+grep -q '^<svg ' "$plot" && grep -q '</svg>' "$plot" && [ "$(grep -c '<title>v[12] ' "$plot")" -ge 8 ] ||
+    { echo "FAIL: --plot wrote no timeline of the 2 versions"; head -5 "$plot"; fail=1; }
+echo "$text" | grep -q "^# the versions' timeline: $plot" || { echo "FAIL: the table does not name the timeline"; fail=1; }
+echo "$text" | grep -q '^# copy ceiling (this run' || { echo "FAIL: the table has no copy ceiling"; fail=1; }
+rm -f "$plot"
 echo "$text" | tail -1
 [ "$(grep -c '^weft-perf update: version [12] of 2' /tmp/perf_update_progress.$$)" = 2 ] ||
     { echo "FAIL: not one progress line a version"; cat /tmp/perf_update_progress.$$; fail=1; }
