@@ -45,15 +45,8 @@ int main(int argc, char **argv)
     CHECK(weft_registry_consumer_register(reg, argv[2], &me));
     while (version < last && rc == 0) {
         /* Copies the newest version into the views, then records it. */
-        if (weft_plan_receive(plan, me, version, 30000000, &version) != WEFT_OK) {
-            fprintf(stderr, "%s: no version after %llu\n", argv[2], (unsigned long long)version);
-            rc = 1;
-            break;
-        }
-        const uint64_t wrong = wrong_bytes(version);
-        printf("%s: version %llu, %llu wrong bytes\n", argv[2], (unsigned long long)version,
-               (unsigned long long)wrong);
-        rc = wrong == 0 ? 0 : 1;
+        const weft_status_t received = weft_plan_receive(plan, me, version, 30000000, &version);
+        rc = check_received(argv[2], received, version);
     }
     weft_plan_destroy(plan);
     weft_registry_consumer_unregister(reg, me);

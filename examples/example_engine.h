@@ -72,4 +72,17 @@ static inline uint64_t wrong_bytes(uint64_t v)
     return wrong;
 }
 
+/* After a receive call: says how it went and checks the version in the
+ * views; 0 when it came and every byte is right. */
+static inline int check_received(const char *engine, weft_status_t received, uint64_t version)
+{
+    if (received != WEFT_OK) {
+        fprintf(stderr, "%s: no version: %s\n", engine, weft_status_string(received));
+        return 1;
+    }
+    const uint64_t wrong = wrong_bytes(version);
+    printf("%s: version %llu, %llu wrong bytes\n", engine, (unsigned long long)version, (unsigned long long)wrong);
+    return wrong == 0 ? 0 : 1;
+}
+
 #endif

@@ -47,15 +47,8 @@ int main(int argc, char **argv)
     while (version < last && rc == 0) {
         /* The server puts the newest version into the views, then says so;
          * the views change only during this call. */
-        if (weft_remote_receive(remote, version, 30000000, &version) != WEFT_OK) {
-            fprintf(stderr, "%s: no version after %llu\n", argv[2], (unsigned long long)version);
-            rc = 1;
-            break;
-        }
-        const uint64_t wrong = wrong_bytes(version);
-        printf("%s: version %llu, %llu wrong bytes\n", argv[2], (unsigned long long)version,
-               (unsigned long long)wrong);
-        rc = wrong == 0 ? 0 : 1;
+        const weft_status_t received = weft_remote_receive(remote, version, 30000000, &version);
+        rc = check_received(argv[2], received, version);
     }
     /* Returns once the server wrote its last byte into the views. */
     if (weft_remote_close(remote) != WEFT_OK && rc == 0) {
