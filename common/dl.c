@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,8 +23,10 @@ static void *open_one(const char *path, char *why, size_t why_size)
     return handle;
 }
 
-weft_status_t weft_dl_load(const char *const names[], const char *libdirs, const char *const symbols[],
-                           void *slots[], char *why, size_t why_size)
+/* Opens the library and resolves the symbols into slots (dl.h says how);
+ * why gets dlerror's words on failure. */
+static weft_status_t dl_load(const char *const names[], const char *libdirs, const char *const symbols[],
+                             void *slots[], char *why, size_t why_size)
 {
     void *handle = NULL;
 
@@ -64,4 +67,43 @@ weft_status_t weft_dl_load(const char *const names[], const char *libdirs, const
     }
     /* Kept open for the life of the process, as its functions are. */
     return WEFT_OK;
+}
+
+weft_status_t weft_dl_load_once(weft_dl_library_t *lib, const char *const names[], const char *libdirs,
+                                const char *const symbols[], void *table, size_t table_bytes, const char **why)
+{
+    weft_status_t status;
+
+    pthread_mutex_lock(&lib->lock);
+    if (!lib->tried) {
+        size_t count = 0;
+        void **slots;
+
+        while (symbols[count] != NULL) {
+            count++;
+        }
+        slots = count * sizeof(void *) == table_bytes ? calloc(count, sizeof(void *)) : NULL;
+        if (slots == NULL) {
+            snprintf(lib->why, sizeof(lib->why), "%s", count * sizeof(void *) == table_bytes
+                                                           ? "out of memory"
+                                                           : "the table does not hold one pointer per symbol");
+            lib->status = WEFT_ERR_UNSUPPORTED;
+        } else {
+            lib->status = dl_load(names, libdirs, symbols, slots, lib->why, sizeof(lib->why));
+            if (lib->status == WEFT_OK) {
+                /* dlsym's void * into the function pointers, as POSIX
+                 * allows: filled only whole, so a half-loaded library is
+                 * never called. */
+                memcpy(table, slots, table_bytes);
+            }
+            free(slots);
+        }
+        lib->tried = 1;
+    }
+    status = lib->status;
+    pthread_mutex_unlock(&lib->lock);
+    if (why != NULL) {
+        *why = lib->why;
+    }
+    return status;
 }

@@ -4,8 +4,6 @@
 #include "common/dl.h"
 #include "transport/nccl/nccl_api.h"
 
-#include <pthread.h>
-
 weft_nccl_api_t weft_nccl_api;
 
 /* NCCL 2's soname; the bare name is a development install's. */
@@ -17,35 +15,10 @@ static const char *const nccl_symbols[] = {
 #undef WEFT_NCCL_API_NAME_
     NULL};
 
-static struct {
-    pthread_once_t once;
-    weft_status_t  status;
-    char           why[512];
-} nccl_load = {PTHREAD_ONCE_INIT, WEFT_ERR_UNSUPPORTED, ""};
-
-static void load_once(void)
-{
-    void *slots[sizeof(nccl_symbols) / sizeof(nccl_symbols[0])];
-    /* weft_nccl_api's slots in the list's order (dlsym gives function
-     * addresses as void *, as POSIX guarantees they convert). */
-    void **api = (void **)&weft_nccl_api;
-
-    _Static_assert(sizeof(weft_nccl_api) == (sizeof(nccl_symbols) / sizeof(nccl_symbols[0]) - 1) * sizeof(void *),
-                   "one pointer per function");
-    nccl_load.status = weft_dl_load(nccl_names, WEFT_NCCL_LIBDIRS, nccl_symbols, slots, nccl_load.why,
-                                    sizeof(nccl_load.why));
-    if (nccl_load.status == WEFT_OK) {
-        for (size_t i = 0; nccl_symbols[i] != NULL; i++) {
-            api[i] = slots[i];
-        }
-    }
-}
+static weft_dl_library_t nccl_library = WEFT_DL_LIBRARY_INIT;
 
 weft_status_t weft_nccl_api_load(const char **why)
 {
-    pthread_once(&nccl_load.once, load_once);
-    if (why != NULL) {
-        *why = nccl_load.why;
-    }
-    return nccl_load.status;
+    return weft_dl_load_once(&nccl_library, nccl_names, WEFT_NCCL_LIBDIRS, nccl_symbols, &weft_nccl_api,
+                             sizeof(weft_nccl_api), why);
 }

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,33 +28,17 @@ static const char *const verbs_names[] = {"libibverbs.so.1", "libibverbs.so", NU
 static const char *const verbs_symbols[] = {"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
                                             "ibv_node_type_str", NULL};
 
-static struct {
-    pthread_once_t once;
-    weft_status_t  status;
-    char           why[512];
-} verbs_load = {PTHREAD_ONCE_INIT, WEFT_ERR_UNSUPPORTED, ""};
-
-static void load_once(void)
-{
-    void *slots[4];
-
-    _Static_assert(sizeof(verbs) == 4 * sizeof(void *), "one pointer per function");
-    verbs_load.status = weft_dl_load(verbs_names, WEFT_VERBS_LIBDIRS, verbs_symbols, slots, verbs_load.why,
-                                     sizeof(verbs_load.why));
-    if (verbs_load.status == WEFT_OK) {
-        memcpy(&verbs, slots, sizeof(verbs)); /* dlsym's void * to function pointers, as POSIX allows */
-    }
-}
+static weft_dl_library_t verbs_library = WEFT_DL_LIBRARY_INIT;
 
 static void verbs_probe(weft_backend_info_t *info)
 {
     struct ibv_device **list;
     int                 count = 0;
+    const char         *why;
 
-    pthread_once(&verbs_load.once, load_once);
-    if (verbs_load.status != WEFT_OK) {
-        weft_text_append(info->detail, sizeof(info->detail), "libibverbs could not be loaded: %s\n",
-                         verbs_load.why);
+    if (weft_dl_load_once(&verbs_library, verbs_names, WEFT_VERBS_LIBDIRS, verbs_symbols, &verbs, sizeof(verbs),
+                          &why) != WEFT_OK) {
+        weft_text_append(info->detail, sizeof(info->detail), "libibverbs could not be loaded: %s\n", why);
         return;
     }
     list = verbs.get_device_list(&count);
