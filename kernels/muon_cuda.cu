@@ -34,8 +34,8 @@
 #include "common/cuda_util.h"
 #include "common/log.h"
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
+#include "kernels/blas_api.h" /* cuBLAS's headers; its functions, loaded at run time */
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -754,9 +754,17 @@ extern "C" size_t weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64
 
 extern "C" weft_status_t weft_muon_blas_create(void **blas)
 {
-    Blas         *b = new (std::nothrow) Blas();
+    Blas         *b;
     weft_status_t status;
+    const char   *why;
 
+    if (weft_blas_api_load(&why) != WEFT_OK) {
+        weft_log_error("muon: cuBLAS could not be loaded (libweft was built with CUDA %d; its cuBLAS is "
+                       "missing here?): %s",
+                       CUBLAS_VER_MAJOR, why);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    b = new (std::nothrow) Blas();
     if (b == nullptr) {
         return WEFT_ERR_NO_MEMORY;
     }

@@ -99,9 +99,11 @@ _WEFT_EOF
           _WEFT_DEP_FAIL([$with_cuda], [$NVCC cannot build for$weft_cuda_bad_arch (--with-cuda-arch=$CUDA_ARCH; an architecture is sm_NN or sm_NNa, see config.log)], [weft_cuda_summary])
         ], [
           have_cuda=yes
-          dnl nvcc's host code needs the C++ runtime (static guards, unwinding);
-          dnl Muon's batched GEMMs are cuBLASLt's and cuBLAS's, part of every CUDA toolkit.
-          CUDA_LIBS="-lcublasLt -lcublas $CUDA_LIBS -lstdc++"
+          dnl nvcc's host code needs the C++ runtime (static guards, unwinding).
+          dnl Muon's batched GEMMs are cuBLASLt's and cuBLAS's, part of every CUDA
+          dnl toolkit: not linked, loaded when Muon first runs on a GPU
+          dnl (kernels/blas_api.h).
+          CUDA_LIBS="$CUDA_LIBS -lstdc++"
           weft_nvcc_version=`$NVCC --version | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
           weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, kernels for $CUDA_ARCH)"
         ])

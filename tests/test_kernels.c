@@ -2,6 +2,9 @@
 #include "config.h"
 
 #include "kernels/checksum.h"
+#ifdef HAVE_CUDA
+#include "kernels/blas_api.h"
+#endif
 #include "lib/harness.h"
 
 #include <check.h>
@@ -118,6 +121,23 @@ START_TEST(checksum_cuda_without_gpu_support)
     ck_assert_uint_eq(sum, 5);
 }
 END_TEST
+#else
+/* cuBLAS is loaded, not linked: the toolkit libweft was built with has
+ * both libraries under the names it asks for, every symbol Muon calls
+ * included (no GPU needed to load them). */
+START_TEST(cublas_loads_whole)
+{
+    const char *why = NULL;
+
+    ck_assert_msg(weft_blas_api_load(&why) == WEFT_OK, "%s", why);
+    /* blas_api.h's macros name the tables' pointers. */
+    ck_assert(cublasCreate_v2 != NULL);
+    ck_assert(cublasGemmStridedBatchedEx != NULL);
+    ck_assert(cublasLtMatmul != NULL);
+    ck_assert(cublasLtMatrixLayoutSetAttribute != NULL);
+    ck_assert_int_eq(weft_blas_api_load(NULL), WEFT_OK); /* once: the first result */
+}
+END_TEST
 #endif
 
 static Suite *kernels_suite(void)
@@ -131,6 +151,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, checksum_sees_order_and_length);
 #ifndef HAVE_CUDA
     tcase_add_test(tc, checksum_cuda_without_gpu_support);
+#else
+    tcase_add_test(tc, cublas_loads_whole);
 #endif
     suite_add_tcase(s, tc);
     return s;
