@@ -47,6 +47,7 @@
 #include "args.h"
 #include "ipc.h"
 #include "json.h"
+#include "lib/baseline.h"
 #include "perf.h"
 #include "proc.h"
 #include "stats.h"
@@ -246,6 +247,45 @@ static void add_note(ipc_result_t *r, const char *note)
     snprintf(r->note + used, sizeof(r->note) - used, "%s%s", used ? "; " : "", note);
 }
 
+/* ----------------------------------------------------------- baselines */
+
+/* A baseline timed in child processes (perf_baseline_run's arg): fn, with
+ * `with` beside it unless NULL, each run's time in the shared timing. */
+typedef struct child_baseline {
+    ipc_ctx_t        *ctx;
+    const ipc_case_t *c;
+    ipc_child_fn      fn, with;
+    const char       *setup, *failed; /* how it is set up; the note when it fails */
+} child_baseline_t;
+
+static int child_measure(void *arg, perf_baseline_result_t *res)
+{
+    const child_baseline_t *b = arg;
+    ipc_shared_t           *sh = b->ctx->sh;
+
+    memset(&sh->timing, 0, sizeof(sh->timing));
+    snprintf(res->setup, sizeof(res->setup), "%s", b->setup);
+    if (run_children(b->ctx, res->what, b->fn, b->with, b->c, 300 + (b->ctx->o->warmup + b->ctx->o->iters) * 5) !=
+        0) {
+        perf_baseline_note(res, "%s", b->failed);
+        return -1;
+    }
+    res->seconds = median_seconds(sh->timing.ns, sh->timing.n);
+    return 0;
+}
+
+/* Runs b as `what`: its median time, NaN (and r's note) when it failed. */
+static double run_child_baseline(child_baseline_t *b, const char *what, ipc_result_t *r)
+{
+    const perf_baseline_t  baseline = {what, child_measure};
+    perf_baseline_result_t res;
+
+    if (perf_baseline_run(&baseline, b, r->bytes, &res) != 0) {
+        add_note(r, res.note);
+    }
+    return res.seconds;
+}
+
 /* ------------------------------------------------------------- a case */
 
 /* The push mode: a producer whose process copies through its server, and
@@ -320,34 +360,39 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
     }
 
     /* The ceiling: a peer copy across GPUs, a D2D copy on one. */
-    memset(&sh->timing, 0, sizeof(sh->timing));
-    if (run_children(ctx, c->cross ? "peer copy" : "D2D copy", ipc_copy_main, NULL, c, 300 + versions * 5) == 0) {
-        r->ceiling_s = median_seconds(sh->timing.ns, sh->timing.n);
+    if (c->cross) {
+        child_baseline_t b = {ctx, c, ipc_copy_main, NULL,
+                              "cudaMemcpyPeerAsync of the version's bytes as one buffer, on a stream of the "
+                              "destination GPU",
+                              "the peer copy failed"};
+
+        r->ceiling_s = run_child_baseline(&b, "peer copy", r);
     } else {
-        add_note(r, c->cross ? "the peer copy failed" : "the D2D copy failed");
+        child_baseline_t b = {ctx, c, ipc_copy_main, NULL,
+                              "cudaMemcpyAsync D2D of the version's bytes as one buffer", "the D2D copy failed"};
+
+        r->ceiling_s = run_child_baseline(&b, "D2D copy", r);
     }
 
     /* On one GPU, the same copy when it must wait for a context switch. */
     if (!c->cross) {
-        memset(&sh->timing, 0, sizeof(sh->timing));
+        child_baseline_t b = {ctx, c, ipc_switched_copy_main, ipc_toucher_main,
+                              "cudaMemcpyAsync D2D of the version's bytes, each after another process's 64 MiB "
+                              "memset on the GPU",
+                              "the D2D copy after a context switch failed"};
+
         atomic_store(&sh->turn, 0);
-        if (run_children(ctx, "D2D copy after a context switch", ipc_switched_copy_main, ipc_toucher_main, c,
-                         300 + versions * 5) == 0) {
-            r->switched_s = median_seconds(sh->timing.ns, sh->timing.n);
-        } else {
-            add_note(r, "the D2D copy after a context switch failed");
-        }
+        r->switched_s = run_child_baseline(&b, "D2D copy after a context switch", r);
     }
 
     /* NCCL send/recv, across GPUs only. */
     if (c->cross) {
 #ifdef HAVE_NCCL
-        memset(&sh->timing, 0, sizeof(sh->timing));
-        if (run_children(ctx, "NCCL send/recv", ipc_nccl_main, NULL, c, 300 + versions * 5) == 0) {
-            r->nccl_s = median_seconds(sh->timing.ns, sh->timing.n);
-        } else {
-            add_note(r, "NCCL send/recv failed");
-        }
+        child_baseline_t b = {ctx, c, ipc_nccl_main, NULL,
+                              "ncclSend/ncclRecv of the version's bytes, both ends in one process",
+                              "NCCL send/recv failed"};
+
+        r->nccl_s = run_child_baseline(&b, "NCCL send/recv", r);
 #else
         add_note(r, "NCCL: not in this build");
 #endif
