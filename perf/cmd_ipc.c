@@ -44,14 +44,14 @@
  */
 #include "config.h"
 
-#include "args.h"
 #include "ipc.h"
-#include "json.h"
+#include "lib/args.h"
 #include "lib/baseline.h"
+#include "lib/json.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 
 #include <getopt.h>
 #include <math.h>

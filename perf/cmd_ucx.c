@@ -55,14 +55,14 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "copy_ceiling.h"
-#include "gpu_buf.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/copy_ceiling.h"
+#include "lib/gpu_buf.h"
+#include "lib/json.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 #include "ucx.h"
 
 #include <errno.h>

@@ -20,14 +20,14 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "gpu_mem.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/gpu_mem.h"
+#include "lib/json.h"
 #include "lib/peer.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 #include "update.h"
 
 #include <getopt.h>

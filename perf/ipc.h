@@ -10,7 +10,7 @@
 #define WEFT_PERF_IPC_H
 
 #include "lib/fixtures.h"
-#include "proc.h"
+#include "lib/proc.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

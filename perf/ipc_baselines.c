@@ -10,11 +10,11 @@
 
 #ifdef HAVE_CUDA /* without CUDA, weft-perf ipc only says it is skipped */
 
-#include "json.h"
 #include "lib/baseline.h"
+#include "lib/json.h"
 #include "lib/peer.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "sysinfo.h"
 
 #include <stdio.h>
 #include <stdlib.h>

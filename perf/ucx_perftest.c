@@ -6,7 +6,7 @@
 #include "config.h"
 
 #include "lib/baseline.h"
-#include "sysinfo.h"
+#include "lib/sysinfo.h"
 #include "ucx.h"
 
 #include <arpa/inet.h>

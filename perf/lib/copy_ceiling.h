@@ -7,7 +7,7 @@
 #ifndef WEFT_PERF_COPY_CEILING_H
 #define WEFT_PERF_COPY_CEILING_H
 
-#include "lib/baseline.h"
+#include "baseline.h"
 
 #include <stdint.h>
 
