@@ -55,12 +55,12 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <weft/registry.h>
@@ -190,54 +190,63 @@ static double median_seconds(uint64_t *ns, uint64_t n)
 
 /* ----------------------------------------------------------- children */
 
-static int fork_child(ipc_ctx_t *ctx, ipc_child_fn fn, const ipc_case_t *c)
-{
-    pid_t pid = perf_fork(&ctx->children);
+/* What a child runs: fn on the case, with the parent's context. */
+typedef struct child_entry {
+    ipc_ctx_t        *ctx;
+    ipc_child_fn      fn;
+    const ipc_case_t *c;
+} child_entry_t;
 
-    if (pid == 0) {
-        _exit(fn(ctx, c));
-    }
-    return pid < 0 ? -1 : 0;
+/* lib/runner's exec, in the forked child: no program, the function, whose
+ * result is the exit status. SIGPIPE is ignored again (the runner gives
+ * an exec'd program the default): the children write to weft's sockets as
+ * the parent would, getting EPIPE from a dead peer. */
+static void child_exec(const void *arg, char *const argv[])
+{
+    const child_entry_t *e = arg;
+
+    (void)argv;
+    signal(SIGPIPE, SIG_IGN);
+    _exit(e->fn(e->ctx, e->c));
 }
 
-/* Waits for every child; the first that fails, or the deadline, kills the
- * others. Returns 0 when all exited with 0. */
-static int wait_children(ipc_ctx_t *ctx, const char *what, uint64_t timeout_s)
-{
-    uint64_t deadline = perf_now_ns() + timeout_s * UINT64_C(1000000000);
-
-    while (ctx->children.count > 0) {
-        int   status = 0;
-        pid_t pid = perf_reap_exited(&ctx->children, &status);
-        char  how[96];
-
-        if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            continue;
-        }
-        if (pid > 0) {
-            perf_describe_status(status, how, sizeof(how));
-            fprintf(stderr, "weft-perf ipc: %s: process %d %s\n", what, (int)pid, how);
-        } else if (pid == 0 && !perf_interrupted && perf_now_ns() < deadline) {
-            perf_sleep_us(2000);
-            continue;
-        } else if (pid == 0) {
-            fprintf(stderr, "weft-perf ipc: %s: %s\n", what, perf_interrupted ? "interrupted" : "timed out");
-        }
-        perf_kill_children(&ctx->children);
-        return -1;
-    }
-    return 0;
-}
-
-/* One child (or two) running fn; 0 on success. */
+/*
+ * One child (or two, a then b) running its function; the first that
+ * fails, the deadline or an interrupt kills the others (said on stderr).
+ * Returns 0 when all exited with 0.
+ */
 static int run_children(ipc_ctx_t *ctx, const char *what, ipc_child_fn a, ipc_child_fn b, const ipc_case_t *c,
                         uint64_t timeout_s)
 {
-    if (fork_child(ctx, a, c) != 0 || (b != NULL && fork_child(ctx, b, c) != 0)) {
-        perf_kill_children(&ctx->children);
-        return -1;
+    const child_entry_t entry[2] = {{ctx, a, c}, {ctx, b, c}};
+    char *const         argv[] = {NULL};
+    const int           n = b != NULL ? 2 : 1;
+    perf_run_t          runs[2];
+    int                 reported = 0;
+
+    memset(runs, 0, sizeof(runs));
+    for (int i = 0; i < n; i++) {
+        if (perf_run_start(&ctx->runner, &runs[i], what, argv, 0, child_exec, &entry[i]) != 0) {
+            perf_run_kill_all(&ctx->runner, runs, n);
+            return -1;
+        }
     }
-    return wait_children(ctx, what, timeout_s);
+    if (perf_run_wait(&ctx->runner, runs, n, NULL, perf_deadline_in_s((double)timeout_s), 1) == 0) {
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        char how[96];
+
+        if (runs[i].exited && perf_run_failed(&runs[i])) {
+            perf_describe_status(runs[i].status, how, sizeof(how));
+            fprintf(stderr, "weft-perf ipc: %s: process %d %s\n", what, (int)runs[i].pid, how);
+            reported = 1;
+        }
+    }
+    if (!reported) {
+        fprintf(stderr, "weft-perf ipc: %s: %s\n", what, perf_interrupted ? "interrupted" : "timed out");
+    }
+    return -1;
 }
 
 static void add_note(ipc_result_t *r, const char *note)
@@ -671,6 +680,7 @@ int perf_cmd_ipc(int argc, char **argv)
     }
     memset(&ctx, 0, sizeof(ctx));
     ctx.o = &o;
+    ctx.runner.name = "weft-perf ipc";
     ctx.sh = mmap(NULL, sizeof(*ctx.sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (ctx.sh == MAP_FAILED) {
         fprintf(stderr, "weft-perf ipc: out of memory\n");
