@@ -360,15 +360,11 @@ void ipc_run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t *r)
     const perf_baseline_t  torch = {"torch peer", torch_measure};
     torch_arg_t            arg = {o, c};
     perf_baseline_result_t res;
-    size_t                 len;
 
     (void)perf_baseline_run(&torch, &arg, ipc_workload_bytes(c->w), &res);
     r->torch_s = res.seconds;
     snprintf(r->torch_version, sizeof(r->torch_version), "%s", res.version);
-    /* Cut where the note was always cut. */
-    len = strnlen(res.note, sizeof(r->torch_note) - 1);
-    memcpy(r->torch_note, res.note, len);
-    r->torch_note[len] = '\0';
+    perf_baseline_note_to(&res, r->torch_note, sizeof(r->torch_note));
 }
 
 #endif /* HAVE_CUDA */

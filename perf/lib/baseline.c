@@ -48,3 +48,11 @@ void perf_baseline_note(perf_baseline_result_t *r, const char *fmt, ...)
     vsnprintf(r->note + used, sizeof(r->note) - used, fmt, ap);
     va_end(ap);
 }
+
+void perf_baseline_note_to(const perf_baseline_result_t *r, char *dst, size_t size)
+{
+    const size_t len = strnlen(r->note, size - 1);
+
+    memcpy(dst, r->note, len);
+    dst[len] = '\0';
+}

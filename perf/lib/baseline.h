@@ -10,6 +10,7 @@
 #ifndef WEFT_PERF_LIB_BASELINE_H
 #define WEFT_PERF_LIB_BASELINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct perf_baseline_result {
@@ -40,5 +41,9 @@ int perf_baseline_run(const perf_baseline_t *b, void *arg, uint64_t bytes, perf_
 
 /* Adds to r's note, "; " after what is there; cut at its size. */
 void perf_baseline_note(perf_baseline_result_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* r's note into dst, cut at `size` as snprintf cuts: for a subcommand
+ * whose output always kept a shorter note. */
+void perf_baseline_note_to(const perf_baseline_result_t *r, char *dst, size_t size);
 
 #endif
