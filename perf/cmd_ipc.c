@@ -271,11 +271,11 @@ static int child_measure(void *arg, perf_baseline_result_t *res)
 {
     const child_baseline_t *b = arg;
     ipc_shared_t           *sh = b->ctx->sh;
+    const uint64_t          timeout_s = 300 + (b->ctx->o->warmup + b->ctx->o->iters) * 5;
 
     memset(&sh->timing, 0, sizeof(sh->timing));
     snprintf(res->setup, sizeof(res->setup), "%s", b->setup);
-    if (run_children(b->ctx, res->what, b->fn, b->with, b->c, 300 + (b->ctx->o->warmup + b->ctx->o->iters) * 5) !=
-        0) {
+    if (run_children(b->ctx, res->what, b->fn, b->with, b->c, timeout_s) != 0) {
         perf_baseline_note(res, "%s", b->failed);
         return -1;
     }

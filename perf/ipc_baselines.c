@@ -2,7 +2,8 @@
  * weft-perf ipc's baselines, each in a process of its own: the ceiling (one
  * peer copy of the version's bytes, or a D2D copy on one GPU), the same
  * D2D copy after another process's work on the GPU, NCCL send/recv, the
- * torch peer (ipc_peer.py); and the GPU probe.
+ * torch peer (ipc_peer.py), each one lib/baseline.h run; and the GPU
+ * probe.
  */
 #include "config.h"
 

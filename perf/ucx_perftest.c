@@ -1,7 +1,8 @@
 /*
  * weft-perf ucx's baseline: ucx_perftest -t ucp_put_bw moving as many
  * puts of the case's size over the same UCX transport, its server on the
- * receiving side, its client (which puts) on the weft server's side.
+ * receiving side, its client (which puts) on the weft server's side;
+ * each run is one lib/baseline.h run, its two command lines the setup.
  */
 #include "config.h"
 

@@ -14,13 +14,13 @@
 #include <stdint.h>
 
 typedef struct perf_baseline_result {
-    const char *what;       /* the baseline's name */
-    uint64_t    bytes;      /* moved by one measured unit (a version, a message) */
-    double      seconds;    /* the median time for `bytes`; NaN: none */
-    double      gbps;       /* 1e9 bytes/s; NaN: none */
-    char        version[64];  /* the program's (torch's), or "" */
-    char        setup[2048];  /* the exact command line, or how it was set up */
-    char        note[1024];   /* why it could not run, or what else it said or changed; "" */
+    const char *what;        /* the baseline's name */
+    uint64_t    bytes;       /* moved by one measured unit (a version, a message) */
+    double      seconds;     /* the time for `bytes` (the runs' median where it times runs); NaN: none */
+    double      gbps;        /* 1e9 bytes/s; NaN: none */
+    char        version[64]; /* the program's (torch's), or "" */
+    char        setup[2048]; /* the exact command line, or how it was set up */
+    char        note[1024];  /* why it could not run, or what else it said or changed; "" */
 } perf_baseline_result_t;
 
 typedef struct perf_baseline {
