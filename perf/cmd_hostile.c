@@ -15,11 +15,11 @@
  * and 99th percentile less the quiet phases' (both quiet phases pooled).
  * Every byte of every version the consumer received is checked.
  */
-#include "args.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/json.h"
 #include "lib/payload.h"
+#include "lib/stats.h"
 #include "perf.h"
-#include "stats.h"
 
 #include <arpa/inet.h>
 #include <getopt.h>

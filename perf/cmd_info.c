@@ -1,6 +1,6 @@
 /* weft-perf info: what this libweft is, what it was built with, what it
  * finds on this machine, and the WEFT_* settings in force. */
-#include "json.h"
+#include "lib/json.h"
 #include "perf.h"
 
 #include <stdio.h>

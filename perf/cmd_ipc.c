@@ -44,22 +44,23 @@
  */
 #include "config.h"
 
-#include "args.h"
 #include "ipc.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/baseline.h"
+#include "lib/json.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <weft/registry.h>
@@ -189,54 +190,63 @@ static double median_seconds(uint64_t *ns, uint64_t n)
 
 /* ----------------------------------------------------------- children */
 
-static int fork_child(ipc_ctx_t *ctx, ipc_child_fn fn, const ipc_case_t *c)
-{
-    pid_t pid = perf_fork(&ctx->children);
+/* What a child runs: fn on the case, with the parent's context. */
+typedef struct child_entry {
+    ipc_ctx_t        *ctx;
+    ipc_child_fn      fn;
+    const ipc_case_t *c;
+} child_entry_t;
 
-    if (pid == 0) {
-        _exit(fn(ctx, c));
-    }
-    return pid < 0 ? -1 : 0;
+/* lib/runner's exec, in the forked child: no program, the function, whose
+ * result is the exit status. SIGPIPE is ignored again (the runner gives
+ * an exec'd program the default): the children write to weft's sockets as
+ * the parent would, getting EPIPE from a dead peer. */
+static void child_exec(const void *arg, char *const argv[])
+{
+    const child_entry_t *e = arg;
+
+    (void)argv;
+    signal(SIGPIPE, SIG_IGN);
+    _exit(e->fn(e->ctx, e->c));
 }
 
-/* Waits for every child; the first that fails, or the deadline, kills the
- * others. Returns 0 when all exited with 0. */
-static int wait_children(ipc_ctx_t *ctx, const char *what, uint64_t timeout_s)
-{
-    uint64_t deadline = perf_now_ns() + timeout_s * UINT64_C(1000000000);
-
-    while (ctx->children.count > 0) {
-        int   status = 0;
-        pid_t pid = perf_reap_exited(&ctx->children, &status);
-        char  how[96];
-
-        if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            continue;
-        }
-        if (pid > 0) {
-            perf_describe_status(status, how, sizeof(how));
-            fprintf(stderr, "weft-perf ipc: %s: process %d %s\n", what, (int)pid, how);
-        } else if (pid == 0 && !perf_interrupted && perf_now_ns() < deadline) {
-            perf_sleep_us(2000);
-            continue;
-        } else if (pid == 0) {
-            fprintf(stderr, "weft-perf ipc: %s: %s\n", what, perf_interrupted ? "interrupted" : "timed out");
-        }
-        perf_kill_children(&ctx->children);
-        return -1;
-    }
-    return 0;
-}
-
-/* One child (or two) running fn; 0 on success. */
+/*
+ * One child (or two, a then b) running its function; the first that
+ * fails, the deadline or an interrupt kills the others (said on stderr).
+ * Returns 0 when all exited with 0.
+ */
 static int run_children(ipc_ctx_t *ctx, const char *what, ipc_child_fn a, ipc_child_fn b, const ipc_case_t *c,
                         uint64_t timeout_s)
 {
-    if (fork_child(ctx, a, c) != 0 || (b != NULL && fork_child(ctx, b, c) != 0)) {
-        perf_kill_children(&ctx->children);
-        return -1;
+    const child_entry_t entry[2] = {{ctx, a, c}, {ctx, b, c}};
+    char *const         argv[] = {NULL};
+    const int           n = b != NULL ? 2 : 1;
+    perf_run_t          runs[2];
+    int                 reported = 0;
+
+    memset(runs, 0, sizeof(runs));
+    for (int i = 0; i < n; i++) {
+        if (perf_run_start(&ctx->runner, &runs[i], what, argv, 0, child_exec, &entry[i]) != 0) {
+            perf_run_kill_all(&ctx->runner, runs, n);
+            return -1;
+        }
     }
-    return wait_children(ctx, what, timeout_s);
+    if (perf_run_wait(&ctx->runner, runs, n, NULL, perf_deadline_in_s((double)timeout_s), 1) == 0) {
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        char how[96];
+
+        if (runs[i].exited && perf_run_failed(&runs[i])) {
+            perf_describe_status(runs[i].status, how, sizeof(how));
+            fprintf(stderr, "weft-perf ipc: %s: process %d %s\n", what, (int)runs[i].pid, how);
+            reported = 1;
+        }
+    }
+    if (!reported) {
+        fprintf(stderr, "weft-perf ipc: %s: %s\n", what, perf_interrupted ? "interrupted" : "timed out");
+    }
+    return -1;
 }
 
 static void add_note(ipc_result_t *r, const char *note)
@@ -244,6 +254,45 @@ static void add_note(ipc_result_t *r, const char *note)
     size_t used = strlen(r->note);
 
     snprintf(r->note + used, sizeof(r->note) - used, "%s%s", used ? "; " : "", note);
+}
+
+/* ----------------------------------------------------------- baselines */
+
+/* A baseline timed in child processes (perf_baseline_run's arg): fn, with
+ * `with` beside it unless NULL, each run's time in the shared timing. */
+typedef struct child_baseline {
+    ipc_ctx_t        *ctx;
+    const ipc_case_t *c;
+    ipc_child_fn      fn, with;
+    const char       *setup, *failed; /* how it is set up; the note when it fails */
+} child_baseline_t;
+
+static int child_measure(void *arg, perf_baseline_result_t *res)
+{
+    const child_baseline_t *b = arg;
+    ipc_shared_t           *sh = b->ctx->sh;
+    const uint64_t          timeout_s = 300 + (b->ctx->o->warmup + b->ctx->o->iters) * 5;
+
+    memset(&sh->timing, 0, sizeof(sh->timing));
+    snprintf(res->setup, sizeof(res->setup), "%s", b->setup);
+    if (run_children(b->ctx, res->what, b->fn, b->with, b->c, timeout_s) != 0) {
+        perf_baseline_note(res, "%s", b->failed);
+        return -1;
+    }
+    res->seconds = median_seconds(sh->timing.ns, sh->timing.n);
+    return 0;
+}
+
+/* Runs b as `what`: its median time, NaN (and r's note) when it failed. */
+static double run_child_baseline(child_baseline_t *b, const char *what, ipc_result_t *r)
+{
+    const perf_baseline_t  baseline = {what, child_measure};
+    perf_baseline_result_t res;
+
+    if (perf_baseline_run(&baseline, b, r->bytes, &res) != 0) {
+        add_note(r, res.note);
+    }
+    return res.seconds;
 }
 
 /* ------------------------------------------------------------- a case */
@@ -320,34 +369,39 @@ static void measure_case(ipc_ctx_t *ctx, const ipc_case_t *c, int number, ipc_re
     }
 
     /* The ceiling: a peer copy across GPUs, a D2D copy on one. */
-    memset(&sh->timing, 0, sizeof(sh->timing));
-    if (run_children(ctx, c->cross ? "peer copy" : "D2D copy", ipc_copy_main, NULL, c, 300 + versions * 5) == 0) {
-        r->ceiling_s = median_seconds(sh->timing.ns, sh->timing.n);
+    if (c->cross) {
+        child_baseline_t b = {ctx, c, ipc_copy_main, NULL,
+                              "cudaMemcpyPeerAsync of the version's bytes as one buffer, on a stream of the "
+                              "destination GPU",
+                              "the peer copy failed"};
+
+        r->ceiling_s = run_child_baseline(&b, "peer copy", r);
     } else {
-        add_note(r, c->cross ? "the peer copy failed" : "the D2D copy failed");
+        child_baseline_t b = {ctx, c, ipc_copy_main, NULL,
+                              "cudaMemcpyAsync D2D of the version's bytes as one buffer", "the D2D copy failed"};
+
+        r->ceiling_s = run_child_baseline(&b, "D2D copy", r);
     }
 
     /* On one GPU, the same copy when it must wait for a context switch. */
     if (!c->cross) {
-        memset(&sh->timing, 0, sizeof(sh->timing));
+        child_baseline_t b = {ctx, c, ipc_switched_copy_main, ipc_toucher_main,
+                              "cudaMemcpyAsync D2D of the version's bytes, each after another process's 64 MiB "
+                              "memset on the GPU",
+                              "the D2D copy after a context switch failed"};
+
         atomic_store(&sh->turn, 0);
-        if (run_children(ctx, "D2D copy after a context switch", ipc_switched_copy_main, ipc_toucher_main, c,
-                         300 + versions * 5) == 0) {
-            r->switched_s = median_seconds(sh->timing.ns, sh->timing.n);
-        } else {
-            add_note(r, "the D2D copy after a context switch failed");
-        }
+        r->switched_s = run_child_baseline(&b, "D2D copy after a context switch", r);
     }
 
     /* NCCL send/recv, across GPUs only. */
     if (c->cross) {
 #ifdef HAVE_NCCL
-        memset(&sh->timing, 0, sizeof(sh->timing));
-        if (run_children(ctx, "NCCL send/recv", ipc_nccl_main, NULL, c, 300 + versions * 5) == 0) {
-            r->nccl_s = median_seconds(sh->timing.ns, sh->timing.n);
-        } else {
-            add_note(r, "NCCL send/recv failed");
-        }
+        child_baseline_t b = {ctx, c, ipc_nccl_main, NULL,
+                              "ncclSend/ncclRecv of the version's bytes, both ends in one process",
+                              "NCCL send/recv failed"};
+
+        r->nccl_s = run_child_baseline(&b, "NCCL send/recv", r);
 #else
         add_note(r, "NCCL: not in this build");
 #endif
@@ -626,6 +680,7 @@ int perf_cmd_ipc(int argc, char **argv)
     }
     memset(&ctx, 0, sizeof(ctx));
     ctx.o = &o;
+    ctx.runner.name = "weft-perf ipc";
     ctx.sh = mmap(NULL, sizeof(*ctx.sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (ctx.sh == MAP_FAILED) {
         fprintf(stderr, "weft-perf ipc: out of memory\n");

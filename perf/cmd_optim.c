@@ -24,13 +24,13 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "gpu_buf.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/gpu_buf.h"
+#include "lib/json.h"
 #include "lib/peer.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "stats.h"
-#include "sysinfo.h"
 
 #include <getopt.h>
 #include <math.h>

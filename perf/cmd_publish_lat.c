@@ -31,13 +31,13 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "json.h"
+#include "lib/args.h"
 #include "lib/columns.h"
+#include "lib/json.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 
 #include <errno.h>
 #include <getopt.h>

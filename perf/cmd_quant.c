@@ -9,11 +9,11 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/json.h"
 #include "lib/peer.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "sysinfo.h"
 
 #include <getopt.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* weft-perf registries: the registries in /dev/shm, who uses each, and
  * (--remove-stale) the removal of those nobody running uses: a producer
  * SIGKILLed before its unlink leaves its segment, gigabytes of tmpfs. */
-#include "json.h"
+#include "lib/json.h"
 #include "perf.h"
 
 #include <dirent.h>

@@ -55,14 +55,14 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "copy_ceiling.h"
-#include "gpu_buf.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/copy_ceiling.h"
+#include "lib/gpu_buf.h"
+#include "lib/json.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 #include "ucx.h"
 
 #include <errno.h>
@@ -251,9 +251,14 @@ static void measure_round(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_c
         ucx_run_perftest(ctx, tr, r);
     }
     /* Over shared memory a put is one copy: the host's most bounds it. */
-    if (!perf_run_interrupted(&ctx->runner) && strcmp(tr->name, "shm") == 0 &&
-        perf_copy_ceiling(r->bytes, (uint32_t)ctx->cpus, (uint32_t)ctx->o->iters, &r->ceiling_s) != 0) {
-        ucx_add_note(r->note, sizeof(r->note), "no copy ceiling");
+    if (!perf_run_interrupted(&ctx->runner) && strcmp(tr->name, "shm") == 0) {
+        perf_copy_ceiling_arg_t arg = {(uint32_t)ctx->cpus, (uint32_t)ctx->o->iters};
+        perf_baseline_result_t  ceiling;
+
+        if (perf_baseline_run(&perf_copy_ceiling_baseline, &arg, r->bytes, &ceiling) != 0) {
+            ucx_add_note(r->note, sizeof(r->note), "%s", ceiling.note);
+        }
+        r->ceiling_s = ceiling.seconds;
     }
 }
 

@@ -20,15 +20,16 @@
  */
 #include "config.h"
 
-#include "args.h"
-#include "copy_ceiling.h"
-#include "gpu_mem.h"
-#include "json.h"
+#include "lib/args.h"
+#include "lib/baseline.h"
+#include "lib/copy_ceiling.h"
+#include "lib/gpu_mem.h"
+#include "lib/json.h"
 #include "lib/peer.h"
+#include "lib/proc.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "stats.h"
-#include "sysinfo.h"
 #include "update.h"
 
 #include <getopt.h>
@@ -363,13 +364,22 @@ typedef struct update_peer {
     char   note[256], torch[64];
 } update_peer_t;
 
-/* One of the peer's lines, into arg (an update_peer_t). */
+/* update_peer.py as a baseline (perf_baseline_run's arg): the run's
+ * settings; the peer's stage medians beside the result. */
+typedef struct peer_arg {
+    const update_options_t *o;
+    update_peer_t          *peer;
+    perf_baseline_result_t *res;
+} peer_arg_t;
+
+/* One of the peer's lines, into arg (a peer_arg_t). */
 static void update_peer_line(void *arg, const char *line)
 {
-    update_peer_t *peer = arg;
+    const peer_arg_t *a = arg;
+    update_peer_t    *peer = a->peer;
 
     if (strstr(line, "\"error\"") != NULL) {
-        snprintf(peer->note, sizeof(peer->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
+        snprintf(a->res->note, sizeof(a->res->note), "skipped: %.*s", (int)strcspn(line, "\n"), line);
         return;
     }
     peer->step_ms  = perf_json_find_number(line, "step_ms");
@@ -377,35 +387,53 @@ static void update_peer_line(void *arg, const char *line)
     peer->ipc_ms   = perf_json_find_number(line, "ipc_ms");
     peer->tail_ms  = perf_json_find_number(line, "tail_ms");
     peer->e2e_ms   = perf_json_find_number(line, "e2e_ms");
-    (void)perf_json_find_string(line, "torch", peer->torch, sizeof(peer->torch));
+    (void)perf_json_find_string(line, "torch", a->res->version, sizeof(a->res->version));
 }
 
-static void run_peer(const update_options_t *o, update_peer_t *peer)
+/* The peer on the run's settings: its end to end median a version is
+ * the result's seconds. */
+static int peer_measure(void *arg, perf_baseline_result_t *res)
 {
-    char cmd[1024];
-    int  status = 0;
+    peer_arg_t             *a = arg;
+    const update_options_t *o = a->o;
+    int                     status = 0;
 
-    peer->step_ms = peer->quant_ms = peer->ipc_ms = peer->tail_ms = peer->e2e_ms = NAN;
-    snprintf(peer->torch, sizeof(peer->torch), "none");
+    a->res = res;
+    snprintf(res->version, sizeof(res->version), "none");
     if (!o->peer) {
-        snprintf(peer->note, sizeof(peer->note), "skipped (--no-peer)");
-        return;
+        snprintf(res->note, sizeof(res->note), "skipped (--no-peer)");
+        return -1;
     }
-    snprintf(cmd, sizeof(cmd),
+    snprintf(res->setup, sizeof(res->setup),
              "CUDA_VISIBLE_DEVICES=%d python3 '%s' --layers %llu --experts %llu --hidden %llu --intermediate %llu "
              "--block %llu --versions %llu --warmup 2 --lr %g 2>&1",
              o->device, o->peer_script, (unsigned long long)o->layers, (unsigned long long)o->experts,
              (unsigned long long)o->hidden, (unsigned long long)o->intermediate, (unsigned long long)o->block,
              (unsigned long long)(o->versions - o->warmup), o->lr);
-    snprintf(peer->note, sizeof(peer->note), "torch staged AdamW, compiled quantizer, per-tensor IPC via %s",
+    snprintf(res->note, sizeof(res->note), "torch staged AdamW, compiled quantizer, per-tensor IPC via %s",
              o->peer_script);
-    if (perf_peer_run(cmd, update_peer_line, peer, &status) != 0) {
-        snprintf(peer->note, sizeof(peer->note), "skipped: cannot run python3");
-        return;
+    if (perf_peer_run(res->setup, update_peer_line, a, &status) != 0) {
+        snprintf(res->note, sizeof(res->note), "skipped: cannot run python3");
+        return -1;
     }
-    if (status != 0 && isnan(peer->e2e_ms) && strncmp(peer->note, "skipped", 7) != 0) {
-        snprintf(peer->note, sizeof(peer->note), "skipped: python3 %s failed (is torch installed?)", o->peer_script);
+    if (status != 0 && isnan(a->peer->e2e_ms) && strncmp(res->note, "skipped", 7) != 0) {
+        snprintf(res->note, sizeof(res->note), "skipped: python3 %s failed (is torch installed?)", o->peer_script);
     }
+    res->seconds = a->peer->e2e_ms / 1e3;
+    return isnan(res->seconds) ? -1 : 0;
+}
+
+static void run_peer(const update_options_t *o, update_peer_t *peer)
+{
+    const perf_baseline_t  torch = {"torch sequential path", peer_measure};
+    peer_arg_t             arg = {o, peer, NULL};
+    perf_baseline_result_t res;
+
+    peer->step_ms = peer->quant_ms = peer->ipc_ms = peer->tail_ms = peer->e2e_ms = NAN;
+    /* The --no-peer options may be all zeros: no version to size. */
+    (void)perf_baseline_run(&torch, &arg, o->peer ? update_version_bytes(o) : 0, &res);
+    perf_baseline_note_to(&res, peer->note, sizeof(peer->note));
+    snprintf(peer->torch, sizeof(peer->torch), "%s", res.version);
 }
 
 /*
@@ -758,13 +786,15 @@ int perf_cmd_update(int argc, char **argv)
         uint64_t ceiling_bytes = (uint64_t)(bytes * (double)o.consumers);
         uint32_t ceiling_threads = (uint32_t)o.consumers;
         if (!o.gpu && published >= timed_from && !perf_interrupted) {
-            const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-            double     median_s;
+            const long              cpus = sysconf(_SC_NPROCESSORS_ONLN);
+            perf_copy_ceiling_arg_t arg;
+            perf_baseline_result_t  ceiling;
 
             ceiling_bytes = ceiling_bytes < (UINT64_C(1) << 30) ? ceiling_bytes : (UINT64_C(1) << 30);
             ceiling_threads = cpus > 0 && ceiling_threads > (uint32_t)cpus ? (uint32_t)cpus : ceiling_threads;
-            if (perf_copy_ceiling(ceiling_bytes, ceiling_threads, 5, &median_s) == 0 && median_s > 0) {
-                ceiling_gbps = (double)ceiling_bytes / median_s / 1e9;
+            arg = (perf_copy_ceiling_arg_t){ceiling_threads, 5};
+            if (perf_baseline_run(&perf_copy_ceiling_baseline, &arg, ceiling_bytes, &ceiling) == 0) {
+                ceiling_gbps = ceiling.gbps; /* NaN where it could not run (its note said why) */
             }
         }
         double verify_ms = verified_versions ? (double)verify_ns / 1e6 / (double)verified_versions : 0;

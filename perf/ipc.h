@@ -10,7 +10,7 @@
 #define WEFT_PERF_IPC_H
 
 #include "lib/fixtures.h"
-#include "proc.h"
+#include "lib/runner.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -104,7 +104,7 @@ typedef struct ipc_case {
 typedef struct ipc_ctx {
     const ipc_options_t *o;
     ipc_shared_t        *sh;
-    perf_children_t      children;
+    perf_runner_t        runner; /* the children: the probe and every measurement */
     char                 registry[WEFT_REGISTRY_NAME_MAX];
     char                 token[64]; /* the push server's, per case */
 } ipc_ctx_t;

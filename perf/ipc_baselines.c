@@ -2,7 +2,8 @@
  * weft-perf ipc's baselines, each in a process of its own: the ceiling (one
  * peer copy of the version's bytes, or a D2D copy on one GPU), the same
  * D2D copy after another process's work on the GPU, NCCL send/recv, the
- * torch peer (ipc_peer.py); and the GPU probe.
+ * torch peer (ipc_peer.py), each one lib/baseline.h run; and the GPU
+ * probe.
  */
 #include "config.h"
 
@@ -10,10 +11,11 @@
 
 #ifdef HAVE_CUDA /* without CUDA, weft-perf ipc only says it is skipped */
 
-#include "json.h"
+#include "lib/baseline.h"
+#include "lib/json.h"
 #include "lib/peer.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "sysinfo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,40 +298,50 @@ static void keep_last(void *arg, const char *line)
     *last = strdup(line);
 }
 
-/* ipc_peer.py on this case: torch tensors shared one by one over CUDA IPC
- * and copied. Fills torch_s, torch_version and torch_note. */
-void ipc_run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t *r)
-{
-    char  cmd[1536], error[200];
-    char *last = NULL;
-    int   status = 0;
+/* ipc_peer.py's settings (perf_baseline_run's arg). */
+typedef struct torch_arg {
+    const ipc_options_t *o;
+    const ipc_case_t    *c;
+} torch_arg_t;
 
-    snprintf(r->torch_version, sizeof(r->torch_version), "none");
+/* ipc_peer.py on a case: torch tensors shared one by one over CUDA IPC and
+ * copied. The note says what it measured, or why it was skipped. */
+static int torch_measure(void *arg, perf_baseline_result_t *res)
+{
+    const torch_arg_t   *a = arg;
+    const ipc_options_t *o = a->o;
+    const ipc_case_t    *c = a->c;
+    char                 error[200];
+    char                *last = NULL;
+    int                  status = 0, rc = -1;
+
+    snprintf(res->version, sizeof(res->version), "none");
     if (!o->peer) {
-        snprintf(r->torch_note, sizeof(r->torch_note), "skipped (--no-peer)");
-        return;
+        perf_baseline_note(res, "skipped (--no-peer)");
+        return -1;
     }
     if (strchr(o->peer_script, '\'') != NULL || strlen(o->peer_script) > 1024) {
-        snprintf(r->torch_note, sizeof(r->torch_note), "skipped: the peer script's path cannot be quoted");
-        return;
+        perf_baseline_note(res, "skipped: the peer script's path cannot be quoted");
+        return -1;
     }
-    snprintf(cmd, sizeof(cmd),
+    snprintf(res->setup, sizeof(res->setup),
              "python3 '%s' --src-device %d --dst-device %d --workload %s --iterations %llu --warmup %llu 2>&1",
              o->peer_script, c->src, c->dst, c->w->name, (unsigned long long)o->iters,
              (unsigned long long)o->warmup);
-    if (perf_peer_run(cmd, keep_last, &last, &status) != 0) {
+    if (perf_peer_run(res->setup, keep_last, &last, &status) != 0) {
         status = -1;
     }
     if (last != NULL && perf_json_find_string(last, "error", error, sizeof(error)) == 0) {
-        snprintf(r->torch_note, sizeof(r->torch_note), "skipped: %s", error);
-    } else if (last != NULL && perf_json_find_number(last, "bytes") != (double)ipc_workload_bytes(c->w)) {
-        snprintf(r->torch_note, sizeof(r->torch_note), "skipped: the peer moved %.0f bytes, not %llu",
-                 perf_json_find_number(last, "bytes"), (unsigned long long)ipc_workload_bytes(c->w));
+        perf_baseline_note(res, "skipped: %s", error);
+    } else if (last != NULL && perf_json_find_number(last, "bytes") != (double)res->bytes) {
+        perf_baseline_note(res, "skipped: the peer moved %.0f bytes, not %llu", perf_json_find_number(last, "bytes"),
+                           (unsigned long long)res->bytes);
     } else if (last != NULL && status == 0 && perf_json_find_number(last, "seconds_median") > 0) {
-        r->torch_s = perf_json_find_number(last, "seconds_median");
-        (void)perf_json_find_string(last, "torch", r->torch_version, sizeof(r->torch_version));
-        snprintf(r->torch_note, sizeof(r->torch_note), "torch %s, %.3f GB/s by its own count", r->torch_version,
-                 perf_json_find_number(last, "gb_per_s"));
+        res->seconds = perf_json_find_number(last, "seconds_median");
+        (void)perf_json_find_string(last, "torch", res->version, sizeof(res->version));
+        perf_baseline_note(res, "torch %s, %.3f GB/s by its own count", res->version,
+                           perf_json_find_number(last, "gb_per_s"));
+        rc = 0;
     } else {
         char how[96];
 
@@ -338,10 +350,22 @@ void ipc_run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t *r)
         } else {
             perf_describe_status(status, how, sizeof(how));
         }
-        snprintf(r->torch_note, sizeof(r->torch_note), "skipped: python3 %s %s (is torch installed?)",
-                 o->peer_script, how);
+        perf_baseline_note(res, "skipped: python3 %s %s (is torch installed?)", o->peer_script, how);
     }
     free(last);
+    return rc;
+}
+
+void ipc_run_torch(const ipc_options_t *o, const ipc_case_t *c, ipc_result_t *r)
+{
+    const perf_baseline_t  torch = {"torch peer", torch_measure};
+    torch_arg_t            arg = {o, c};
+    perf_baseline_result_t res;
+
+    (void)perf_baseline_run(&torch, &arg, ipc_workload_bytes(c->w), &res);
+    r->torch_s = res.seconds;
+    snprintf(r->torch_version, sizeof(r->torch_version), "%s", res.version);
+    perf_baseline_note_to(&res, r->torch_note, sizeof(r->torch_note));
 }
 
 #endif /* HAVE_CUDA */

@@ -12,7 +12,7 @@
 #ifdef HAVE_CUDA /* without CUDA, weft-perf ipc only says it is skipped */
 
 #include "lib/payload.h"
-#include "sysinfo.h"
+#include "lib/sysinfo.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #define WEFT_PERF_UCX_H
 
 #include "lib/runner.h"
-#include "stats.h"
+#include "lib/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>

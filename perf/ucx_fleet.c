@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "sysinfo.h"
+#include "lib/sysinfo.h"
 #include "ucx.h"
 
 #include <errno.h>

@@ -1,11 +1,13 @@
 /*
  * weft-perf ucx's baseline: ucx_perftest -t ucp_put_bw moving as many
  * puts of the case's size over the same UCX transport, its server on the
- * receiving side, its client (which puts) on the weft server's side.
+ * receiving side, its client (which puts) on the weft server's side;
+ * each run is one lib/baseline.h run, its two command lines the setup.
  */
 #include "config.h"
 
-#include "sysinfo.h"
+#include "lib/baseline.h"
+#include "lib/sysinfo.h"
 #include "ucx.h"
 
 #include <arpa/inet.h>
@@ -114,9 +116,15 @@ static double perftest_gbps(const perf_run_t *client)
 typedef struct perftest_run {
     uint64_t bytes, iters, warmup;
     int      err_peer; /* -e: peer failure handling, as weft's endpoints */
-    double   gbps;     /* NaN: none */
     int      own_fail; /* the client failed by itself (not killed) */
 } perftest_run_t;
+
+/* perf_baseline_run's arg for ucx_perftest: where and how it runs. */
+typedef struct perftest_arg {
+    ucx_ctx_t             *ctx;
+    const ucx_transport_t *tr;
+    perftest_run_t        *run;
+} perftest_arg_t;
 
 /*
  * ucx_perftest puts as many messages of the case's size as weft does: n
@@ -157,8 +165,20 @@ int ucx_perftest_has_mpi_mode(ucx_ctx_t *ctx)
     return strstr(p.out, "MPI mode") != NULL;
 }
 
-/* Runs ucx_perftest's server on side 1, then its client on side 0. */
-static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *run, perf_run_t p[2])
+/* argv as one line, after `lead`, into buf. */
+static void join_argv(char *buf, size_t size, const char *lead, char *const argv[])
+{
+    size_t used = (size_t)snprintf(buf, size, "%s", lead);
+
+    for (int i = 0; argv[i] != NULL && used < size; i++) {
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i > 0 ? " " : "", argv[i]);
+    }
+}
+
+/* Runs ucx_perftest's server on side 1, then its client on side 0; setup
+ * gets both command lines. */
+static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *run, perf_run_t p[2],
+                          char *setup, size_t size)
 {
     const unsigned port = free_port();
     char           ps[16], sz[32], it[32], wu[32];
@@ -182,6 +202,8 @@ static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perft
     snprintf(sz, sizeof(sz), "%llu", (unsigned long long)run->bytes);
     snprintf(it, sizeof(it), "%llu", (unsigned long long)run->iters);
     snprintf(wu, sizeof(wu), "%llu", (unsigned long long)run->warmup);
+    join_argv(setup, size, "server: ", server);
+    join_argv(setup + strlen(setup), size - strlen(setup), "; client: ", client);
     if (ucx_proc_start(ctx, &p[1], "ucx_perftest server", tr, 1, server, 1) != 0) {
         return -1;
     }
@@ -193,29 +215,47 @@ static int perftest_start(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perft
     return 0;
 }
 
-/* One ucx_perftest run; run->gbps NaN (and a note) on failure. */
-static void perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_run_t *run, char *note, size_t size)
+/* One ucx_perftest run (arg: a perftest_arg_t), its client's put
+ * bandwidth; the note says why there is none. */
+static int perftest_measure(void *arg, perf_baseline_result_t *res)
 {
-    perf_run_t p[2]; /* the client, which puts, first */
+    perftest_arg_t *a = arg;
+    perf_run_t      p[2]; /* the client, which puts, first */
 
     memset(p, 0, sizeof(p));
-    run->gbps = NAN;
-    run->own_fail = 0;
-    if (perftest_start(ctx, tr, run, p) != 0) {
-        return;
+    a->run->own_fail = 0;
+    if (perftest_start(a->ctx, a->tr, a->run, p, res->setup, sizeof(res->setup)) != 0) {
+        return -1;
     }
-    if (perf_run_wait(&ctx->runner, p, 2, NULL,
-                      perf_deadline_in_s(ucx_time_limit_s(run->bytes, run->warmup + run->iters)), 1) == 0) {
-        run->gbps = perftest_gbps(&p[0]);
+    if (perf_run_wait(&a->ctx->runner, p, 2, NULL,
+                      perf_deadline_in_s(ucx_time_limit_s(a->run->bytes, a->run->warmup + a->run->iters)), 1) == 0) {
+        res->gbps = perftest_gbps(&p[0]);
     }
-    if (isnan(run->gbps)) {
-        ucx_note_failures(p, 2, note, size);
+    if (isnan(res->gbps)) {
+        ucx_note_failures(p, 2, res->note, sizeof(res->note));
         if (!perf_run_failed(&p[0])) {
-            ucx_add_note(note, size, "ucx_perftest at %llu bytes printed no Final line",
-                         (unsigned long long)run->bytes);
+            perf_baseline_note(res, "ucx_perftest at %llu bytes printed no Final line",
+                               (unsigned long long)a->run->bytes);
         }
-        run->own_fail = p[0].exited && !p[0].killed;
+        a->run->own_fail = p[0].exited && !p[0].killed;
+        return -1;
     }
+    return 0;
+}
+
+static const perf_baseline_t perftest_baseline = {"ucx_perftest", perftest_measure};
+
+/* One ucx_perftest run; its note, if any, added to `note`. */
+static double perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_run_t *run, char *note, size_t size)
+{
+    perftest_arg_t         arg = {ctx, tr, run};
+    perf_baseline_result_t res;
+
+    (void)perf_baseline_run(&perftest_baseline, &arg, run->bytes, &res);
+    if (res.note[0] != '\0') {
+        ucx_add_note(note, size, "%s", res.note);
+    }
+    return res.gbps;
 }
 
 /*
@@ -223,23 +263,25 @@ static void perftest_once(ucx_ctx_t *ctx, const ucx_transport_t *tr, perftest_ru
  * -e where they handle peer failures, unless UCX cannot connect so (as
  * weft's connect then goes without, ucx_common.c).
  */
-static void run_perftest_same(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *first, ucx_row_t *r)
+static void run_perftest_same(ucx_ctx_t *ctx, const ucx_transport_t *tr, const perftest_run_t *first,
+                              double first_gbps, ucx_row_t *r)
 {
     perftest_run_t same = *first;
     char           why[sizeof(r->note)] = "";
+    double         gbps;
 
-    r->perftest_same_gbps = first->gbps;
+    r->perftest_same_gbps = first_gbps;
     if (strcmp(ucx_err_mode(), "peer") != 0) {
         snprintf(r->perftest_same, sizeof(r->perftest_same), "the first run (WEFT_UCX_ERR_MODE=none)");
         return;
     }
     same.err_peer = 1;
-    perftest_once(ctx, tr, &same, why, sizeof(why));
-    if (isnan(same.gbps) && strstr(why, "unreachable") != NULL) {
+    gbps = perftest_once(ctx, tr, &same, why, sizeof(why));
+    if (isnan(gbps) && strstr(why, "unreachable") != NULL) {
         snprintf(r->perftest_same, sizeof(r->perftest_same), "the first run (UCX cannot connect with -e here)");
         return;
     }
-    r->perftest_same_gbps = same.gbps;
+    r->perftest_same_gbps = gbps;
     snprintf(r->perftest_same, sizeof(r->perftest_same), "-e");
     if (why[0] != '\0') {
         ucx_add_note(r->note, sizeof(r->note), "ucx_perftest -e: %s", why);
@@ -255,7 +297,8 @@ static void run_perftest_same(ucx_ctx_t *ctx, const ucx_transport_t *tr, const p
  */
 void ucx_run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
 {
-    perftest_run_t run = {.gbps = NAN, .own_fail = 1};
+    perftest_run_t run = {.own_fail = 1};
+    double         gbps = NAN;
     const uint64_t size = r->c.bytes != 0 ? r->c.bytes : r->bytes;
     const uint64_t puts = r->c.bytes != 0 ? r->c.tensors : 1;
     uint64_t       bytes = size;
@@ -264,21 +307,21 @@ void ucx_run_perftest(ucx_ctx_t *ctx, const ucx_transport_t *tr, ucx_row_t *r)
         ucx_add_note(r->note, sizeof(r->note), "ucx_perftest: not found on PATH (Debian: ucx-utils)");
         return;
     }
-    for (int i = 0; i < (r->c.bytes == 0 ? PERFTEST_TRYS : 1) && isnan(run.gbps) && run.own_fail &&
+    for (int i = 0; i < (r->c.bytes == 0 ? PERFTEST_TRYS : 1) && isnan(gbps) && run.own_fail &&
                     !perf_run_interrupted(&ctx->runner);
          i++, bytes /= 2) {
         perftest_counts(ctx->o, bytes, puts, &run);
-        perftest_once(ctx, tr, &run, r->note, sizeof(r->note));
+        gbps = perftest_once(ctx, tr, &run, r->note, sizeof(r->note));
     }
-    r->perftest_gbps = run.gbps;
+    r->perftest_gbps = gbps;
     r->perftest_bytes = run.bytes;
     r->perftest_iters = run.iters;
     r->perftest_warmup = run.warmup;
-    if (isnan(run.gbps)) {
+    if (isnan(gbps)) {
         return;
     }
     if (!perf_run_interrupted(&ctx->runner)) {
-        run_perftest_same(ctx, tr, &run, r);
+        run_perftest_same(ctx, tr, &run, gbps, r);
     }
     if (run.bytes != size) {
         ucx_add_note(r->note, sizeof(r->note), "ucx_perftest measured at %llu-byte messages",

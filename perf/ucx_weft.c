@@ -5,10 +5,10 @@
  */
 #include "config.h"
 
-#include "gpu_buf.h"
 #include "lib/fixtures.h"
+#include "lib/gpu_buf.h"
 #include "lib/payload.h"
-#include "sysinfo.h"
+#include "lib/sysinfo.h"
 #include "ucx.h"
 
 #include <stdio.h>

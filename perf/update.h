@@ -11,7 +11,7 @@
 #define WEFT_PERF_UPDATE_H
 
 #include "lib/fixtures.h"
-#include "proc.h"
+#include "lib/proc.h"
 
 #include <stdint.h>
 #include <sys/types.h>

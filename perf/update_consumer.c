@@ -13,7 +13,7 @@
  */
 #include "config.h"
 
-#include "sysinfo.h"
+#include "lib/sysinfo.h"
 #include "update.h"
 
 #include <signal.h>

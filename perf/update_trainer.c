@@ -7,9 +7,9 @@
  */
 #include "config.h"
 
+#include "lib/proc.h"
+#include "lib/sysinfo.h"
 #include "perf.h"
-#include "proc.h"
-#include "sysinfo.h"
 #include "update.h"
 
 #include <signal.h>

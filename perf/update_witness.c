@@ -12,8 +12,8 @@
  */
 #include "config.h"
 
-#include "json.h"
-#include "sysinfo.h"
+#include "lib/json.h"
+#include "lib/sysinfo.h"
 #include "update.h"
 
 #include <weft/checksum.h>

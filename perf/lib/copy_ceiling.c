@@ -146,11 +146,19 @@ out:
     return rc;
 }
 
-int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, double *median_s)
+static int ceiling_run(void *arg, perf_baseline_result_t *r)
 {
-    double all, one;
+    const perf_copy_ceiling_arg_t *a = arg;
+    const uint64_t                 bytes = r->bytes;
+    const uint32_t                 threads = a->threads, iterations = a->iterations;
+    double                         all, one;
 
+    snprintf(r->setup, sizeof(r->setup),
+             "%llu bytes copied from a freshly written buffer on %u threads (and on one), %u times after one "
+             "untimed: the median",
+             (unsigned long long)bytes, (unsigned)threads, (unsigned)iterations);
     if (copy_median(bytes, threads, iterations, &all) != 0) {
+        perf_baseline_note(r, "no copy ceiling");
         return -1;
     }
     /* Where another process holds one of the CPUs, every round of the
@@ -160,6 +168,8 @@ int perf_copy_ceiling(uint64_t bytes, uint32_t threads, uint32_t iterations, dou
     if (threads > 1 && copy_median(bytes, 1, iterations, &one) == 0 && one < all) {
         all = one;
     }
-    *median_s = all;
+    r->seconds = all;
     return 0;
 }
+
+const perf_baseline_t perf_copy_ceiling_baseline = {"copy ceiling", ceiling_run};
