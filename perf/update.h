@@ -212,4 +212,8 @@ weft_status_t update_trainer_gpu_finish(update_trainer_t *t);
  * engines (0 GPUs in a build without CUDA). */
 int update_gpu_probe(perf_children_t *children, int device, uint64_t *free_bytes);
 
+/* Parses weft-perf update's command line into *o (update_options.c):
+ * 0, 1 after --help (printed), 2 on a usage error (said on stderr). */
+int update_parse(int argc, char **argv, update_options_t *o);
+
 #endif
