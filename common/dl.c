@@ -82,11 +82,13 @@ weft_status_t weft_dl_load_once(weft_dl_library_t *lib, const char *const names[
         while (symbols[count] != NULL) {
             count++;
         }
+        /* A table of another size is the caller's mistake: refused, not
+         * half filled. */
         slots = count * sizeof(void *) == table_bytes ? calloc(count, sizeof(void *)) : NULL;
         if (slots == NULL) {
-            snprintf(lib->why, sizeof(lib->why), "%s", count * sizeof(void *) == table_bytes
-                                                           ? "out of memory"
-                                                           : "the table does not hold one pointer per symbol");
+            snprintf(lib->why, sizeof(lib->why), "%s",
+                     count * sizeof(void *) != table_bytes ? "the table does not hold one pointer per symbol"
+                                                           : "out of memory");
             lib->status = WEFT_ERR_UNSUPPORTED;
         } else {
             lib->status = dl_load(names, libdirs, symbols, slots, lib->why, sizeof(lib->why));
