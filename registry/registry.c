@@ -695,6 +695,61 @@ static weft_status_t registry_take_over(struct weft_registry *reg)
     return WEFT_OK;
 }
 
+/*
+ * Maps the segment of `size` bytes and validates it. A producer changes
+ * what a reader sees in two steps that are not atomic for the reader: at
+ * creation the segment is empty, then holds a header being written (the
+ * header's state, stored last, is 0 until then: WEFT_ERR_STATE, like a
+ * registry not sealed yet); at seal it grows, then says SEALED. A reader
+ * that took the size before the growth and read the header after the seal
+ * sees a segment shorter than its header says: the size is taken again
+ * and the segment mapped anew (a segment grows once, at seal).
+ */
+static weft_status_t registry_map_sealed(struct weft_registry *reg, size_t size)
+{
+    char          reason[256];
+    weft_status_t status = WEFT_ERR_CORRUPT;
+
+    for (int attempt = 0; attempt < 3; attempt++) {
+        struct stat st;
+
+        if (size == 0) {
+            weft_log_info("registry \"%s\": its segment is empty: being created", reg->name);
+            return WEFT_ERR_STATE;
+        }
+        if (size < sizeof(reg_header_t)) {
+            weft_log_error("registry \"%s\": segment of %zu bytes is truncated", reg->name, size);
+            return WEFT_ERR_CORRUPT;
+        }
+        reg->mapped = size;
+        reg->base = mmap(NULL, reg->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, reg->fd, 0);
+        if (reg->base == MAP_FAILED) {
+            reg->base = NULL;
+            return registry_open_error(reg, errno, "mmap");
+        }
+        status = weft_registry_validate(reg->base, reg->mapped, &reg->geo, reason, sizeof(reason));
+        if (status == WEFT_OK) {
+            return WEFT_OK;
+        }
+        if (status == WEFT_ERR_STATE) {
+            weft_log_info("registry \"%s\": %s", reg->name, reason);
+            return status;
+        }
+        if (fstat(reg->fd, &st) != 0) {
+            return registry_open_error(reg, errno, "fstat");
+        }
+        if ((size_t)st.st_size == size) {
+            break; /* not a growth seen half-way: the segment is what it is */
+        }
+        munmap(reg->base, reg->mapped);
+        reg->base = NULL;
+        reg->mapped = 0;
+        size = (size_t)st.st_size;
+    }
+    weft_log_error("registry \"%s\": refused: %s", reg->name, reason);
+    return status;
+}
+
 WEFT_API weft_status_t weft_registry_open(const char *name, weft_registry_open_mode_t mode,
                                           weft_registry_h *out)
 {
@@ -727,25 +782,8 @@ WEFT_API weft_status_t weft_registry_open(const char *name, weft_registry_open_m
     if (status != WEFT_OK) {
         goto err_free;
     }
-    if (st.st_size < (off_t)sizeof(reg_header_t)) {
-        weft_log_error("registry \"%s\": segment of %lld bytes is truncated", name, (long long)st.st_size);
-        status = WEFT_ERR_CORRUPT;
-        goto err_free;
-    }
-    reg->mapped = (size_t)st.st_size;
-    reg->base = mmap(NULL, reg->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, reg->fd, 0);
-    if (reg->base == MAP_FAILED) {
-        reg->base = NULL;
-        status = registry_open_error(reg, errno, "mmap");
-        goto err_free;
-    }
-    status = weft_registry_validate(reg->base, reg->mapped, &reg->geo, reason, sizeof(reason));
+    status = registry_map_sealed(reg, (size_t)st.st_size);
     if (status != WEFT_OK) {
-        if (status == WEFT_ERR_STATE) {
-            weft_log_info("registry \"%s\": %s", name, reason);
-        } else {
-            weft_log_error("registry \"%s\": refused: %s", name, reason);
-        }
         goto err_free;
     }
     /* Keep a private copy of the tensor table and check the copy: the

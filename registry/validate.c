@@ -278,6 +278,11 @@ weft_status_t weft_registry_validate(const void *segment, size_t size, reg_geome
         return CORRUPT("segment of %zu bytes is shorter than its header (%zu): truncated", size,
                        sizeof(reg_header_t));
     }
+    /* The creator stores the state last (release): 0 means the header is
+     * still being written, and nothing else of it can be read yet. */
+    if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) == 0) {
+        return refuse(WEFT_ERR_STATE, reason, reason_size, "registry is being created (its header is not written yet)");
+    }
     if (memcmp(h->magic, REG_MAGIC, REG_MAGIC_LEN) != 0) {
         return CORRUPT("wrong magic: not a libweft registry");
     }

@@ -38,7 +38,8 @@ typedef struct reg_geometry {
  * Validates the size bytes at segment: header, tables, every tensor
  * record (name, role, dtype, shape, strides, bytes, offset; no overlap, no
  * duplicate name) and the slot words. Returns WEFT_OK and fills *geometry,
- * or WEFT_ERR_CORRUPT / WEFT_ERR_VERSION / WEFT_ERR_STATE (not sealed)
+ * or WEFT_ERR_CORRUPT / WEFT_ERR_VERSION / WEFT_ERR_STATE (being created:
+ * its header's state still 0; or not sealed)
  * with the reason in reason[reason_size]. Reads segment with plain loads:
  * the caller copies what it keeps (another process may change it).
  */

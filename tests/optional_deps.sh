@@ -30,13 +30,20 @@ fi
 perf="$top_builddir/perf/weft-perf"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-# Every file of UCX's and libibverbs' libraries that the loader could find,
-# covered by an empty one; then the checks, inside the namespace.
+# Where the loader could find UCX's and libibverbs' libraries: the system's
+# folders, LD_LIBRARY_PATH's, and those configure found them in (libweft
+# looks there too).
+dirs="/usr/lib /usr/local/lib"
+for d in $(echo "${LD_LIBRARY_PATH:-}" | tr ':' ' ') \
+         $(sed -n 's/^#define WEFT_\(UCX\|VERBS\)_LIBDIRS "\(.*\)"$/\2/p' "$top_builddir/config.h" 2>/dev/null | tr ':' ' '); do
+    [ -d "$d" ] && dirs="$dirs $d"
+done
+# Every file of those libraries, covered by an empty one; then the checks,
+# inside the namespace.
 unshare -m sh -c '
     hidden=0
     for f in $(ldconfig -p | awk "/lib(ucp|uct|ucs|ibverbs)\\.so/ { print \$NF }") \
-             $(find /usr/lib /usr/local/lib -maxdepth 3 \
-                   \( -name "libucp.so*" -o -name "libibverbs.so*" \) 2>/dev/null); do
+             $(find $2 -maxdepth 3 \( -name "libucp.so*" -o -name "libibverbs.so*" \) 2>/dev/null); do
         [ -f "$f" ] && mount --bind /dev/null "$(readlink -f "$f")" 2>/dev/null && hidden=$((hidden + 1))
     done
     echo "hidden $hidden"
@@ -46,7 +53,7 @@ unshare -m sh -c '
     echo "minimal exit $?"
     EXAMPLE_TOKEN=t "$1/examples/producer" "weft-test-nodeps-srv-$$" 1 1 127.0.0.1:0
     echo "producer exit $?"
-' sh "$top_builddir" > "$out" 2>&1
+' sh "$top_builddir" "$dirs" > "$out" 2>&1
 cat "$out"
 if grep -q "^hidden 0$" "$out"; then
     echo "no library file could be hidden here: the host without them is not simulated"

@@ -830,6 +830,8 @@ START_TEST(validator_refuses_corrupt_segments)
     MUTATE(WEFT_OK, h->abi_minor = 7); /* newer minor: compatible */
     MUTATE(WEFT_ERR_CORRUPT, h->header_size = 64);
     MUTATE(WEFT_ERR_STATE, h->state = REG_STATE_DECLARING);
+    MUTATE(WEFT_ERR_STATE, h->state = 0);               /* header being written */
+    MUTATE(WEFT_ERR_STATE, memset(bad, 0, size));       /* created, nothing written */
     MUTATE(WEFT_ERR_CORRUPT, h->state = 99);
     MUTATE(WEFT_ERR_CORRUPT, h->segment_size += 4096);
     MUTATE(WEFT_ERR_CORRUPT, h->slot_count = 1);
@@ -1007,6 +1009,77 @@ START_TEST(open_refuses_a_truncated_segment)
 }
 END_TEST
 
+/* A segment that exists but whose creator has not written its header yet
+ * (empty, then zeroed) is a registry being created: not yet, not corrupt. */
+START_TEST(open_of_a_registry_being_created_says_not_yet)
+{
+    weft_registry_h reader = NULL;
+    char            shm[96];
+    int             fd;
+
+    snprintf(shm, sizeof(shm), "/weft.%s", test_name());
+    fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_ERR_STATE);
+    ck_assert_int_eq(ftruncate(fd, 65536), 0);
+    ck_assert_int_eq(weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader), WEFT_ERR_STATE);
+    ck_assert_ptr_null(reader);
+    close(fd);
+}
+END_TEST
+
+/* Readers that poll weft_registry_open while a producer creates, seals and
+ * removes the registry again and again see it missing, not ready yet, or
+ * whole: never corrupt (a reader that came between the segment's creation
+ * and its header, or between its growth and its seal, used to). */
+START_TEST(opens_racing_creation_see_only_missing_not_yet_or_whole)
+{
+    const int cycles = 400;
+    uint64_t  opened = 0, not_yet = 0, missing = 0;
+    pid_t     creator;
+    int       status;
+
+    (void)test_name();
+    creator = fork();
+    ck_assert_int_ge(creator, 0);
+    if (creator == 0) {
+        for (int c = 0; c < cycles; c++) {
+            weft_registry_params_t params = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS, .slot_count = 2};
+            weft_tensor_desc_t     desc = {.name = "w", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8,
+                                           .ndim = 1, .shape = {1 << 20}};
+            weft_registry_h        reg;
+            uint32_t               index;
+
+            if (weft_registry_create(reg_name, &params, &reg) != WEFT_OK) {
+                _exit(2);
+            }
+            if (weft_registry_declare(reg, &desc, &index) != WEFT_OK || weft_registry_seal(reg) != WEFT_OK) {
+                _exit(3);
+            }
+            weft_registry_close(reg);
+            weft_registry_unlink(reg_name);
+        }
+        _exit(0);
+    }
+    while (waitpid(creator, &status, WNOHANG) == 0) {
+        weft_registry_h reader;
+        weft_status_t   got = weft_registry_open(reg_name, WEFT_REGISTRY_OPEN_READ, &reader);
+
+        if (got == WEFT_OK) {
+            opened++;
+            ck_assert_int_eq(weft_registry_close(reader), WEFT_OK);
+        } else if (got == WEFT_ERR_STATE) {
+            not_yet++;
+        } else {
+            ck_assert_msg(got == WEFT_ERR_NOT_FOUND, "open during creation: %s", weft_status_string(got));
+            missing++;
+        }
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the creator failed: status %d", status);
+    ck_assert_uint_gt(opened + not_yet + missing, 0);
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
     Suite *s = suite_create("registry");
@@ -1035,6 +1108,8 @@ static Suite *registry_suite(void)
     tcase_add_test(val, validator_accepts_a_real_segment);
     tcase_add_test(val, validator_refuses_corrupt_segments);
     tcase_add_test(val, open_refuses_a_truncated_segment);
+    tcase_add_test(val, open_of_a_registry_being_created_says_not_yet);
+    tcase_add_test(val, opens_racing_creation_see_only_missing_not_yet_or_whole);
     tcase_add_test(api, gpu_registry_needs_its_device);
     tcase_add_test(api, host_registry_has_no_arenas_to_offload);
     tcase_add_test(inv, latest_without_slot_is_not_readable);
