@@ -28,7 +28,6 @@
 #include "transport/plan/plan.h"
 #include "transport/core/desc.h"
 #include "transport/server/server.h"
-#include "transport/core/desc.h"
 #include "transport/core/view_layout.h"
 
 #include <cuda_runtime_api.h>
@@ -39,8 +38,7 @@
 
 
 typedef enum peer_state {
-    PEER_HELLO,  /* waiting for HELLO, then its PROOF */
-    PEER_VIEWS,  /* waiting for VIEWS */
+    PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
     PEER_READY,  /* idle; gets a version newer than want_after once wanting */
     PEER_ACKING, /* its copy done and VERSION sent, waiting for ACK */
     PEER_CLOSING /* dropped: freed at the next reap */
@@ -57,7 +55,6 @@ typedef struct peer {
 struct push_server {
     weft_server_base_t base; /* socket, token, timeout, thread, stats */
     int          device;
-    int          broken; /* the thread could not use the GPU: refuse everyone */
 };
 
 static peer_t *peer_at(const struct push_server *s, uint32_t i)
@@ -110,26 +107,6 @@ static int peer_reap(weft_server_peer_t *base)
 }
 
 /* ----------------------------------------------------------- handshake */
-
-static void refuse(peer_t *p, weft_status_t status, const char *reason)
-{
-    weft_server_base_refuse(&p->base, status, reason);
-    peer_drop(p, status, "refused");
-}
-
-static void on_hello(peer_t *p, const weft_ctl_msg_t *msg)
-{
-    weft_status_t status = weft_server_base_welcome(&p->base, msg, NULL, 0);
-
-    if (status == WEFT_INPROGRESS) {
-        return; /* challenged: its proof comes next, in this state */
-    }
-    if (status != WEFT_OK) {
-        peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
-        return;
-    }
-    p->state = PEER_VIEWS;
-}
 
 /* One of the consumer's allocations: its range there, our mapping here. */
 typedef struct allocation {
@@ -271,9 +248,9 @@ static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
     return status;
 }
 
-static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
+static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
-    struct push_server *s = p->server;
+    peer_t             *p = (peer_t *)base;
     weft_ctl_cursor_t  cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t   *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
@@ -283,14 +260,6 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     weft_ctl_buf_t     buf = {0};
     weft_status_t       status;
 
-    if (msg->type != WEFT_CTL_VIEWS) {
-        refuse(p, WEFT_ERR_CORRUPT, "views expected");
-        return;
-    }
-    if (s->broken) {
-        refuse(p, WEFT_ERR_CUDA, "the server cannot use its GPU");
-        return;
-    }
     status = map_allocations(p, &cur, &allocs, &alloc_count, &reason);
     if (status == WEFT_OK) {
         reason = "malformed views";
@@ -306,8 +275,8 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     if (status != WEFT_OK) {
         free(views);
         free(names);
-        refuse(p, status, reason);
-        return;
+        weft_server_base_refuse_drop(&p->base, status, reason);
+        return status;
     }
     /* The real cuda_ipc backend, whose views are our mappings. */
     status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_CUDA_IPC, &weft_cuda_ipc_plan_ops, views,
@@ -316,61 +285,44 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     free(names);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
-        return;
+        return status;
     }
     status = weft_server_base_register(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
-        return;
+        return status;
     }
     weft_server_base_put_ready(&p->base, &buf);
     status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
     weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
-        return;
+        return WEFT_ERR_CONNECTION;
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
                   " ranges, %u allocations mapped (cuda_ipc push)",
                   p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
                   p->base.plan->ranges.count, p->mapped_count);
+    return WEFT_OK;
 }
 
 /* ------------------------------------------------------------ versions */
 
-/* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(weft_server_peer_t *base)
+/* A message from a consumer past its handshake. */
+static void peer_message(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
-    peer_t         *p = (peer_t *)base;
-    weft_ctl_msg_t msg;
-    weft_status_t   why;
-    const char     *what;
+    peer_t *p = (peer_t *)base;
 
-    const int got = weft_server_base_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
-
-    if (got < 0) {
-        return; /* a message not yet whole: the rest comes later */
-    }
-    if (got == 0) {
-        peer_drop(p, why, what);
-        return;
-    }
     switch (p->state) {
-    case PEER_HELLO:
-        on_hello(p, &msg);
-        break;
-    case PEER_VIEWS:
-        on_views(p, &msg);
-        break;
     case PEER_READY:
         /* WANT(a): it waits in weft_remote_receive for a version > a. */
-        if (weft_server_base_want(&p->base, &msg) != WEFT_OK) {
+        if (weft_server_base_want(&p->base, msg) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
         }
         break;
     case PEER_ACKING:
-        if (weft_server_base_ack(&p->base, &msg) != WEFT_OK) {
+        if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
             peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         } else {
             p->state = PEER_READY;
@@ -380,7 +332,11 @@ static void peer_read(weft_server_peer_t *base)
         peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
         break;
     }
-    free(msg.payload);
+}
+
+static int peer_idle(const weft_server_peer_t *base)
+{
+    return ((const peer_t *)base)->state == PEER_READY;
 }
 
 /* Copies the latest version into a ready consumer that lacks it. */
@@ -424,7 +380,7 @@ static void peer_init(weft_server_peer_t *base)
     peer_t *p = (peer_t *)base;
 
     p->server = (struct push_server *)base->server; /* weft_server_base_t is its first member */
-    p->state = PEER_HELLO;
+    p->state = PEER_HANDSHAKE;
 }
 
 static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const char *what)
@@ -434,9 +390,11 @@ static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const ch
 
 static const weft_server_peer_ops_t peer_ops = {
     .size  = sizeof(peer_t),
-    .init  = peer_init,
-    .read  = peer_read,
-    .start = peer_start,
+    .init    = peer_init,
+    .views   = peer_views,
+    .message = peer_message,
+    .idle    = peer_idle,
+    .start   = peer_start,
     .reap  = peer_reap,
     .drop  = peer_drop_base,
 };
@@ -481,7 +439,7 @@ static void *server_main(void *arg)
      * the registry's GPU's context. */
     if (WEFT_CUDA_CHECK(cudaSetDevice(s->device)) != WEFT_OK) {
         weft_log_error("server: cannot use GPU %d: every consumer will be refused", s->device);
-        s->broken = 1;
+        s->base.broken = 1;
     }
     while (!atomic_load(&s->base.stop)) {
         uint32_t n, ready = 0;

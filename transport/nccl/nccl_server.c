@@ -42,8 +42,7 @@
 #define SHUTDOWN_SPINS       200000 /* looks at aborted streams before giving up */
 
 typedef enum peer_state {
-    PEER_HELLO,   /* waiting for HELLO, then its PROOF */
-    PEER_VIEWS,   /* waiting for VIEWS */
+    PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
     PEER_INIT,    /* READY sent; its communicator is being made */
     PEER_READY,   /* idle, gets the next version */
     PEER_SENDING, /* VERSION sent, groups in flight */
@@ -66,7 +65,6 @@ struct nccl_server {
     weft_server_base_t base; /* socket, token, timeout, window, thread, stats */
     int          device;
     uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
-    int          broken; /* the thread could not use the GPU: refuse everyone */
 };
 
 static const weft_plan_ops_t remote_plan_ops = {
@@ -124,26 +122,6 @@ static int peer_reap(weft_server_peer_t *base)
 
 /* ----------------------------------------------------------- handshake */
 
-static void refuse(peer_t *p, weft_status_t status, const char *reason)
-{
-    weft_server_base_refuse(&p->base, status, reason);
-    peer_drop(p, status, "refused");
-}
-
-static void on_hello(peer_t *p, const weft_ctl_msg_t *msg)
-{
-    weft_status_t status = weft_server_base_welcome(&p->base, msg, NULL, 0);
-
-    if (status == WEFT_INPROGRESS) {
-        return; /* challenged: its proof comes next, in this state */
-    }
-    if (status != WEFT_OK) {
-        peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
-        return;
-    }
-    p->state = PEER_VIEWS;
-}
-
 /* READY: the head, the communicator's id, the window, the ranges. */
 static weft_status_t send_ready(peer_t *p, const ncclUniqueId *id)
 {
@@ -182,8 +160,9 @@ static weft_status_t build_schedule(peer_t *p)
     return WEFT_OK;
 }
 
-static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
+static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
+    peer_t             *p = (peer_t *)base;
     struct nccl_server *s = p->server;
     weft_ctl_cursor_t  cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t   *views = NULL;
@@ -193,36 +172,28 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     ncclUniqueId        id;
     weft_status_t       status;
 
-    if (msg->type != WEFT_CTL_VIEWS) {
-        refuse(p, WEFT_ERR_CORRUPT, "views expected");
-        return;
-    }
     uuid = weft_ctl_get_blob(&cur, &uuid_length);
     if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES) {
-        refuse(p, WEFT_ERR_CORRUPT, "malformed views");
-        return;
-    }
-    if (s->broken) {
-        refuse(p, WEFT_ERR_CUDA, "the server cannot use its GPU");
-        return;
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_CORRUPT, "malformed views");
+        return WEFT_ERR_CORRUPT;
     }
     if (memcmp(uuid, s->uuid, WEFT_NCCL_UUID_BYTES) == 0) {
-        refuse(p, WEFT_ERR_UNSUPPORTED,
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_UNSUPPORTED,
                "its views are on the server's GPU: NCCL needs another GPU for the consumer "
                "(use the cuda_ipc transport on one GPU)");
-        return;
+        return WEFT_ERR_UNSUPPORTED;
     }
     status = weft_wire_get_views(&cur, WEFT_MEMORY_CUDA, &views, &names, &view_count);
     if (status != WEFT_OK) {
-        refuse(p, status, "malformed views");
-        return;
+        weft_server_base_refuse_drop(&p->base, status, "malformed views");
+        return status;
     }
     status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_NCCL, &remote_plan_ops, views, view_count);
     free(views);
     free(names);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
-        return;
+        return status;
     }
     status = build_schedule(p);
     if (status == WEFT_OK) {
@@ -232,25 +203,25 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
         status = weft_nccl_status(ncclGetUniqueId(&id), NULL, "ncclGetUniqueId");
     }
     if (status != WEFT_OK) {
-        refuse(p, status, "the server could not set up NCCL for it");
-        return;
+        weft_server_base_refuse_drop(&p->base, status, "the server could not set up NCCL for it");
+        return status;
     }
     status = weft_server_base_register(&p->base);
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
-        return;
+        return status;
     }
     p->xfer.stream = p->stream;
     if (send_ready(p, &id) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
-        return;
+        return WEFT_ERR_CONNECTION;
     }
     /* Both ranks make the communicator now; the consumer counts as ready
      * once ours is up. */
     status = weft_nccl_comm_start(&p->comm, &id, 0);
     if (status != WEFT_OK && status != WEFT_INPROGRESS) {
         peer_drop(p, status, "its communicator could not be made");
-        return;
+        return status;
     }
     p->xfer.comm = p->comm;
     p->base.deadline = weft_deadline_ns(weft_time_ns(), s->base.timeout_us);
@@ -259,6 +230,7 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
                   " ranges; making its communicator",
                   p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
                   p->base.plan->ranges.count);
+    return WEFT_OK;
 }
 
 /* ------------------------------------------------------------ versions */
@@ -343,39 +315,21 @@ static void peer_advance(peer_t *p)
     }
 }
 
-/* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(weft_server_peer_t *base)
+/* A message from a consumer past its handshake: only an ack is expected. */
+static void peer_message(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
-    peer_t         *p = (peer_t *)base;
-    weft_ctl_msg_t msg;
-    weft_status_t   why;
-    const char     *what;
+    peer_t *p = (peer_t *)base;
 
-    const int got = weft_server_base_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
-
-    if (got < 0) {
-        return; /* a message not yet whole: the rest comes later */
-    }
-    if (got == 0) {
-        peer_drop(p, why, what);
-        return;
-    }
-    switch (p->state) {
-    case PEER_HELLO:
-        on_hello(p, &msg);
-        break;
-    case PEER_VIEWS:
-        on_views(p, &msg);
-        break;
-    case PEER_SENDING:
-    case PEER_ACKING:
-        on_ack(p, &msg);
-        break;
-    default:
+    if (p->state == PEER_SENDING || p->state == PEER_ACKING) {
+        on_ack(p, msg);
+    } else {
         peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
-        break;
     }
-    free(msg.payload);
+}
+
+static int peer_idle(const weft_server_peer_t *base)
+{
+    return ((const peer_t *)base)->state == PEER_READY;
 }
 
 /* Starts sending the latest version to a ready consumer that lacks it. */
@@ -417,7 +371,7 @@ static void peer_init(weft_server_peer_t *base)
     peer_t *p = (peer_t *)base;
 
     p->server = (struct nccl_server *)base->server; /* weft_server_base_t is its first member */
-    p->state = PEER_HELLO;
+    p->state = PEER_HANDSHAKE;
 }
 
 static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const char *what)
@@ -427,9 +381,11 @@ static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const ch
 
 static const weft_server_peer_ops_t peer_ops = {
     .size  = sizeof(peer_t),
-    .init  = peer_init,
-    .read  = peer_read,
-    .start = peer_start,
+    .init    = peer_init,
+    .views   = peer_views,
+    .message = peer_message,
+    .idle    = peer_idle,
+    .start   = peer_start,
     .reap  = peer_reap,
     .drop  = peer_drop_base,
 };
@@ -447,7 +403,7 @@ static void *server_main(void *arg)
      * registry's arenas. */
     if (WEFT_CUDA_CHECK(cudaSetDevice(s->device)) != WEFT_OK) {
         weft_log_error("server: cannot use GPU %d: every consumer will be refused", s->device);
-        s->broken = 1;
+        s->base.broken = 1;
     }
     while (!atomic_load(&s->base.stop)) {
         uint32_t          n, ready = 0;

@@ -179,83 +179,6 @@ void weft_server_peer_init(weft_server_peer_t *p, weft_server_base_t *s, int fd,
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
 }
 
-void weft_server_base_refuse(weft_server_peer_t *p, weft_status_t status, const char *reason)
-{
-    weft_log_warn("server: refused consumer from %s: %s", p->addr, reason);
-    weft_server_base_stats_add(p->server, &p->server->stats.refused, 1); /* before the peer can hear of it */
-    (void)weft_wire_send_refused(p->fd, &p->session, status, reason,
-                                 weft_deadline_ns(weft_time_ns(), GOODBYE_US));
-}
-
-/* HELLO → CHALLENGE. */
-static weft_status_t serve_challenge(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
-{
-    weft_server_base_t   *s = p->server;
-    const char     *reason;
-    uint8_t         mac[WEFT_AUTH_MAC_BYTES];
-    weft_ctl_buf_t buf = {0};
-    weft_status_t   status;
-
-    status = weft_wire_check_hello(msg, s->protocol, p->consumer_nonce, p->name, &reason);
-    if (status != WEFT_OK) {
-        weft_server_base_refuse(p, status, reason);
-        return status;
-    }
-    weft_auth_nonce(p->server_nonce);
-    weft_auth_mac(mac, WEFT_AUTH_SERVER, s->token, s->protocol, p->consumer_nonce, p->server_nonce, p->name);
-    weft_ctl_put_blob(&buf, p->server_nonce, WEFT_AUTH_NONCE_BYTES);
-    weft_ctl_put_blob(&buf, mac, WEFT_AUTH_MAC_BYTES);
-    status = buf.failed ? WEFT_ERR_NO_MEMORY
-                        : weft_ctl_send(p->fd, WEFT_CTL_CHALLENGE, buf.data, (uint32_t)buf.length,
-                                         weft_deadline_ns(weft_time_ns(), s->timeout_us));
-    weft_ctl_buf_free(&buf);
-    if (status != WEFT_OK) {
-        return WEFT_ERR_CONNECTION;
-    }
-    p->challenged = 1;
-    return WEFT_INPROGRESS;
-}
-
-/* PROOF → (checked). A consumer that found our CHALLENGE wrong says so
- * with a REFUSED instead: not a proof either. */
-static weft_status_t serve_proof(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
-{
-    weft_server_base_t *s = p->server;
-    uint8_t       want[WEFT_AUTH_MAC_BYTES], got[WEFT_AUTH_MAC_BYTES];
-
-    if (weft_wire_get_auth(msg, NULL, got) != WEFT_OK) {
-        weft_server_base_refuse(p, WEFT_ERR_AUTH, msg->type == WEFT_CTL_REFUSED ? "it refused this server's proof"
-                                                                              : "a malformed proof");
-        return WEFT_ERR_AUTH;
-    }
-    weft_auth_mac(want, WEFT_AUTH_CONSUMER, s->token, s->protocol, p->consumer_nonce, p->server_nonce, p->name);
-    if (!weft_auth_mac_ok(want, got, sizeof(got))) {
-        weft_server_base_refuse(p, WEFT_ERR_AUTH, "wrong token");
-        return WEFT_ERR_AUTH;
-    }
-    weft_auth_session_start(&p->session, WEFT_AUTH_SERVER, s->token, s->protocol, p->consumer_nonce,
-                            p->server_nonce, p->name);
-    return WEFT_OK;
-}
-
-weft_status_t weft_server_base_welcome(weft_server_peer_t *p, const weft_ctl_msg_t *msg,
-                                 const void *payload, uint32_t length)
-{
-    weft_status_t status = p->challenged ? serve_proof(p, msg) : serve_challenge(p, msg);
-
-    if (status != WEFT_OK) {
-        return status;
-    }
-    /* Sealed: the consumer takes the transport's address in it only from
-     * a server that holds the token. */
-    if (weft_auth_send(p->fd, &p->session, WEFT_CTL_WELCOME, payload, length,
-                       weft_deadline_ns(weft_time_ns(), p->server->timeout_us)) != WEFT_OK) {
-        return WEFT_ERR_CONNECTION;
-    }
-    p->authenticated = 1; /* its VIEWS may be long */
-    return WEFT_OK;
-}
-
 weft_status_t weft_server_base_plan(weft_server_peer_t *p, weft_transport_t transport,
                               const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                               uint32_t count)
@@ -417,46 +340,6 @@ uint64_t weft_server_base_want_floor(const weft_server_peer_t *p)
     return p->want_after > p->acked ? p->want_after : p->acked;
 }
 
-weft_status_t weft_server_base_read(weft_server_peer_t *p, weft_ctl_msg_t *msg)
-{
-    int           closed = 0;
-    weft_status_t status = weft_ctl_read_some(p->fd, &p->reader,
-                                               p->authenticated ? WEFT_CTL_MAX_PAYLOAD : WEFT_SERVER_PREAUTH_MAX,
-                                               msg, &closed);
-
-    if (status == WEFT_OK) {
-        return weft_auth_open(&p->session, msg);
-    }
-    return status == WEFT_INPROGRESS || status == WEFT_ERR_CORRUPT ? status : WEFT_ERR_CONNECTION;
-}
-
-int weft_server_base_next(weft_server_peer_t *p, int busy, weft_ctl_msg_t *msg, weft_status_t *why,
-                    const char **what)
-{
-    const weft_status_t status = weft_server_base_read(p, msg);
-
-    if (status == WEFT_INPROGRESS) {
-        return -1;
-    }
-    if (status != WEFT_OK) {
-        *why = status == WEFT_ERR_CORRUPT || status == WEFT_ERR_AUTH ? status : WEFT_ERR_CONNECTION;
-        *what = status == WEFT_ERR_CORRUPT ? "it sent what is not a message it may send"
-                : status == WEFT_ERR_AUTH  ? "a message that does not open with its session's key (forged, "
-                                             "altered, replayed, out of order or in clear)"
-                                           : "its connection closed";
-        return 0;
-    }
-    if (msg->type == WEFT_CTL_BYE) {
-        free(msg->payload);
-        msg->payload = NULL;
-        /* In the middle of a version it gave up on it: that is a failure. */
-        *why = busy ? WEFT_ERR_CANCELED : WEFT_OK;
-        *what = busy ? "it left in the middle of a version" : "it left";
-        return 0;
-    }
-    return 1;
-}
-
 void weft_server_base_drop(weft_server_peer_t *p, weft_status_t why, const char *what, int mid_version,
                      int tell)
 {
@@ -606,7 +489,7 @@ void weft_server_base_poll_events(weft_server_base_t *s, const struct pollfd *fd
 
         if (p->fd >= 0 && p->fd == fds[i + 1].fd &&
             (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            s->peer_ops->read(p);
+            weft_server_peer_read(p);
         }
     }
 }

@@ -33,13 +33,33 @@
 typedef struct weft_server_peer weft_server_peer_t;
 
 /*
+ * Where a consumer is in the life every server gives it. The handshake is
+ * weft_server_base_t's: HELLO (and the PROOF that answers our CHALLENGE),
+ * then VIEWS, whose checks and set-up are the transport's (peer_ops->views);
+ * once that sent READY, the consumer is SERVING and every message it sends
+ * is the transport's (peer_ops->message).
+ */
+typedef enum weft_server_phase {
+    WEFT_SERVER_PHASE_HELLO,
+    WEFT_SERVER_PHASE_VIEWS,
+    WEFT_SERVER_PHASE_SERVING
+} weft_server_phase_t;
+
+/*
  * What a server does with its own peers (each starts with a
- * weft_server_peer_t), for the peer table that weft_server_base_t keeps.
+ * weft_server_peer_t), for the peer table and the handshake that
+ * weft_server_base_t runs. On the server thread.
  */
 typedef struct weft_server_peer_ops {
     size_t size;                                          /* of the server's peer */
     void (*init)(weft_server_peer_t *p);                   /* accepted: zeroed, base set */
-    void (*read)(weft_server_peer_t *p);                   /* its connection is readable */
+    /* VIEWS came from a consumer that proved the token: its checks, its
+     * plan (weft_server_base_plan), its registration and READY. WEFT_OK
+     * once READY went out (the peer is then SERVING); otherwise the peer
+     * was dropped or refused, and the status says why. */
+    weft_status_t (*views)(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
+    void (*message)(weft_server_peer_t *p, const weft_ctl_msg_t *msg); /* from a SERVING peer */
+    int (*idle)(const weft_server_peer_t *p);              /* SERVING, no version in flight */
     void (*start)(weft_server_peer_t *p, uint64_t latest); /* latest is published (> 0) */
     int (*reap)(weft_server_peer_t *p);                    /* 1 when it was freed */
     void (*drop)(weft_server_peer_t *p, weft_status_t why, const char *what); /* the transport's dropping */
@@ -53,6 +73,12 @@ typedef struct weft_server_base {
     uint32_t            protocol;   /* the transport's HELLO protocol */
     uint64_t            timeout_us;
     uint64_t            window;     /* params.window_bytes or the transport's default */
+    /* What WELCOME carries (the ucx server's worker address; may be none),
+     * and whether the server's thread could not use its GPU (every VIEWS
+     * is refused then). */
+    const void         *welcome;
+    uint32_t            welcome_length;
+    int                 broken;
     pthread_t           thread;
     int                 thread_started;
     atomic_int          stop;
@@ -140,6 +166,7 @@ struct weft_server_peer {
     /* On once the PROOF checked out: every later message both ways sealed. */
     weft_auth_session_t session;
     uint64_t      accepted_seq; /* order of acceptance, for the eviction of the oldest */
+    weft_server_phase_t phase;
     /* What arrived of a message not yet whole: the server's thread never
      * waits for one peer's bytes. */
     weft_ctl_reader_t reader;
@@ -196,19 +223,21 @@ void weft_server_peer_init(weft_server_peer_t *p, weft_server_base_t *s, int fd,
 /* Logs and counts a refusal and tells the consumer (the caller drops it). */
 void weft_server_base_refuse(weft_server_peer_t *p, weft_status_t status, const char *reason);
 
+/* Refuses the consumer (weft_server_base_refuse) and drops it through the
+ * transport (peer_ops->drop, "refused"). */
+void weft_server_base_refuse_drop(weft_server_peer_t *p, weft_status_t status, const char *reason);
+
 /*
- * The handshake's messages, in the order they come (ctl/auth.h): the
- * HELLO is checked (protocol) and answered with a CHALLENGE, and
- * WEFT_INPROGRESS says to wait for the next message in the same state;
- * that must be the PROOF, which is checked, then WELCOME goes out with the
- * transport's payload (may be empty): WEFT_OK. Otherwise the error (the
- * consumer was refused: malformed, another protocol, WEFT_ERR_AUTH for a
- * proof made without the token or no proof at all), or
- * WEFT_ERR_CONNECTION (an answer could not be sent). Nothing is set up
- * for a consumer before its proof is checked.
+ * Reads what a peer's readable connection holds and handles it: the
+ * handshake here (HELLO checked (protocol) and answered with a CHALLENGE;
+ * then the PROOF, checked, and WELCOME with s->welcome; then VIEWS, given
+ * to peer_ops->views), every later message to peer_ops->message. A
+ * consumer that closes, sends what is not a message, fails the handshake
+ * (malformed, another protocol, a proof made without the token, no proof
+ * at all) or says BYE is dropped through peer_ops->drop. Nothing is set up
+ * for a consumer before its proof is checked. (ctl/auth.h)
  */
-weft_status_t weft_server_base_welcome(weft_server_peer_t *p, const weft_ctl_msg_t *msg,
-                                 const void *payload, uint32_t length);
+void weft_server_peer_read(weft_server_peer_t *p);
 
 /*
  * Builds the consumer's plan from its views with the checks of
@@ -256,28 +285,8 @@ void weft_server_base_release(weft_server_peer_t *p);
  */
 weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
 
-/*
- * Reads what the peer's connection holds, without waiting: WEFT_OK and
- * *msg (opened, once the session is on) when a message is whole,
- * WEFT_INPROGRESS when it is not yet, WEFT_ERR_CONNECTION when the
- * connection ended, WEFT_ERR_CORRUPT for a bad header or a message too
- * long (before the peer proved the token, WEFT_SERVER_PREAUTH_MAX bytes at
- * most), WEFT_ERR_AUTH for one that does not open (auth.h).
- */
+/* Before the peer proved the token its messages are this long at most. */
 #define WEFT_SERVER_PREAUTH_MAX 4096u
-weft_status_t weft_server_base_read(weft_server_peer_t *p, weft_ctl_msg_t *msg);
-
-/*
- * Reads the message of a peer whose connection is readable: 1 and *msg
- * (the caller frees its payload) for the transport to handle; -1 when
- * what came is not a whole message yet (nothing to do until more comes);
- * 0 when the peer must be dropped with *why and *what: its connection
- * closed or sent what is not a message, or it said BYE (WEFT_OK when it
- * was idle, WEFT_ERR_CANCELED when it gave up on a version in flight:
- * busy set).
- */
-int weft_server_base_next(weft_server_peer_t *p, int busy, weft_ctl_msg_t *msg, weft_status_t *why,
-                    const char **what);
 
 /*
  * The registry side of dropping a consumer: logs why, records

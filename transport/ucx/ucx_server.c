@@ -85,7 +85,7 @@ static void *server_main(void *arg)
 
         if (weft_ucx_cuda_enter(s->device, &saved) != WEFT_OK) {
             weft_log_error("server: cannot use GPU %d: every consumer will be refused", s->device);
-            s->broken = 1;
+            s->base.broken = 1;
         }
     }
     while (!atomic_load(&s->base.stop)) {
@@ -145,7 +145,7 @@ static void *server_main(void *arg)
         weft_server_base_reap(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_state_t st = peer_at(s, i)->state;
-            ready += st != PEER_HELLO && st != PEER_VIEWS && st != PEER_CLOSING;
+            ready += st != PEER_HANDSHAKE && st != PEER_CLOSING;
         }
         weft_server_base_set_consumers(&s->base, ready);
     }
@@ -287,6 +287,11 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
                                                         &s->address_length),
                                  "ucp_worker_get_address");
     }
+    /* WELCOME carries the worker's address: the consumer connects an
+     * endpoint of its own to it, which UCX pairs with ours, and its side
+     * then handles our failure instead of aborting on it. */
+    s->base.welcome = s->address;
+    s->base.welcome_length = (uint32_t)s->address_length;
     if (status == WEFT_OK && s->memory == WEFT_MEMORY_CUDA) {
         status = check_gpu_registry(s);
     } else if (status == WEFT_OK) {

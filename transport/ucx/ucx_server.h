@@ -41,8 +41,7 @@
 #define LANES_SPIN_NS        UINT64_C(1000000)
 
 typedef enum peer_state {
-    PEER_HELLO,    /* waiting for HELLO, then its PROOF */
-    PEER_VIEWS,    /* waiting for VIEWS */
+    PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
     PEER_READY,    /* idle, gets the next version */
     PEER_SENDING,  /* puts in flight */
     PEER_FLUSHING, /* flush in flight */
@@ -93,7 +92,6 @@ struct ucx_server {
     weft_memory_kind_t memory;     /* of the registry's arenas */
     int             device;        /* their GPU; -1 for host */
     weft_ucx_gpu_path_t path;      /* GPU registry: direct or staged */
-    int             broken;        /* the thread could not use the GPU: refuse everyone */
     weft_ucx_lanes_t *lanes;       /* host registry with more than one lane */
 
     int             stopping; /* the thread is shutting down: close at once */

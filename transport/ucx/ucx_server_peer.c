@@ -1,6 +1,7 @@
-/* The ucx server's consumers: the handshake (HELLO, the token's proof,
- * VIEWS and the plan they make), the messages read in every state, and
- * the drop (ucx_server.h). On the server thread. */
+/* The ucx server's consumers: their VIEWS (the plan they make, the
+ * endpoint, keys and lanes), the messages read once they are served, and
+ * the drop (ucx_server.h). The handshake before VIEWS is server.h's. On
+ * the server thread. */
 #include "config.h"
 
 #include "transport/ucx/ucx_server.h"
@@ -122,30 +123,6 @@ static int peer_reap(weft_server_peer_t *base)
 
 /* ----------------------------------------------------------- handshake */
 
-static void refuse(peer_t *p, weft_status_t status, const char *reason)
-{
-    weft_server_base_refuse(&p->base, status, reason);
-    weft_ucx_peer_drop(p, status, "refused");
-}
-
-static void on_hello(peer_t *p, const weft_ctl_msg_t *msg)
-{
-    struct ucx_server *s = p->server;
-    /* The consumer connects an endpoint of its own to this worker: UCX pairs
-     * it with ours, and its side then handles our failure instead of
-     * aborting on it. */
-    weft_status_t status = weft_server_base_welcome(&p->base, msg, s->address, (uint32_t)s->address_length);
-
-    if (status == WEFT_INPROGRESS) {
-        return; /* challenged: its proof comes next, in this state */
-    }
-    if (status != WEFT_OK) {
-        weft_ucx_peer_drop(p, status, status == WEFT_ERR_CONNECTION ? "welcome not sent" : "refused");
-        return;
-    }
-    p->state = PEER_VIEWS;
-}
-
 /* 1 when every range of the plan lies inside one registered region. */
 static int ranges_in_regions(const peer_t *p)
 {
@@ -170,21 +147,18 @@ static weft_status_t connect_peer(peer_t *p, const void *address)
     return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
 }
 
-static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
+static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
+    peer_t              *p = (peer_t *)base;
     struct ucx_server   *s = p->server;
     weft_ucx_views_msg_t m; /* its blobs point into msg, valid during this call */
     const char          *reason;
     weft_status_t        status;
 
-    if (msg->type != WEFT_CTL_VIEWS) {
-        refuse(p, WEFT_ERR_CORRUPT, "views expected");
-        return;
-    }
     status = weft_ucx_views_parse(msg, &m, &reason);
     if (status != WEFT_OK) {
-        refuse(p, status, reason);
-        return;
+        weft_server_base_refuse_drop(&p->base, status, reason);
+        return status;
     }
     /* The peer keeps the regions; the rest is read here. */
     p->regions = m.regions;
@@ -193,8 +167,8 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     m.regions = NULL;
     if (p->rkeys == NULL) {
         weft_ucx_views_msg_free(&m);
-        refuse(p, WEFT_ERR_NO_MEMORY, "no memory");
-        return;
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_NO_MEMORY, "no memory");
+        return WEFT_ERR_NO_MEMORY;
     }
     status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_UCX, &weft_ucx_remote_plan_ops, m.views, m.view_count);
     free(m.views);
@@ -204,7 +178,7 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     if (status != WEFT_OK) {
         free(m.rkeys);
         weft_ucx_peer_drop(p, status, "refused");
-        return;
+        return status;
     }
     /* Staged through a ring: the views are device memory the consumer
      * copies into itself; every put goes into the ring. */
@@ -213,18 +187,13 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
                               : WEFT_OK;
     if (status != WEFT_OK) {
         free(m.rkeys);
-        refuse(p, status, "its staging ring cannot hold a version in rounds");
-        return;
+        weft_server_base_refuse_drop(&p->base, status, "its staging ring cannot hold a version in rounds");
+        return status;
     }
     if (m.ring_half == 0 && !ranges_in_regions(p)) {
         free(m.rkeys);
-        refuse(p, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
-        return;
-    }
-    if (s->broken) {
-        free(m.rkeys);
-        refuse(p, WEFT_ERR_CUDA, "the server cannot use its registry's GPU");
-        return;
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
+        return WEFT_ERR_INVALID_PARAM;
     }
     /* Only a consumer that passed every check gets an endpoint: closing an
      * endpoint still in its wire-up, whose peer then disconnects (as a
@@ -250,20 +219,20 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     }
     free(m.rkeys);
     if (status != WEFT_OK) {
-        refuse(p, status, "cannot reach it or use its memory keys");
-        return;
+        weft_server_base_refuse_drop(&p->base, status, "cannot reach it or use its memory keys");
+        return status;
     }
     if (s->memory == WEFT_MEMORY_CUDA && s->path == WEFT_UCX_GPU_STAGED) {
         status = weft_ucx_ring_create(s->ucx.context, s->base.window, CHUNK_BYTES, &p->ring);
         if (status != WEFT_OK) {
-            refuse(p, status, "no bounce buffers for it on the server");
-            return;
+            weft_server_base_refuse_drop(&p->base, status, "no bounce buffers for it on the server");
+            return status;
         }
     }
     status = weft_server_base_register(&p->base);
     if (status != WEFT_OK) {
         weft_ucx_peer_drop(p, status, "refused");
-        return;
+        return status;
     }
     {
         weft_ctl_buf_t buf = {0};
@@ -274,7 +243,7 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
     }
     if (status != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
-        return;
+        return WEFT_ERR_CONNECTION;
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
@@ -284,6 +253,7 @@ static void on_views(peer_t *p, const weft_ctl_msg_t *msg)
                   p->rounds.count != 0 ? ", in rounds through its staging ring" : "",
                   p->lanes != NULL ? weft_ucx_lanes_count(s->lanes) : 1,
                   p->lanes != NULL ? "s" : " (the server thread)");
+    return WEFT_OK;
 }
 
 static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
@@ -295,53 +265,34 @@ static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
     p->state = PEER_READY;
 }
 
-/* Reads what a consumer sent, in whatever state it is. */
-static void peer_read(weft_server_peer_t *base)
+/* A message from a consumer past its handshake. */
+static void peer_message(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
-    peer_t         *p = (peer_t *)base;
-    weft_ctl_msg_t msg;
-    weft_status_t   why;
-    const char     *what;
+    peer_t *p = (peer_t *)base;
 
-    const int got = weft_server_base_next(&p->base, p->state != PEER_READY, &msg, &why, &what);
-
-    if (got < 0) {
-        return; /* a message not yet whole: the rest comes later */
-    }
-    if (got == 0) {
-        weft_ucx_peer_drop(p, why, what);
-        return;
-    }
     /* The consumer asks for each version, so that its views change only
      * while it waits in weft_remote_receive. */
-    if (msg.type == WEFT_CTL_WANT && p->state != PEER_HELLO && p->state != PEER_VIEWS) {
-        if (weft_server_base_want(&p->base, &msg) != WEFT_OK) {
+    if (msg->type == WEFT_CTL_WANT) {
+        if (weft_server_base_want(&p->base, msg) != WEFT_OK) {
             weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
         }
-        free(msg.payload);
         return;
     }
-    if (msg.type == WEFT_CTL_ROUND_DONE && p->rounds.count != 0 &&
+    if (msg->type == WEFT_CTL_ROUND_DONE && p->rounds.count != 0 &&
         (p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING)) {
-        weft_ucx_on_round_done(p, &msg);
-        free(msg.payload);
+        weft_ucx_on_round_done(p, msg);
         return;
     }
-    switch (p->state) {
-    case PEER_HELLO:
-        on_hello(p, &msg);
-        break;
-    case PEER_VIEWS:
-        on_views(p, &msg);
-        break;
-    case PEER_ACKING:
-        on_ack(p, &msg);
-        break;
-    default:
+    if (p->state == PEER_ACKING) {
+        on_ack(p, msg);
+    } else {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
-        break;
     }
-    free(msg.payload);
+}
+
+static int peer_idle(const weft_server_peer_t *base)
+{
+    return ((const peer_t *)base)->state == PEER_READY;
 }
 
 /* A consumer just accepted: it says hello first. */
@@ -350,7 +301,7 @@ static void peer_init(weft_server_peer_t *base)
     peer_t *p = (peer_t *)base;
 
     p->server = (struct ucx_server *)base->server; /* weft_server_base_t is its first member */
-    p->state = PEER_HELLO;
+    p->state = PEER_HANDSHAKE;
     p->linger_fd = -1;
 }
 
@@ -361,9 +312,11 @@ static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const ch
 
 const weft_server_peer_ops_t weft_ucx_peer_ops = {
     .size  = sizeof(peer_t),
-    .init  = peer_init,
-    .read  = peer_read,
-    .start = weft_ucx_peer_start,
+    .init    = peer_init,
+    .views   = peer_views,
+    .message = peer_message,
+    .idle    = peer_idle,
+    .start   = weft_ucx_peer_start,
     .reap  = peer_reap,
     .drop  = peer_drop_base,
 };

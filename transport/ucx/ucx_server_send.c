@@ -131,7 +131,7 @@ void weft_ucx_peer_advance(peer_t *p)
         return;
     }
     if ((p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING ||
-         p->state == PEER_HELLO || p->state == PEER_VIEWS) &&
+         p->state == PEER_HANDSHAKE) &&
         weft_time_ns() > p->base.deadline) {
         weft_ucx_peer_drop(p, WEFT_ERR_TIMEOUT, "no progress within the timeout");
         return;
