@@ -16,7 +16,7 @@
  *           cudaIpcMemHandle_t (WEFT_CUDA_IPC_HANDLE_BYTES), u64 base and
  *           u64 bytes in the consumer's address space; then the views
  *           (wire.h), addresses the consumer's, each inside one allocation.
- *   READY   the head of weft_server_base_put_ready, nothing else.
+ *   READY   the head of weft_server_base_ready, nothing else.
  *   WANT(a) the consumer is in weft_remote_receive(after a): the server
  *           may now write one version newer than a into the views (the
  *           latest). Without it the server never writes, so the views

@@ -257,7 +257,6 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     allocation_t       *allocs = NULL;
     uint32_t            view_count = 0, alloc_count = 0;
     const char         *reason = "malformed views";
-    weft_ctl_buf_t     buf = {0};
     weft_status_t       status;
 
     status = map_allocations(p, &cur, &allocs, &alloc_count, &reason);
@@ -287,17 +286,9 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
         peer_drop(p, status, "refused");
         return status;
     }
-    status = weft_server_base_register(&p->base);
+    status = weft_server_base_ready(&p->base, NULL);
     if (status != WEFT_OK) {
-        peer_drop(p, status, "refused");
         return status;
-    }
-    weft_server_base_put_ready(&p->base, &buf);
-    status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
-    weft_ctl_buf_free(&buf);
-    if (status != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
-        return WEFT_ERR_CONNECTION;
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
@@ -389,14 +380,14 @@ static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const ch
 }
 
 static const weft_server_peer_ops_t peer_ops = {
-    .size  = sizeof(peer_t),
+    .size    = sizeof(peer_t),
     .init    = peer_init,
     .views   = peer_views,
     .message = peer_message,
     .idle    = peer_idle,
     .start   = peer_start,
-    .reap  = peer_reap,
-    .drop  = peer_drop_base,
+    .reap    = peer_reap,
+    .drop    = peer_drop_base,
 };
 
 /*

@@ -122,23 +122,17 @@ static int peer_reap(weft_server_peer_t *base)
 
 /* ----------------------------------------------------------- handshake */
 
-/* READY: the head, the communicator's id, the window, the ranges. */
-static weft_status_t send_ready(peer_t *p, const ncclUniqueId *id)
+/* READY's part of ours: the communicator's id, the window, the ranges. */
+static void put_ready_tail(const peer_t *p, const ncclUniqueId *id, weft_ctl_buf_t *buf)
 {
     const weft_range_list_t *list = &p->base.plan->ranges;
-    weft_ctl_buf_t          buf = {0};
-    weft_status_t            status;
 
-    weft_server_base_put_ready(&p->base, &buf);
-    weft_ctl_put_blob(&buf, id, (uint32_t)sizeof(*id));
-    weft_ctl_put_u64(&buf, p->server->base.window);
+    weft_ctl_put_blob(buf, id, (uint32_t)sizeof(*id));
+    weft_ctl_put_u64(buf, p->server->base.window);
     for (uint64_t i = 0; i < list->count; i++) {
-        weft_ctl_put_u64(&buf, (uint64_t)(uintptr_t)list->ranges[i].dst);
-        weft_ctl_put_u64(&buf, list->ranges[i].bytes);
+        weft_ctl_put_u64(buf, (uint64_t)(uintptr_t)list->ranges[i].dst);
+        weft_ctl_put_u64(buf, list->ranges[i].bytes);
     }
-    status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
-    weft_ctl_buf_free(&buf);
-    return status;
 }
 
 /* The sizes and arena offsets of the plan's ranges: the send schedule. */
@@ -170,6 +164,7 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     uint32_t            view_count = 0, uuid_length;
     const void         *uuid;
     ncclUniqueId        id;
+    weft_ctl_buf_t      tail = {0};
     weft_status_t       status;
 
     uuid = weft_ctl_get_blob(&cur, &uuid_length);
@@ -206,15 +201,12 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
         weft_server_base_refuse_drop(&p->base, status, "the server could not set up NCCL for it");
         return status;
     }
-    status = weft_server_base_register(&p->base);
-    if (status != WEFT_OK) {
-        peer_drop(p, status, "refused");
-        return status;
-    }
     p->xfer.stream = p->stream;
-    if (send_ready(p, &id) != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
-        return WEFT_ERR_CONNECTION;
+    put_ready_tail(p, &id, &tail);
+    status = weft_server_base_ready(&p->base, &tail);
+    weft_ctl_buf_free(&tail);
+    if (status != WEFT_OK) {
+        return status;
     }
     /* Both ranks make the communicator now; the consumer counts as ready
      * once ours is up. */
@@ -380,14 +372,14 @@ static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const ch
 }
 
 static const weft_server_peer_ops_t peer_ops = {
-    .size  = sizeof(peer_t),
+    .size    = sizeof(peer_t),
     .init    = peer_init,
     .views   = peer_views,
     .message = peer_message,
     .idle    = peer_idle,
     .start   = peer_start,
-    .reap  = peer_reap,
-    .drop  = peer_drop_base,
+    .reap    = peer_reap,
+    .drop    = peer_drop_base,
 };
 
 static void *server_main(void *arg)

@@ -197,7 +197,8 @@ weft_status_t weft_server_base_plan(weft_server_peer_t *p, weft_transport_t tran
     return status;
 }
 
-weft_status_t weft_server_base_register(weft_server_peer_t *p)
+/* Registers the consumer in the registry under its name; refuses on error. */
+static weft_status_t register_consumer(weft_server_peer_t *p)
 {
     weft_server_base_t *s = p->server;
     weft_status_t status = weft_registry_consumer_register(s->reg, p->name, &p->consumer);
@@ -211,7 +212,8 @@ weft_status_t weft_server_base_register(weft_server_peer_t *p)
     return WEFT_OK;
 }
 
-void weft_server_base_put_ready(const weft_server_peer_t *p, weft_ctl_buf_t *buf)
+/* The head of READY: u32 consumer id, u64 bytes per version, u64 ranges. */
+static void put_ready_head(const weft_server_peer_t *p, weft_ctl_buf_t *buf)
 {
     weft_ctl_put_u32(buf, p->consumer);
     weft_ctl_put_u64(buf, p->plan->bytes);
@@ -225,6 +227,30 @@ weft_status_t weft_server_base_send(weft_server_peer_t *p, uint32_t type, weft_c
     }
     return weft_auth_send(p->fd, &p->session, type, buf->data, (uint32_t)buf->length,
                           weft_deadline_ns(weft_time_ns(), p->server->timeout_us));
+}
+
+weft_status_t weft_server_base_ready(weft_server_peer_t *p, const weft_ctl_buf_t *tail)
+{
+    const weft_server_peer_ops_t *ops = p->server->peer_ops;
+    weft_ctl_buf_t                buf = {0};
+    weft_status_t                 status = register_consumer(p);
+
+    if (status != WEFT_OK) {
+        ops->drop(p, status, "refused"); /* it was told */
+        return status;
+    }
+    put_ready_head(p, &buf);
+    if (tail != NULL && (tail->length != 0 || tail->failed)) {
+        weft_ctl_put(&buf, tail->data, tail->length);
+        buf.failed |= tail->failed;
+    }
+    status = weft_server_base_send(p, WEFT_CTL_READY, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        ops->drop(p, WEFT_ERR_CONNECTION, "ready not sent");
+        return WEFT_ERR_CONNECTION;
+    }
+    return WEFT_OK;
 }
 
 weft_status_t weft_server_base_send_version(weft_server_peer_t *p, uint64_t deadline_ns)

@@ -248,11 +248,13 @@ weft_status_t weft_server_base_plan(weft_server_peer_t *p, weft_transport_t tran
                               const weft_plan_ops_t *ops, const weft_recv_view_t *views,
                               uint32_t count);
 
-/* Registers the consumer in the registry under its name; refuses on error. */
-weft_status_t weft_server_base_register(weft_server_peer_t *p);
-
-/* The head of READY: u32 consumer id, u64 bytes per version, u64 ranges. */
-void weft_server_base_put_ready(const weft_server_peer_t *p, weft_ctl_buf_t *buf);
+/*
+ * The end of a consumer's VIEWS: registers it in the registry under its
+ * name, then sends READY (u32 consumer id, u64 bytes per version, u64
+ * ranges, then `tail`, the transport's part; may be NULL). WEFT_OK, or the
+ * consumer was refused or dropped (peer_ops->drop) and the status says why.
+ */
+weft_status_t weft_server_base_ready(weft_server_peer_t *p, const weft_ctl_buf_t *tail);
 
 /* Sends a built payload, sealed once the session is on; WEFT_ERR_NO_MEMORY
  * when building it failed. */

@@ -229,21 +229,9 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
             return status;
         }
     }
-    status = weft_server_base_register(&p->base);
+    status = weft_server_base_ready(&p->base, NULL);
     if (status != WEFT_OK) {
-        weft_ucx_peer_drop(p, status, "refused");
         return status;
-    }
-    {
-        weft_ctl_buf_t buf = {0};
-
-        weft_server_base_put_ready(&p->base, &buf);
-        status = weft_server_base_send(&p->base, WEFT_CTL_READY, &buf);
-        weft_ctl_buf_free(&buf);
-    }
-    if (status != WEFT_OK) {
-        weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "ready not sent");
-        return WEFT_ERR_CONNECTION;
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
@@ -311,12 +299,12 @@ static void peer_drop_base(weft_server_peer_t *base, weft_status_t why, const ch
 }
 
 const weft_server_peer_ops_t weft_ucx_peer_ops = {
-    .size  = sizeof(peer_t),
+    .size    = sizeof(peer_t),
     .init    = peer_init,
     .views   = peer_views,
     .message = peer_message,
     .idle    = peer_idle,
     .start   = weft_ucx_peer_start,
-    .reap  = peer_reap,
-    .drop  = peer_drop_base,
+    .reap    = peer_reap,
+    .drop    = peer_drop_base,
 };
