@@ -26,6 +26,7 @@
 
 #include "lib/args.h"
 #include "lib/gpu_buf.h"
+#include "lib/columns.h"
 #include "lib/json.h"
 #include "lib/peer.h"
 #include "lib/stats.h"
@@ -546,6 +547,84 @@ static void fill_random(float *x, uint64_t n, uint64_t seed, float scale)
     }
 }
 
+
+/* The AdamW row: its table columns and --json fields, in one order. */
+enum {
+    A_PLACEMENT, A_DEVICE, A_EXPERTS, A_PARAMETERS, A_SLOTS, A_SLOT_BYTES, A_GPU_BYTES, A_H2D, A_D2H, A_BOTH,
+    A_STEP, A_FLOOR, A_RATIO_FLOOR, A_TORCH, A_RATIO_TORCH, A_WITH_WRITER, A_WRITER_OVERHEAD, A_TORCH_VERSION,
+    A_CORRECT, A_COLUMNS
+};
+
+static const perf_column_t adamw_columns[A_COLUMNS] = {
+    [A_PLACEMENT]       = {"placement", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [A_DEVICE]          = {"device", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [A_EXPERTS]         = {"experts", NULL, 0, 0, PERF_COLUMN_UINT},
+    [A_PARAMETERS]      = {"parameters", NULL, 0, 0, PERF_COLUMN_UINT},
+    [A_SLOTS]           = {"slots", NULL, 0, 0, PERF_COLUMN_UINT},
+    [A_SLOT_BYTES]      = {"slot_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [A_GPU_BYTES]       = {"gpu_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [A_H2D]             = {"h2d_gb_per_s", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [A_D2H]             = {"d2h_gb_per_s", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [A_BOTH]            = {"both_ways_gb_per_s", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [A_STEP]            = {"adamw_step_ms", "step_ms", 14, 2, PERF_COLUMN_DOUBLE},
+    [A_FLOOR]           = {"pcie_floor_ms", "floor_ms", 14, 2, PERF_COLUMN_DOUBLE},
+    [A_RATIO_FLOOR]     = {"adamw_ratio_pcie_floor", "ratio_floor", 14, 3, PERF_COLUMN_DOUBLE},
+    [A_TORCH]           = {"torch_staged_ms", "torch_ms", 12, 2, PERF_COLUMN_DOUBLE},
+    [A_RATIO_TORCH]     = {"adamw_ratio_torch_staged", "ratio_torch", 12, 3, PERF_COLUMN_DOUBLE},
+    [A_WITH_WRITER]     = {"adamw_with_writer_ms", "with_writer_ms", 16, 2, PERF_COLUMN_DOUBLE},
+    [A_WRITER_OVERHEAD] = {"writer_overhead", "writer_ovh", 12, 3, PERF_COLUMN_DOUBLE},
+    [A_TORCH_VERSION]   = {"torch", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [A_CORRECT]         = {"correct", "correct", 8, 0, PERF_COLUMN_BOOL},
+};
+
+/* A Muon group's row (the default rounding, FUSED). */
+enum {
+    M_SHAPE, M_ROUNDING, M_DEVICE, M_EXPERTS, M_ROWS, M_COLS, M_SLOTS, M_BATCH, M_RESIDENT, M_NS_TFLOPS, M_OF_PEAK,
+    M_COMPILE, M_SPEEDUP, M_ITER, M_COMPILE_ITER, M_ITER_SPEEDUP, M_ITER_OF_PEAK, M_STAGED, M_FLOOR, M_RATIO,
+    M_VS_RESIDENT, M_BOTH, M_GEMM_PEAK, M_TORCH_VERSION, M_CORRECT, M_COLUMNS
+};
+
+static const perf_column_t muon_columns[M_COLUMNS] = {
+    [M_SHAPE]         = {"shape", "shape", 12, 0, PERF_COLUMN_TEXT},
+    [M_ROUNDING]      = {"rounding", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [M_DEVICE]        = {"device", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [M_EXPERTS]       = {"experts", NULL, 0, 0, PERF_COLUMN_UINT},
+    [M_ROWS]          = {"rows", NULL, 0, 0, PERF_COLUMN_UINT},
+    [M_COLS]          = {"cols", NULL, 0, 0, PERF_COLUMN_UINT},
+    [M_SLOTS]         = {"slots", NULL, 0, 0, PERF_COLUMN_UINT},
+    [M_BATCH]         = {"matrices_a_slot", NULL, 0, 0, PERF_COLUMN_UINT},
+    [M_RESIDENT]      = {"resident_step_ms", "resident_ms", 12, 2, PERF_COLUMN_DOUBLE},
+    [M_NS_TFLOPS]     = {"ns_tflops", "ns_TFLOP/s", 10, 1, PERF_COLUMN_DOUBLE},
+    [M_OF_PEAK]       = {"ns_fraction_of_peak", "of_peak", 12, 3, PERF_COLUMN_DOUBLE},
+    [M_COMPILE]       = {"torch_compile_ns_ms", "compile_ms", 12, 2, PERF_COLUMN_DOUBLE},
+    [M_SPEEDUP]       = {"ns_speedup_torch_compile", "speedup", 10, 3, PERF_COLUMN_DOUBLE},
+    [M_ITER]          = {"ns_iterations_ms", "iter_ms", 10, 2, PERF_COLUMN_DOUBLE},
+    [M_COMPILE_ITER]  = {"torch_compile_ns_iterations_ms", "c_iter_ms", 10, 2, PERF_COLUMN_DOUBLE},
+    [M_ITER_SPEEDUP]  = {"ns_iterations_speedup_torch_compile", "iter_x", 10, 3, PERF_COLUMN_DOUBLE},
+    [M_ITER_OF_PEAK]  = {"ns_iterations_fraction_of_peak", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [M_STAGED]        = {"staged_step_ms", "staged_ms", 12, 2, PERF_COLUMN_DOUBLE},
+    [M_FLOOR]         = {"pcie_floor_ms", "floor_ms", 12, 2, PERF_COLUMN_DOUBLE},
+    [M_RATIO]         = {"muon_ratio_floor", "ratio", 10, 3, PERF_COLUMN_DOUBLE},
+    [M_VS_RESIDENT]   = {"staged_vs_resident_rel_err", "vs_res", 10, 2, PERF_COLUMN_G},
+    [M_BOTH]          = {"both_ways_gb_per_s", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [M_GEMM_PEAK]     = {"bf16_gemm_tflops", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [M_TORCH_VERSION] = {"torch", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [M_CORRECT]       = {"correct", NULL, 0, 0, PERF_COLUMN_BOOL},
+};
+
+/* The same group with eager PyTorch's roundings: the second table; its
+ * fields join the group's JSON object. */
+enum { E_SHAPE, E_RESIDENT, E_ITER, E_ITER_SPEEDUP, E_ITER_OF_PEAK, E_FUSED_VS_EAGER, E_COLUMNS };
+
+static const perf_column_t eager_columns[E_COLUMNS] = {
+    [E_SHAPE]          = {NULL, "shape", 12, 0, PERF_COLUMN_TEXT},
+    [E_RESIDENT]       = {"eager_resident_step_ms", "resident_ms", 12, 2, PERF_COLUMN_DOUBLE},
+    [E_ITER]           = {"eager_ns_iterations_ms", "iter_ms", 10, 2, PERF_COLUMN_DOUBLE},
+    [E_ITER_SPEEDUP]   = {"eager_ns_iterations_speedup_torch_compile", "iter_x", 10, 3, PERF_COLUMN_DOUBLE},
+    [E_ITER_OF_PEAK]   = {"eager_ns_iterations_fraction_of_peak", "of_peak", 12, 3, PERF_COLUMN_DOUBLE},
+    [E_FUSED_VS_EAGER] = {"fused_vs_eager_rel_err", "fused_vs_eager", 15, 2, PERF_COLUMN_G},
+};
+
 int perf_cmd_optim(int argc, char **argv)
 {
     optim_options_t          o;
@@ -738,77 +817,87 @@ int perf_cmd_optim(int argc, char **argv)
     step_w_ms = median_of(writer_ms, o.iters);
     floor_ms  = 12.0 * (double)params / (pcie.both_gbps * 1e9) * 1e3;
     {
-        const double ratio_floor = step_ms / floor_ms, ratio_torch = step_ms / peer_ms;
-        const double overhead = step_w_ms / step_ms - 1.0;
-        char         b1[32], b2[32];
+        const double      ratio_floor = step_ms / floor_ms, ratio_torch = step_ms / peer_ms;
+        const double      overhead = step_w_ms / step_ms - 1.0;
+        const perf_cell_t adamw[A_COLUMNS] = {
+            [A_PLACEMENT] = {.text = "staged"},
+            [A_DEVICE] = {.text = prop.name},
+            [A_EXPERTS] = {.u = o.experts},
+            [A_PARAMETERS] = {.u = params},
+            [A_SLOTS] = {.u = o.slots},
+            [A_SLOT_BYTES] = {.u = slot_need},
+            [A_GPU_BYTES] = {.u = info.device_bytes},
+            [A_H2D] = {.d = pcie.h2d_gbps},
+            [A_D2H] = {.d = pcie.d2h_gbps},
+            [A_BOTH] = {.d = pcie.both_gbps},
+            [A_STEP] = {.d = step_ms},
+            [A_FLOOR] = {.d = floor_ms},
+            [A_RATIO_FLOOR] = {.d = ratio_floor},
+            [A_TORCH] = {.d = peer_ms},
+            [A_RATIO_TORCH] = {.d = ratio_torch},
+            [A_WITH_WRITER] = {.d = step_w_ms},
+            [A_WRITER_OVERHEAD] = {.d = overhead},
+            [A_TORCH_VERSION] = {.text = torch},
+            [A_CORRECT] = {.u = (uint64_t)correct},
+        };
+        perf_cell_t muon[MAX_GROUPS][M_COLUMNS], eager[MAX_GROUPS][E_COLUMNS];
+        char        shapes[MAX_GROUPS][32];
 
+        for (int g = 0; g < o.groups && o.muon; g++) {
+            const double ns_ms = mr[g].resident_ms;
+            const double bound = mr[g].floor_ms > ns_ms ? mr[g].floor_ms : ns_ms;
+            const double flops = flops_of(&o, g);
+
+            snprintf(shapes[g], sizeof(shapes[g]), "%llux%llu", (unsigned long long)o.rows[g],
+                     (unsigned long long)o.cols[g]);
+            memset(muon[g], 0, sizeof(muon[g]));
+            memset(eager[g], 0, sizeof(eager[g]));
+            muon[g][M_SHAPE].text = shapes[g];
+            muon[g][M_ROUNDING].text = "fused";
+            muon[g][M_DEVICE].text = prop.name;
+            muon[g][M_EXPERTS].u = o.experts;
+            muon[g][M_ROWS].u = o.rows[g];
+            muon[g][M_COLS].u = o.cols[g];
+            muon[g][M_SLOTS].u = o.slots;
+            muon[g][M_BATCH].u = mr[g].batch;
+            muon[g][M_RESIDENT].d = ns_ms;
+            muon[g][M_NS_TFLOPS].d = mr[g].ns_tflops;
+            muon[g][M_OF_PEAK].d = mr[g].ns_tflops / gemm_tflops;
+            muon[g][M_COMPILE].d = mr[g].torch_ns_ms;
+            muon[g][M_SPEEDUP].d = mr[g].torch_ns_ms / ns_ms;
+            muon[g][M_ITER].d = mr[g].iter_ms;
+            muon[g][M_COMPILE_ITER].d = mr[g].torch_iter_ms;
+            muon[g][M_ITER_SPEEDUP].d = mr[g].torch_iter_ms / mr[g].iter_ms;
+            muon[g][M_ITER_OF_PEAK].d = flops / (mr[g].iter_ms / 1e3) / 1e12 / gemm_tflops;
+            muon[g][M_STAGED].d = mr[g].staged_ms;
+            muon[g][M_FLOOR].d = mr[g].floor_ms;
+            muon[g][M_RATIO].d = mr[g].staged_ms / bound;
+            muon[g][M_VS_RESIDENT].d = mr[g].staged_vs_resident;
+            muon[g][M_BOTH].d = mr[g].both_gbps;
+            muon[g][M_GEMM_PEAK].d = gemm_tflops;
+            muon[g][M_TORCH_VERSION].text = torch;
+            muon[g][M_CORRECT].u = !(mr[g].staged_vs_resident > 2e-2) && !isnan(mr[g].staged_ms);
+            eager[g][E_SHAPE].text = shapes[g];
+            eager[g][E_RESIDENT].d = mr[g].eager_resident_ms;
+            eager[g][E_ITER].d = mr[g].eager_iter_ms;
+            eager[g][E_ITER_SPEEDUP].d = mr[g].torch_iter_ms / mr[g].eager_iter_ms;
+            eager[g][E_ITER_OF_PEAK].d = flops / (mr[g].eager_iter_ms / 1e3) / 1e12 / gemm_tflops;
+            eager[g][E_FUSED_VS_EAGER].d = mr[g].fused_vs_eager;
+        }
         if (o.json) {
             perf_json_t j;
+
             perf_json_begin(&j, stdout);
             perf_json_str(&j, "command", "optim");
             perf_json_str(&j, "case", "adamw");
-            perf_json_str(&j, "placement", "staged");
-            perf_json_str(&j, "device", prop.name);
-            perf_json_uint(&j, "experts", o.experts);
-            perf_json_uint(&j, "parameters", params);
-            perf_json_uint(&j, "slots", o.slots);
-            perf_json_uint(&j, "slot_bytes", slot_need);
-            perf_json_uint(&j, "gpu_bytes", info.device_bytes);
-            perf_json_double(&j, "h2d_gb_per_s", pcie.h2d_gbps);
-            perf_json_double(&j, "d2h_gb_per_s", pcie.d2h_gbps);
-            perf_json_double(&j, "both_ways_gb_per_s", pcie.both_gbps);
-            perf_json_double(&j, "pcie_floor_ms", floor_ms);
-            perf_json_double(&j, "adamw_step_ms", step_ms);
-            perf_json_double(&j, "adamw_with_writer_ms", step_w_ms);
-            perf_json_double(&j, "torch_staged_ms", peer_ms);
-            perf_json_str(&j, "torch", torch);
-            perf_json_double(&j, "adamw_ratio_pcie_floor", ratio_floor);
-            perf_json_double(&j, "adamw_ratio_torch_staged", ratio_torch);
-            perf_json_double(&j, "writer_overhead", overhead);
-            perf_json_bool(&j, "correct", correct);
+            perf_columns_json(&j, "", adamw_columns, A_COLUMNS, adamw);
             perf_json_end(&j);
             for (int g = 0; g < o.groups && o.muon; g++) {
-                const double ns_ms = mr[g].resident_ms;
-                const double muon_floor = mr[g].floor_ms > ns_ms ? mr[g].floor_ms : ns_ms;
-                char         shape[32];
-                snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
-                         (unsigned long long)o.cols[g]);
                 perf_json_begin(&j, stdout);
                 perf_json_str(&j, "command", "optim");
                 perf_json_str(&j, "case", "muon");
-                perf_json_str(&j, "shape", shape);
-                perf_json_str(&j, "rounding", "fused");
-                perf_json_str(&j, "device", prop.name);
-                perf_json_uint(&j, "experts", o.experts);
-                perf_json_uint(&j, "rows", o.rows[g]);
-                perf_json_uint(&j, "cols", o.cols[g]);
-                perf_json_uint(&j, "slots", o.slots);
-                perf_json_uint(&j, "matrices_a_slot", mr[g].batch);
-                perf_json_double(&j, "resident_step_ms", ns_ms);
-                perf_json_double(&j, "staged_step_ms", mr[g].staged_ms);
-                perf_json_double(&j, "both_ways_gb_per_s", mr[g].both_gbps);
-                perf_json_double(&j, "pcie_floor_ms", mr[g].floor_ms);
-                perf_json_double(&j, "torch_compile_ns_ms", mr[g].torch_ns_ms);
-                perf_json_double(&j, "ns_tflops", mr[g].ns_tflops);
-                perf_json_double(&j, "bf16_gemm_tflops", gemm_tflops);
-                perf_json_str(&j, "torch", torch);
-                perf_json_double(&j, "ns_speedup_torch_compile", mr[g].torch_ns_ms / ns_ms);
-                perf_json_double(&j, "ns_fraction_of_peak", mr[g].ns_tflops / gemm_tflops);
-                perf_json_double(&j, "ns_iterations_ms", mr[g].iter_ms);
-                perf_json_double(&j, "torch_compile_ns_iterations_ms", mr[g].torch_iter_ms);
-                perf_json_double(&j, "ns_iterations_speedup_torch_compile", mr[g].torch_iter_ms / mr[g].iter_ms);
-                perf_json_double(&j, "ns_iterations_fraction_of_peak",
-                                 flops_of(&o, g) / (mr[g].iter_ms / 1e3) / 1e12 / gemm_tflops);
-                perf_json_double(&j, "eager_resident_step_ms", mr[g].eager_resident_ms);
-                perf_json_double(&j, "eager_ns_iterations_ms", mr[g].eager_iter_ms);
-                perf_json_double(&j, "eager_ns_iterations_speedup_torch_compile",
-                                 mr[g].torch_iter_ms / mr[g].eager_iter_ms);
-                perf_json_double(&j, "eager_ns_iterations_fraction_of_peak",
-                                 flops_of(&o, g) / (mr[g].eager_iter_ms / 1e3) / 1e12 / gemm_tflops);
-                perf_json_number_g(&j, "fused_vs_eager_rel_err", mr[g].fused_vs_eager);
-                perf_json_double(&j, "muon_ratio_floor", mr[g].staged_ms / muon_floor);
-                perf_json_number_g(&j, "staged_vs_resident_rel_err", mr[g].staged_vs_resident);
-                perf_json_bool(&j, "correct", !(mr[g].staged_vs_resident > 2e-2) && !isnan(mr[g].staged_ms));
+                perf_columns_json(&j, "", muon_columns, M_COLUMNS, muon[g]);
+                perf_columns_json(&j, "", eager_columns, E_COLUMNS, eager[g]);
                 perf_json_end(&j);
             }
         } else {
@@ -825,43 +914,27 @@ int perf_cmd_optim(int argc, char **argv)
                    pcie.h2d_gbps, pcie.d2h_gbps, pcie.both_gbps, floor_ms);
             printf("# peer: %s (torch %s); %llu warm-up, median of %llu steps (CUDA events)\n", note, torch,
                    (unsigned long long)o.warmup, (unsigned long long)o.iters);
-            printf("%14s %14s %14s %12s %12s %16s %12s %8s\n", "step_ms", "floor_ms", "ratio_floor", "torch_ms",
-                   "ratio_torch", "with_writer_ms", "writer_ovh", "correct");
-            printf("%14.2f %14.2f %14.3f %12s %12s %16.2f %12.3f %8s\n", step_ms, floor_ms, ratio_floor,
-                   perf_num(b1, sizeof(b1), peer_ms, 2), perf_num(b2, sizeof(b2), ratio_torch, 3), step_w_ms, overhead,
-                   correct ? "yes" : "NO");
+            perf_columns_header(stdout, "", adamw_columns, A_COLUMNS);
+            putchar('\n');
+            perf_columns_row(stdout, "", adamw_columns, A_COLUMNS, adamw);
+            putchar('\n');
             printf("# ratio_floor: step / PCIe floor (target <= 1.05); ratio_torch: step / torch staged (<= 1.0);\n"
                    "# writer_ovh: the FP8 writer in the slot, as a fraction of the step (<= 0.05)\n");
             if (o.muon) {
                 printf("# Muon (5 Newton-Schulz steps, BF16 on tensor cores; BF16 GEMM peak %.0f TFLOP/s by torch.mm)\n",
                        gemm_tflops);
-                printf("%12s %12s %10s %12s %12s %10s %10s %10s %10s %12s %12s %10s %10s\n", "shape", "resident_ms",
-                       "ns_TFLOP/s", "of_peak", "compile_ms", "speedup", "iter_ms", "c_iter_ms", "iter_x", "staged_ms",
-                       "floor_ms", "ratio", "vs_res");
+                perf_columns_header(stdout, "", muon_columns, M_COLUMNS);
+                putchar('\n');
                 for (int g = 0; g < o.groups; g++) {
-                    char         shape[32];
-                    const double bound = mr[g].floor_ms > mr[g].resident_ms ? mr[g].floor_ms : mr[g].resident_ms;
-                    snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
-                             (unsigned long long)o.cols[g]);
-                    char b3[32], b4[32];
-                    printf("%12s %12.2f %10.1f %12.3f %12s %10s %10.2f %10s %10s %12.2f %12.2f %10.3f %10.2g\n", shape,
-                           mr[g].resident_ms, mr[g].ns_tflops, mr[g].ns_tflops / gemm_tflops,
-                           perf_num(b1, sizeof(b1), mr[g].torch_ns_ms, 2),
-                           perf_num(b2, sizeof(b2), mr[g].torch_ns_ms / mr[g].resident_ms, 3), mr[g].iter_ms,
-                           perf_num(b3, sizeof(b3), mr[g].torch_iter_ms, 2),
-                           perf_num(b4, sizeof(b4), mr[g].torch_iter_ms / mr[g].iter_ms, 3), mr[g].staged_ms,
-                           mr[g].floor_ms, mr[g].staged_ms / bound, mr[g].staged_vs_resident);
+                    perf_columns_row(stdout, "", muon_columns, M_COLUMNS, muon[g]);
+                    putchar('\n');
                 }
-                printf("# rounding EAGER (each product and scaled term, as eager PyTorch):\n"
-                       "%12s %12s %10s %10s %12s %15s\n",
-                       "shape", "resident_ms", "iter_ms", "iter_x", "of_peak", "fused_vs_eager");
+                printf("# rounding EAGER (each product and scaled term, as eager PyTorch):\n");
+                perf_columns_header(stdout, "", eager_columns, E_COLUMNS);
+                putchar('\n');
                 for (int g = 0; g < o.groups; g++) {
-                    char shape[32];
-                    snprintf(shape, sizeof(shape), "%llux%llu", (unsigned long long)o.rows[g],
-                             (unsigned long long)o.cols[g]);
-                    printf("%12s %12.2f %10.2f %10s %12.3f %15.2g\n", shape, mr[g].eager_resident_ms,
-                           mr[g].eager_iter_ms, perf_num(b1, sizeof(b1), mr[g].torch_iter_ms / mr[g].eager_iter_ms, 3),
-                           flops_of(&o, g) / (mr[g].eager_iter_ms / 1e3) / 1e12 / gemm_tflops, mr[g].fused_vs_eager);
+                    perf_columns_row(stdout, "", eager_columns, E_COLUMNS, eager[g]);
+                    putchar('\n');
                 }
                 printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); speedup:\n"
                        "# the torch.compile'd batched NS / it (target >= 1.3), of_peak: its NS rate / the GEMM peak\n"

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "lib/args.h"
+#include "lib/columns.h"
 #include "lib/json.h"
 #include "lib/peer.h"
 #include "lib/sysinfo.h"
@@ -268,6 +269,31 @@ typedef struct quant_result {
     int    sets, correct;
 } quant_result_t;
 
+/* A shape's row: the table's columns and the --json fields, in one order. */
+enum {
+    Q_SHAPE, Q_EXPERTS, Q_ROWS, Q_COLS, Q_BYTES, Q_MEDIAN, Q_GBPS, Q_COPY_MEDIAN, Q_COPY_GBPS,
+    Q_TORCH_MEDIAN, Q_TORCH_GBPS, Q_RATIO_COPY, Q_RATIO_TORCH, Q_CORRECT, Q_SETS, Q_ITERS, Q_COLUMNS
+};
+
+static const perf_column_t quant_columns[Q_COLUMNS] = {
+    [Q_SHAPE]        = {"shape", "shape", -16, 0, PERF_COLUMN_TEXT},
+    [Q_EXPERTS]      = {"experts", NULL, 0, 0, PERF_COLUMN_UINT},
+    [Q_ROWS]         = {"rows", NULL, 0, 0, PERF_COLUMN_UINT},
+    [Q_COLS]         = {"cols", NULL, 0, 0, PERF_COLUMN_UINT},
+    [Q_BYTES]        = {"bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [Q_MEDIAN]       = {"median_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [Q_GBPS]         = {"gbps", "GB/s", 10, 1, PERF_COLUMN_DOUBLE},
+    [Q_COPY_MEDIAN]  = {"copy_median_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [Q_COPY_GBPS]    = {"copy_gbps", "copy_GB/s", 12, 1, PERF_COLUMN_DOUBLE},
+    [Q_TORCH_MEDIAN] = {"torch_median_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [Q_TORCH_GBPS]   = {"torch_gbps", "torch_GB/s", 13, 1, PERF_COLUMN_DOUBLE},
+    [Q_RATIO_COPY]   = {"ratio_copy", "ratio_copy", 11, 3, PERF_COLUMN_DOUBLE},
+    [Q_RATIO_TORCH]  = {"ratio_torch_compile", "ratio_torch_compile", 20, 3, PERF_COLUMN_DOUBLE},
+    [Q_CORRECT]      = {"correct", "correct", 8, 0, PERF_COLUMN_BOOL},
+    [Q_SETS]         = {"sets", NULL, 0, 0, PERF_COLUMN_UINT},
+    [Q_ITERS]        = {"iters", NULL, 0, 0, PERF_COLUMN_UINT},
+};
+
 static int measure_shape(const quant_options_t *o, const quant_shape_t *sh, const float *pattern,
                          uint64_t pattern_n, int l2, quant_result_t *res)
 {
@@ -430,8 +456,8 @@ int perf_cmd_quant(int argc, char **argv)
         printf("# copy: cudaMemcpyAsync D2D of half those bytes (read + write counted); %llu warm-up, median of "
                "%llu runs, CUDA events; input sets rotated past L2\n",
                (unsigned long long)o.warmup, (unsigned long long)o.iters);
-        printf("%-16s %10s %12s %13s %11s %20s %8s\n", "shape", "GB/s", "copy_GB/s", "torch_GB/s", "ratio_copy",
-               "ratio_torch_compile", "correct");
+        perf_columns_header(stdout, "", quant_columns, Q_COLUMNS);
+        putchar('\n');
     }
     for (int i = 0; i < MAX_SHAPES; i++) {
         const quant_shape_t *sh = &shapes[i];
@@ -447,39 +473,44 @@ int perf_cmd_quant(int argc, char **argv)
         }
         res[i].torch_gbps = (double)counted_bytes(sh) / (peer.median_ms[i] * 1e6);
         failed |= !res[i].correct;
-        if (o.json) {
-            perf_json_t json;
+        {
+            const perf_cell_t cells[Q_COLUMNS] = {
+                [Q_SHAPE] = {.text = name},
+                [Q_EXPERTS] = {.u = sh->experts},
+                [Q_ROWS] = {.u = sh->rows},
+                [Q_COLS] = {.u = sh->cols},
+                [Q_BYTES] = {.u = counted_bytes(sh)},
+                [Q_MEDIAN] = {.d = res[i].median_ms},
+                [Q_GBPS] = {.d = res[i].gbps},
+                [Q_COPY_MEDIAN] = {.d = res[i].copy_ms},
+                [Q_COPY_GBPS] = {.d = res[i].copy_gbps},
+                [Q_TORCH_MEDIAN] = {.d = peer.median_ms[i]},
+                [Q_TORCH_GBPS] = {.d = res[i].torch_gbps},
+                [Q_RATIO_COPY] = {.d = res[i].gbps / res[i].copy_gbps},
+                [Q_RATIO_TORCH] = {.d = res[i].gbps / res[i].torch_gbps},
+                [Q_CORRECT] = {.u = (uint64_t)res[i].correct},
+                [Q_SETS] = {.u = (uint64_t)res[i].sets},
+                [Q_ITERS] = {.u = o.iters},
+            };
 
-            perf_json_begin(&json, stdout);
-            perf_json_str(&json, "command", "quant");
-            perf_json_str(&json, "shape", name);
-            perf_json_uint(&json, "experts", sh->experts);
-            perf_json_uint(&json, "rows", sh->rows);
-            perf_json_uint(&json, "cols", sh->cols);
-            perf_json_uint(&json, "bytes", counted_bytes(sh));
-            perf_json_double(&json, "median_ms", res[i].median_ms);
-            perf_json_double(&json, "gbps", res[i].gbps);
-            perf_json_double(&json, "copy_median_ms", res[i].copy_ms);
-            perf_json_double(&json, "copy_gbps", res[i].copy_gbps);
-            perf_json_double(&json, "torch_median_ms", peer.median_ms[i]);
-            perf_json_double(&json, "torch_gbps", res[i].torch_gbps);
-            perf_json_double(&json, "ratio_copy", res[i].gbps / res[i].copy_gbps);
-            perf_json_double(&json, "ratio_torch_compile", res[i].gbps / res[i].torch_gbps);
-            perf_json_bool(&json, "correct", res[i].correct);
-            perf_json_uint(&json, "sets", (uint64_t)res[i].sets);
-            perf_json_uint(&json, "iters", o.iters);
-            perf_json_str(&json, "device", prop.name);
-            perf_json_str(&json, "host", host);
-            perf_json_int(&json, "cuda_driver", driver);
-            perf_json_int(&json, "cuda_runtime", runtime);
-            perf_json_str(&json, "torch", peer.torch);
-            perf_json_str(&json, "peer", peer.note);
-            perf_json_str(&json, "libweft", weft_version());
-            perf_json_end(&json);
-        } else {
-            printf("%-16s %10.1f %12.1f %13.1f %11.3f %20.3f %8s\n", name, res[i].gbps, res[i].copy_gbps,
-                   res[i].torch_gbps, res[i].gbps / res[i].copy_gbps, res[i].gbps / res[i].torch_gbps,
-                   res[i].correct ? "yes" : "NO");
+            if (o.json) {
+                perf_json_t json;
+
+                perf_json_begin(&json, stdout);
+                perf_json_str(&json, "command", "quant");
+                perf_columns_json(&json, "", quant_columns, Q_COLUMNS, cells);
+                perf_json_str(&json, "device", prop.name);
+                perf_json_str(&json, "host", host);
+                perf_json_int(&json, "cuda_driver", driver);
+                perf_json_int(&json, "cuda_runtime", runtime);
+                perf_json_str(&json, "torch", peer.torch);
+                perf_json_str(&json, "peer", peer.note);
+                perf_json_str(&json, "libweft", weft_version());
+                perf_json_end(&json);
+            } else {
+                perf_columns_row(stdout, "", quant_columns, Q_COLUMNS, cells);
+                putchar('\n');
+            }
         }
         fflush(stdout);
     }

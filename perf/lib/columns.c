@@ -37,6 +37,9 @@ void perf_columns_row(FILE *out, const char *lead, const perf_column_t *columns,
             fprintf(out, "%s%*s", sep, c->width, perf_num(num, sizeof(num), cells[i].d, c->decimals));
             break;
         case PERF_COLUMN_TEXT: fprintf(out, "%s%*s", sep, c->width, cells[i].text); break;
+        case PERF_COLUMN_INT: fprintf(out, "%s%*" PRId64, sep, c->width, cells[i].i); break;
+        case PERF_COLUMN_BOOL: fprintf(out, "%s%*s", sep, c->width, cells[i].u ? "yes" : "NO"); break;
+        case PERF_COLUMN_G: fprintf(out, "%s%*.*g", sep, c->width, c->decimals, cells[i].d); break;
         }
         sep = " ";
     }
@@ -57,6 +60,9 @@ void perf_columns_json(perf_json_t *json, const char *prefix, const perf_column_
         case PERF_COLUMN_UINT: perf_json_uint(json, key, cells[i].u); break;
         case PERF_COLUMN_DOUBLE: perf_json_double(json, key, cells[i].d); break;
         case PERF_COLUMN_TEXT: perf_json_str(json, key, cells[i].text); break;
+        case PERF_COLUMN_INT: perf_json_int(json, key, cells[i].i); break;
+        case PERF_COLUMN_BOOL: perf_json_bool(json, key, cells[i].u != 0); break;
+        case PERF_COLUMN_G: perf_json_number_g(json, key, cells[i].d); break;
         }
     }
 }

@@ -19,6 +19,9 @@ typedef enum perf_column_type {
     PERF_COLUMN_UINT,   /* cell.u */
     PERF_COLUMN_DOUBLE, /* cell.d: the table with `decimals`, the JSON with perf_json_double; NaN as "-", null */
     PERF_COLUMN_TEXT,   /* cell.text */
+    PERF_COLUMN_INT,    /* cell.i */
+    PERF_COLUMN_BOOL,   /* cell.u != 0: the table's "yes" or "NO", the JSON's true or false */
+    PERF_COLUMN_G,      /* cell.d: the table with %.<decimals>g, the JSON with perf_json_number_g (small errors) */
 } perf_column_type_t;
 
 typedef struct perf_column {
@@ -32,6 +35,7 @@ typedef struct perf_column {
 /* One row's value of a column, as its type says. */
 typedef struct perf_cell {
     uint64_t    u;
+    int64_t     i;
     double      d;
     const char *text;
 } perf_cell_t;
