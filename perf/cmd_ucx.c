@@ -58,6 +58,7 @@
 #include "lib/args.h"
 #include "lib/copy_ceiling.h"
 #include "lib/gpu_buf.h"
+#include "lib/columns.h"
 #include "lib/json.h"
 #include "lib/proc.h"
 #include "lib/stats.h"
@@ -336,6 +337,51 @@ static void measure_row(ucx_ctx_t *ctx, const ucx_transport_t *tr, const ucx_cas
 /* -------------------------------------------------------------- output */
 
 
+/* A row: the table's columns and the --json fields after the run's own
+ * (print_json), in one order. */
+enum {
+    U_TRANSPORT, U_CASE, U_BYTES, U_TENSORS, U_TENSOR_BYTES, U_ITERATIONS, U_WARMUP, U_ROUNDS, U_WEFT_MS,
+    U_WEFT_S, U_WEFT_S_MIN, U_WEFT_S_MAX, U_WEFT_GBPS, U_PERFTEST_GBPS, U_PERFTEST_BYTES, U_PERFTEST_ITERS,
+    U_PERFTEST_WARMUP, U_RATIO, U_RATIO_MIN, U_RATIO_MAX, U_RATIO_RANGE, U_SAME_SETUP, U_SAME_GBPS,
+    U_RATIO_SAME, U_CEILING, U_CEILING_THREADS, U_RATIO_CEILING, U_TARGET, U_OK, U_CLEAN, U_NOTES, U_COLUMNS
+};
+
+static const perf_column_t ucx_columns[U_COLUMNS] = {
+    [U_TRANSPORT]       = {"transport", "transport", -10, 0, PERF_COLUMN_TEXT},
+    [U_CASE]            = {"case", "case", -9, 0, PERF_COLUMN_TEXT},
+    [U_BYTES]           = {"bytes", "bytes", 11, 0, PERF_COLUMN_UINT},
+    [U_TENSORS]         = {"tensors", "tensors", 7, 0, PERF_COLUMN_UINT},
+    [U_TENSOR_BYTES]    = {"tensor_bytes", NULL, 0, 0, PERF_COLUMN_UINT}, /* each its own put; null: the expert version */
+    [U_ITERATIONS]      = {"iterations", NULL, 0, 0, PERF_COLUMN_UINT},
+    [U_WARMUP]          = {"warmup", NULL, 0, 0, PERF_COLUMN_UINT},
+    [U_ROUNDS]          = {"rounds", NULL, 0, 0, PERF_COLUMN_UINT},
+    [U_WEFT_MS]         = {NULL, "weft_med_ms", 12, 3, PERF_COLUMN_DOUBLE},
+    [U_WEFT_S]          = {"weft_seconds_median", NULL, 0, 6, PERF_COLUMN_G},
+    [U_WEFT_S_MIN]      = {"weft_seconds_min", NULL, 0, 6, PERF_COLUMN_G},
+    [U_WEFT_S_MAX]      = {"weft_seconds_max", NULL, 0, 6, PERF_COLUMN_G},
+    [U_WEFT_GBPS]       = {"weft_gbps", "weft_GB/s", 10, 3, PERF_COLUMN_DOUBLE},
+    [U_PERFTEST_GBPS]   = {"ucx_perftest_gbps", "perftest_GB/s", 14, 3, PERF_COLUMN_DOUBLE},
+    [U_PERFTEST_BYTES]  = {"ucx_perftest_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [U_PERFTEST_ITERS]  = {"ucx_perftest_iterations", NULL, 0, 0, PERF_COLUMN_UINT},
+    [U_PERFTEST_WARMUP] = {"ucx_perftest_warmup", NULL, 0, 0, PERF_COLUMN_UINT},
+    /* Each ratio: the median of the rounds' own (not weft_gbps over the
+     * peer's median), with their least and greatest. */
+    [U_RATIO]           = {"ratio_ucx_perftest", "ratio", 7, 3, PERF_COLUMN_DOUBLE},
+    [U_RATIO_MIN]       = {"ratio_ucx_perftest_min", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [U_RATIO_MAX]       = {"ratio_ucx_perftest_max", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [U_RATIO_RANGE]     = {NULL, "ratio_range", 13, 0, PERF_COLUMN_TEXT},
+    [U_SAME_SETUP]      = {"ucx_perftest_same_setup", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [U_SAME_GBPS]       = {"ucx_perftest_same_setup_gbps", "perftest_same", 14, 3, PERF_COLUMN_DOUBLE},
+    [U_RATIO_SAME]      = {"ratio_ucx_perftest_same_setup", "ratio_same", 10, 3, PERF_COLUMN_DOUBLE},
+    [U_CEILING]         = {"copy_ceiling_gbps", "ceiling_GB/s", 12, 1, PERF_COLUMN_DOUBLE},
+    [U_CEILING_THREADS] = {"copy_ceiling_threads", NULL, 0, 0, PERF_COLUMN_UINT},
+    [U_RATIO_CEILING]   = {"ratio_copy_ceiling", "r_ceiling", 9, 3, PERF_COLUMN_DOUBLE},
+    [U_TARGET]          = {"target", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [U_OK]              = {"ok", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [U_CLEAN]           = {"clean_exit", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [U_NOTES]           = {"notes", NULL, 0, 0, PERF_COLUMN_TEXT},
+};
+
 static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cpus)
 {
     const ucx_options_t *o = ctx->o;
@@ -382,23 +428,60 @@ static void print_preamble(const ucx_ctx_t *ctx, const char *ucx_version, int cp
            "ratio_range the least-greatest\n",
            (unsigned long long)o->rounds);
     printf("# target: ratio (weft / ucx_perftest) >= %.1f\n", TARGET);
-    printf("%-10s %-9s %11s %7s %12s %10s %14s %7s %13s %14s %10s %12s %9s\n", "transport", "case", "bytes",
-           "tensors", "weft_med_ms", "weft_GB/s", "perftest_GB/s", "ratio", "ratio_range", "perftest_same",
-           "ratio_same", "ceiling_GB/s", "r_ceiling");
+    perf_columns_header(stdout, "", ucx_columns, U_COLUMNS);
+    putchar('\n');
 }
 
-static void print_row(const ucx_row_t *r)
+/* r's cells; range: room for the table's "min-max" of the ratios. */
+static void row_cells(const ucx_ctx_t *ctx, const ucx_row_t *r, char *range, size_t size, perf_cell_t *cells)
 {
-    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
-    char         b[10][32], range[72];
+    const int no_perftest = isnan(r->perftest_gbps);
+    char      lo[32], hi[32];
 
-    snprintf(range, sizeof(range), "%s-%s", perf_num(b[8], 32, r->ratio.min, 2), perf_num(b[9], 32, r->ratio.max, 2));
-    printf("%-10s %-9s %11llu %7llu %12s %10s %14s %7s %13s %14s %10s %12s %9s%s\n", r->transport, r->c.name,
-           (unsigned long long)r->bytes, (unsigned long long)r->tensors, perf_num(b[0], 32, r->weft_s * 1e3, 3),
-           perf_num(b[1], 32, weft, 3), perf_num(b[2], 32, r->perftest_gbps, 3), perf_num(b[3], 32, r->ratio.median, 3),
-           r->ratio.count > 1 ? range : "-", perf_num(b[4], 32, r->perftest_same_gbps, 3),
-           perf_num(b[5], 32, r->ratio_same.median, 3), perf_num(b[6], 32, ceiling, 1),
-           perf_num(b[7], 32, r->ratio_ceiling.median, 3), !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
+    snprintf(range, size, "%s-%s", perf_num(lo, sizeof(lo), r->ratio.min, 2),
+             perf_num(hi, sizeof(hi), r->ratio.max, 2));
+    memset(cells, 0, U_COLUMNS * sizeof(*cells));
+    cells[U_TRANSPORT].text = r->transport;
+    cells[U_CASE].text = r->c.name;
+    cells[U_BYTES].u = r->bytes;
+    cells[U_TENSORS].u = r->tensors;
+    cells[U_TENSOR_BYTES] = (perf_cell_t){.u = r->c.bytes, .null = r->c.bytes == 0};
+    cells[U_ITERATIONS].u = ctx->o->iters;
+    cells[U_WARMUP].u = ctx->o->warmup;
+    cells[U_ROUNDS].u = r->rounds;
+    cells[U_WEFT_MS].d = r->weft_s * 1e3;
+    cells[U_WEFT_S].d = r->weft_s;
+    cells[U_WEFT_S_MIN].d = r->weft_min_s;
+    cells[U_WEFT_S_MAX].d = r->weft_max_s;
+    cells[U_WEFT_GBPS].d = perf_gbps(r->bytes, r->weft_s);
+    cells[U_PERFTEST_GBPS].d = r->perftest_gbps;
+    cells[U_PERFTEST_BYTES] = (perf_cell_t){.u = r->perftest_bytes, .null = no_perftest};
+    cells[U_PERFTEST_ITERS] = (perf_cell_t){.u = r->perftest_iters, .null = no_perftest};
+    cells[U_PERFTEST_WARMUP] = (perf_cell_t){.u = r->perftest_warmup, .null = no_perftest};
+    cells[U_RATIO].d = r->ratio.median;
+    cells[U_RATIO_MIN].d = r->ratio.min;
+    cells[U_RATIO_MAX].d = r->ratio.max;
+    cells[U_RATIO_RANGE].text = r->ratio.count > 1 ? range : "-";
+    cells[U_SAME_SETUP].text = r->perftest_same;
+    cells[U_SAME_GBPS].d = r->perftest_same_gbps;
+    cells[U_RATIO_SAME].d = r->ratio_same.median;
+    cells[U_CEILING].d = perf_gbps(r->bytes, r->ceiling_s);
+    cells[U_CEILING_THREADS].u = (uint64_t)ctx->cpus;
+    cells[U_RATIO_CEILING].d = r->ratio_ceiling.median;
+    cells[U_TARGET].d = TARGET;
+    cells[U_OK].u = (uint64_t)r->ok;
+    cells[U_CLEAN].u = (uint64_t)r->clean;
+    cells[U_NOTES].text = r->note;
+}
+
+static void print_row(const ucx_ctx_t *ctx, const ucx_row_t *r)
+{
+    perf_cell_t cells[U_COLUMNS];
+    char        range[72];
+
+    row_cells(ctx, r, range, sizeof(range), cells);
+    perf_columns_row(stdout, "", ucx_columns, U_COLUMNS, cells);
+    printf("%s\n", !r->ok ? "  FAILED" : !r->clean ? "  UNCLEAN-EXIT" : "");
     if (r->note[0] != '\0') {
         printf("#   %s %s: %s\n", r->transport, r->c.name, r->note);
     }
@@ -406,11 +489,12 @@ static void print_row(const ucx_row_t *r)
 
 static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_row_t *r)
 {
-    const double weft = perf_gbps(r->bytes, r->weft_s);
-    char         host[256];
-    perf_json_t  j;
+    perf_cell_t cells[U_COLUMNS];
+    char        host[256], range[72];
+    perf_json_t j;
 
     perf_host_name(host, sizeof(host));
+    row_cells(ctx, r, range, sizeof(range), cells);
     perf_json_begin(&j, stdout);
     perf_json_str(&j, "command", "ucx");
     perf_json_str(&j, "date", ctx->date);
@@ -424,45 +508,7 @@ static void print_json(const ucx_ctx_t *ctx, const char *ucx_version, const ucx_
         perf_json_str(&j, "recv_memory", ctx->o->recv_user ? "user" : "ucx");
     }
     perf_json_bool(&j, "checksums", ctx->o->checksums);
-    perf_json_str(&j, "transport", r->transport);
-    perf_json_str(&j, "case", r->c.name);
-    perf_json_uint(&j, "bytes", r->bytes);
-    perf_json_uint(&j, "tensors", r->tensors);
-    if (r->c.bytes != 0) {
-        perf_json_uint(&j, "tensor_bytes", r->c.bytes); /* each its own put */
-    }
-    perf_json_uint(&j, "iterations", ctx->o->iters);
-    perf_json_uint(&j, "warmup", ctx->o->warmup);
-    perf_json_uint(&j, "rounds", r->rounds);
-    perf_json_number_g(&j, "weft_seconds_median", r->weft_s);
-    perf_json_number_g(&j, "weft_seconds_min", r->weft_min_s);
-    perf_json_number_g(&j, "weft_seconds_max", r->weft_max_s);
-    perf_json_double(&j, "weft_gbps", weft);
-    perf_json_double(&j, "ucx_perftest_gbps", r->perftest_gbps);
-    if (isnan(r->perftest_gbps)) {
-        perf_json_number_g(&j, "ucx_perftest_bytes", NAN);
-        perf_json_number_g(&j, "ucx_perftest_iterations", NAN);
-        perf_json_number_g(&j, "ucx_perftest_warmup", NAN);
-    } else {
-        perf_json_uint(&j, "ucx_perftest_bytes", r->perftest_bytes);
-        perf_json_uint(&j, "ucx_perftest_iterations", r->perftest_iters);
-        perf_json_uint(&j, "ucx_perftest_warmup", r->perftest_warmup);
-    }
-    /* Each ratio: the median of the rounds' own (not weft_gbps over the
-     * peer's median), with their least and greatest. */
-    perf_json_double(&j, "ratio_ucx_perftest", r->ratio.median);
-    perf_json_double(&j, "ratio_ucx_perftest_min", r->ratio.min);
-    perf_json_double(&j, "ratio_ucx_perftest_max", r->ratio.max);
-    perf_json_str(&j, "ucx_perftest_same_setup", r->perftest_same);
-    perf_json_double(&j, "ucx_perftest_same_setup_gbps", r->perftest_same_gbps);
-    perf_json_double(&j, "ratio_ucx_perftest_same_setup", r->ratio_same.median);
-    perf_json_double(&j, "copy_ceiling_gbps", perf_gbps(r->bytes, r->ceiling_s));
-    perf_json_uint(&j, "copy_ceiling_threads", (uint64_t)ctx->cpus);
-    perf_json_double(&j, "ratio_copy_ceiling", r->ratio_ceiling.median);
-    perf_json_double(&j, "target", TARGET);
-    perf_json_bool(&j, "ok", r->ok);
-    perf_json_bool(&j, "clean_exit", r->clean);
-    perf_json_str(&j, "notes", r->note);
+    perf_columns_json(&j, "", ucx_columns, U_COLUMNS, cells);
     perf_json_end(&j);
 }
 
@@ -545,7 +591,7 @@ static int run_transport(ucx_ctx_t *ctx, const ucx_transport_t *tr, const char *
         if (o->json) {
             print_json(ctx, ucx_version, &r);
         } else {
-            print_row(&r);
+            print_row(ctx, &r);
         }
         fflush(stdout);
         failed |= !r.ok;

@@ -4,6 +4,7 @@
 #include "stats.h"
 
 #include <inttypes.h>
+#include <math.h>
 
 void perf_columns_header(FILE *out, const char *lead, const perf_column_t *columns, size_t n)
 {
@@ -31,6 +32,11 @@ void perf_columns_row(FILE *out, const char *lead, const perf_column_t *columns,
         if (c->header == NULL) {
             continue;
         }
+        if (cells[i].null) {
+            fprintf(out, "%s%*s", sep, c->width, "-");
+            sep = " ";
+            continue;
+        }
         switch (c->type) {
         case PERF_COLUMN_UINT: fprintf(out, "%s%*" PRIu64, sep, c->width, cells[i].u); break;
         case PERF_COLUMN_DOUBLE:
@@ -56,6 +62,10 @@ void perf_columns_json(perf_json_t *json, const char *prefix, const perf_column_
             continue;
         }
         snprintf(key, sizeof(key), "%s%s", prefix, c->key);
+        if (cells[i].null) {
+            perf_json_number_g(json, key, NAN);
+            continue;
+        }
         switch (c->type) {
         case PERF_COLUMN_UINT: perf_json_uint(json, key, cells[i].u); break;
         case PERF_COLUMN_DOUBLE: perf_json_double(json, key, cells[i].d); break;

@@ -32,10 +32,12 @@ typedef struct perf_column {
     perf_column_type_t type;
 } perf_column_t;
 
-/* One row's value of a column, as its type says. */
+/* One row's value of a column, as its type says; null: none (the table's
+ * "-", the JSON's null), whatever the type. */
 typedef struct perf_cell {
     uint64_t    u;
     int64_t     i;
+    int         null;
     double      d;
     const char *text;
 } perf_cell_t;
