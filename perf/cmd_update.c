@@ -22,6 +22,7 @@
 
 #include "lib/args.h"
 #include "lib/baseline.h"
+#include "lib/columns.h"
 #include "lib/copy_ceiling.h"
 #include "lib/gpu_mem.h"
 #include "lib/json.h"
@@ -267,6 +268,85 @@ static uint64_t fit_layers(const update_options_t *o, uint64_t gpu_free)
     fit = fit < UPDATE_MAX_LAYERS ? fit : UPDATE_MAX_LAYERS;
     return fit > 0 ? fit : 1;
 }
+
+
+/* The job's row: its table columns and --json fields, in one order (the
+ * table's columns are the few a reader looks at first; the JSON has all). */
+enum {
+    R_MEMORY, R_OPTIMIZER, R_FORMAT, R_PUBLICATION, R_MODEL, R_OFFLOAD, R_HIDDEN, R_INTERMEDIATE, R_PINNED,
+    R_OPTIM_GPU, R_MEM_SOURCE, R_ENGINE_DEVICE, R_TRAINER_PEAK, R_ENGINE_PEAK, R_LAYERS, R_EXPERTS,
+    R_PARAMETERS, R_TENSORS, R_BYTES, R_VERSIONS, R_TIMED, R_CONSUMERS, R_GRAD, R_STEP, R_QUANT, R_CHECKSUM,
+    R_ADAMW_GBPS, R_PCIE, R_FINISH, R_ENGINE_COPY, R_PUBLISH, R_WAKE_P50, R_WAKE_MAX, R_ACKED, R_DELIVERED,
+    R_VERIFY, R_WRONG_TENSORS, R_CEILING, R_RATIO_CEILING, R_E2E, R_E2E_RATIO, R_REBINDS, R_MOVED, R_REBIND,
+    R_REBIND_FRACTION, R_REALLOC, R_REALLOC_FRACTION, R_TAIL, R_TORCH_STEP, R_TORCH_QUANT, R_TORCH_IPC,
+    R_TORCH_TAIL, R_TORCH_E2E, R_TORCH, R_TAIL_RATIO, R_SPEEDUP, R_KILLS, R_ENGINE0_VERSIONS, R_ENGINE0_FIRST,
+    R_WRONG_BYTES, R_SAMPLED, R_WRONG_SAMPLED, R_COLUMNS
+};
+
+static const perf_column_t run_columns[R_COLUMNS] = {
+    [R_MEMORY]           = {"memory", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_OPTIMIZER]        = {"optimizer", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_FORMAT]           = {"format", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_PUBLICATION]      = {"publication", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_MODEL]            = {"model", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_OFFLOAD]          = {"offload", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [R_HIDDEN]           = {"hidden", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_INTERMEDIATE]     = {"intermediate", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_PINNED]           = {"pinned_host_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_OPTIM_GPU]        = {"optimizer_gpu_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_MEM_SOURCE]       = {"gpu_memory_source", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_ENGINE_DEVICE]    = {"engine_device", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_TRAINER_PEAK]     = {"trainer_gpu_peak_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_ENGINE_PEAK]      = {"engine_gpu_peak_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_LAYERS]           = {"layers", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_EXPERTS]          = {"experts", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_PARAMETERS]       = {"parameters", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_TENSORS]          = {"tensors", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_BYTES]            = {"bytes_per_version", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_VERSIONS]         = {"versions", "versions", 10, 0, PERF_COLUMN_UINT},
+    [R_TIMED]            = {"timed_versions", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_CONSUMERS]        = {"consumers", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_GRAD]             = {"grad_fill_ms_per_version", "grad_ms", 10, 1, PERF_COLUMN_DOUBLE},
+    [R_STEP]             = {"step_ms_per_version", "step_ms", 10, 1, PERF_COLUMN_DOUBLE},
+    [R_QUANT]            = {"quant_ms_per_version", "quant_ms", 10, 1, PERF_COLUMN_DOUBLE},
+    [R_CHECKSUM]         = {"checksum_ms_per_version", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_ADAMW_GBPS]       = {"adamw_gb_per_s", "adamw_GB/s", 12, 2, PERF_COLUMN_DOUBLE},
+    [R_PCIE]             = {"pcie_each_way_gb_per_s", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_FINISH]           = {"finish_ms_per_version", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_ENGINE_COPY]      = {"engine_copy_ms_per_version", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [R_PUBLISH]          = {"publish_call_us", "publish_us", 12, 2, PERF_COLUMN_DOUBLE},
+    [R_WAKE_P50]         = {"publish_to_wake_p50_us", "wake_p50_us", 14, 1, PERF_COLUMN_DOUBLE},
+    [R_WAKE_MAX]         = {"publish_to_wake_max_us", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_ACKED]            = {"publish_to_all_acked_ms", "all_acked_ms", 16, 1, PERF_COLUMN_DOUBLE},
+    [R_DELIVERED]        = {"delivered_gb_per_s", "delivered_GB/s", 14, 2, PERF_COLUMN_DOUBLE},
+    [R_VERIFY]           = {"verify_ms_per_version", "verify_ms", 10, 1, PERF_COLUMN_DOUBLE},
+    [R_WRONG_TENSORS]    = {"wrong_tensors", "wrong_tensors", 14, 0, PERF_COLUMN_UINT},
+    [R_CEILING]          = {"copy_ceiling_gbps", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [R_RATIO_CEILING]    = {"ratio_copy_ceiling", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [R_E2E]              = {"e2e_ms_per_version", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_E2E_RATIO]        = {"e2e_ratio_step", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [R_REBINDS]          = {"rebinds", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_MOVED]            = {"rebinds_moved", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_REBIND]           = {"rebind_ms", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [R_REBIND_FRACTION]  = {"rebind_fraction", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [R_REALLOC]          = {"realloc_ms", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [R_REALLOC_FRACTION] = {"realloc_fraction", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [R_TAIL]             = {"tail_ms_per_version", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_TORCH_STEP]       = {"torch_step_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_TORCH_QUANT]      = {"torch_quant_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_TORCH_IPC]        = {"torch_ipc_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_TORCH_TAIL]       = {"torch_tail_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_TORCH_E2E]        = {"torch_e2e_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [R_TORCH]            = {"torch", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_TAIL_RATIO]       = {"tail_ratio_torch_sequential", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [R_SPEEDUP]          = {"speedup_torch_sequential", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [R_KILLS]            = {"engine_kills", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_ENGINE0_VERSIONS] = {"engine0_versions", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_ENGINE0_FIRST]    = {"engine0_first_version_after_restart", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_WRONG_BYTES]      = {"wrong_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_SAMPLED]          = {"sampled_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [R_WRONG_SAMPLED]    = {"wrong_sampled_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+};
 
 int perf_cmd_update(int argc, char **argv)
 {
@@ -629,86 +709,81 @@ int perf_cmd_update(int argc, char **argv)
          * engine acknowledged. Streaming, the engines have copied every
          * layer but the last by then. */
         double tail_ms = (double)(finish_ns + publish_call_ns + ack_ns) / 1e6 / n;
-        char   gbps_text[32], quant_text[32];
+        const double step_ms = (double)step_ns / 1e6 / n;
+        perf_cell_t  cells[R_COLUMNS] = {
+            [R_MEMORY] = {.text = o.gpu ? "cuda" : "host"},
+            [R_OPTIMIZER] = {.text = o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw"},
+            [R_FORMAT] = {.text = "fp8"},
+            [R_PUBLICATION] = {.text = o.whole_versions ? "whole" : "per-layer"},
+            [R_MODEL] = {.text = o.model != NULL ? o.model : "default"},
+            [R_OFFLOAD] = {.u = (uint64_t)o.offload},
+            [R_HIDDEN] = {.u = o.hidden},
+            [R_INTERMEDIATE] = {.u = o.intermediate},
+            [R_PINNED] = {.u = o.gpu ? oinfo.host_bytes : 0},
+            [R_OPTIM_GPU] = {.u = oinfo.device_bytes},
+            [R_MEM_SOURCE] = {.text = mem_source},
+            [R_ENGINE_DEVICE] = {.u = o.gpu ? (uint64_t)o.engine_device : 0},
+            /* null when not measured */
+            [R_TRAINER_PEAK] = {.u = trainer_gpu_peak, .null = trainer_gpu_peak == 0},
+            [R_ENGINE_PEAK] = {.u = engine_gpu_peak, .null = engine_gpu_peak == 0},
+            [R_LAYERS] = {.u = o.layers},
+            [R_EXPERTS] = {.u = o.experts},
+            [R_PARAMETERS] = {.u = oinfo.parameters},
+            [R_TENSORS] = {.u = stats.tensor_count},
+            [R_BYTES] = {.u = stats.slot_bytes},
+            [R_VERSIONS] = {.u = published},
+            [R_TIMED] = {.u = published >= timed_from ? published - timed_from + 1 : 0},
+            [R_CONSUMERS] = {.u = o.consumers},
+            [R_GRAD] = {.d = (double)grad_ns / 1e6 / n},
+            [R_STEP] = {.d = step_ms},
+            [R_QUANT] = {.d = quant_ms},
+            [R_CHECKSUM] = {.d = (double)trainer.sum_ns / 1e6 / n},
+            [R_ADAMW_GBPS] = {.d = step_gbps},
+            [R_PCIE] = {.d = pcie_gbps},
+            [R_FINISH] = {.d = (double)finish_ns / 1e6 / n},
+            [R_ENGINE_COPY] = {.d = verified_versions ? (double)copy_ns / 1e6 / (double)verified_versions : NAN},
+            [R_PUBLISH] = {.d = (double)publish_call_ns / 1e3 / n},
+            [R_WAKE_P50] = {.d = lat.p50_us},
+            [R_WAKE_MAX] = {.d = lat.max_us},
+            [R_ACKED] = {.d = (double)ack_ns / 1e6 / n},
+            [R_DELIVERED] = {.d = delivered_gbps},
+            [R_VERIFY] = {.d = verify_ms},
+            [R_WRONG_TENSORS] = {.u = wrong},
+            [R_CEILING] = {.d = ceiling_gbps},
+            [R_RATIO_CEILING] = {.d = delivered_gbps / ceiling_gbps},
+            [R_E2E] = {.d = e2e_ms},
+            [R_E2E_RATIO] = {.d = e2e_ms / step_ms},
+            [R_REBINDS] = {.u = rebinds},
+            [R_MOVED] = {.u = moved},
+            [R_REBIND] = {.d = rebind_ms},
+            [R_REBIND_FRACTION] = {.d = rebind_ms / e2e_ms},
+            [R_REALLOC] = {.d = realloc_ms},
+            [R_REALLOC_FRACTION] = {.d = realloc_ms / e2e_ms},
+            [R_TAIL] = {.d = tail_ms},
+            [R_TORCH_STEP] = {.d = peer.step_ms},
+            [R_TORCH_QUANT] = {.d = peer.quant_ms},
+            [R_TORCH_IPC] = {.d = peer.ipc_ms},
+            [R_TORCH_TAIL] = {.d = peer.tail_ms},
+            [R_TORCH_E2E] = {.d = peer.e2e_ms},
+            [R_TORCH] = {.text = peer.torch},
+            [R_TAIL_RATIO] = {.d = tail_ms / peer.tail_ms},
+            [R_SPEEDUP] = {.d = peer.e2e_ms / e2e_ms},
+            [R_KILLS] = {.u = kills},
+            [R_ENGINE0_VERSIONS] = {.u = shared->consumer[0].versions},
+            [R_ENGINE0_FIRST] = {.u = kills ? shared->consumer[0].first_version : 0},
+            /* The issue's key: the bytes of every tensor found wrong, over
+             * all versions and engines (0: every check passed). */
+            [R_WRONG_BYTES] = {.u = wrong_bytes},
+            [R_SAMPLED] = {.u = sampled_bytes},
+            [R_WRONG_SAMPLED] = {.u = wrong_sampled},
+        };
 
         if (o.json) {
             perf_json_t j;
+
             perf_json_begin(&j, stdout);
             perf_json_str(&j, "command", "update");
-            perf_json_str(&j, "memory", o.gpu ? "cuda" : "host");
-            perf_json_str(&j, "optimizer", o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw");
-            perf_json_str(&j, "format", "fp8");
-            perf_json_str(&j, "publication", o.whole_versions ? "whole" : "per-layer");
-            perf_json_str(&j, "model", o.model != NULL ? o.model : "default");
-            perf_json_bool(&j, "offload", o.offload);
-            perf_json_uint(&j, "hidden", o.hidden);
-            perf_json_uint(&j, "intermediate", o.intermediate);
-            perf_json_uint(&j, "pinned_host_bytes", o.gpu ? oinfo.host_bytes : 0);
-            perf_json_uint(&j, "optimizer_gpu_bytes", oinfo.device_bytes);
-            perf_json_str(&j, "gpu_memory_source", mem_source);
-            perf_json_uint(&j, "engine_device", o.gpu ? (uint64_t)o.engine_device : 0);
-            /* null when not measured */
-            if (trainer_gpu_peak != 0) {
-                perf_json_uint(&j, "trainer_gpu_peak_bytes", trainer_gpu_peak);
-            } else {
-                perf_json_double(&j, "trainer_gpu_peak_bytes", NAN);
-            }
-            if (engine_gpu_peak != 0) {
-                perf_json_uint(&j, "engine_gpu_peak_bytes", engine_gpu_peak);
-            } else {
-                perf_json_double(&j, "engine_gpu_peak_bytes", NAN);
-            }
-            perf_json_uint(&j, "layers", o.layers);
-            perf_json_uint(&j, "experts", o.experts);
-            perf_json_uint(&j, "parameters", oinfo.parameters);
-            perf_json_uint(&j, "tensors", stats.tensor_count);
-            perf_json_uint(&j, "bytes_per_version", stats.slot_bytes);
-            perf_json_uint(&j, "versions", published);
-            perf_json_uint(&j, "timed_versions", published >= timed_from ? published - timed_from + 1 : 0);
-            perf_json_uint(&j, "consumers", o.consumers);
-            perf_json_double(&j, "grad_fill_ms_per_version", (double)grad_ns / 1e6 / n);
-            perf_json_double(&j, "step_ms_per_version", (double)step_ns / 1e6 / n);
-            perf_json_double(&j, "quant_ms_per_version", quant_ms);
-            perf_json_double(&j, "checksum_ms_per_version", (double)trainer.sum_ns / 1e6 / n);
-            perf_json_double(&j, "adamw_gb_per_s", step_gbps);
-            perf_json_double(&j, "pcie_each_way_gb_per_s", pcie_gbps);
-            perf_json_double(&j, "finish_ms_per_version", (double)finish_ns / 1e6 / n);
-            perf_json_double(&j, "engine_copy_ms_per_version",
-                             verified_versions ? (double)copy_ns / 1e6 / (double)verified_versions : NAN);
-            perf_json_double(&j, "verify_ms_per_version", verify_ms);
-            perf_json_double(&j, "publish_call_us", (double)publish_call_ns / 1e3 / n);
-            perf_json_double(&j, "publish_to_wake_p50_us", lat.p50_us);
-            perf_json_double(&j, "publish_to_wake_max_us", lat.max_us);
-            perf_json_double(&j, "publish_to_all_acked_ms", (double)ack_ns / 1e6 / n);
-            perf_json_double(&j, "delivered_gb_per_s", delivered_gbps);
-            perf_json_double(&j, "copy_ceiling_gbps", ceiling_gbps);
-            perf_json_double(&j, "ratio_copy_ceiling", delivered_gbps / ceiling_gbps);
-            perf_json_double(&j, "e2e_ms_per_version", e2e_ms);
-            perf_json_double(&j, "e2e_ratio_step", e2e_ms / ((double)step_ns / 1e6 / n));
-            perf_json_uint(&j, "rebinds", rebinds);
-            perf_json_uint(&j, "rebinds_moved", moved);
-            perf_json_double(&j, "rebind_ms", rebind_ms);
-            perf_json_double(&j, "rebind_fraction", rebind_ms / e2e_ms);
-            perf_json_double(&j, "realloc_ms", realloc_ms);
-            perf_json_double(&j, "realloc_fraction", realloc_ms / e2e_ms);
-            perf_json_double(&j, "tail_ms_per_version", tail_ms);
-            perf_json_double(&j, "torch_step_ms", peer.step_ms);
-            perf_json_double(&j, "torch_quant_ms", peer.quant_ms);
-            perf_json_double(&j, "torch_ipc_ms", peer.ipc_ms);
-            perf_json_double(&j, "torch_tail_ms", peer.tail_ms);
-            perf_json_double(&j, "torch_e2e_ms", peer.e2e_ms);
-            perf_json_str(&j, "torch", peer.torch);
-            perf_json_double(&j, "tail_ratio_torch_sequential", tail_ms / peer.tail_ms);
-            perf_json_double(&j, "speedup_torch_sequential", peer.e2e_ms / e2e_ms);
-            perf_json_uint(&j, "engine_kills", kills);
-            perf_json_uint(&j, "engine0_versions", shared->consumer[0].versions);
-            perf_json_uint(&j, "engine0_first_version_after_restart", kills ? shared->consumer[0].first_version : 0);
-            /* The issue's key: the bytes of every tensor found wrong, over
-             * all versions and engines (0: every check passed). */
-            perf_json_uint(&j, "wrong_bytes", wrong_bytes);
-            perf_json_uint(&j, "wrong_tensors", wrong);
-            perf_json_uint(&j, "sampled_bytes", sampled_bytes);
-            perf_json_uint(&j, "wrong_sampled_bytes", wrong_sampled);
+            perf_columns_json(&j, "", run_columns, R_COLUMNS, cells);
             perf_json_end(&j);
         } else {
             printf("# weft-perf update: libweft %s, %s, %llu layers x %llu experts%s%s, H=%llu I=%llu, "
@@ -735,14 +810,10 @@ int perf_cmd_update(int argc, char **argv)
                        (unsigned long long)timed_from, (unsigned long long)published,
                        (unsigned long long)(timed_from - 1));
             }
-            printf("%10s %10s %10s %10s %12s %12s %14s %16s %14s %10s %14s\n", "versions", "grad_ms", "step_ms",
-                   "quant_ms", "adamw_GB/s", "publish_us", "wake_p50_us", "all_acked_ms", "delivered_GB/s",
-                   "verify_ms", "wrong_tensors");
-            printf("%10llu %10.1f %10.1f %10s %12s %12.2f %14.1f %16.1f %14.2f %10.1f %14llu\n",
-                   (unsigned long long)published, (double)grad_ns / 1e6 / n, (double)step_ns / 1e6 / n,
-                   perf_num(quant_text, sizeof(quant_text), quant_ms, 1),
-                   perf_num(gbps_text, sizeof(gbps_text), step_gbps, 2), (double)publish_call_ns / 1e3 / n, lat.p50_us,
-                   (double)ack_ns / 1e6 / n, delivered_gbps, verify_ms, (unsigned long long)wrong);
+            perf_columns_header(stdout, "", run_columns, R_COLUMNS);
+            putchar('\n');
+            perf_columns_row(stdout, "", run_columns, R_COLUMNS, cells);
+            putchar('\n');
             printf("# grad: deterministic gradients made; step: weft_optim_step with the writer, of which quant:\n"
                    "# the FP8 writer (and %.1f ms checksums); adamw_GB/s: 28 B a parameter over the rest of the\n"
                    "# step; publish_us: the publish call; wake: publish to a waiting consumer's wake-up;\n"
