@@ -47,6 +47,7 @@
 #include "ipc.h"
 #include "lib/args.h"
 #include "lib/baseline.h"
+#include "lib/columns.h"
 #include "lib/json.h"
 #include "lib/proc.h"
 #include "lib/stats.h"
@@ -428,6 +429,138 @@ static void json_targets(perf_json_t *json)
             json->fields++ > 0 ? ", " : "");
 }
 
+/*
+ * A case's row: the table's columns and the --json fields after the run's
+ * own, in one order. The table shows the case's ceiling (the peer copy
+ * across GPUs, the D2D copy on one) in one column; the JSON names which,
+ * the other null. Push, end-to-end and wrong-byte fields are null where
+ * not measured (--no-push, not verified).
+ */
+enum {
+    I_WORKLOAD, I_PLACEMENT, I_SRC, I_DST, I_PEER_ACCESS, I_ORDER, I_KERNEL_MAX, I_STREAMS, I_TENSORS, I_RANGES,
+    I_UNCOALESCED, I_BYTES, I_ITERATIONS, I_WARMUP, I_WEFT_S, I_WEFT, I_PUSH, I_CEILING, I_PEER_COPY, I_D2D,
+    I_NCCL, I_TORCH, I_TORCH_VERSION, I_TORCH_NOTE, I_R_CEILING, I_RATIO_PEER_COPY, I_RATIO_D2D, I_R_PUSH,
+    I_RATIO_NCCL, I_RATIO_TORCH, I_WRONG, I_SWITCHED, I_RATIO_SWITCHED, I_PUSH_S, I_RATIO_PEER_COPY_PUSH,
+    I_RATIO_D2D_PUSH, I_E2E_S, I_E2E, I_RATIO_PEER_COPY_E2E, I_RATIO_D2D_E2E, I_PUSH_E2E_S, I_PUSH_E2E,
+    I_RATIO_PEER_COPY_PUSH_E2E, I_RATIO_D2D_PUSH_E2E, I_PUSH_WRONG, I_PUSH_OK, I_OK, I_NOTES, I_COLUMNS
+};
+
+static const perf_column_t ipc_columns[I_COLUMNS] = {
+    [I_WORKLOAD]                 = {"workload", "workload", -13, 0, PERF_COLUMN_TEXT},
+    [I_PLACEMENT]                = {"placement", "placement", -9, 0, PERF_COLUMN_TEXT},
+    [I_SRC]                      = {"src_device", NULL, 0, 0, PERF_COLUMN_INT},
+    [I_DST]                      = {"dst_device", NULL, 0, 0, PERF_COLUMN_INT},
+    [I_PEER_ACCESS]              = {"peer_access", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [I_ORDER]                    = {"order", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [I_KERNEL_MAX]               = {"WEFT_CUDA_IPC_KERNEL_MAX", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [I_STREAMS]                  = {"WEFT_CUDA_IPC_STREAMS", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [I_TENSORS]                  = {"tensors", "tensors", 7, 0, PERF_COLUMN_UINT},
+    [I_RANGES]                   = {"ranges", "ranges", 7, 0, PERF_COLUMN_UINT},
+    [I_UNCOALESCED]              = {"ranges_uncoalesced", NULL, 0, 0, PERF_COLUMN_UINT},
+    [I_BYTES]                    = {"bytes", "bytes", 13, 0, PERF_COLUMN_UINT},
+    [I_ITERATIONS]               = {"iterations", NULL, 0, 0, PERF_COLUMN_UINT},
+    [I_WARMUP]                   = {"warmup", NULL, 0, 0, PERF_COLUMN_UINT},
+    [I_WEFT_S]                   = {"weft_seconds_median", NULL, 0, 6, PERF_COLUMN_G},
+    [I_WEFT]                     = {"weft_gbps", "weft_GB/s", 10, 1, PERF_COLUMN_DOUBLE},
+    [I_PUSH]                     = {"push_gbps", "push_GB/s", 10, 1, PERF_COLUMN_DOUBLE},
+    [I_CEILING]                  = {NULL, "ceiling_GB/s", 12, 1, PERF_COLUMN_DOUBLE},
+    [I_PEER_COPY]                = {"peer_copy_gbps", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [I_D2D]                      = {"d2d_gbps", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [I_NCCL]                     = {"nccl_gbps", "nccl_GB/s", 10, 1, PERF_COLUMN_DOUBLE},
+    [I_TORCH]                    = {"torch_ipc_gbps", "torch_GB/s", 11, 1, PERF_COLUMN_DOUBLE},
+    [I_TORCH_VERSION]            = {"torch_version", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [I_TORCH_NOTE]               = {"peer", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [I_R_CEILING]                = {NULL, "r_ceiling", 10, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_PEER_COPY]          = {"ratio_peer_copy", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_D2D]                = {"ratio_d2d_same_gpu", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_R_PUSH]                   = {NULL, "r_push", 7, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_NCCL]               = {"ratio_nccl", "r_nccl", 7, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_TORCH]              = {"ratio_torch_ipc", "r_torch", 8, 3, PERF_COLUMN_DOUBLE},
+    [I_WRONG]                    = {"wrong_bytes", "wrong_bytes", 11, 0, PERF_COLUMN_UINT},
+    [I_SWITCHED]                 = {"d2d_after_switch_gbps", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [I_RATIO_SWITCHED]           = {"ratio_d2d_after_switch", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_PUSH_S]                   = {"push_seconds_median", NULL, 0, 6, PERF_COLUMN_G},
+    [I_RATIO_PEER_COPY_PUSH]     = {"ratio_peer_copy_push", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_D2D_PUSH]           = {"ratio_d2d_same_gpu_push", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_E2E_S]                    = {"weft_e2e_seconds_median", NULL, 0, 6, PERF_COLUMN_G},
+    [I_E2E]                      = {"weft_e2e_gbps", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [I_RATIO_PEER_COPY_E2E]      = {"ratio_peer_copy_e2e", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_D2D_E2E]            = {"ratio_d2d_same_gpu_e2e", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_PUSH_E2E_S]               = {"push_e2e_seconds_median", NULL, 0, 6, PERF_COLUMN_G},
+    [I_PUSH_E2E]                 = {"push_e2e_gbps", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [I_RATIO_PEER_COPY_PUSH_E2E] = {"ratio_peer_copy_push_e2e", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_RATIO_D2D_PUSH_E2E]       = {"ratio_d2d_same_gpu_push_e2e", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [I_PUSH_WRONG]               = {"push_wrong_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [I_PUSH_OK]                  = {"push_ok", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [I_OK]                       = {"ok", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [I_NOTES]                    = {"notes", NULL, 0, 0, PERF_COLUMN_TEXT},
+};
+
+/* The cells of case c's result r (ceiling and ratios as the row says). */
+static void row_cells(const ipc_options_t *o, const ipc_probe_t *p, const ipc_case_t *c, const ipc_result_t *r,
+                      perf_cell_t *cells)
+{
+    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
+    const double nccl = perf_gbps(r->bytes, r->nccl_s), torch = perf_gbps(r->bytes, r->torch_s);
+    const double push = perf_gbps(r->bytes, r->push_s), e2e = perf_gbps(r->bytes, r->weft_e2e_s);
+    const double push_e2e = perf_gbps(r->bytes, r->push_e2e_s), switched = perf_gbps(r->bytes, r->switched_s);
+    const int    x = c->cross;
+
+    memset(cells, 0, I_COLUMNS * sizeof(*cells));
+    cells[I_WORKLOAD].text = c->w->name;
+    cells[I_PLACEMENT].text = x ? "cross_gpu" : "same_gpu";
+    cells[I_SRC].i = c->src;
+    cells[I_DST].i = c->dst;
+    cells[I_PEER_ACCESS].u = x ? (uint64_t)(p->peer[0] && p->peer[1]) : 1;
+    cells[I_ORDER].text = o->by_expert ? "expert" : "role";
+    /* The transport's settings as the environment gives them ("" where
+     * unset: the library's defaults, which `weft-perf info` lists). */
+    cells[I_KERNEL_MAX].text = env_or_empty("WEFT_CUDA_IPC_KERNEL_MAX");
+    cells[I_STREAMS].text = env_or_empty("WEFT_CUDA_IPC_STREAMS");
+    cells[I_TENSORS].u = r->tensors;
+    cells[I_RANGES].u = r->ranges;
+    cells[I_UNCOALESCED].u = r->ranges_uncoalesced;
+    cells[I_BYTES].u = r->bytes;
+    cells[I_ITERATIONS].u = o->iters;
+    cells[I_WARMUP].u = o->warmup;
+    cells[I_WEFT_S].d = r->weft_s;
+    cells[I_WEFT].d = weft;
+    cells[I_PUSH].d = push;
+    cells[I_CEILING].d = ceiling;
+    cells[I_PEER_COPY].d = x ? ceiling : NAN;
+    cells[I_D2D].d = x ? NAN : ceiling;
+    cells[I_NCCL].d = nccl;
+    cells[I_TORCH].d = torch;
+    cells[I_TORCH_VERSION].text = r->torch_version;
+    cells[I_TORCH_NOTE].text = r->torch_note;
+    cells[I_R_CEILING].d = weft / ceiling;
+    cells[I_RATIO_PEER_COPY].d = x ? weft / ceiling : NAN;
+    cells[I_RATIO_D2D].d = x ? NAN : weft / ceiling;
+    cells[I_R_PUSH].d = push / ceiling;
+    cells[I_RATIO_NCCL].d = weft / nccl;
+    cells[I_RATIO_TORCH].d = weft / torch;
+    cells[I_WRONG] = (perf_cell_t){.u = r->wrong_bytes, .null = !r->verified};
+    /* Same GPU: a D2D copy that, as the weft copy, waits for the GPU to
+     * switch from the producer process's context. */
+    cells[I_SWITCHED].d = x ? NAN : switched;
+    cells[I_RATIO_SWITCHED].d = x ? NAN : weft / switched;
+    cells[I_PUSH_S].d = r->push_s;
+    cells[I_RATIO_PEER_COPY_PUSH].d = x ? push / ceiling : NAN;
+    cells[I_RATIO_D2D_PUSH].d = x ? NAN : push / ceiling;
+    cells[I_E2E_S].d = r->weft_e2e_s;
+    cells[I_E2E].d = e2e;
+    cells[I_RATIO_PEER_COPY_E2E].d = x ? e2e / ceiling : NAN;
+    cells[I_RATIO_D2D_E2E].d = x ? NAN : e2e / ceiling;
+    cells[I_PUSH_E2E_S].d = r->push_e2e_s;
+    cells[I_PUSH_E2E].d = push_e2e;
+    cells[I_RATIO_PEER_COPY_PUSH_E2E].d = x ? push_e2e / ceiling : NAN;
+    cells[I_RATIO_D2D_PUSH_E2E].d = x ? NAN : push_e2e / ceiling;
+    cells[I_PUSH_WRONG] = (perf_cell_t){.u = r->push_wrong_bytes, .null = !r->push_verified};
+    cells[I_PUSH_OK] = (perf_cell_t){.u = (uint64_t)r->push_ok, .null = !r->push_measured};
+    cells[I_OK].u = (uint64_t)r->ok;
+    cells[I_NOTES].text = r->note;
+}
+
 static void print_preamble(const ipc_options_t *o, const ipc_probe_t *p, int cpus, int cross)
 {
     perf_print_host(stdout, cpus);
@@ -465,9 +598,8 @@ static void print_preamble(const ipc_options_t *o, const ipc_probe_t *p, int cpu
     printf("# end to end (pull and push): the producer's median time from just before weft_registry_publish to "
            "weft_registry_wait_consumers returning\n");
     printf("# targets: cross GPU r_ceiling >= 0.95 and r_nccl >= 1; r_torch >= 5; same GPU r_ceiling >= 0.9\n");
-    printf("%-13s %-9s %7s %7s %13s %10s %10s %12s %10s %11s %10s %7s %7s %8s %11s\n", "workload", "placement",
-           "tensors", "ranges", "bytes", "weft_GB/s", "push_GB/s", "ceiling_GB/s", "nccl_GB/s", "torch_GB/s",
-           "r_ceiling", "r_push", "r_nccl", "r_torch", "wrong_bytes");
+    perf_columns_header(stdout, "", ipc_columns, I_COLUMNS);
+    putchar('\n');
 }
 
 /* The push mode and both modes end to end, under the case's row. */
@@ -491,80 +623,35 @@ static void print_push(const ipc_case_t *c, const ipc_result_t *r, double ceilin
            perf_num(b[2], 32, push_e2e, 1), perf_num(b[3], 32, push_e2e / ceiling, 3));
 }
 
-static void print_row(const ipc_case_t *c, const ipc_result_t *r)
+static void print_row(const ipc_options_t *o, const ipc_probe_t *p, const ipc_case_t *c, const ipc_result_t *r)
 {
-    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
-    const double nccl = perf_gbps(r->bytes, r->nccl_s), torch = perf_gbps(r->bytes, r->torch_s);
-    const double push = perf_gbps(r->bytes, r->push_s);
-    char         b[9][32], wrong[32];
+    const double ceiling = perf_gbps(r->bytes, r->ceiling_s);
+    const double weft = perf_gbps(r->bytes, r->weft_s), switched = perf_gbps(r->bytes, r->switched_s);
+    perf_cell_t  cells[I_COLUMNS];
+    char         b[2][32];
 
-    if (r->verified) {
-        snprintf(wrong, sizeof(wrong), "%llu", (unsigned long long)r->wrong_bytes);
-    } else {
-        snprintf(wrong, sizeof(wrong), "-");
-    }
-    printf("%-13s %-9s %7llu %7llu %13llu %10s %10s %12s %10s %11s %10s %7s %7s %8s %11s%s\n", c->w->name,
-           c->cross ? "cross_gpu" : "same_gpu", (unsigned long long)r->tensors, (unsigned long long)r->ranges,
-           (unsigned long long)r->bytes, perf_num(b[0], 32, weft, 1), perf_num(b[1], 32, push, 1),
-           perf_num(b[2], 32, ceiling, 1), perf_num(b[3], 32, nccl, 1), perf_num(b[4], 32, torch, 1),
-           perf_num(b[5], 32, weft / ceiling, 3), perf_num(b[6], 32, push / ceiling, 3),
-           perf_num(b[7], 32, weft / nccl, 3), perf_num(b[8], 32, weft / torch, 3), wrong, r->ok ? "" : "  FAILED");
+    row_cells(o, p, c, r, cells);
+    perf_columns_row(stdout, "", ipc_columns, I_COLUMNS, cells);
+    printf("%s\n", r->ok ? "" : "  FAILED");
     printf("#   %s %s: %llu ranges before merging; torch: %s%s%s\n", c->w->name, c->cross ? "cross_gpu" : "same_gpu",
            (unsigned long long)r->ranges_uncoalesced, r->torch_note, r->note[0] ? "; " : "", r->note);
     print_push(c, r, ceiling);
     if (!c->cross) {
-        const double switched = perf_gbps(r->bytes, r->switched_s);
-
         printf("#   %s same_gpu: D2D copy right after another process's GPU work (a context switch): %s GB/s; "
                "weft = %s x that\n",
                c->w->name, perf_num(b[0], 32, switched, 1), perf_num(b[1], 32, weft / switched, 3));
     }
 }
 
-/*
- * The push mode (null where not measured: --no-push) and both modes end
- * to end, each against the case's ceiling under the name of the pull
- * ratio with _push, _e2e or _push_e2e appended (null for the other
- * placement, as the pull ratios).
- */
-static void json_push(perf_json_t *j, const ipc_case_t *c, const ipc_result_t *r, double ceiling)
-{
-    const double push = perf_gbps(r->bytes, r->push_s), e2e = perf_gbps(r->bytes, r->weft_e2e_s);
-    const double push_e2e = perf_gbps(r->bytes, r->push_e2e_s);
-
-    perf_json_number_g(j, "push_seconds_median", r->push_s);
-    perf_json_double(j, "push_gbps", push);
-    perf_json_double(j, "ratio_peer_copy_push", c->cross ? push / ceiling : NAN);
-    perf_json_double(j, "ratio_d2d_same_gpu_push", c->cross ? NAN : push / ceiling);
-    perf_json_number_g(j, "weft_e2e_seconds_median", r->weft_e2e_s);
-    perf_json_double(j, "weft_e2e_gbps", e2e);
-    perf_json_double(j, "ratio_peer_copy_e2e", c->cross ? e2e / ceiling : NAN);
-    perf_json_double(j, "ratio_d2d_same_gpu_e2e", c->cross ? NAN : e2e / ceiling);
-    perf_json_number_g(j, "push_e2e_seconds_median", r->push_e2e_s);
-    perf_json_double(j, "push_e2e_gbps", push_e2e);
-    perf_json_double(j, "ratio_peer_copy_push_e2e", c->cross ? push_e2e / ceiling : NAN);
-    perf_json_double(j, "ratio_d2d_same_gpu_push_e2e", c->cross ? NAN : push_e2e / ceiling);
-    if (r->push_verified) {
-        perf_json_uint(j, "push_wrong_bytes", r->push_wrong_bytes);
-    } else {
-        perf_json_number_g(j, "push_wrong_bytes", NAN);
-    }
-    if (r->push_measured) {
-        perf_json_bool(j, "push_ok", r->push_ok);
-    } else {
-        perf_json_number_g(j, "push_ok", NAN);
-    }
-}
-
 static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char *date, const ipc_case_t *c,
                        const ipc_result_t *r)
 {
-    const double weft = perf_gbps(r->bytes, r->weft_s), ceiling = perf_gbps(r->bytes, r->ceiling_s);
-    const double nccl = perf_gbps(r->bytes, r->nccl_s), torch = perf_gbps(r->bytes, r->torch_s);
-    char         host[256];
-    perf_json_t  j;
+    perf_cell_t cells[I_COLUMNS];
+    char        host[256];
+    perf_json_t j;
 
     perf_host_name(host, sizeof(host));
+    row_cells(o, p, c, r, cells);
     perf_json_begin(&j, stdout);
     perf_json_str(&j, "command", "ipc");
     perf_json_str(&j, "date", date);
@@ -575,46 +662,7 @@ static void print_json(const ipc_options_t *o, const ipc_probe_t *p, const char 
     perf_json_int(&j, "cuda_driver", p->driver);
     perf_json_int(&j, "cuda_runtime", p->runtime);
     perf_json_int(&j, "nccl_version", p->nccl);
-    perf_json_str(&j, "workload", c->w->name);
-    perf_json_str(&j, "placement", c->cross ? "cross_gpu" : "same_gpu");
-    perf_json_int(&j, "src_device", c->src);
-    perf_json_int(&j, "dst_device", c->dst);
-    perf_json_bool(&j, "peer_access", c->cross ? p->peer[0] && p->peer[1] : 1);
-    perf_json_str(&j, "order", o->by_expert ? "expert" : "role");
-    /* The transport's settings as the environment gives them ("" where
-     * unset: the library's defaults, which `weft-perf info` lists). */
-    perf_json_str(&j, "WEFT_CUDA_IPC_KERNEL_MAX", env_or_empty("WEFT_CUDA_IPC_KERNEL_MAX"));
-    perf_json_str(&j, "WEFT_CUDA_IPC_STREAMS", env_or_empty("WEFT_CUDA_IPC_STREAMS"));
-    perf_json_uint(&j, "tensors", r->tensors);
-    perf_json_uint(&j, "ranges", r->ranges);
-    perf_json_uint(&j, "ranges_uncoalesced", r->ranges_uncoalesced);
-    perf_json_uint(&j, "bytes", r->bytes);
-    perf_json_uint(&j, "iterations", o->iters);
-    perf_json_uint(&j, "warmup", o->warmup);
-    perf_json_number_g(&j, "weft_seconds_median", r->weft_s);
-    perf_json_double(&j, "weft_gbps", weft);
-    perf_json_double(&j, "peer_copy_gbps", c->cross ? ceiling : NAN);
-    perf_json_double(&j, "d2d_gbps", c->cross ? NAN : ceiling);
-    perf_json_double(&j, "nccl_gbps", nccl);
-    perf_json_double(&j, "torch_ipc_gbps", torch);
-    perf_json_str(&j, "torch_version", r->torch_version);
-    perf_json_str(&j, "peer", r->torch_note);
-    perf_json_double(&j, "ratio_peer_copy", c->cross ? weft / ceiling : NAN);
-    perf_json_double(&j, "ratio_nccl", weft / nccl);
-    perf_json_double(&j, "ratio_torch_ipc", weft / torch);
-    perf_json_double(&j, "ratio_d2d_same_gpu", c->cross ? NAN : weft / ceiling);
-    /* Same GPU: a D2D copy that, as the weft copy, waits for the GPU to
-     * switch from the producer process's context. */
-    perf_json_double(&j, "d2d_after_switch_gbps", c->cross ? NAN : perf_gbps(r->bytes, r->switched_s));
-    perf_json_double(&j, "ratio_d2d_after_switch", c->cross ? NAN : weft / perf_gbps(r->bytes, r->switched_s));
-    json_push(&j, c, r, ceiling);
-    if (r->verified) {
-        perf_json_uint(&j, "wrong_bytes", r->wrong_bytes);
-    } else {
-        perf_json_number_g(&j, "wrong_bytes", NAN);
-    }
-    perf_json_bool(&j, "ok", r->ok);
-    perf_json_str(&j, "notes", r->note);
+    perf_columns_json(&j, "", ipc_columns, I_COLUMNS, cells);
     json_targets(&j);
     perf_json_end(&j);
 }
@@ -658,7 +706,7 @@ static int run_cases(ipc_ctx_t *ctx, const ipc_probe_t *probe, int cpus, const c
             if (o->json) {
                 print_json(o, probe, date, &c, &r);
             } else {
-                print_row(&c, &r);
+                print_row(o, probe, &c, &r);
             }
             fflush(stdout);
             failed |= !r.ok;
