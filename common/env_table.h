@@ -68,7 +68,15 @@ extern "C" {
       "bandwidth) or none (UCX's native TCP puts; a failed peer is caught by its "         \
       "bootstrap connection and the timeout, and UCX treats the endpoint's failure as "   \
       "unhandled)",                                                                       \
-      "words:peer,none")
+      "words:peer,none")                                                                  \
+    X(LIBRARY, "python", "",                                                              \
+      "the Python binding: the libweft.so it loads (default: pkg-config weft's libdir, "  \
+      "then the loader's path); libweft itself does not read it",                         \
+      "any")                                                                              \
+    X(INCLUDE, "python", "",                                                              \
+      "the Python binding: the folder holding weft/weft.h whose declarations it uses "    \
+      "(default: pkg-config weft's includedir); libweft itself does not read it",         \
+      "any")
 
 typedef enum weft_config_id {
 #define WEFT_CONFIG_ENUM_(name, module, dflt, help, accepted) WEFT_CONFIG_##name,

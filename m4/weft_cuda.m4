@@ -5,7 +5,9 @@
 # at run time through cudaGetDriverEntryPoint.
 #
 # Output: HAVE_CUDA (define and conditional), NVCC, CUDA_CPPFLAGS,
-# CUDA_LDFLAGS, CUDA_LIBS, CUDA_ARCH, weft_cuda_root, weft_cuda_summary.
+# CUDA_LDFLAGS, CUDA_LIBS (what programs link), CUDA_LIB_LIBS (what
+# libweft links: the static runtime where it can), CUDA_ARCH,
+# weft_cuda_root, weft_cuda_summary.
 #
 # The kernels are built for every architecture in --with-cuda-arch (one
 # fat binary: SASS for each, and PTX of compute_90 that newer GPUs compile
@@ -22,6 +24,13 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
     [AS_HELP_STRING([--with-cuda-arch=LIST],
       [GPU architectures to build the kernels for, comma-separated (default: sm_80,sm_86,sm_89,sm_90a)])],
     [weft_cuda_arch_asked=yes], [with_cuda_arch=sm_80,sm_86,sm_89,sm_90a; weft_cuda_arch_asked=no])
+  dnl Off by default until a GPU run of the whole suite has held it: a
+  dnl process then holds two CUDA runtimes (libweft's and its own).
+  AC_ARG_ENABLE([static-cudart],
+    [AS_HELP_STRING([--enable-static-cudart],
+      [link the toolkit's libcudart_static.a into libweft.so (hidden), so that it needs no libcudart.so (default: no)])],
+    [], [enable_static_cudart=no])
+  weft_cuda_runtime=shared
   AC_ARG_VAR([NVCC], [CUDA compiler])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for the CUDA compiler])
 
@@ -104,8 +113,33 @@ _WEFT_EOF
           dnl toolkit: not linked, loaded when Muon first runs on a GPU
           dnl (kernels/blas_api.h).
           CUDA_LIBS="$CUDA_LIBS -lstdc++"
+          dnl libweft itself links the runtime statically where the toolkit has
+          dnl it (as NCCL does): the library then needs no libcudart.so on the
+          dnl host, and a host without a GPU driver still loads it (the static
+          dnl runtime finds libcuda.so.1 at run time, and without it every CUDA
+          dnl call reports no driver). Programs beside it (weft-perf, the tests,
+          dnl a trainer with PyTorch) keep their own runtime: streams, events
+          dnl and memory are the driver's and cross between the two.
+          CUDA_LIB_LIBS="$CUDA_LIBS"
+          AS_IF([test "x$enable_static_cudart" != xno], [
+            AC_MSG_CHECKING([whether libweft can link the CUDA runtime statically])
+            cat > conftest_cudart.c <<_WEFT_EOF
+#include <cuda_runtime_api.h>
+int weft_conftest(void);
+int weft_conftest(void) { int n = 0; return (int)cudaGetDeviceCount(&n) + n; }
+_WEFT_EOF
+            AS_IF([$CC -shared -fPIC $CPPFLAGS $CUDA_CPPFLAGS conftest_cudart.c -o conftest_cudart.so $LDFLAGS $CUDA_LDFLAGS \
+                     -lcudart_static -lrt -ldl -lpthread -lstdc++ >&AS_MESSAGE_LOG_FD 2>&1],
+                  [AC_MSG_RESULT([yes])
+                   CUDA_LIB_LIBS="-lcudart_static -lrt -ldl -lpthread -lstdc++"
+                   weft_cuda_runtime="static"],
+                  [AC_MSG_RESULT([no])
+                   AS_IF([test "x$enable_static_cudart" = xyes],
+                         [AC_MSG_ERROR([--enable-static-cudart: libcudart_static.a cannot be linked into a shared library here (see config.log)])])])
+            rm -f conftest_cudart.c conftest_cudart.so
+          ])
           weft_nvcc_version=`$NVCC --version | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
-          weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, kernels for $CUDA_ARCH)"
+          weft_cuda_summary="yes (nvcc $weft_nvcc_version at $NVCC, kernels for $CUDA_ARCH, runtime $weft_cuda_runtime)"
         ])
       ])
     ])
@@ -120,12 +154,13 @@ _WEFT_EOF
     AS_IF([test "x$enable_werror" = xyes],
           [WEFT_NVCCFLAGS="$WEFT_NVCCFLAGS --Werror=all-warnings --compiler-options=-Werror"])
   ], [
-    CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""; CUDA_LIBS=""
+    CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""; CUDA_LIBS=""; CUDA_LIB_LIBS=""
   ])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LDFLAGS])
   AC_SUBST([CUDA_LIBS])
+  AC_SUBST([CUDA_LIB_LIBS])
   AC_SUBST([CUDA_ARCH])
   AC_SUBST([WEFT_NVCCFLAGS])
 ])

@@ -1,5 +1,6 @@
 #!/bin/sh
-# UCX, NCCL and libibverbs are loaded at run time, not linked: libweft.so
+# UCX, NCCL and libibverbs are loaded at run time, not linked (nor the CUDA
+# runtime, where it is linked statically): libweft.so
 # names none of them (NEEDED), and on a host without them (simulated: their
 # library files hidden in a mount namespace of this test's own, which needs
 # root; NCCL stays, as weft-perf links it for its own NCCL baseline)
@@ -16,12 +17,16 @@ if [ "${WEFT_LINKS_OPTIONAL:-no}" = yes ]; then
 fi
 fail=0
 needed=$($OBJDUMP -p "$lib" | awk '$1 == "NEEDED" { print $2 }')
-for dep in libucp libuct libucs libnccl libibverbs; do
+deps="libucp libuct libucs libnccl libibverbs"
+# Built with the CUDA toolkit's static runtime (configure's default where it
+# links), libweft needs no libcudart.so either.
+grep -q '^CUDA_LIB_LIBS = .*-lcudart_static' "$top_builddir/Makefile" 2>/dev/null && deps="$deps libcudart"
+for dep in $deps; do
     if echo "$needed" | grep -q "^$dep\."; then
         echo "FAIL: libweft.so links $dep"; fail=1
     fi
 done
-[ $fail -eq 0 ] && echo "ok: libweft.so links none of UCX, NCCL, libibverbs ($(echo $needed | tr '\n' ' '))"
+[ $fail -eq 0 ] && echo "ok: libweft.so links none of $deps ($(echo $needed | tr '\n' ' '))"
 
 if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
     echo "cannot make a mount namespace here (not root): the host without them is not simulated"
