@@ -96,6 +96,15 @@ static void server_stop(void)
     fixture_server_stop(srv.server, srv.reg, srv.name);
 }
 
+/* Each test's teardown: the registry goes whether or not the test stopped
+ * its server (the process ends with the test, and so does the server). */
+static void unlink_server_registry(void)
+{
+    if (srv.name[0] != '\0') {
+        weft_registry_unlink(srv.name);
+    }
+}
+
 /* The one view the registry holds, at `base` (never touched here). */
 static weft_recv_view_t view_at(uint64_t base)
 {
@@ -1051,6 +1060,7 @@ START_TEST(ucx_server_out_of_descriptors_backs_off)
     usleep(2500000); /* the server tries, fails and waits meanwhile */
     kill(server, SIGKILL);
     ck_assert_int_eq(wait_child(server), 128 + SIGKILL);
+    snprintf(srv.name, sizeof(srv.name), "t-ucx-wire-%d", (int)server); /* the killed server's registry */
     for (int i = 0; i < 40; i++) {
         close(fds[i]);
     }
@@ -1182,6 +1192,7 @@ static Suite *ucx_wire_suite(void)
     }
     s = suite_create("ucx_wire");
     tc = tcase_create("ucx_wire");
+    tcase_add_checked_fixture(tc, NULL, unlink_server_registry);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, ucx_malformed_handshakes_are_refused_and_the_server_goes_on);
     tcase_add_test(tc, ucx_mutated_addresses_and_keys_do_not_kill_the_server);
