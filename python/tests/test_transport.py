@@ -88,3 +88,29 @@ def test_a_cuda_ipc_plan_fills_torch_tensors(reg_name):
             assert leased.dtype == torch.float8_e4m3fn and leased.device.type == "cuda"
             assert leased.data_ptr() == lease[0].ptr  # no copy
     weft.Registry.unlink(reg_name)
+
+
+def ucx_usable():
+    try:
+        return weft.info()["backends"]["ucx"]["available"]
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(not ucx_usable(), reason="libweft without a loadable UCX")
+def test_a_remote_consumer_receives_over_ucx(reg_name, monkeypatch):
+    monkeypatch.setenv("UCX_TLS", "tcp,self")
+    fused = np.zeros((EXPERTS, ROWS, COLS), np.uint8)
+    views = {"layers.0.experts.%d.w13" % e: weft.View(fused[e], "fp8_e4m3") for e in range(EXPERTS)}
+    with make(reg_name) as reg, weft.Server(reg, "127.0.0.1:0", "py-token", timeout=30) as server:
+        assert server.port > 0
+        with weft.Remote("127.0.0.1:%d" % server.port, "py-token", "py-engine", views, timeout=30) as remote:
+            version = publish(reg, 1)
+            assert remote.receive(after=0, timeout=30) == version
+            assert all((fused[e] == (e * 31 + 1) % 251).all() for e in range(EXPERTS))
+            assert reg.wait_consumers(version, timeout=10) == 0
+        assert server.stats()["versions_sent"] == 1
+        with pytest.raises(weft.WeftError) as err:
+            weft.Remote("127.0.0.1:%d" % server.port, "wrong-token", "py-intruder", views, timeout=10)
+        assert err.value.name == "WEFT_ERR_AUTH"
+    weft.Registry.unlink(reg_name)

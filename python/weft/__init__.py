@@ -9,9 +9,9 @@ from ._errors import WeftError
 from ._lib import load as _load
 from .quant import e4m3_decode, e4m3_encode, quantize
 from .registry import Consumer, Lease, Registry, TensorInfo, Writer
-from .transport import Plan
+from .transport import Plan, Remote, Server, View
 
-__all__ = ["WeftError", "Registry", "Writer", "Lease", "Consumer", "TensorInfo", "Plan", "quantize",
+__all__ = ["WeftError", "Registry", "Writer", "Lease", "Consumer", "TensorInfo", "Plan", "Server", "Remote", "View", "quantize",
            "e4m3_encode", "e4m3_decode", "version", "info"]
 
 
