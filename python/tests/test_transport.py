@@ -114,3 +114,28 @@ def test_a_remote_consumer_receives_over_ucx(reg_name, monkeypatch):
             weft.Remote("127.0.0.1:%d" % server.port, "wrong-token", "py-intruder", views, timeout=10)
         assert err.value.name == "WEFT_ERR_AUTH"
     weft.Registry.unlink(reg_name)
+
+
+class DLPackOnly:
+    """An array that speaks DLPack alone, as JAX's do."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, stream=None):
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_a_dlpack_view_is_written_in_place(reg_name):
+    target = np.zeros((ROWS, COLS), np.uint8)
+    if not hasattr(target, "__dlpack__"):
+        pytest.skip("NumPy without DLPack")
+    with make(reg_name) as reg:
+        publish(reg, 1)
+        with reg.read() as lease, weft.Plan(reg, {"layers.0.experts.2.w13": DLPackOnly(target)}) as plan:
+            plan.copy(lease)
+        assert (target == (2 * 31 + 1) % 251).all()
+    weft.Registry.unlink(reg_name)

@@ -1,8 +1,9 @@
 """Arrays in and out of libweft without copies.
 
 In: NumPy arrays (and anything with __array_interface__), anything with
-__cuda_array_interface__ (CuPy, Numba, PyTorch CUDA tensors), and PyTorch
-tensors on either side (their data_ptr, shape and strides). Out: NumPy
+__cuda_array_interface__ (CuPy, Numba, PyTorch CUDA tensors), PyTorch
+tensors on either side (their data_ptr, shape and strides), and anything
+else that speaks DLPack (__dlpack__: JAX arrays, ...). Out: NumPy
 arrays over host memory (which PyTorch, JAX and CuPy take through DLPack),
 and DeviceArray over GPU memory (__cuda_array_interface__; PyTorch takes it
 with torch.as_tensor(a, device="cuda")). libweft's dtypes that NumPy lacks
@@ -91,6 +92,54 @@ def _from_interface(ptr, shape, strides_bytes, itemsize, memory, device, owner):
     return ArrayRef(ptr, shape, strides, itemsize, memory, device, owner)
 
 
+_DLPACK_CDEF = """
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void *data; DLDevice device; int32_t ndim; DLDataType dtype;
+    int64_t *shape; int64_t *strides; uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor { DLTensor dl_tensor; void *manager_ctx; void (*deleter)(struct DLManagedTensor *); }
+    DLManagedTensor;
+"""
+_dlpack_ffi = None
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
+
+
+def _from_dlpack(obj):
+    """An ArrayRef of an object that only speaks DLPack (JAX, ...): the
+    capsule is kept (unconsumed, so that its producer still owns the
+    memory) as long as the ArrayRef."""
+    import ctypes
+
+    import cffi
+
+    global _dlpack_ffi
+    if _dlpack_ffi is None:
+        ffi = cffi.FFI()
+        ffi.cdef(_DLPACK_CDEF)
+        _dlpack_ffi = ffi
+    ffi = _dlpack_ffi
+    capsule = obj.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    managed = ffi.cast("DLManagedTensor *", get(capsule, b"dltensor"))
+    t = managed.dl_tensor
+    if t.dtype.lanes != 1 or t.dtype.bits % 8:
+        raise ValueError("a DLPack tensor of %d-bit, %d-lane elements" % (t.dtype.bits, t.dtype.lanes))
+    if t.device.device_type not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST):
+        raise ValueError("a DLPack tensor on device type %d: libweft takes host and CUDA memory"
+                         % t.device.device_type)
+    itemsize = t.dtype.bits // 8
+    shape = [t.shape[i] for i in range(t.ndim)]
+    strides = [t.strides[i] for i in range(t.ndim)] if t.strides != ffi.NULL else None
+    ptr = int(ffi.cast("uintptr_t", t.data)) + t.byte_offset
+    memory = "cuda" if t.device.device_type == _DL_CUDA else "host"
+    ref = _from_interface(ptr, shape, [s * itemsize for s in strides] if strides is not None else None,
+                          itemsize, memory, t.device.device_id if memory == "cuda" else -1, (obj, capsule))
+    return ref
+
+
 def array_ref(obj):
     """An ArrayRef of obj, without copying it."""
     if type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr"):
@@ -109,6 +158,8 @@ def array_ref(obj):
         array = obj
     elif hasattr(obj, "__array_interface__"):
         array = np.asarray(obj)
+    elif hasattr(obj, "__dlpack__"):
+        return _from_dlpack(obj)
     else:
         try:
             array = np.asarray(memoryview(obj))  # the buffer protocol: no copy
