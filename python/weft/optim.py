@@ -15,6 +15,7 @@ function.
 
 from . import _tensors
 from ._errors import check
+from ._handle import Handle
 from ._lib import load
 
 _PLACEMENTS = {"host": "WEFT_OPTIM_HOST", "staged": "WEFT_OPTIM_STAGED", "resident": "WEFT_OPTIM_RESIDENT"}
@@ -51,11 +52,13 @@ class Group:
         return _tensors.host_array(address, self.shape, strides, "fp32", True, self._optimizer)
 
 
-class RegistryWriter:
+class RegistryWriter(Handle):
     """libweft's writer of each updated matrix into the registry version
     being written (weft_optim_writer_*): format "fp8" (W, WT, scale_inv,
     blockwise) or "bf16"; tensors found by the group's name with "{E}" the
     expert, then ".weight", ".weight_t", ".weight_scale_inv"."""
+
+    _destroy = "weft_optim_writer_destroy"
 
     def __init__(self, optimizer, registry, format="fp8", block=None, write_wt=None, ue8m0=None):
         ffi, lib = load()
@@ -77,23 +80,13 @@ class RegistryWriter:
               "weft_optim_writer_create")
         self._handle = handle[0]
 
-    def close(self):
-        if self._handle is not None:
-            _, lib = load()
-            handle, self._handle = self._handle, None
-            check(lib.weft_optim_writer_destroy(handle), "weft_optim_writer_destroy")
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class Optimizer:
+class Optimizer(Handle):
     """An optimizer (weft_optim_create). placement: "host" (CPU threads),
     "staged" (pinned host masters through GPU slots) or "resident" (on the
     GPU); device, slots, slot_bytes, threads as <weft/optim.h> says."""
+
+    _destroy = "weft_optim_destroy"
 
     def __init__(self, placement="host", device=0, slots=None, slot_bytes=None, threads=None):
         ffi, lib = load()
@@ -240,30 +233,10 @@ class Optimizer:
     def restore(self, path):
         check(load()[1].weft_optim_restore(self.handle, str(path).encode()), "weft_optim_restore", str(path))
 
-    def close(self):
-        if self._handle is not None:
-            _, lib = load()
-            handle, self._handle = self._handle, None
-            check(lib.weft_optim_destroy(handle), "weft_optim_destroy")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
 def _unit_dict(unit):
     ffi, _ = load()
     return {"group": unit.group, "expert": unit.expert, "name": ffi.string(unit.name).decode(),
             "rows": unit.rows, "cols": unit.cols, "step": unit.step}
-
 
 def _unit_master(unit, device):
     ffi, lib = load()

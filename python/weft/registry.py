@@ -16,6 +16,7 @@ API's threading rules: one handle, one thread at a time.
 
 from . import _tensors
 from ._errors import WeftError, check
+from ._handle import Handle
 from ._lib import load
 
 _ROLES = {"w": 1, "wt": 2, "scale": 3}
@@ -49,9 +50,11 @@ class TensorInfo:
         return "TensorInfo(%d, %r, %s, %s, %s)" % (self.index, self.name, self.shape, self.dtype, self.role)
 
 
-class Registry:
+class Registry(Handle):
     """A handle on a registry: Registry.create (the producer) or
     Registry.open (a reader, or a producer taking one over)."""
+
+    _destroy = "weft_registry_close"
 
     def __init__(self, handle, name, producer):
         self._handle, self.name, self.producer = handle, name, producer
@@ -108,24 +111,6 @@ class Registry:
         if self._handle is None:
             raise ValueError("registry %r is closed" % self.name)
         return self._handle
-
-    def close(self):
-        if self._handle is not None:
-            _, lib = load()
-            handle, self._handle = self._handle, None
-            check(lib.weft_registry_close(handle), "weft_registry_close", self.name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - nothing to tell a collector
-            pass
 
     # ---------------------------------------------------------- declaring
 

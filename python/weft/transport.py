@@ -23,6 +23,7 @@ array, a torch tensor (CPU or CUDA), or a slice of a fused engine tensor
 
 from . import _tensors
 from ._errors import check
+from ._handle import Handle
 from ._lib import load
 from .registry import _timeout_us
 
@@ -103,9 +104,11 @@ def _views(described):
     return c_views, len(described), keep
 
 
-class Plan:
+class Plan(Handle):
     """A consumer's plan: which bytes of each version go where (the C
     plan's checks, made at creation). transport: "host" or "cuda_ipc"."""
+
+    _destroy = "weft_plan_destroy"
 
     def __init__(self, registry, views, transport="host"):
         ffi, lib = load()
@@ -149,31 +152,15 @@ class Plan:
         check(lib.weft_plan_get_stats(self.handle, stats), "weft_plan_get_stats")
         return {field: getattr(stats, field) for field, _ in ffi.typeof("weft_plan_stats_t").fields}
 
-    def close(self):
-        if self._handle is not None:
-            _, lib = load()
-            handle, self._handle = self._handle, None
-            check(lib.weft_plan_destroy(handle), "weft_plan_destroy")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class Server:
+class Server(Handle):
     """Serves a registry's versions to remote consumers (ucx, nccl) or to
     local ones whose views it copies into (cuda_ipc), on a thread of its
     own: listen "host:port" (port 0 picks one: .port), token the shared
     secret, timeout seconds for a handshake, a transfer or an ack, window
     bytes in flight a consumer."""
+
+    _destroy = "weft_server_destroy"
 
     def __init__(self, registry, listen, token, transport="ucx", timeout=None, window=None):
         ffi, lib = load()
@@ -201,29 +188,13 @@ class Server:
         check(lib.weft_server_get_stats(self._handle, stats), "weft_server_get_stats")
         return {field: getattr(stats, field) for field, _ in ffi.typeof("weft_server_stats_t").fields}
 
-    def close(self):
-        if self._handle is not None:
-            _, lib = load()
-            handle, self._handle = self._handle, None
-            check(lib.weft_server_destroy(handle), "weft_server_destroy")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class Remote:
+class Remote(Handle):
     """A consumer of a Server: connects to "host:port" with the token under
     `name`, exports its views ({name: View or (array, dtype[, role])}) and
     receives versions into them; they change only inside receive()."""
+
+    _destroy = "weft_remote_close"
 
     def __init__(self, server, token, name, views, transport="ucx", timeout=None):
         ffi, lib = load()
@@ -249,20 +220,3 @@ class Remote:
         check(lib.weft_remote_receive(self._handle, after, _timeout_us(timeout), version), "weft_remote_receive")
         return version[0]
 
-    def close(self):
-        if self._handle is not None:
-            _, lib = load()
-            handle, self._handle = self._handle, None
-            check(lib.weft_remote_close(handle), "weft_remote_close")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
