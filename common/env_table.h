@@ -69,6 +69,11 @@ extern "C" {
       "bootstrap connection and the timeout, and UCX treats the endpoint's failure as "   \
       "unhandled)",                                                                       \
       "words:peer,none")                                                                  \
+    X(UCX_SANDBOX, "transport", "",                                                       \
+      "ucx: the program in which a peer's worker addresses and memory keys are first "    \
+      "handed to UCX, which may crash on forged ones (default: the installed "            \
+      "weft-ucx-sandbox); off: hand them to UCX in this process",                        \
+      "any")                                                                              \
     X(LIBRARY, "python", "",                                                              \
       "the Python binding: the libweft.so it loads (default: pkg-config weft's libdir, "  \
       "then the loader's path); libweft itself does not read it",                         \

@@ -65,10 +65,14 @@ static int count_occurrences(const char *haystack, const char *needle)
     return count;
 }
 
+/* Every WEFT_* variable out of the environment (the tests' environment
+ * sets some: WEFT_UCX_SANDBOX, say), before the first read. */
 static void clear_weft_environment(void)
 {
-    unsetenv("WEFT_LOG_LEVEL");
-    unsetenv("WEFT_LOG_FILE");
+    /* From the table itself: describing a variable would read them all. */
+#define UNSET_(name, module, dflt, help, accepted) unsetenv("WEFT_" #name);
+    WEFT_CONFIG_TABLE(UNSET_)
+#undef UNSET_
 }
 
 START_TEST(status_strings_are_distinct_and_never_null)

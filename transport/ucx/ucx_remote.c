@@ -30,6 +30,7 @@
 #include "transport/ctl/wire.h"
 #include "ucx_common.h"
 #include "ucx_cuda.h"
+#include "ucx_sandbox.h"
 #include "ucx_gpu.h"
 #include "ucx_lanes.h"
 #include "ucx_memory.h"
@@ -148,6 +149,18 @@ static void server_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
  */
 static weft_status_t connect_back(struct ucx_remote *r)
 {
+    /* A server that holds the token could still send a worker address
+     * that UCX dies on: UCX sees it first in the sandbox. */
+    const weft_ucx_blob_t address = {.data = r->server_address, .length = r->server_address_length};
+    char                  why[160];
+    weft_status_t         status = weft_ucx_sandbox_check(&address, 1, NULL, 0,
+                                                          weft_deadline_ns(weft_time_ns(), r->base.timeout_us),
+                                                          why, sizeof(why));
+
+    if (status != WEFT_OK) {
+        weft_log_error("remote: %s's worker address: %s", r->base.server, why);
+        return status;
+    }
     return weft_ucx_connect(&r->ucx, r->server_address, server_ep_error, r,
                             "connecting to the server's worker", &r->ep, &r->ep_err_mode);
 }

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "transport/ucx/ucx_server.h"
+#include "transport/ucx/ucx_sandbox.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -195,9 +196,25 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return WEFT_ERR_INVALID_PARAM;
     }
-    /* Only a consumer that passed every check gets an endpoint: closing an
+    /* UCX parses the address and keys without checks of its own: it gets
+     * them first in the sandbox, where forged ones kill only the sandbox.
+     * Only a consumer that passed every check gets an endpoint: closing an
      * endpoint still in its wire-up, whose peer then disconnects (as a
      * refused consumer does), can trip an assertion inside UCX 1.13. */
+    {
+        weft_ucx_blob_t addresses[1 + WEFT_UCX_LANES_MAX];
+        char            why[160];
+
+        addresses[0] = m.address;
+        memcpy(addresses + 1, m.lanes, m.lane_count * sizeof(*m.lanes));
+        status = weft_ucx_sandbox_check(addresses, 1 + m.lane_count, m.rkeys, p->region_count,
+                                        weft_deadline_ns(weft_time_ns(), s->base.timeout_us), why, sizeof(why));
+        if (status != WEFT_OK) {
+            free(m.rkeys);
+            weft_server_base_refuse_drop(&p->base, status, why);
+            return status;
+        }
+    }
     status = connect_peer(p, m.address.data);
     for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
         status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m.rkeys[r].data, &p->rkeys[r]),
