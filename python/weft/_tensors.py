@@ -72,19 +72,21 @@ class ArrayRef:
         self.memory, self.device, self.owner = memory, device, owner
 
     def contiguous(self):
-        expected, stride = [], 1
-        for n in reversed(self.shape):
-            expected.insert(0, stride)
-            stride *= n
-        return all(s == e for s, e, n in zip(self.strides, expected, self.shape) if n > 1)
+        return all(s == e for s, e, n in zip(self.strides, row_major(self.shape), self.shape) if n > 1)
+
+
+def row_major(shape):
+    """The strides, in elements, of a contiguous row-major array."""
+    strides, stride = [], 1
+    for n in reversed(shape):
+        strides.insert(0, stride)
+        stride *= n
+    return tuple(strides)
 
 
 def _from_interface(ptr, shape, strides_bytes, itemsize, memory, device, owner):
     if strides_bytes is None:
-        strides, stride = [], 1
-        for n in reversed(shape):
-            strides.insert(0, stride)
-            stride *= n
+        strides = row_major(shape)
     else:
         if any(s % itemsize for s in strides_bytes):
             raise ValueError("strides not a whole number of elements")
@@ -171,6 +173,16 @@ def array_ref(obj):
         raise ValueError("an array of zero-sized elements")
     return _from_interface(ai["data"][0], array.shape, ai.get("strides"), array.dtype.itemsize, "host", -1,
                            array)
+
+
+def array_at(ptr, shape, strides, dtype, memory, device, writable, owner):
+    """libweft's memory at ptr (a cffi pointer) as an array: a HostArray
+    for host memory, a DeviceArray on GPU `device`; owner is kept alive by
+    it."""
+    address = int(load()[0].cast("uintptr_t", ptr))
+    if memory == "cuda":
+        return DeviceArray(address, shape, strides, dtype, device, writable, owner)
+    return host_array(address, shape, strides, dtype, writable, owner)
 
 
 def host_array(ptr, shape, strides, dtype, writable, owner):

@@ -40,16 +40,9 @@ class Group:
         data = ffi.new("float **")
         check(lib.weft_optim_group_state(self._optimizer.handle, self.index, getattr(lib, _STATES[which]), data),
               "weft_optim_group_state", which)
-        address = int(ffi.cast("uintptr_t", data[0]))
-        strides = []
-        stride = 1
-        for n in reversed(self.shape):
-            strides.insert(0, stride)
-            stride *= n
-        if self._optimizer.placement == "resident":
-            return _tensors.DeviceArray(address, self.shape, strides, "fp32", self._optimizer.device, True,
-                                        self._optimizer)
-        return _tensors.host_array(address, self.shape, strides, "fp32", True, self._optimizer)
+        memory = "cuda" if self._optimizer.placement == "resident" else "host"
+        return _tensors.array_at(data[0], self.shape, _tensors.row_major(self.shape), "fp32", memory,
+                                 self._optimizer.device, True, self._optimizer)
 
 
 class RegistryWriter(Handle):
@@ -239,9 +232,6 @@ def _unit_dict(unit):
             "rows": unit.rows, "cols": unit.cols, "step": unit.step}
 
 def _unit_master(unit, device):
-    ffi, lib = load()
-    address = int(ffi.cast("uintptr_t", unit.master))
-    shape, strides = (unit.rows, unit.cols), (unit.cols, 1)
-    if unit.memory == lib.WEFT_MEMORY_CUDA:
-        return _tensors.DeviceArray(address, shape, strides, "fp32", device, False, None)
-    return _tensors.host_array(address, shape, strides, "fp32", False, None)
+    memory = "cuda" if unit.memory == load()[1].WEFT_MEMORY_CUDA else "host"
+    return _tensors.array_at(unit.master, (unit.rows, unit.cols), (unit.cols, 1), "fp32", memory, device, False,
+                             None)

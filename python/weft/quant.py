@@ -7,8 +7,8 @@ from ._lib import load
 
 
 def _matrices(x, w, wt, scale_inv):
-    """(memory, device, x dtype, rows, cols, experts, the C matrices and
-    what keeps them alive) of [E,] rows × cols inputs."""
+    """(memory, x dtype, rows, cols, experts, the C matrices and what keeps
+    them alive) of [E,] rows × cols inputs."""
     refs = [_tensors.array_ref(a) if a is not None else None for a in (x, w, wt, scale_inv)]
     rx, rw, rwt, rs = refs
     memories = {r.memory for r in refs if r is not None}
@@ -40,18 +40,16 @@ def _matrices(x, w, wt, scale_inv):
             raise ValueError("%s must have as many experts as x (%d)" % (name, experts))
     ffi, _ = load()
     matrices = ffi.new("weft_quant_matrix_t[]", experts)
-    element = {"x": rx.itemsize, "w": 1, "wt": 1}
     for e in range(experts):
         m = matrices[e]
-        m.x = ffi.cast("void *", rx.ptr + e * (rx.strides[0] if experts > 1 else 0) * element["x"])
+        m.x = ffi.cast("void *", rx.ptr + e * (rx.strides[0] if experts > 1 else 0) * rx.itemsize)
         m.x_row_stride = rx.strides[-2]
         m.w = ffi.cast("uint8_t *", rw.ptr + e * rows * cols)
         if rwt is not None:
             m.wt = ffi.cast("uint8_t *", rwt.ptr + e * rows * cols)
         per = rs.shape[-1] * rs.shape[-2]
         m.scale_inv = ffi.cast("float *", rs.ptr + e * per * 4)
-    device = rx.device
-    return memories.pop(), device, x_dtype, rows, cols, experts, matrices, refs
+    return memories.pop(), x_dtype, rows, cols, experts, matrices, refs
 
 
 def quantize(x, w, wt, scale_inv, block=128, ue8m0=False, stream=None):
@@ -63,7 +61,7 @@ def quantize(x, w, wt, scale_inv, block=128, ue8m0=False, stream=None):
     .cuda_stream such as a torch.cuda.Stream; None: the legacy default
     stream), returning once the work is queued."""
     ffi, lib = load()
-    memory, _, x_dtype, rows, cols, experts, matrices, _refs = _matrices(x, w, wt, scale_inv)
+    memory, x_dtype, rows, cols, experts, matrices, _refs = _matrices(x, w, wt, scale_inv)
     params = ffi.new("weft_quant_params_t *")
     params.field_mask = lib.WEFT_QUANT_FIELD_BLOCK | lib.WEFT_QUANT_FIELD_UE8M0 | lib.WEFT_QUANT_FIELD_WRITE_WT
     params.block, params.ue8m0, params.write_wt = block, int(bool(ue8m0)), int(wt is not None)

@@ -181,11 +181,8 @@ class Registry(Handle):
 
     def _array(self, ptr, index, writable, owner):
         info = self.tensors[index]
-        address = int(load()[0].cast("uintptr_t", ptr))
-        if info.memory == "cuda":
-            return _tensors.DeviceArray(address, info.shape, info.strides, info.dtype, info.device, writable,
-                                        owner)
-        return _tensors.host_array(address, info.shape, info.strides, info.dtype, writable, owner)
+        return _tensors.array_at(ptr, info.shape, info.strides, info.dtype, info.memory, info.device, writable,
+                                 owner)
 
     # ----------------------------------------------------------- versions
 

@@ -25,7 +25,7 @@ from . import _tensors
 from ._errors import check
 from ._handle import Handle
 from ._lib import load
-from .registry import _timeout_us
+from .registry import _ROLES, _timeout_us
 
 _TRANSPORTS = ("host", "cuda_ipc")
 _ALL_TRANSPORTS = {"host": "WEFT_TRANSPORT_HOST", "cuda_ipc": "WEFT_TRANSPORT_CUDA_IPC",
@@ -82,7 +82,8 @@ def _views(described):
     keep = []
     for i, (info, array) in enumerate(described):
         ref = _tensors.array_ref(array)
-        size = lib.weft_dtype_size(_tensors.dtype_code(info.dtype))
+        dtype = _tensors.dtype_code(info.dtype)
+        size = lib.weft_dtype_size(dtype)
         if ref.itemsize != size:
             raise ValueError("view of %s: %d-byte elements, the tensor's are %d" % (info.name, ref.itemsize, size))
         if tuple(ref.shape) != info.shape:
@@ -91,10 +92,10 @@ def _views(described):
         view = c_views[i]
         view.field_mask = lib.WEFT_RECV_VIEW_FIELD_STRIDES | lib.WEFT_RECV_VIEW_FIELD_MEMORY
         view.name = name
-        if info.role not in ("w", "wt", "scale"):
-            raise ValueError("view of %s: role must be w, wt or scale, not %r" % (info.name, info.role))
-        view.role = {"w": 1, "wt": 2, "scale": 3}[info.role]
-        view.dtype = _tensors.dtype_code(info.dtype)
+        if info.role not in _ROLES:
+            raise ValueError("view of %s: role must be one of %s, not %r" % (info.name, ", ".join(_ROLES), info.role))
+        view.role = _ROLES[info.role]
+        view.dtype = dtype
         view.ndim = len(info.shape)
         for d, (n, s) in enumerate(zip(info.shape, ref.strides)):
             view.shape[d], view.strides[d] = n, s
