@@ -3,11 +3,13 @@
 - to a version lease: the median time of an acquire + release pair through
   weft.Registry.read() (a Lease, released by `with`) beside the same two C
   calls made directly through cffi (target: <= 20 us more a pair);
-- to a version's transfer: weft.Plan.copy of a leased version into NumPy
-  views (a fused engine tensor's experts) beside weft_plan_copy called
-  directly on the same plan (target: >= 0.98 x its rate).
+- to a version's transfer: weft.Plan.copy of a leased version into views
+  of a fused engine tensor's experts beside weft_plan_copy called directly
+  on the same plan (target: >= 0.98 x its rate): NumPy views and the host
+  transport by default; with --memory cuda a GPU registry, PyTorch views
+  and the cuda_ipc transport.
 
-    WEFT_LIBRARY=... WEFT_INCLUDE=... PYTHONPATH=python python3 perf/py_binding.py [--json]
+    WEFT_LIBRARY=... WEFT_INCLUDE=... PYTHONPATH=python python3 perf/py_binding.py [--memory cuda] [--json]
 """
 
 import argparse
@@ -34,21 +36,46 @@ def timed(fn, pairs, rounds=7):
     return statistics.median(results)
 
 
-def measure_copy(name, experts, copies):
-    """Plan.copy beside weft_plan_copy on the same plan and lease."""
+def fused_and_fill(memory, experts, rows, cols):
+    """The engine's fused tensor and a function that fills a version's
+    expert e in place: NumPy on the host, PyTorch on the GPU."""
+    if memory == "host":
+        return np.zeros((experts, rows, cols), np.uint8), lambda v, e: v[e].__setitem__(slice(None), e)
+    import torch
+
+    def fill(v, e):
+        v[e].as_torch().view(torch.uint8).fill_(e)
+
+    return torch.zeros((experts, rows, cols), dtype=torch.uint8, device="cuda"), fill
+
+
+def all_experts_landed(fused, experts):
+    if not isinstance(fused, np.ndarray):
+        fused = fused.cpu().numpy()
+    return all((fused[e] == e).all() for e in range(experts))
+
+
+def measure_copy(name, experts, copies, memory):
+    """Plan.copy beside weft_plan_copy on the same plan and lease (both
+    return when every byte is in place)."""
     ffi, lib = load()
     rows, cols = 2048, 768
-    with weft.Registry.create(name, slots=3) as reg:
+    transport = "host" if memory == "host" else "cuda_ipc"
+    fused, fill = fused_and_fill(memory, experts, rows, cols)
+    with weft.Registry.create(name, slots=3, memory=memory) as reg:
         for e in range(experts):
             reg.declare("experts.%d.w" % e, (rows, cols), "fp8_e4m3", expert=e)
         reg.seal()
         with reg.write() as v:
             for e in range(experts):
-                v[e][:] = e
+                fill(v, e)
+            if memory != "host":
+                import torch
+
+                torch.cuda.synchronize()
             v.publish()
-        fused = np.zeros((experts, rows, cols), np.uint8)
         with weft.Registry.open(name) as reader, reader.read() as lease, \
-                weft.Plan(reader, {"experts.%d.w" % e: fused[e] for e in range(experts)}) as plan:
+                weft.Plan(reader, {"experts.%d.w" % e: fused[e] for e in range(experts)}, transport) as plan:
             handle, c_lease = plan.handle, lease.c_lease
             c_ns, py_ns = [], []
             for _ in range(copies):
@@ -59,14 +86,14 @@ def measure_copy(name, experts, copies):
                 t2 = time.perf_counter_ns()
                 c_ns.append(t1 - t0)
                 py_ns.append(t2 - t1)
-            assert all((fused[e] == e).all() for e in range(experts))
+            assert all_experts_landed(fused, experts)
     weft.Registry.unlink(name)
     nbytes = experts * rows * cols
     c_gbps = nbytes / statistics.median(c_ns)
     py_gbps = nbytes / statistics.median(py_ns)
-    return {"copy_bytes": nbytes, "copies": copies, "c_copy_gbps": round(c_gbps, 3),
-            "binding_copy_gbps": round(py_gbps, 3), "copy_ratio": round(py_gbps / c_gbps, 4),
-            "target_copy_ratio": 0.98}
+    return {"memory": memory, "transport": transport, "copy_bytes": nbytes, "copies": copies,
+            "c_copy_gbps": round(c_gbps, 3), "binding_copy_gbps": round(py_gbps, 3),
+            "copy_ratio": round(py_gbps / c_gbps, 4), "target_copy_ratio": 0.98}
 
 
 def main():
@@ -74,6 +101,8 @@ def main():
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument("--experts", type=int, default=32, help="experts of 2048x768 FP8 bytes (default 32: 48 MiB)")
     parser.add_argument("--copies", type=int, default=20)
+    parser.add_argument("--memory", choices=("host", "cuda"), default="host",
+                        help="where the registry and the engine's tensor are (cuda: the cuda_ipc transport)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     name = "weft-py-binding-%d" % os.getpid()
@@ -97,7 +126,7 @@ def main():
         c_us = timed(c_pair, args.pairs)
         py_us = timed(py_pair, args.pairs)
     weft.Registry.unlink(name)
-    copy = measure_copy(name + "-copy", args.experts, args.copies)
+    copy = measure_copy(name + "-copy", args.experts, args.copies, args.memory)
     result = {"command": "py_binding", "libweft": weft.version(), "python": sys.version.split()[0],
               "pairs": args.pairs, "c_calls_us": round(c_us, 3), "binding_us": round(py_us, 3),
               "added_us": round(py_us - c_us, 3), "target_added_us": 20.0}
@@ -110,8 +139,9 @@ def main():
               "include cffi's own call cost)" % args.pairs)
         print("%12s %12s %10s %8s" % ("c_calls_us", "binding_us", "added_us", "target"))
         print("%12.3f %12.3f %10.3f %8s" % (c_us, py_us, py_us - c_us, "<= 20"))
-        print("# a version of %d MB into NumPy views, median of %d copies each way, interleaved" %
-              (copy["copy_bytes"] // 1000000, args.copies))
+        print("# a version of %d MB into %s views (%s transport), median of %d copies each way, interleaved" %
+              (copy["copy_bytes"] // 1000000, "NumPy" if args.memory == "host" else "PyTorch CUDA",
+               copy["transport"], args.copies))
         print("%12s %12s %10s %8s" % ("c_GB/s", "binding_GB/s", "ratio", "target"))
         print("%12.2f %12.2f %10.3f %8s" % (copy["c_copy_gbps"], copy["binding_copy_gbps"], copy["copy_ratio"],
                                             ">= 0.98"))
