@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <weft/weft.h>
@@ -1191,12 +1192,112 @@ START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
 }
 END_TEST
 
+/* The sandbox every test of this file runs (ucx_wire_suite puts it
+ * first): a script that, for a process that made DIR/slow-PID, sleeps
+ * before the real sandbox, so that a check can be kept running. */
+static char sandbox_dir[64];
+static pid_t sandbox_dir_owner;
+
+static void remove_sandbox_dir(void)
+{
+    char cmd[128];
+
+    if (sandbox_dir[0] != '\0' && getpid() == sandbox_dir_owner) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sandbox_dir);
+        (void)system(cmd);
+    }
+}
+
+static void wrap_the_sandbox(void)
+{
+    const char *real = getenv("WEFT_UCX_SANDBOX");
+    char        path[128];
+    FILE       *f;
+
+    if (real == NULL || real[0] == '\0' || strcmp(real, "off") == 0 || access(real, X_OK) != 0) {
+        return;
+    }
+    snprintf(sandbox_dir, sizeof(sandbox_dir), "/tmp/weft-sandbox-XXXXXX");
+    if (mkdtemp(sandbox_dir) == NULL) {
+        sandbox_dir[0] = '\0';
+        return;
+    }
+    sandbox_dir_owner = getpid();
+    atexit(remove_sandbox_dir);
+    snprintf(path, sizeof(path), "%s/sandbox", sandbox_dir);
+    f = fopen(path, "w");
+    if (f == NULL) {
+        return;
+    }
+    fprintf(f,
+            "#!/bin/sh\n"
+            "if [ -e '%s'/slow-$PPID ]; then touch '%s'/started; sleep 2; touch '%s'/slept; fi\n"
+            "exec '%s'\n",
+            sandbox_dir, sandbox_dir, sandbox_dir, real);
+    fclose(f);
+    if (chmod(path, 0700) == 0) {
+        setenv("WEFT_UCX_SANDBOX", path, 1);
+    }
+}
+
+static int sandbox_file(const char *what)
+{
+    char path[128];
+
+    snprintf(path, sizeof(path), "%s/%s", sandbox_dir, what);
+    return access(path, F_OK) == 0;
+}
+
+/* A consumer whose addresses and keys are in the sandbox (kept there 2 s, within the consumer's 5 s timeout)
+ * does not hold up the server: another consumer gets a version meanwhile
+ * (a check that blocked the server's thread held it up until the sandbox
+ * answered), and the slow one is served once it passed. */
+START_TEST(ucx_a_consumer_in_the_sandbox_does_not_hold_up_another)
+{
+    char  slow[128];
+    pid_t first, second;
+    int   go_first[2], go_second[2], fd;
+
+    if (sandbox_dir[0] == '\0' || strstr(getenv("WEFT_UCX_SANDBOX"), sandbox_dir) == NULL) {
+        printf("ucx_a_consumer_in_the_sandbox_does_not_hold_up_another: no sandbox program here: not run\n");
+        return;
+    }
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go_first), 0);
+    ck_assert_int_eq(pipe(go_second), 0);
+    first = fork_consumer(go_first[0]);
+    second = fork_consumer(go_second[0]);
+    server_start_with(WAIT_US);
+    ck_assert_int_eq(write(go_first[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fixture_wait_ready(srv.server, 1, 30);
+    /* From now on this process's sandboxes sleep: the second consumer's. */
+    snprintf(slow, sizeof(slow), "%s/slow-%d", sandbox_dir, (int)getpid());
+    fd = open(slow, O_CREAT | O_WRONLY, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(write(go_second[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    for (int i = 0; i < 3000 && !sandbox_file("started"); i++) {
+        usleep(10000);
+    }
+    ck_assert_msg(sandbox_file("started"), "the second consumer's check never started");
+    /* The first consumer's version, while the second's check sleeps. */
+    deliver_version_1(first);
+    ck_assert_msg(!sandbox_file("slept"), "the first consumer's version waited for the other's sandbox");
+    /* The second gets it once its check passed. */
+    ck_assert_int_eq(wait_child(second), 0);
+    ck_assert_msg(sandbox_file("slept"), "the second consumer was served before its check ended");
+    unlink(slow);
+    server_stop();
+}
+END_TEST
+
 static Suite *ucx_wire_suite(void)
 {
     Suite              *s;
     TCase              *tc;
     weft_backend_info_t info;
 
+    wrap_the_sandbox(); /* before libweft reads its environment */
     if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.available) {
         printf("test_ucx_wire: UCX is not usable here\n");
         return NULL;
@@ -1219,6 +1320,7 @@ static Suite *ucx_wire_suite(void)
     tcase_add_test(tc, views_past_the_end_of_the_address_space_are_refused);
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
+    tcase_add_test(tc, ucx_a_consumer_in_the_sandbox_does_not_hold_up_another);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -179,7 +179,9 @@ static void on_views(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
         weft_server_base_refuse_drop(p, WEFT_ERR_CUDA, "the server cannot use its GPU");
         return;
     }
-    if (p->server->peer_ops->views(p, msg) == WEFT_OK) {
+    const weft_status_t status = p->server->peer_ops->views(p, msg);
+
+    if (status == WEFT_OK || status == WEFT_INPROGRESS) {
         p->phase = WEFT_SERVER_PHASE_SERVING;
     }
 }

@@ -55,8 +55,10 @@ typedef struct weft_server_peer_ops {
     void (*init)(weft_server_peer_t *p);                   /* accepted: zeroed, base set */
     /* VIEWS came from a consumer that proved the token: its checks, its
      * plan (weft_server_base_plan), its registration and READY. WEFT_OK
-     * once READY went out (the peer is then SERVING); otherwise the peer
-     * was dropped or refused, and the status says why. */
+     * once READY went out, WEFT_INPROGRESS when the transport sends it
+     * later from its own turns (the ucx server's sandbox check): the peer
+     * is SERVING then; otherwise the peer was dropped or refused, and the
+     * status says why. */
     weft_status_t (*views)(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
     void (*message)(weft_server_peer_t *p, const weft_ctl_msg_t *msg); /* from a SERVING peer */
     int (*idle)(const weft_server_peer_t *p);              /* SERVING, no version in flight */

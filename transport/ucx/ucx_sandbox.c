@@ -14,13 +14,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,142 +62,121 @@ static void put_blobs(weft_ctl_buf_t *buf, const weft_ucx_blob_t *blobs, uint32_
     }
 }
 
-/* Writes all of buf to fd, then reads fd to its end into out, by the
- * deadline. 0, or -1 (timeout or an error). */
-static int converse(int in, int out_fd, const weft_ctl_buf_t *buf, char *out, size_t out_size, uint64_t deadline)
+struct weft_ucx_probe {
+    pid_t    pid;
+    int      answer_fd; /* the sandbox's descriptor 3, read end; -1 once at its end */
+    uint64_t deadline_ns;
+    char     answer[64];
+    size_t   got;
+};
+
+/* The request as a file of its own (memory-backed where the kernel
+ * allows): the sandbox reads it as its stdin at its pace, so that nothing
+ * here ever waits on a pipe. -1 on failure. */
+static int request_file(const weft_ctl_buf_t *buf)
 {
-    size_t written = 0, got = 0;
+    int    fd = memfd_create("weft-ucx-sandbox-request", MFD_CLOEXEC);
+    size_t done = 0;
 
-    while (written < buf->length || out_fd >= 0) {
-        struct pollfd fds[2];
-        nfds_t        n = 0;
-        int           ms;
-
-        if (written < buf->length) {
-            fds[n++] = (struct pollfd){.fd = in, .events = POLLOUT};
+    if (fd < 0) {
+        FILE *f = tmpfile(); /* a kernel without memfd */
+        fd = f != NULL ? fcntl(fileno(f), F_DUPFD_CLOEXEC, 0) : -1;
+        if (f != NULL) {
+            fclose(f);
         }
-        fds[n++] = (struct pollfd){.fd = out_fd, .events = POLLIN};
-        if (weft_time_ns() >= deadline) {
+    }
+    while (fd >= 0 && done < buf->length) {
+        const ssize_t w = write(fd, buf->data + done, buf->length - done);
+        if (w < 0 && errno != EINTR) {
+            close(fd);
             return -1;
         }
-        ms = (int)((deadline - weft_time_ns()) / 1000000) + 1;
-        if (poll(fds, n, ms) < 0 && errno != EINTR) {
-            return -1;
-        }
-        if (written < buf->length && (fds[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            ssize_t w = write(in, buf->data + written, buf->length - written);
-            if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                written = buf->length; /* it went away: its status says why */
-            } else if (w > 0) {
-                written += (size_t)w;
-            }
-            if (written == buf->length) {
-                close(in); /* the end of the request */
-                in = -1;
-            }
-        }
-        if (fds[n - 1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t r = read(out_fd, out + got, out_size - 1 - got);
-            if (r <= 0 && (r == 0 || (errno != EAGAIN && errno != EINTR))) {
-                break; /* its end */
-            }
-            got += r > 0 ? (size_t)r : 0;
-            if (got == out_size - 1) {
-                break;
-            }
-        }
+        done += w > 0 ? (size_t)w : 0;
     }
-    if (in >= 0) {
-        close(in);
+    if (fd >= 0 && lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return -1;
     }
-    out[got] = '\0';
-    return 0;
+    return fd;
 }
 
-/* converse() with SIGPIPE blocked on this thread: a sandbox that died
- * mid-request must not end the caller's process; a SIGPIPE this raised is
- * taken back, so the process's own handling never sees it. */
-static int converse_quietly(int in, int out_fd, const weft_ctl_buf_t *buf, char *out, size_t out_size,
-                            uint64_t deadline)
-{
-    sigset_t              pipe_set, old, pending;
-    const struct timespec zero = {0, 0};
-    int                   was_pending, rc;
-
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    sigpending(&pending);
-    was_pending = sigismember(&pending, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    rc = converse(in, out_fd, buf, out, out_size, deadline);
-    sigpending(&pending);
-    if (!was_pending && sigismember(&pending, SIGPIPE)) {
-        (void)sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
-weft_status_t weft_ucx_sandbox_check(const weft_ucx_blob_t *addresses, uint32_t address_count,
-                                     const weft_ucx_blob_t *keys, uint32_t key_count, uint64_t deadline_ns,
-                                     char *why, size_t why_size)
+weft_status_t weft_ucx_probe_start(const weft_ucx_blob_t *addresses, uint32_t address_count,
+                                   const weft_ucx_blob_t *keys, uint32_t key_count, uint64_t deadline_ns,
+                                   weft_ucx_probe_t **probe, char *why, size_t why_size)
 {
     const char                *path = sandbox_path();
     char *const                argv[] = {(char *)"weft-ucx-sandbox", NULL};
     posix_spawn_file_actions_t actions;
     weft_ctl_buf_t             buf = {0};
-    int                        to[2] = {-1, -1}, from[2] = {-1, -1}, status = 0, talked;
-    char                       answer[64];
-    pid_t                      pid;
+    weft_ucx_probe_t          *pr;
+    int                        request = -1, answer[2] = {-1, -1}, spawned;
 
+    *probe = NULL;
     if (path == NULL) {
         return WEFT_OK;
     }
     put_blobs(&buf, addresses, address_count);
     put_blobs(&buf, keys, key_count);
-    if (buf.failed || pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) {
+    pr = calloc(1, sizeof(*pr));
+    if (pr == NULL || buf.failed || (request = request_file(&buf)) < 0 || pipe2(answer, O_CLOEXEC) != 0) {
         weft_ctl_buf_free(&buf);
-        snprintf(why, why_size, "no resources to start the UCX sandbox");
-        for (int i = 0; i < 2; i++) {
-            if (to[i] >= 0) {
-                close(to[i]);
-            }
-            if (from[i] >= 0) {
-                close(from[i]);
-            }
+        free(pr);
+        if (request >= 0) {
+            close(request);
         }
+        snprintf(why, why_size, "no resources to start the UCX sandbox");
         return WEFT_ERR_NO_MEMORY;
     }
+    weft_ctl_buf_free(&buf);
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, request, STDIN_FILENO);
     /* The answer on its descriptor 3: UCX writes its own messages to stdout. */
-    posix_spawn_file_actions_adddup2(&actions, from[1], ANSWER_FD);
-    status = posix_spawn(&pid, path, &actions, NULL, argv, environ);
+    posix_spawn_file_actions_adddup2(&actions, answer[1], ANSWER_FD);
+    spawned = posix_spawn(&pr->pid, path, &actions, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
-    close(to[0]);
-    close(from[1]);
-    if (status != 0) {
-        close(to[1]);
-        close(from[0]);
-        weft_ctl_buf_free(&buf);
-        snprintf(why, why_size, "the UCX sandbox %s could not start: %s", path, strerror(status));
+    close(request);
+    close(answer[1]);
+    if (spawned != 0) {
+        close(answer[0]);
+        free(pr);
+        snprintf(why, why_size, "the UCX sandbox %s could not start: %s", path, strerror(spawned));
         return WEFT_ERR_IO;
     }
-    (void)fcntl(to[1], F_SETFL, O_NONBLOCK);
-    (void)fcntl(from[0], F_SETFL, O_NONBLOCK);
-    talked = converse_quietly(to[1], from[0], &buf, answer, sizeof(answer), deadline_ns);
-    close(from[0]);
-    weft_ctl_buf_free(&buf);
-    if (talked != 0) {
-        kill(pid, SIGKILL);
+    (void)fcntl(answer[0], F_SETFL, O_NONBLOCK);
+    pr->answer_fd = answer[0];
+    pr->deadline_ns = deadline_ns;
+    *probe = pr;
+    return WEFT_INPROGRESS;
+}
+
+int weft_ucx_probe_fd(const weft_ucx_probe_t *probe)
+{
+    return probe->answer_fd;
+}
+
+static void probe_free(weft_ucx_probe_t *probe)
+{
+    if (probe->answer_fd >= 0) {
+        close(probe->answer_fd);
     }
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    free(probe);
+}
+
+void weft_ucx_probe_cancel(weft_ucx_probe_t *probe)
+{
+    if (probe == NULL) {
+        return;
     }
-    if (talked != 0) {
-        snprintf(why, why_size, "the UCX sandbox did not answer in time");
-        return WEFT_ERR_TIMEOUT;
+    kill(probe->pid, SIGKILL);
+    while (waitpid(probe->pid, NULL, 0) < 0 && errno == EINTR) {
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && strncmp(answer, "ok", 2) == 0) {
+    probe_free(probe);
+}
+
+/* What the sandbox's exit says, once it exited. */
+static weft_status_t verdict(const weft_ucx_probe_t *probe, int status, char *why, size_t why_size)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && strncmp(probe->answer, "ok", 2) == 0) {
         return WEFT_OK;
     }
     if (WIFSIGNALED(status)) {
@@ -208,6 +187,67 @@ weft_status_t weft_ucx_sandbox_check(const weft_ucx_blob_t *addresses, uint32_t 
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }
     return WEFT_ERR_INVALID_PARAM;
+}
+
+weft_status_t weft_ucx_probe_poll(weft_ucx_probe_t *probe, char *why, size_t why_size)
+{
+    int   status = 0;
+    pid_t ended;
+
+    /* Its answer, up to the end of its descriptor (it exits then). */
+    while (probe->answer_fd >= 0) {
+        const ssize_t r = read(probe->answer_fd, probe->answer + probe->got, sizeof(probe->answer) - 1 - probe->got);
+        if (r > 0) {
+            probe->got += (size_t)r;
+            probe->answer[probe->got] = '\0';
+            if (probe->got < sizeof(probe->answer) - 1) {
+                continue;
+            }
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else if (r < 0 && errno == EAGAIN) {
+            break;
+        }
+        close(probe->answer_fd); /* its end, an error, or more than an answer */
+        probe->answer_fd = -1;
+    }
+    ended = waitpid(probe->pid, &status, WNOHANG);
+    if (ended == 0 && weft_time_ns() < probe->deadline_ns) {
+        return WEFT_INPROGRESS;
+    }
+    if (ended == 0) {
+        weft_ucx_probe_cancel(probe);
+        snprintf(why, why_size, "the UCX sandbox did not answer in time");
+        return WEFT_ERR_TIMEOUT;
+    }
+    if (ended < 0) {
+        /* Reaped already (the process ignores SIGCHLD): its answer, whole
+         * once its descriptor ended, is all there is to go by. */
+        status = probe->answer_fd < 0 ? 0 : 1 << 8;
+    }
+    {
+        const weft_status_t answer = verdict(probe, status, why, why_size);
+        probe_free(probe);
+        return answer;
+    }
+}
+
+weft_status_t weft_ucx_sandbox_check(const weft_ucx_blob_t *addresses, uint32_t address_count,
+                                     const weft_ucx_blob_t *keys, uint32_t key_count, uint64_t deadline_ns,
+                                     char *why, size_t why_size)
+{
+    weft_ucx_probe_t *probe;
+    weft_status_t     status =
+        weft_ucx_probe_start(addresses, address_count, keys, key_count, deadline_ns, &probe, why, why_size);
+
+    while (status == WEFT_INPROGRESS) {
+        /* The answer's descriptor ends as the sandbox exits; a short wait
+         * bounds the look at the deadline and at an exit not seen there. */
+        struct pollfd fd = {.fd = weft_ucx_probe_fd(probe), .events = POLLIN};
+        (void)poll(&fd, fd.fd >= 0 ? 1 : 0, 1);
+        status = weft_ucx_probe_poll(probe, why, why_size);
+    }
+    return status;
 }
 
 /* ------------------------------------------------------- the sandbox's side */

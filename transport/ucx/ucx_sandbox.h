@@ -22,13 +22,44 @@
 #include <stdint.h>
 #include <weft/types.h>
 
+/* A check running in the sandbox (the server's thread polls it between
+ * turns rather than waiting ~10 ms, UCX's start in the sandbox, per
+ * connecting consumer). */
+typedef struct weft_ucx_probe weft_ucx_probe_t;
+
 /*
- * Checks `addresses` (worker addresses, endpoints made to each) and `keys`
- * (unpacked on each endpoint) in the sandbox, by deadline_ns. WEFT_OK when
- * the sandbox survived them or no sandbox runs; WEFT_ERR_INVALID_PARAM
- * with `why` when UCX refused them or died on them there; WEFT_ERR_TIMEOUT
- * when it did not answer in time (it is killed). Blocks the caller.
- * Thread-safe.
+ * Starts checking `addresses` (worker addresses: an endpoint is made to
+ * each) and `keys` (each unpacked on each endpoint) in the sandbox, to end
+ * by deadline_ns. The request is copied: the arguments may go once this
+ * returns. WEFT_INPROGRESS with *probe to poll; WEFT_OK with *probe NULL
+ * when no sandbox runs (WEFT_UCX_SANDBOX=off, or not found: warned once);
+ * WEFT_ERR_NO_MEMORY or WEFT_ERR_IO (it could not start) with `why`.
+ * Never blocks. Thread-safe.
+ */
+weft_status_t weft_ucx_probe_start(const weft_ucx_blob_t *addresses, uint32_t address_count,
+                                   const weft_ucx_blob_t *keys, uint32_t key_count, uint64_t deadline_ns,
+                                   weft_ucx_probe_t **probe, char *why, size_t why_size);
+
+/*
+ * Looks at a probe without waiting. WEFT_INPROGRESS while it runs; once it
+ * ended, the probe is freed and the answer returned: WEFT_OK when the
+ * sandbox survived everything, WEFT_ERR_INVALID_PARAM with `why` when UCX
+ * refused or died on something there, WEFT_ERR_TIMEOUT when the deadline
+ * passed first (the sandbox is killed). One thread at a time per probe.
+ */
+weft_status_t weft_ucx_probe_poll(weft_ucx_probe_t *probe, char *why, size_t why_size);
+
+/* The descriptor that becomes readable when the probe may have ended. */
+int weft_ucx_probe_fd(const weft_ucx_probe_t *probe);
+
+/* Ends a probe that is still running (its sandbox killed and reaped) and
+ * frees it. NULL is a no-op. */
+void weft_ucx_probe_cancel(weft_ucx_probe_t *probe);
+
+/*
+ * The same check, waited for: start, then poll until it ends. For a
+ * caller that blocks anyway (a consumer checking the server's address
+ * while it connects). Thread-safe.
  */
 weft_status_t weft_ucx_sandbox_check(const weft_ucx_blob_t *addresses, uint32_t address_count,
                                      const weft_ucx_blob_t *keys, uint32_t key_count, uint64_t deadline_ns,

@@ -145,7 +145,7 @@ static void *server_main(void *arg)
         weft_server_base_reap(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_state_t st = peer_at(s, i)->state;
-            ready += st != PEER_HANDSHAKE && st != PEER_CLOSING;
+            ready += st != PEER_HANDSHAKE && st != PEER_PROBING && st != PEER_CLOSING;
         }
         weft_server_base_set_consumers(&s->base, ready);
     }

@@ -19,6 +19,7 @@
 #include "transport/ucx/ucx_cuda.h"
 #include "transport/ucx/ucx_gpu.h"
 #include "transport/ucx/ucx_lanes.h"
+#include "transport/ucx/ucx_sandbox.h"
 
 #include <stdint.h>
 
@@ -39,9 +40,14 @@
  * thread alone slowed 16 MiB versions between two namespaces of one host
  * from 2.5-2.7 to 3.3-3.9 ms. */
 #define LANES_SPIN_NS        UINT64_C(1000000)
+/* Sandboxes checking consumers' addresses and keys at once: a fleet that
+ * connects together waits its turn rather than starting a process each. */
+#define UCX_PROBES_MAX       4u
 
 typedef enum peer_state {
     PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
+    PEER_PROBING,  /* VIEWS checked: its addresses and keys in the UCX
+                    * sandbox (or waiting for one); READY follows */
     PEER_READY,    /* idle, gets the next version */
     PEER_SENDING,  /* puts in flight */
     PEER_FLUSHING, /* flush in flight */
@@ -74,6 +80,12 @@ typedef struct peer {
      * still land: its close then tells the consumer (weft_remote_close
      * waits for it) that its memory is its own again. -1: none. */
     int                 linger_fd;
+    /* PROBING: the VIEWS message (a copy: `wire`'s address, lanes and
+     * keys point into it) and the sandbox's check of them; probe NULL
+     * while it waits for a sandbox (UCX_PROBES_MAX run at once). */
+    weft_ctl_msg_t       held;
+    weft_ucx_views_msg_t wire;
+    weft_ucx_probe_t    *probe;
     /* A consumer staging through a bounded ring (plan/rounds.h): the
      * version's rounds, the one being sent, and how many it copied. */
     weft_rounds_t   rounds;
@@ -94,6 +106,7 @@ struct ucx_server {
     weft_ucx_gpu_path_t path;      /* GPU registry: direct or staged */
     weft_ucx_lanes_t *lanes;       /* host registry with more than one lane */
 
+    uint32_t        probes;   /* sandboxes running for PROBING consumers */
     int             stopping; /* the thread is shutting down: close at once */
 };
 
@@ -108,6 +121,9 @@ extern const weft_plan_ops_t weft_ucx_remote_plan_ops;
 
 /* ucx_server_peer.c: what the peer table calls for our peers. */
 extern const weft_server_peer_ops_t weft_ucx_peer_ops;
+/* A PROBING consumer's turn: its sandbox started, looked at, and READY
+ * sent once it passed (or the consumer refused). */
+void weft_ucx_peer_probe(peer_t *p);
 
 /* Drops a consumer: its failure recorded, its endpoint closed; freed once
  * no request of it is left (ucx_server_peer.c). */

@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include "transport/ucx/ucx_server.h"
-#include "transport/ucx/ucx_sandbox.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -31,6 +30,20 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
 /* Drops a consumer: records its failure for the version in flight, removes
  * it from the registry, closes its endpoint and socket. */
+/* What a PROBING consumer holds: its VIEWS' copy, its keys, its sandbox. */
+static void release_wire(peer_t *p)
+{
+    if (p->probe != NULL) {
+        weft_ucx_probe_cancel(p->probe);
+        p->probe = NULL;
+        p->server->probes--;
+    }
+    free(p->wire.rkeys);
+    p->wire.rkeys = NULL;
+    free(p->held.payload);
+    p->held.payload = NULL;
+}
+
 void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
 {
     struct ucx_server *s = p->server;
@@ -38,6 +51,7 @@ void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
     if (p->state == PEER_CLOSING) {
         return;
     }
+    release_wire(p);
     /* Only a consumer that got keys can be written to (after VIEWS). */
     if (p->base.fd >= 0 && (p->ep != NULL || p->lanes != NULL)) {
         p->linger_fd = fcntl(p->base.fd, F_DUPFD_CLOEXEC, 0);
@@ -64,6 +78,7 @@ void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
 
 void weft_ucx_peer_free(peer_t *p)
 {
+    release_wire(p);
     if (p->linger_fd >= 0) {
         close(p->linger_fd);
     }
@@ -148,76 +163,16 @@ static weft_status_t connect_peer(peer_t *p, const void *address)
     return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
 }
 
-static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
+/* The consumer's addresses and keys passed the sandbox (or none runs):
+ * its endpoint, keys, lanes and ring, then READY. */
+static weft_status_t finish_views(peer_t *p)
 {
-    peer_t              *p = (peer_t *)base;
-    struct ucx_server   *s = p->server;
-    weft_ucx_views_msg_t m; /* its blobs point into msg, valid during this call */
-    const char          *reason;
-    weft_status_t        status;
+    struct ucx_server          *s = p->server;
+    const weft_ucx_views_msg_t *m = &p->wire;
+    weft_status_t               status = connect_peer(p, m->address.data);
 
-    status = weft_ucx_views_parse(msg, &m, &reason);
-    if (status != WEFT_OK) {
-        weft_server_base_refuse_drop(&p->base, status, reason);
-        return status;
-    }
-    /* The peer keeps the regions; the rest is read here. */
-    p->regions = m.regions;
-    p->region_count = m.region_count;
-    p->rkeys = calloc(m.region_count, sizeof(*p->rkeys));
-    m.regions = NULL;
-    if (p->rkeys == NULL) {
-        weft_ucx_views_msg_free(&m);
-        weft_server_base_refuse_drop(&p->base, WEFT_ERR_NO_MEMORY, "no memory");
-        return WEFT_ERR_NO_MEMORY;
-    }
-    status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_UCX, &weft_ucx_remote_plan_ops, m.views, m.view_count);
-    free(m.views);
-    free(m.names);
-    m.views = NULL;
-    m.names = NULL;
-    if (status != WEFT_OK) {
-        free(m.rkeys);
-        weft_ucx_peer_drop(p, status, "refused");
-        return status;
-    }
-    /* Staged through a ring: the views are device memory the consumer
-     * copies into itself; every put goes into the ring. */
-    status = m.ring_half != 0 ? weft_rounds_build(&p->base.plan->ranges, p->regions[0].base, m.ring_half,
-                                                      &p->rounds)
-                              : WEFT_OK;
-    if (status != WEFT_OK) {
-        free(m.rkeys);
-        weft_server_base_refuse_drop(&p->base, status, "its staging ring cannot hold a version in rounds");
-        return status;
-    }
-    if (m.ring_half == 0 && !ranges_in_regions(p)) {
-        free(m.rkeys);
-        weft_server_base_refuse_drop(&p->base, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
-        return WEFT_ERR_INVALID_PARAM;
-    }
-    /* UCX parses the address and keys without checks of its own: it gets
-     * them first in the sandbox, where forged ones kill only the sandbox.
-     * Only a consumer that passed every check gets an endpoint: closing an
-     * endpoint still in its wire-up, whose peer then disconnects (as a
-     * refused consumer does), can trip an assertion inside UCX 1.13. */
-    {
-        weft_ucx_blob_t addresses[1 + WEFT_UCX_LANES_MAX];
-        char            why[160];
-
-        addresses[0] = m.address;
-        memcpy(addresses + 1, m.lanes, m.lane_count * sizeof(*m.lanes));
-        status = weft_ucx_sandbox_check(addresses, 1 + m.lane_count, m.rkeys, p->region_count,
-                                        weft_deadline_ns(weft_time_ns(), s->base.timeout_us), why, sizeof(why));
-        if (status != WEFT_OK) {
-            free(m.rkeys);
-            weft_server_base_refuse_drop(&p->base, status, why);
-            return status;
-        }
-    }
-    status = connect_peer(p, m.address.data);
     for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
-        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m.rkeys[r].data, &p->rkeys[r]),
+        status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m->rkeys[r].data, &p->rkeys[r]),
                                  "unpacking a consumer's key");
     }
     /* A host registry's plain puts go on the lanes: each makes its own
@@ -227,14 +182,12 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
                                           &p->lanes);
         /* To the consumer's receive lanes in turn, or its one worker. */
         if (status == WEFT_OK) {
-            const weft_ucx_blob_t worker = {.data = m.address.data, .length = m.address.length};
-
-            status = weft_ucx_lane_set_connect(p->lanes, m.lane_count != 0 ? m.lanes : &worker,
-                                               m.lane_count != 0 ? m.lane_count : 1, m.rkeys,
+            status = weft_ucx_lane_set_connect(p->lanes, m->lane_count != 0 ? m->lanes : &m->address,
+                                               m->lane_count != 0 ? m->lane_count : 1, m->rkeys,
                                                weft_deadline_ns(weft_time_ns(), s->base.timeout_us));
         }
     }
-    free(m.rkeys);
+    release_wire(p);
     if (status != WEFT_OK) {
         weft_server_base_refuse_drop(&p->base, status, "cannot reach it or use its memory keys");
         return status;
@@ -259,6 +212,122 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
                   p->lanes != NULL ? weft_ucx_lanes_count(s->lanes) : 1,
                   p->lanes != NULL ? "s" : " (the server thread)");
     return WEFT_OK;
+}
+
+/* Starts the sandbox on the consumer's worker and lane addresses and its
+ * keys. WEFT_INPROGRESS while it runs (or waits for its turn), WEFT_OK
+ * when none runs, or why it could not start (the consumer refused). */
+static weft_status_t start_probe(peer_t *p)
+{
+    struct ucx_server *s = p->server;
+    weft_ucx_blob_t    addresses[1 + WEFT_UCX_LANES_MAX];
+    char               why[160];
+    weft_status_t      status;
+
+    if (s->probes >= UCX_PROBES_MAX) {
+        return WEFT_INPROGRESS; /* its turn comes in weft_ucx_peer_probe */
+    }
+    addresses[0] = p->wire.address;
+    memcpy(addresses + 1, p->wire.lanes, p->wire.lane_count * sizeof(*p->wire.lanes));
+    status = weft_ucx_probe_start(addresses, 1 + p->wire.lane_count, p->wire.rkeys, p->region_count,
+                                  weft_deadline_ns(weft_time_ns(), s->base.timeout_us), &p->probe, why,
+                                  sizeof(why));
+    if (status == WEFT_INPROGRESS) {
+        s->probes++;
+    } else if (status != WEFT_OK) {
+        weft_server_base_refuse_drop(&p->base, status, why);
+    }
+    return status;
+}
+
+void weft_ucx_peer_probe(peer_t *p)
+{
+    char          why[160];
+    weft_status_t status;
+
+    if (p->probe == NULL) {
+        status = start_probe(p);
+        if (status == WEFT_OK) {
+            (void)finish_views(p);
+        }
+        return;
+    }
+    status = weft_ucx_probe_poll(p->probe, why, sizeof(why));
+    if (status == WEFT_INPROGRESS) {
+        return;
+    }
+    p->probe = NULL; /* the poll freed it */
+    p->server->probes--;
+    if (status != WEFT_OK) {
+        weft_server_base_refuse_drop(&p->base, status, why);
+        return;
+    }
+    (void)finish_views(p);
+}
+
+static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
+{
+    peer_t              *p = (peer_t *)base;
+    weft_ucx_views_msg_t m; /* its blobs point into p->held */
+    const char          *reason;
+    weft_status_t        status;
+
+    /* Kept while the sandbox looks at its addresses and keys. */
+    p->held = *msg;
+    p->held.payload = malloc(msg->length > 0 ? msg->length : 1);
+    if (p->held.payload == NULL) {
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_NO_MEMORY, "no memory");
+        return WEFT_ERR_NO_MEMORY;
+    }
+    memcpy(p->held.payload, msg->payload, msg->length);
+    status = weft_ucx_views_parse(&p->held, &m, &reason);
+    if (status != WEFT_OK) {
+        weft_server_base_refuse_drop(&p->base, status, reason);
+        return status;
+    }
+    /* The peer keeps the regions and (until READY) the keys' bytes. */
+    p->regions = m.regions;
+    p->region_count = m.region_count;
+    p->rkeys = calloc(m.region_count, sizeof(*p->rkeys));
+    m.regions = NULL;
+    p->wire = m;
+    p->wire.views = NULL;
+    p->wire.names = NULL;
+    if (p->rkeys == NULL) {
+        free(m.views);
+        free(m.names);
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_NO_MEMORY, "no memory");
+        return WEFT_ERR_NO_MEMORY;
+    }
+    status = weft_server_base_plan(&p->base, WEFT_TRANSPORT_UCX, &weft_ucx_remote_plan_ops, m.views, m.view_count);
+    free(m.views);
+    free(m.names);
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, status, "refused");
+        return status;
+    }
+    /* Staged through a ring: the views are device memory the consumer
+     * copies into itself; every put goes into the ring. */
+    status = m.ring_half != 0 ? weft_rounds_build(&p->base.plan->ranges, p->regions[0].base, m.ring_half,
+                                                      &p->rounds)
+                              : WEFT_OK;
+    if (status != WEFT_OK) {
+        weft_server_base_refuse_drop(&p->base, status, "its staging ring cannot hold a version in rounds");
+        return status;
+    }
+    if (m.ring_half == 0 && !ranges_in_regions(p)) {
+        weft_server_base_refuse_drop(&p->base, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    /* UCX parses the address and keys without checks of its own: it gets
+     * them first in the sandbox, where forged ones kill only the sandbox,
+     * while this thread serves the others. Only a consumer that passed
+     * every check gets an endpoint: closing an endpoint still in its
+     * wire-up, whose peer then disconnects (as a refused consumer does),
+     * can trip an assertion inside UCX 1.13. */
+    p->state = PEER_PROBING;
+    status = start_probe(p);
+    return status == WEFT_OK ? finish_views(p) : status;
 }
 
 static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)

@@ -123,6 +123,10 @@ void weft_ucx_peer_advance(peer_t *p)
 {
     struct ucx_server *s = p->server;
 
+    if (p->state == PEER_PROBING) {
+        weft_ucx_peer_probe(p);
+        return;
+    }
     /* Only puts and flushes need the endpoint. Once the notice is out, a
      * consumer that acks and leaves fails its endpoint too: its ack, its
      * goodbye or the end of the bootstrap connection decides. */
