@@ -1192,6 +1192,119 @@ START_TEST(ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer)
 }
 END_TEST
 
+/* A consumer that asks for a version and then stops reading (its UCX
+ * never progresses again: puts over TCP cannot land) is dropped at the
+ * server's timeout, and the version's lease goes with it: a two-slot
+ * registry's writer gets that slot back at once, rather than once UCX
+ * gives up on a peer that is alive (it never does while it lives). */
+#define STUCK_ROWS 8192
+#define STUCK_COLS 8192 /* 64 MiB: far more than the sockets' buffers hold */
+
+static pid_t fork_stuck_consumer(int go, int hold)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        const uint64_t         bytes = (uint64_t)STUCK_ROWS * STUCK_COLS, deadline = weft_deadline_ns(weft_time_ns(), WAIT_US);
+        uint8_t               *buf = calloc(1, bytes);
+        const weft_recv_view_t view = {.name = "w", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                       .shape = {STUCK_ROWS, STUCK_COLS}, .data = buf};
+        weft_ctl_buf_t         views = {0};
+        weft_ctl_msg_t         msg;
+        weft_auth_session_t    session = {0};
+        weft_ucx_t             ucx;
+        ucp_mem_h              memh;
+        ucp_address_t         *address;
+        size_t                 address_length, rkey_length;
+        void                  *rkey;
+        char                   byte;
+        int                    fd;
+
+        CHILD_CHECK(buf != NULL);
+        CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
+        CHILD_CHECK(weft_ucx_open(&ucx, "stuck consumer", 0) == WEFT_OK);
+        CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, bytes, WEFT_MEMORY_HOST, &memh, "its buffer") == WEFT_OK);
+        CHILD_CHECK(ucp_worker_get_address(ucx.worker, &address, &address_length) == UCS_OK);
+        weft_ctl_put_blob(&views, address, (uint32_t)address_length);
+        ucp_worker_release_address(ucx.worker, address);
+        CHILD_CHECK(ucp_rkey_pack(ucx.context, memh, &rkey, &rkey_length) == UCS_OK);
+        weft_ctl_put_u32(&views, 1);
+        weft_ctl_put_u64(&views, (uint64_t)(uintptr_t)buf);
+        weft_ctl_put_u64(&views, bytes);
+        weft_ctl_put_blob(&views, rkey, (uint32_t)rkey_length);
+        ucp_rkey_buffer_release(rkey);
+        weft_wire_put_views(&views, &view, 1);
+        weft_ctl_put_u64(&views, 0);
+        weft_ctl_put_u32(&views, 0);
+        CHILD_CHECK(!views.failed);
+        CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
+        CHILD_CHECK(hand_prove(fd, TOKEN, "stuck", NULL, NULL, &session) == 0);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_WELCOME);
+        free(msg.payload);
+        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_CTL_VIEWS, views.data, (uint32_t)views.length, deadline) ==
+                    WEFT_OK);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
+        free(msg.payload);
+        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_WANT, 0, deadline) == WEFT_OK);
+        /* Stuck: no progress from here until the test lets go. */
+        CHILD_CHECK(read(hold, &byte, 1) >= 0);
+        _exit(0); /* with puts half-landed: nothing of it is torn down */
+    }
+    return pid;
+}
+
+START_TEST(ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout)
+{
+    weft_tensor_desc_t      d = {.name = "w", .layer = 0, .expert = 0, .role = WEFT_ROLE_W,
+                                 .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {STUCK_ROWS, STUCK_COLS}};
+    weft_registry_params_t  rp = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS, .slot_count = 2};
+    weft_server_params_t    params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
+                                      .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 1000000};
+    weft_registry_stats_t   rs = {0};
+    weft_server_stats_t     ss = {0};
+    uint16_t                port;
+    pid_t                   consumer;
+    int                     go[2], hold[2], i;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    consumer = fork_stuck_consumer(go[0], hold[0]);
+    snprintf(srv.name, sizeof(srv.name), "t-ucx-stuck-%d", (int)getpid());
+    weft_registry_unlink(srv.name);
+    ck_assert_int_eq(weft_registry_create(srv.name, &rp, &srv.reg), WEFT_OK);
+    ck_assert_int_eq(weft_registry_declare(srv.reg, &d, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_seal(srv.reg), WEFT_OK);
+    ck_assert_int_eq(weft_server_create(srv.reg, &params, &srv.server), WEFT_OK);
+    ck_assert_int_eq(weft_server_port(srv.server, &port), WEFT_OK);
+    snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
+    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    fixture_wait_ready(srv.server, 1, 30);
+    ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
+    /* The server leases version 1 for it, its puts stall, its timeout
+     * passes and it is dropped. */
+    for (i = 0; i < 3000 && weft_server_get_stats(srv.server, &ss) == WEFT_OK && ss.dropped == 0; i++) {
+        usleep(10000);
+    }
+    ck_assert_msg(ss.dropped == 1, "the stuck consumer was not dropped in 30 s");
+    /* Its lease is gone: the writer gets both slots in turn. */
+    for (i = 0; i < 200 && weft_registry_get_stats(srv.reg, &rs) == WEFT_OK && rs.leases_held != 0; i++) {
+        usleep(10000);
+    }
+    ck_assert_msg(rs.leases_held == 0, "the dropped consumer's lease is still held 2 s after its drop");
+    for (uint64_t v = 2; v <= 3; v++) {
+        ck_assert_int_eq(weft_registry_write_begin(srv.reg, 2000000, NULL), WEFT_OK);
+        ck_assert_int_eq(weft_registry_publish(srv.reg, v, NULL), WEFT_OK);
+    }
+    close(hold[1]);
+    kill(consumer, SIGKILL);
+    (void)waitpid(consumer, NULL, 0);
+    server_stop();
+}
+END_TEST
+
 /* The sandbox every test of this file runs (ucx_wire_suite puts it
  * first): a script that, for a process that made DIR/slow-PID, sleeps
  * before the real sandbox, so that a check can be kept running. */
@@ -1321,6 +1434,7 @@ static Suite *ucx_wire_suite(void)
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
     tcase_add_test(tc, ucx_a_consumer_in_the_sandbox_does_not_hold_up_another);
+    tcase_add_test(tc, ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout);
     suite_add_tcase(s, tc);
     return s;
 }

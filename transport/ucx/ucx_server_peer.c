@@ -60,6 +60,14 @@ void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
                     p->state == PEER_SENDING || p->state == PEER_FLUSHING ||
                         p->state == PEER_ACKING,
                     !p->ep_failed);
+    /* The version's lease goes now, not once UCX gives back the puts of a
+     * consumer that stopped reading: a graceful close waits for them, and
+     * UCX over TCP waits for a live but stuck peer indefinitely, keeping
+     * the slot from the writer. The slot stays mapped and registered as
+     * long as the server lives, so a put still reading it reads valid
+     * memory; what it carries lands in the views of a consumer that was
+     * dropped and is never told that this version arrived. */
+    weft_server_base_release(&p->base);
     if (p->ep != NULL) {
         /* A failed endpoint is closed at once. A live one (a timeout, a
          * refusal) closes gracefully, letting its puts end: force-closing
@@ -131,9 +139,7 @@ static int peer_reap(weft_server_peer_t *base)
         ucp_request_free(p->close);
     }
     p->close = NULL;
-    /* No put of it reads the slot any more. */
-    weft_server_base_release(&p->base);
-    weft_ucx_peer_free(p);
+    weft_ucx_peer_free(p); /* its lease went at the drop */
     return 1;
 }
 
