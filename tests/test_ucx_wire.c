@@ -1200,7 +1200,11 @@ END_TEST
 #define STUCK_ROWS 8192
 #define STUCK_COLS 8192 /* 64 MiB: far more than the sockets' buffers hold */
 
-static pid_t fork_stuck_consumer(int go, int hold)
+/* With `lanes`, it announces two receive lanes, workers of its own: once
+ * it asked, it closes the first (the server's lane to it fails) and never
+ * drives the second (the server's lane to it stalls), its main worker
+ * driven all along. */
+static pid_t fork_stuck_consumer(int go, int hold, int lanes)
 {
     pid_t pid = fork();
 
@@ -1213,7 +1217,7 @@ static pid_t fork_stuck_consumer(int go, int hold)
         weft_ctl_buf_t         views = {0};
         weft_ctl_msg_t         msg;
         weft_auth_session_t    session = {0};
-        weft_ucx_t             ucx;
+        weft_ucx_t             ucx, lane[2];
         ucp_mem_h              memh;
         ucp_address_t         *address;
         size_t                 address_length, rkey_length;
@@ -1223,7 +1227,10 @@ static pid_t fork_stuck_consumer(int go, int hold)
 
         CHILD_CHECK(buf != NULL);
         CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
-        CHILD_CHECK(weft_ucx_open(&ucx, "stuck consumer", 0) == WEFT_OK);
+        CHILD_CHECK(weft_ucx_open(&ucx, "stuck consumer", lanes) == WEFT_OK);
+        for (int i = 0; i < 2 && lanes; i++) {
+            CHILD_CHECK(weft_ucx_open_worker(&lane[i], &ucx) == WEFT_OK);
+        }
         CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, bytes, WEFT_MEMORY_HOST, &memh, "its buffer") == WEFT_OK);
         CHILD_CHECK(ucp_worker_get_address(ucx.worker, &address, &address_length) == UCS_OK);
         weft_ctl_put_blob(&views, address, (uint32_t)address_length);
@@ -1236,7 +1243,12 @@ static pid_t fork_stuck_consumer(int go, int hold)
         ucp_rkey_buffer_release(rkey);
         weft_wire_put_views(&views, &view, 1);
         weft_ctl_put_u64(&views, 0);
-        weft_ctl_put_u32(&views, 0);
+        weft_ctl_put_u32(&views, lanes ? 2 : 0);
+        for (int i = 0; i < 2 && lanes; i++) {
+            CHILD_CHECK(ucp_worker_get_address(lane[i].worker, &address, &address_length) == UCS_OK);
+            weft_ctl_put_blob(&views, address, (uint32_t)address_length);
+            ucp_worker_release_address(lane[i].worker, address);
+        }
         CHILD_CHECK(!views.failed);
         CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
         CHILD_CHECK(hand_prove(fd, TOKEN, "stuck", NULL, NULL, &session) == 0);
@@ -1247,6 +1259,14 @@ static pid_t fork_stuck_consumer(int go, int hold)
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
         free(msg.payload);
         CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_WANT, 0, deadline) == WEFT_OK);
+        if (lanes) {
+            struct pollfd released = {.fd = hold, .events = POLLIN};
+
+            weft_ucx_close_worker(&lane[0]);
+            while (poll(&released, 1, 0) == 0) {
+                weft_ucx_progress(&ucx);
+            }
+        }
         /* Stuck: no progress from here until the test lets go. */
         CHILD_CHECK(read(hold, &byte, 1) >= 0);
         _exit(0); /* with puts half-landed: nothing of it is torn down */
@@ -1254,23 +1274,20 @@ static pid_t fork_stuck_consumer(int go, int hold)
     return pid;
 }
 
-START_TEST(ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout)
+/* A server of one 64 MiB tensor with `slots` slots, `lanes` put lanes
+ * (1: none) and the timeout; the consumer forked on the other end of
+ * `go` is told where it is and is ready on return. */
+static void start_stuck_server(int go, uint32_t slots, uint32_t lanes, uint64_t timeout_us)
 {
-    weft_tensor_desc_t      d = {.name = "w", .layer = 0, .expert = 0, .role = WEFT_ROLE_W,
-                                 .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {STUCK_ROWS, STUCK_COLS}};
-    weft_registry_params_t  rp = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS, .slot_count = 2};
-    weft_server_params_t    params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
-                                      .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 1000000};
-    weft_registry_stats_t   rs = {0};
-    weft_server_stats_t     ss = {0};
-    uint16_t                port;
-    pid_t                   consumer;
-    int                     go[2], hold[2], i;
+    weft_tensor_desc_t             d = {.name = "w", .layer = 0, .expert = 0, .role = WEFT_ROLE_W,
+                                        .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {STUCK_ROWS, STUCK_COLS}};
+    const weft_registry_params_t   rp = {.field_mask = WEFT_REGISTRY_FIELD_SLOTS, .slot_count = slots};
+    const weft_ucx_server_params_t own = {.field_mask = WEFT_UCX_SERVER_FIELD_LANES, .lanes = lanes};
+    const weft_server_params_t     params = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT | WEFT_SERVER_FIELD_TRANSPORT,
+                                             .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0",
+                                             .token = TOKEN, .timeout_us = timeout_us, .transport_params = &own};
+    uint16_t                       port;
 
-    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
-    ck_assert_int_eq(pipe(go), 0);
-    ck_assert_int_eq(pipe(hold), 0);
-    consumer = fork_stuck_consumer(go[0], hold[0]);
     snprintf(srv.name, sizeof(srv.name), "t-ucx-stuck-%d", (int)getpid());
     weft_registry_unlink(srv.name);
     ck_assert_int_eq(weft_registry_create(srv.name, &rp, &srv.reg), WEFT_OK);
@@ -1279,16 +1296,46 @@ START_TEST(ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout)
     ck_assert_int_eq(weft_server_create(srv.reg, &params, &srv.server), WEFT_OK);
     ck_assert_int_eq(weft_server_port(srv.server, &port), WEFT_OK);
     snprintf(srv.addr, sizeof(srv.addr), "127.0.0.1:%u", port);
-    ck_assert_int_eq(write(go[1], srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
+    ck_assert_int_eq(write(go, srv.addr, sizeof(srv.addr)), (ssize_t)sizeof(srv.addr));
     fixture_wait_ready(srv.server, 1, 30);
+}
+
+/* Version 1 published; the server's drops, once there is one (or after
+ * `seconds`). */
+static uint64_t publish_and_wait_for_a_drop(int seconds)
+{
+    weft_server_stats_t ss = {0};
+
     ck_assert_int_eq(weft_registry_write_begin(srv.reg, WAIT_US, NULL), WEFT_OK);
     ck_assert_int_eq(weft_registry_publish(srv.reg, 1, NULL), WEFT_OK);
-    /* The server leases version 1 for it, its puts stall, its timeout
-     * passes and it is dropped. */
-    for (i = 0; i < 3000 && weft_server_get_stats(srv.server, &ss) == WEFT_OK && ss.dropped == 0; i++) {
+    for (int i = 0; i < seconds * 100 && weft_server_get_stats(srv.server, &ss) == WEFT_OK && ss.dropped == 0; i++) {
         usleep(10000);
     }
-    ck_assert_msg(ss.dropped == 1, "the stuck consumer was not dropped in 30 s");
+    return ss.dropped;
+}
+
+static void end_stuck(pid_t consumer, int hold)
+{
+    close(hold);
+    kill(consumer, SIGKILL);
+    (void)waitpid(consumer, NULL, 0);
+    server_stop();
+}
+
+START_TEST(ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout)
+{
+    weft_registry_stats_t rs = {0};
+    pid_t                 consumer;
+    int                   go[2], hold[2], i;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    consumer = fork_stuck_consumer(go[0], hold[0], 0);
+    start_stuck_server(go[1], 2, 1, 1000000);
+    /* The server leases version 1 for it, its puts stall, its timeout
+     * passes and it is dropped. */
+    ck_assert_msg(publish_and_wait_for_a_drop(30) == 1, "the stuck consumer was not dropped in 30 s");
     /* Its lease is gone: the writer gets both slots in turn. */
     for (i = 0; i < 200 && weft_registry_get_stats(srv.reg, &rs) == WEFT_OK && rs.leases_held != 0; i++) {
         usleep(10000);
@@ -1298,10 +1345,26 @@ START_TEST(ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout)
         ck_assert_int_eq(weft_registry_write_begin(srv.reg, 2000000, NULL), WEFT_OK);
         ck_assert_int_eq(weft_registry_publish(srv.reg, v, NULL), WEFT_OK);
     }
-    close(hold[1]);
-    kill(consumer, SIGKILL);
-    (void)waitpid(consumer, NULL, 0);
-    server_stop();
+    end_stuck(consumer, hold[1]);
+}
+END_TEST
+
+/* One put lane's failure ends the version for the consumer at once: the
+ * server does not wait for its other lanes (one stalled here) until its
+ * timeout (20 s). */
+START_TEST(ucx_a_failed_lane_ends_the_version_without_waiting_for_the_others)
+{
+    pid_t consumer;
+    int   go[2], hold[2];
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    consumer = fork_stuck_consumer(go[0], hold[0], 1);
+    start_stuck_server(go[1], 3, 2, 20000000);
+    ck_assert_msg(publish_and_wait_for_a_drop(10) == 1,
+                  "a consumer whose lane failed was not dropped in 10 s (the server's timeout is 20 s)");
+    end_stuck(consumer, hold[1]);
 }
 END_TEST
 
@@ -1435,6 +1498,7 @@ static Suite *ucx_wire_suite(void)
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);
     tcase_add_test(tc, ucx_a_consumer_in_the_sandbox_does_not_hold_up_another);
     tcase_add_test(tc, ucx_a_stuck_consumer_gives_back_its_lease_at_the_timeout);
+    tcase_add_test(tc, ucx_a_failed_lane_ends_the_version_without_waiting_for_the_others);
     suite_add_tcase(s, tc);
     return s;
 }

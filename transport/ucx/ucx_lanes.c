@@ -615,19 +615,22 @@ static void post(weft_ucx_lane_set_t *set)
 weft_status_t weft_ucx_lane_set_poll(const weft_ucx_lane_set_t *set)
 {
     weft_status_t result = WEFT_OK;
+    int           running = 0;
 
     for (uint32_t i = 0; i < set->lanes->count; i++) {
         const lane_entry_t *e = &set->entry[i];
 
         if (atomic_load_explicit(&e->finished, memory_order_acquire) !=
             atomic_load_explicit(&e->posted, memory_order_relaxed)) {
-            return WEFT_INPROGRESS;
-        }
-        if (result == WEFT_OK) {
+            running = 1;
+        } else if (result == WEFT_OK) {
             result = e->result;
         }
     }
-    return result;
+    /* One lane that failed ends the job for all: the version cannot be
+     * whole, and the others may wait on the same consumer for as long as
+     * the timeout. */
+    return result != WEFT_OK ? result : running ? WEFT_INPROGRESS : WEFT_OK;
 }
 
 /* Copies the addresses and keys into set->copy; *at[i]: address i's copy. */

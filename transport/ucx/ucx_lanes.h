@@ -100,14 +100,19 @@ weft_status_t weft_ucx_lane_set_connect(weft_ucx_lane_set_t *set, const weft_ucx
  * Starts putting every range of `ranges` (src: bytes into `arena`,
  * registered as memh; dst: the consumer's addresses, inside its regions)
  * and flushing. `ranges` and the arena must stay as they are until
- * weft_ucx_lane_set_poll stops saying WEFT_INPROGRESS. One job at a time.
+ * weft_ucx_lane_set_poll says WEFT_OK, or, once it said an error, until
+ * weft_ucx_lane_set_closed after weft_ucx_lane_set_close. One job at a
+ * time.
  */
 void weft_ucx_lane_set_send(weft_ucx_lane_set_t *set, const weft_range_list_t *ranges,
                             const uint8_t *arena, ucp_mem_h memh);
 
 /* The outcome of the last connect or send: WEFT_INPROGRESS while a lane
- * still works on it, WEFT_OK when every byte landed, else the first
- * lane's error (WEFT_ERR_CONNECTION: a put, flush or endpoint failed). */
+ * still works on it, WEFT_OK when every byte landed, else the error of a
+ * lane that failed (WEFT_ERR_CONNECTION: a put, flush or endpoint
+ * failed) as soon as one did, while the others may still be at work:
+ * the caller then closes the set (weft_ucx_lane_set_close), which stops
+ * them. */
 weft_status_t weft_ucx_lane_set_poll(const weft_ucx_lane_set_t *set);
 
 /*
