@@ -38,6 +38,9 @@
  *    special-cased: a diverged master shows up downstream instead of being
  *    hidden behind saturated bytes.
  *  - q = e4m3(x / s). A NaN element gives 0x7F.
+ *
+ * The reference formula's helpers (weft_fp8_ref_*) follow quant.h's
+ * statement of it.
  */
 #ifndef WEFT_KERNELS_FP8_H
 #define WEFT_KERNELS_FP8_H
@@ -153,6 +156,56 @@ WEFT_HD float weft_fp8_block_scale(uint32_t amax_bits, int ue8m0)
 WEFT_HD uint8_t weft_fp8_quantize(float x, float s)
 {
     return weft_fp8_e4m3_encode_float(x / s);
+}
+
+/*
+ * The reference formula (quant.h, WEFT_QUANT_FORMULA_REFERENCE): DeepGEMM's
+ * per_block_cast_to_fp8 as PyTorch computes it on a GPU. Three IEEE FP32
+ * operations a block (a reciprocal and two products) and one an element;
+ * none is followed by an addition, so FMA contraction cannot touch them.
+ */
+
+/* |x| as bits for the reference's block maximum: a NaN stays a NaN, and
+ * as an integer it is above every number, +Inf included, so a max over
+ * these is NaN as soon as one element is (torch.amax propagates NaN). */
+WEFT_HD uint32_t weft_fp8_ref_abs_bits(uint32_t u)
+{
+    return u & 0x7FFFFFFFu;
+}
+
+/* The block's amax from the largest weft_fp8_ref_abs_bits, clamped to
+ * 1e-4f (clamp(1e-4); a NaN stays: its bits are above the minimum's). */
+WEFT_HD float weft_fp8_ref_amax(uint32_t amax_bits)
+{
+    const uint32_t min_bits = weft_fp8_float_bits(WEFT_FP8_SCALE_MIN_AMAX);
+
+    return weft_fp8_bits_float(amax_bits < min_bits ? min_bits : amax_bits);
+}
+
+/* 448.0 / x_amax: reciprocal, then the product with 448. */
+WEFT_HD float weft_fp8_ref_factor(float amax)
+{
+    const float r = 1.0f / amax;
+
+    return r * WEFT_FP8_E4M3_MAX;
+}
+
+/* x_amax / 448.0: the product with RN(1/448). A GPU's multiply returns
+ * the canonical NaN (0x7FFFFFFF) whatever NaN went in; a CPU keeps the
+ * operand's, so it is set here. */
+WEFT_HD float weft_fp8_ref_scale_inv(float amax)
+{
+    const float s = amax * (1.0f / WEFT_FP8_E4M3_MAX);
+
+    return s != s ? weft_fp8_bits_float(0x7FFFFFFFu) : s;
+}
+
+/* q = e4m3(RN(x × f)): the encoder's NaN 0x7F is what a GPU's canonical
+ * NaN gives, and |x × f| never comes near 480, where PyTorch's
+ * conversion (NaN) and saturation part ways. */
+WEFT_HD uint8_t weft_fp8_ref_quantize(float x, float f)
+{
+    return weft_fp8_e4m3_encode_float(x * f);
 }
 
 /* BF16 bits to the float they stand for (exact). */

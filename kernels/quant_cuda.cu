@@ -50,6 +50,9 @@
  *    stores) is covered by the other resident CTAs. 8192² reaches 0.93:
  *    its 4096 tiles make ~10 waves of 396 CTAs, and the last, partial
  *    one runs with the HBM half idle.
+ *  - The reference formula (quant.h) is the same kernel instantiated with
+ *    Ref: the amax is an unsigned max over the bits (NaN kept), and each
+ *    element is one multiplication by f before the same conversion.
  * Generic path (any block size, any alignment, odd shapes): one CTA per
  * block, grid-strided; amax by a strided loop, then W and WT each written
  * in their own order (coalesced stores, strided loads), with fp8.h's
@@ -99,7 +102,20 @@ struct QuantHead {
     uint32_t         block;
     uint32_t         count;
     int              ue8m0, write_wt;
+    int              reference; /* WEFT_QUANT_FORMULA_REFERENCE */
 };
+
+/* The max over a warp of unsigned bits (the reference formula's amax:
+ * NaN kept, which fmaxf would drop). */
+__device__ __forceinline__ uint32_t warp_umax(uint32_t v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+        v = other > v ? other : v;
+    }
+    return v;
+}
 
 /* Kernel parameters, sized by the call's count (N = 1, 128 or
  * kParamMatrices): the driver copies the whole block at every launch, and
@@ -205,42 +221,19 @@ constexpr int tile_smem_bytes()
     return kTile * kTile * static_cast<int>(sizeof(T));
 }
 
-template <typename T, uint32_t N>
-__global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_constant__ QuantArgs<N> a)
+/*
+ * The tile kernel's default formula over one thread's 8 rows × 4 columns
+ * (`mine`, in shared memory): the tile's amax (fmaxf, NaN ignored; a warp
+ * shuffle, then the 16 warps' maxima through warp_amax), its scale s, and
+ * the thread's bytes q = e4m3(x / s). Returns s.
+ */
+template <typename T>
+__device__ __forceinline__ float tile_quant_exact(const T *mine, float *warp_amax, int ue8m0,
+                                                  uint32_t q[kRowsPerWarp])
 {
-    extern __shared__ __align__(16) unsigned char smem[]; /* the input tile, then WT's bytes */
-    __shared__ float warp_amax[kThreads / 32];
-    constexpr int    kRowChunks = kTile * static_cast<int>(sizeof(T)) / 16;
-    const T         *tile = reinterpret_cast<const T *>(smem);
-    uint8_t         *tile_t = smem; /* [col][row], swizzled; reuses the input's space */
-    const uint64_t   tiles = a.blocks_n * a.blocks_k;
-    const uint64_t   m = blockIdx.x / tiles;
-    const uint64_t   t = blockIdx.x % tiles;
-    const QuantDesc  d = desc_of(a, m);
-    const uint64_t   br = t / a.blocks_k, bc = t % a.blocks_k;
-    const uint64_t   r0 = br * kTile, c0 = bc * kTile;
-    const int        warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const uint64_t   col = c0 + 4 * lane;
-    const uint64_t   row0 = r0 + kRowsPerWarp * warp;
-    /* rows and cols are multiples of 16: 16-byte pieces are all in or all out. */
-    const bool       col_ok = col < a.cols;
-    float            amax = 0.0f;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float     amax = 0.0f;
 
-    /* The whole tile in flight at once, each warp instruction one row. */
-#pragma unroll
-    for (int i = 0; i < kTile * kRowChunks / kThreads; i++) {
-        const int      id = i * kThreads + threadIdx.x;
-        const int      r = id / kRowChunks, ch = id % kRowChunks;
-        const uint64_t gc = c0 + ch * (16 / sizeof(T));
-        const bool     ok = r0 + r < a.rows && gc < a.cols;
-        const T       *src = static_cast<const T *>(d.x) + (ok ? (r0 + r) * d.stride + gc : 0);
-
-        copy16_async(smem + r * kRowChunks * 16 + ch * 16, src, ok);
-    }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-    __syncthreads();
-
-    const T *mine = tile + (kRowsPerWarp * warp) * kTile + 4 * lane;
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; i++) {
         const float4 v = lds4(mine + i * kTile);
@@ -261,16 +254,12 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
     }
 
     /* amax has no NaN and no sign: its bits are weft_fp8_abs_bits' max. */
-    const float    s = weft_fp8_block_scale(__float_as_uint(amax), a.ue8m0);
+    const float    s = weft_fp8_block_scale(__float_as_uint(amax), ue8m0);
     const uint32_t sb = __float_as_uint(s);
     /* A block holding an Inf has s = Inf: the IEEE division there. */
     const bool     finite_scale = sb < 0x7F800000u;
     const float    rcp = finite_scale ? __frcp_rn(s) : 0.0f;
-    uint32_t       q[kRowsPerWarp];
 
-    if (threadIdx.x == 0) {
-        d.scale_inv[t] = s;
-    }
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; i++) {
         const float4 v = lds4(mine + i * kTile);
@@ -283,6 +272,101 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
                             div_by_scale(v.w, s, rcp));
         }
         q[i] = encode4(r);
+    }
+    return s;
+}
+
+/*
+ * The same with the reference formula (fp8.h's weft_fp8_ref_*): the amax
+ * on the bits with NaN kept (an unsigned max), f = RN(RN(1/amax) × 448),
+ * q = e4m3(RN(x × f)): one multiplication an element, cheaper than the
+ * default's division. Returns scale_inv = RN(amax × RN(1/448)).
+ */
+template <typename T>
+__device__ __forceinline__ float tile_quant_reference(const T *mine, uint32_t *warp_amax_bits,
+                                                      uint32_t q[kRowsPerWarp])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint32_t  bits = 0;
+
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; i++) {
+        const float4   v = lds4(mine + i * kTile);
+        const uint32_t a01 =
+            max(weft_fp8_ref_abs_bits(__float_as_uint(v.x)), weft_fp8_ref_abs_bits(__float_as_uint(v.y)));
+        const uint32_t a23 =
+            max(weft_fp8_ref_abs_bits(__float_as_uint(v.z)), weft_fp8_ref_abs_bits(__float_as_uint(v.w)));
+
+        bits = max(bits, max(a01, a23));
+    }
+    bits = warp_umax(bits);
+    if (lane == 0) {
+        warp_amax_bits[warp] = bits;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kThreads / 32; i++) {
+        bits = max(bits, warp_amax_bits[i]);
+    }
+
+    const float amax = weft_fp8_ref_amax(bits);
+    const float f = __fmul_rn(__frcp_rn(amax), WEFT_FP8_E4M3_MAX);
+
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; i++) {
+        const float4 v = lds4(mine + i * kTile);
+
+        q[i] = encode4(make_float4(__fmul_rn(v.x, f), __fmul_rn(v.y, f), __fmul_rn(v.z, f), __fmul_rn(v.w, f)));
+    }
+    return weft_fp8_ref_scale_inv(amax);
+}
+
+template <typename T, uint32_t N, bool Ref>
+__global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_constant__ QuantArgs<N> a)
+{
+    extern __shared__ __align__(16) unsigned char smem[]; /* the input tile, then WT's bytes */
+    __shared__ float    warp_amax[kThreads / 32];
+    __shared__ uint32_t warp_amax_bits[kThreads / 32]; /* Ref */
+    constexpr int    kRowChunks = kTile * static_cast<int>(sizeof(T)) / 16;
+    const T         *tile = reinterpret_cast<const T *>(smem);
+    uint8_t         *tile_t = smem; /* [col][row], swizzled; reuses the input's space */
+    const uint64_t   tiles = a.blocks_n * a.blocks_k;
+    const uint64_t   m = blockIdx.x / tiles;
+    const uint64_t   t = blockIdx.x % tiles;
+    const QuantDesc  d = desc_of(a, m);
+    const uint64_t   br = t / a.blocks_k, bc = t % a.blocks_k;
+    const uint64_t   r0 = br * kTile, c0 = bc * kTile;
+    const int        warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint64_t   col = c0 + 4 * lane;
+    const uint64_t   row0 = r0 + kRowsPerWarp * warp;
+    /* rows and cols are multiples of 16: 16-byte pieces are all in or all out. */
+    const bool       col_ok = col < a.cols;
+
+    /* The whole tile in flight at once, each warp instruction one row. */
+#pragma unroll
+    for (int i = 0; i < kTile * kRowChunks / kThreads; i++) {
+        const int      id = i * kThreads + threadIdx.x;
+        const int      r = id / kRowChunks, ch = id % kRowChunks;
+        const uint64_t gc = c0 + ch * (16 / sizeof(T));
+        const bool     ok = r0 + r < a.rows && gc < a.cols;
+        const T       *src = static_cast<const T *>(d.x) + (ok ? (r0 + r) * d.stride + gc : 0);
+
+        copy16_async(smem + r * kRowChunks * 16 + ch * 16, src, ok);
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+
+    const T *mine = tile + (kRowsPerWarp * warp) * kTile + 4 * lane;
+    uint32_t q[kRowsPerWarp];
+    float    scale_inv;
+
+    if constexpr (Ref) {
+        scale_inv = tile_quant_reference(mine, warp_amax_bits, q);
+    } else {
+        scale_inv = tile_quant_exact(mine, warp_amax, a.ue8m0, q);
+    }
+    if (threadIdx.x == 0) {
+        d.scale_inv[t] = scale_inv;
     }
     if (col_ok) {
         uint8_t *w = d.w + row0 * a.cols + col;
@@ -358,10 +442,28 @@ __device__ float block_max(float v, float *scratch)
     return v;
 }
 
-template <typename T, uint32_t N>
+/* Block reduce of an unsigned max; every thread gets the result. */
+__device__ uint32_t block_umax(uint32_t v, uint32_t *scratch)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+
+    v = warp_umax(v);
+    if (lane == 0) {
+        scratch[warp] = v;
+    }
+    __syncthreads();
+    for (int i = 0; i < warps; i++) {
+        v = max(v, scratch[i]);
+    }
+    __syncthreads(); /* scratch is reused by the next block */
+    return v;
+}
+
+template <typename T, uint32_t N, bool Ref>
 __global__ void __launch_bounds__(kGenericThreads) quant_generic_kernel(const __grid_constant__ QuantArgs<N> a)
 {
-    __shared__ float scratch[kGenericThreads / 32];
+    __shared__ float    scratch[kGenericThreads / 32];
+    __shared__ uint32_t scratch_bits[kGenericThreads / 32];
     const uint64_t   per_matrix = a.blocks_n * a.blocks_k;
     const uint32_t   b = a.block;
 
@@ -376,12 +478,24 @@ __global__ void __launch_bounds__(kGenericThreads) quant_generic_kernel(const __
         uint32_t        amax_bits = 0;
 
         for (uint32_t e = threadIdx.x; e < n; e += blockDim.x) {
-            const uint32_t u = weft_fp8_abs_bits(__float_as_uint(load1(x + e / wd * d.stride + e % wd)));
+            const uint32_t bits = __float_as_uint(load1(x + e / wd * d.stride + e % wd));
+            const uint32_t u = Ref ? weft_fp8_ref_abs_bits(bits) : weft_fp8_abs_bits(bits);
             amax_bits = u > amax_bits ? u : amax_bits;
         }
-        /* The abs bits are non-negative floats: a float max orders them alike. */
-        const float s = weft_fp8_block_scale(
-            __float_as_uint(block_max(__uint_as_float(amax_bits), scratch)), a.ue8m0);
+        float s, f = 0.0f;
+        if constexpr (Ref) {
+            const float ref_amax = weft_fp8_ref_amax(block_umax(amax_bits, scratch_bits));
+
+            f = __fmul_rn(__frcp_rn(ref_amax), WEFT_FP8_E4M3_MAX);
+            s = weft_fp8_ref_scale_inv(ref_amax);
+        } else {
+            /* The abs bits are non-negative floats: a float max orders them alike. */
+            s = weft_fp8_block_scale(__float_as_uint(block_max(__uint_as_float(amax_bits), scratch)), a.ue8m0);
+        }
+        /* One element's byte in either formula. */
+        auto quantize = [&](float v) -> uint8_t {
+            return Ref ? weft_fp8_e4m3_encode_float(__fmul_rn(v, f)) : weft_fp8_quantize(v, s);
+        };
 
         if (threadIdx.x == 0) {
             d.scale_inv[t] = s;
@@ -389,13 +503,13 @@ __global__ void __launch_bounds__(kGenericThreads) quant_generic_kernel(const __
         for (uint32_t e = threadIdx.x; e < n; e += blockDim.x) {
             const uint32_t r = e / wd, c = e % wd;
 
-            d.w[(r0 + r) * a.cols + c0 + c] = weft_fp8_quantize(load1(x + r * d.stride + c), s);
+            d.w[(r0 + r) * a.cols + c0 + c] = quantize(load1(x + r * d.stride + c));
         }
         if (a.write_wt) {
             for (uint32_t e = threadIdx.x; e < n; e += blockDim.x) {
                 const uint32_t c = e / h, r = e % h;
 
-                d.wt[(c0 + c) * a.rows + r0 + r] = weft_fp8_quantize(load1(x + r * d.stride + c), s);
+                d.wt[(c0 + c) * a.rows + r0 + r] = quantize(load1(x + r * d.stride + c));
             }
         }
     }
@@ -467,7 +581,7 @@ int device_sms(void)
 
 /* Raises the FP32 tile kernel's dynamic shared memory limit once per
  * device (a per-function, per-device attribute), not at every call. */
-template <uint32_t N>
+template <uint32_t N, bool Ref>
 weft_status_t tile_attribute_ready(void)
 {
     static std::atomic<uint64_t> done{0}; /* bit d: device d is set up */
@@ -480,7 +594,7 @@ weft_status_t tile_attribute_ready(void)
     if (device < 64 && (done.load(std::memory_order_acquire) >> device & 1u) != 0) {
         return WEFT_OK;
     }
-    status = WEFT_CUDA_CHECK(cudaFuncSetAttribute(quant_tile_kernel<float, N>,
+    status = WEFT_CUDA_CHECK(cudaFuncSetAttribute(quant_tile_kernel<float, N, Ref>,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   tile_smem_bytes<float>()));
     if (status == WEFT_OK && device < 64) {
@@ -508,33 +622,23 @@ struct ArgsStore<N, true> {
     QuantArgs<N> *get() { return p; }
 };
 
-/* Fills the parameters for capacity N and launches; descs holds count
- * descriptors when head.descs is null. */
-template <uint32_t N>
-weft_status_t launch_quant(const QuantHead &head, const QuantDesc *descs, weft_dtype_t x_dtype, bool tile,
-                           cudaStream_t s)
+/* Launches the kernel of the call's dtype and path for one formula. */
+template <uint32_t N, bool Ref>
+weft_status_t launch_kernel(const QuantArgs<N> &args, weft_dtype_t x_dtype, bool tile, cudaStream_t s)
 {
-    ArgsStore<N>  store;
-    QuantArgs<N> *args = store.get();
-    weft_status_t status = WEFT_OK;
+    const QuantHead &head = args;
+    weft_status_t    status = WEFT_OK;
 
-    if (args == nullptr) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    static_cast<QuantHead &>(*args) = head;
-    if (head.descs == nullptr) {
-        memcpy(args->local, descs, head.count * sizeof(*descs));
-    }
     if (tile) {
         if (x_dtype == WEFT_DTYPE_FP32) {
-            status = tile_attribute_ready<N>();
+            status = tile_attribute_ready<N, Ref>();
             if (status == WEFT_OK) {
-                quant_tile_kernel<float, N>
-                    <<<static_cast<unsigned>(head.total), kThreads, tile_smem_bytes<float>(), s>>>(*args);
+                quant_tile_kernel<float, N, Ref>
+                    <<<static_cast<unsigned>(head.total), kThreads, tile_smem_bytes<float>(), s>>>(args);
             }
         } else {
-            quant_tile_kernel<uint16_t, N>
-                <<<static_cast<unsigned>(head.total), kThreads, tile_smem_bytes<uint16_t>(), s>>>(*args);
+            quant_tile_kernel<uint16_t, N, Ref>
+                <<<static_cast<unsigned>(head.total), kThreads, tile_smem_bytes<uint16_t>(), s>>>(args);
         }
     } else {
         const uint64_t cap = static_cast<uint64_t>(device_sms()) * 16;
@@ -544,11 +648,33 @@ weft_status_t launch_quant(const QuantHead &head, const QuantDesc *descs, weft_d
                                      : (head.block * head.block + 31) / 32 * 32;
 
         if (x_dtype == WEFT_DTYPE_FP32) {
-            quant_generic_kernel<float, N><<<grid, threads, 0, s>>>(*args);
+            quant_generic_kernel<float, N, Ref><<<grid, threads, 0, s>>>(args);
         } else {
-            quant_generic_kernel<uint16_t, N><<<grid, threads, 0, s>>>(*args);
+            quant_generic_kernel<uint16_t, N, Ref><<<grid, threads, 0, s>>>(args);
         }
     }
+    return status;
+}
+
+/* Fills the parameters for capacity N and launches; descs holds count
+ * descriptors when head.descs is null. */
+template <uint32_t N>
+weft_status_t launch_quant(const QuantHead &head, const QuantDesc *descs, weft_dtype_t x_dtype, bool tile,
+                           cudaStream_t s)
+{
+    ArgsStore<N>  store;
+    QuantArgs<N> *args = store.get();
+    weft_status_t status;
+
+    if (args == nullptr) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    static_cast<QuantHead &>(*args) = head;
+    if (head.descs == nullptr) {
+        memcpy(args->local, descs, head.count * sizeof(*descs));
+    }
+    status = head.reference ? launch_kernel<N, true>(*args, x_dtype, tile, s)
+                            : launch_kernel<N, false>(*args, x_dtype, tile, s);
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
@@ -590,6 +716,7 @@ extern "C" weft_status_t weft_quant_cuda(const weft_quant_params_t *params, weft
     head.block = cfg.block;
     head.ue8m0 = cfg.ue8m0;
     head.write_wt = cfg.write_wt;
+    head.reference = cfg.reference;
     head.count = static_cast<uint32_t>(count);
     head.blocks_n = (rows + cfg.block - 1) / cfg.block;
     head.blocks_k = (cols + cfg.block - 1) / cfg.block;

@@ -17,8 +17,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define QUANT_KNOWN_FIELDS \
-    ((uint64_t)(WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT))
+#define QUANT_KNOWN_FIELDS                                                                                   \
+    ((uint64_t)(WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT |                   \
+                WEFT_QUANT_FIELD_FORMULA))
 
 /* Elements handled per step of the inner loops: a fixed count lets the
  * compiler vectorize them even at its cheapest cost model (-O2). */
@@ -39,7 +40,8 @@ weft_status_t weft_quant_check(const char *who, const weft_quant_params_t *param
                                uint64_t rows, uint64_t cols, const weft_quant_matrix_t *matrices,
                                size_t count, weft_quant_config_t *config)
 {
-    weft_quant_config_t c = {.block = WEFT_QUANT_BLOCK_DEFAULT, .ue8m0 = 0, .write_wt = 1};
+    weft_quant_config_t  c = {.block = WEFT_QUANT_BLOCK_DEFAULT, .ue8m0 = 0, .write_wt = 1};
+    weft_quant_formula_t formula = WEFT_QUANT_FORMULA_EXACT;
 
     if (params != NULL) {
         if ((params->field_mask & ~QUANT_KNOWN_FIELDS) != 0) {
@@ -56,13 +58,25 @@ weft_status_t weft_quant_check(const char *who, const weft_quant_params_t *param
         if (params->field_mask & WEFT_QUANT_FIELD_WRITE_WT) {
             c.write_wt = params->write_wt;
         }
+        if (params->field_mask & WEFT_QUANT_FIELD_FORMULA) {
+            formula = params->formula;
+        }
     }
+    if (weft_quant_formula_name(formula) == NULL) {
+        weft_log_error("%s: formula %d is neither exact (0) nor reference (1)", who, (int)formula);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    c.reference = formula == WEFT_QUANT_FORMULA_REFERENCE;
     if (!block_ok(c.block)) {
         weft_log_error("%s: block %u is not a power of two in 1..%u", who, c.block, WEFT_QUANT_BLOCK_MAX);
         return WEFT_ERR_INVALID_PARAM;
     }
     if ((c.ue8m0 != 0 && c.ue8m0 != 1) || (c.write_wt != 0 && c.write_wt != 1)) {
         weft_log_error("%s: ue8m0 (%d) and write_wt (%d) must be 0 or 1", who, c.ue8m0, c.write_wt);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    if (c.ue8m0 && c.reference) {
+        weft_log_error("%s: UE8M0 scales are not defined for the reference formula", who);
         return WEFT_ERR_INVALID_PARAM;
     }
     if (x_dtype != WEFT_DTYPE_FP32 && x_dtype != WEFT_DTYPE_BF16) {
@@ -116,6 +130,31 @@ weft_status_t weft_dequant_check(const char *who, uint32_t block, uint64_t rows,
     return WEFT_OK;
 }
 
+const char *weft_quant_formula_name(weft_quant_formula_t formula)
+{
+    switch (formula) {
+    case WEFT_QUANT_FORMULA_EXACT:
+        return "exact";
+    case WEFT_QUANT_FORMULA_REFERENCE:
+        return "reference";
+    }
+    return NULL;
+}
+
+weft_status_t weft_quant_formula_parse(const char *name, weft_quant_formula_t *formula)
+{
+    if (name != NULL && formula != NULL) {
+        for (int f = WEFT_QUANT_FORMULA_EXACT; f <= WEFT_QUANT_FORMULA_REFERENCE; f++) {
+            if (strcmp(name, weft_quant_formula_name((weft_quant_formula_t)f)) == 0) {
+                *formula = (weft_quant_formula_t)f;
+                return WEFT_OK;
+            }
+        }
+    }
+    weft_log_error("quant: formula \"%s\" is neither \"exact\" nor \"reference\"", name != NULL ? name : "(null)");
+    return WEFT_ERR_INVALID_PARAM;
+}
+
 /* ------------------------------------------------------------- the sweeps */
 
 static uint32_t umax(uint32_t a, uint32_t b)
@@ -147,6 +186,59 @@ static uint32_t amax_bf16(const uint16_t *x, size_t n, uint32_t amax)
         amax = umax(amax, weft_fp8_abs_bits((uint32_t)x[i] << 16));
     }
     return amax;
+}
+
+/* The reference formula's: NaN kept (weft_fp8_ref_abs_bits). */
+static uint32_t ref_amax_f32(const float *x, size_t n, uint32_t amax)
+{
+    uint32_t m0 = amax, m1 = 0, m2 = 0, m3 = 0;
+    size_t   i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        m0 = umax(m0, weft_fp8_ref_abs_bits(weft_fp8_float_bits(x[i])));
+        m1 = umax(m1, weft_fp8_ref_abs_bits(weft_fp8_float_bits(x[i + 1])));
+        m2 = umax(m2, weft_fp8_ref_abs_bits(weft_fp8_float_bits(x[i + 2])));
+        m3 = umax(m3, weft_fp8_ref_abs_bits(weft_fp8_float_bits(x[i + 3])));
+    }
+    for (; i < n; i++) {
+        m0 = umax(m0, weft_fp8_ref_abs_bits(weft_fp8_float_bits(x[i])));
+    }
+    return umax(umax(m0, m1), umax(m2, m3));
+}
+
+static uint32_t ref_amax_bf16(const uint16_t *x, size_t n, uint32_t amax)
+{
+    for (size_t i = 0; i < n; i++) {
+        amax = umax(amax, weft_fp8_ref_abs_bits((uint32_t)x[i] << 16));
+    }
+    return amax;
+}
+
+/* q = e4m3(RN(x × f)), the products of a chunk first (vectorized). */
+static void ref_quant_f32(const float *x, size_t n, float f, uint8_t *q)
+{
+    size_t i = 0;
+
+    for (; i + QUANT_CHUNK <= n; i += QUANT_CHUNK) {
+        float y[QUANT_CHUNK];
+
+        for (int k = 0; k < QUANT_CHUNK; k++) {
+            y[k] = x[i + (size_t)k] * f;
+        }
+        for (int k = 0; k < QUANT_CHUNK; k++) {
+            q[i + (size_t)k] = weft_fp8_e4m3_encode_float(y[k]);
+        }
+    }
+    for (; i < n; i++) {
+        q[i] = weft_fp8_ref_quantize(x[i], f);
+    }
+}
+
+static void ref_quant_bf16(const uint16_t *x, size_t n, float f, uint8_t *q)
+{
+    for (size_t i = 0; i < n; i++) {
+        q[i] = weft_fp8_ref_quantize(weft_fp8_bf16_float(x[i]), f);
+    }
 }
 
 /*
@@ -273,6 +365,31 @@ static void transpose_band(const uint8_t *w, uint64_t rows, uint64_t cols, uint6
     }
 }
 
+/* quant_block with the reference formula. */
+static float ref_quant_block(weft_dtype_t dtype, const uint8_t *x, uint64_t stride, uint64_t br, uint64_t bc,
+                             uint8_t *w, uint64_t cols)
+{
+    const size_t esize = dtype == WEFT_DTYPE_FP32 ? 4 : 2;
+    uint32_t     amax_bits = 0;
+    float        amax, f;
+
+    for (uint64_t r = 0; r < br; r++) {
+        const void *row = x + r * stride * esize;
+        amax_bits = dtype == WEFT_DTYPE_FP32 ? ref_amax_f32(row, bc, amax_bits) : ref_amax_bf16(row, bc, amax_bits);
+    }
+    amax = weft_fp8_ref_amax(amax_bits);
+    f = weft_fp8_ref_factor(amax);
+    for (uint64_t r = 0; r < br; r++) {
+        const void *row = x + r * stride * esize;
+        if (dtype == WEFT_DTYPE_FP32) {
+            ref_quant_f32(row, bc, f, w + r * cols);
+        } else {
+            ref_quant_bf16(row, bc, f, w + r * cols);
+        }
+    }
+    return weft_fp8_ref_scale_inv(amax);
+}
+
 /* One block: its amax, its scale, its row segments quantized into W. The
  * block (64 KB of FP32 at b = 128) is read twice, the second time from
  * cache. */
@@ -318,8 +435,12 @@ static void quant_matrix(const weft_quant_config_t *c, weft_dtype_t dtype, uint6
         for (uint64_t j = 0; j < nbc; j++) {
             const uint64_t c0 = j * b, bc = cols - c0 < b ? cols - c0 : b;
 
-            m->scale_inv[(r0 / b) * nbc + j] =
-                quant_block(c, dtype, x + (r0 * stride + c0) * esize, stride, br, bc, m->w + r0 * cols + c0, cols);
+            const uint8_t *block_x = x + (r0 * stride + c0) * esize;
+            uint8_t       *block_w = m->w + r0 * cols + c0;
+
+            m->scale_inv[(r0 / b) * nbc + j] = c->reference
+                                                   ? ref_quant_block(dtype, block_x, stride, br, bc, block_w, cols)
+                                                   : quant_block(c, dtype, block_x, stride, br, bc, block_w, cols);
         }
         if (c->write_wt) {
             transpose_band(m->w, rows, cols, r0, br, m->wt);

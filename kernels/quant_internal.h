@@ -20,6 +20,7 @@ typedef struct weft_quant_config {
     uint32_t block;
     int      ue8m0;
     int      write_wt;
+    int      reference; /* WEFT_QUANT_FORMULA_REFERENCE */
 } weft_quant_config_t;
 
 /*

@@ -640,7 +640,13 @@ START_TEST(argument_errors)
     ck_assert_int_eq(weft_quant_host(NULL, WEFT_DTYPE_FP32, 4, 4, NULL, 0), WEFT_OK);
     memset(w, 0x55, sizeof(w));
 
-    p = (weft_quant_params_t){.field_mask = 1u << 3};
+    p = (weft_quant_params_t){.field_mask = 1u << 4};
+    EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
+    /* A formula outside the enum; UE8M0 with the reference formula. */
+    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_FIELD_FORMULA, .formula = (weft_quant_formula_t)2};
+    EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
+    p = (weft_quant_params_t){.field_mask = WEFT_QUANT_FIELD_FORMULA | WEFT_QUANT_FIELD_UE8M0,
+                              .formula = WEFT_QUANT_FORMULA_REFERENCE, .ue8m0 = 1};
     EXPECT_INVALID(weft_quant_host(&p, WEFT_DTYPE_FP32, 4, 4, m, 1));
     for (uint32_t bad = 0; bad < 4; bad++) {
         static const uint32_t blocks[] = {0, 3, 96, 2048};
@@ -692,6 +698,209 @@ START_TEST(argument_errors)
 }
 END_TEST
 
+/* ---------------------------------------- the reference formula, by spec */
+
+/* DeepGEMM's per_block_cast_to_fp8 as PyTorch computes it (quant.h),
+ * written out plainly: torch.amax propagates NaN, clamp(1e-4), 448 / amax
+ * as reciprocal × 448, x × f in FP32, amax / 448 as amax × RN(1/448), a
+ * GPU's canonical NaN. */
+static void spec_ref_quant(const float *x, uint64_t rows, uint64_t cols, uint32_t b, uint8_t *w, uint8_t *wt,
+                           float *scale)
+{
+    const uint64_t nbc = (cols + b - 1) / b;
+
+    for (uint64_t bi = 0; bi * b < rows; bi++) {
+        for (uint64_t bj = 0; bj * b < cols; bj++) {
+            float amax = 0.0f, reciprocal, f, s;
+            int   nan = 0;
+
+            for (uint64_t r = bi * b; r < rows && r < (bi + 1) * b; r++) {
+                for (uint64_t c = bj * b; c < cols && c < (bj + 1) * b; c++) {
+                    nan |= isnan(x[r * cols + c]);
+                    amax = fmaxf(amax, fabsf(x[r * cols + c]));
+                }
+            }
+            amax = nan ? NAN : amax < 1e-4f ? 1e-4f : amax;
+            reciprocal = 1.0f / amax;
+            f = reciprocal * 448.0f;
+            s = amax * (1.0f / 448.0f);
+            scale[bi * nbc + bj] = isnan(s) ? weft_fp8_bits_float(0x7FFFFFFFu) : s;
+            for (uint64_t r = bi * b; r < rows && r < (bi + 1) * b; r++) {
+                for (uint64_t c = bj * b; c < cols && c < (bj + 1) * b; c++) {
+                    const float   y = x[r * cols + c] * f;
+                    const uint8_t q = isnan(y) ? 0x7F : weft_fp8_e4m3_encode(y);
+                    w[r * cols + c] = q;
+                    wt[c * rows + r] = q;
+                }
+            }
+        }
+    }
+}
+
+static weft_status_t ref_quant(weft_dtype_t dtype, const void *x, uint64_t rows, uint64_t cols, uint32_t b,
+                               outputs_t *o)
+{
+    weft_quant_params_t p = {.field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_FORMULA, .block = b,
+                             .formula = WEFT_QUANT_FORMULA_REFERENCE};
+    weft_quant_matrix_t m = {.x = x, .w = o->w, .wt = o->wt, .scale_inv = o->scale};
+
+    return weft_quant_host(&p, dtype, rows, cols, &m, 1);
+}
+
+/* The writer against the spec on ragged shapes, every block size, FP32
+ * and BF16 (a BF16 input is widened first: the same bytes as its FP32
+ * copy), with NaN and Inf blocks among them. */
+START_TEST(reference_matches_spec)
+{
+    static const uint32_t blocks[] = {1, 32, 128, 256};
+    static const uint64_t shapes[][2] = {{1, 1}, {3, 5}, {130, 200}, {256, 384}, {300, 129}};
+    uint64_t              seed = 0xBEEF;
+
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        const uint64_t rows = shapes[si][0], cols = shapes[si][1], n = rows * cols;
+        float         *x = malloc(n * sizeof(float));
+        uint16_t      *xb = malloc(n * sizeof(uint16_t));
+
+        ck_assert(x != NULL && xb != NULL);
+        for (uint64_t i = 0; i < n; i++) {
+            xb[i] = (uint16_t)(weft_fp8_float_bits(rng_value(&seed)) >> 16);
+            xb[i] = i % 1499 == 7 ? 0xFFC1 : i % 1777 == 11 ? 0x7F80 : xb[i]; /* -NaN, +Inf */
+            x[i] = weft_fp8_bits_float((uint32_t)xb[i] << 16);
+        }
+        for (size_t bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++) {
+            outputs_t want = outputs_alloc(rows, cols, blocks[bi]);
+
+            spec_ref_quant(x, rows, cols, blocks[bi], want.w, want.wt, want.scale);
+            for (int bf16 = 0; bf16 <= 1; bf16++) {
+                outputs_t got = outputs_alloc(rows, cols, blocks[bi]);
+
+                ck_assert_int_eq(ref_quant(bf16 ? WEFT_DTYPE_BF16 : WEFT_DTYPE_FP32, bf16 ? (void *)xb : (void *)x,
+                                           rows, cols, blocks[bi], &got),
+                                 WEFT_OK);
+                outputs_assert_equal(&got, &want, rows, cols);
+                outputs_free(&got);
+            }
+            outputs_free(&want);
+        }
+        free(x);
+        free(xb);
+    }
+}
+END_TEST
+
+/* Known answers, worked out by hand (and where the two formulas part). */
+START_TEST(reference_known_answers)
+{
+    /* amax 0.3: f = RN(RN(1/0.3) × 448) = 0x44BAAAAA (1493.333),
+     * scale_inv = RN(0.3 × RN(1/448)) = 0x3A2F8AFA where the default's
+     * 0.3 / 448 is 0x3A2F8AF9. x = 0x3C2A0EA1 (0.0103795): x × f =
+     * 15.499999 → 15 (0x57), where x / s = 15.5 exactly, a tie → 16 (0x58). */
+    float     x[4] = {0.3f, weft_fp8_bits_float(0x3C2A0EA1u), -0.15f, 0.0f};
+    outputs_t o = outputs_alloc(1, 4, 128);
+
+    ck_assert_int_eq(ref_quant(WEFT_DTYPE_FP32, x, 1, 4, 128, &o), WEFT_OK);
+    ck_assert_uint_eq(weft_fp8_float_bits(o.scale[0]), 0x3A2F8AFAu);
+    ck_assert_uint_eq(o.w[0], 0x7E);                 /* 448 */
+    ck_assert_uint_eq(o.w[1], 0x57);                 /* 15 */
+    ck_assert_uint_eq(o.w[2], 0xF6);                 /* -224 = -1.75 × 2^7: 1 1110 110 */
+    ck_assert_uint_eq(o.w[3], 0x00);
+    ck_assert_int_eq(quant(x, 0, 1, 4, 128, 0, &o), WEFT_OK);
+    ck_assert_uint_eq(weft_fp8_float_bits(o.scale[0]), 0x3A2F8AF9u);
+    ck_assert_uint_eq(o.w[1], 0x58); /* the default formula: 16 */
+    outputs_free(&o);
+}
+END_TEST
+
+/* Zero blocks, tiny blocks, NaN and Inf blocks: each as the reference
+ * makes them, the other blocks untouched. */
+START_TEST(reference_special_blocks)
+{
+    /* Four 2 × 2 blocks side by side (block 2): zeros; tiny; a NaN; an Inf. */
+    float     x[2 * 8] = {0.0f, -0.0f, 3e-5f, -1e-5f, 1.0f, NAN, INFINITY, -3.0f,
+                          0.0f, 0.0f,  0.0f,  0.0f,   -2.0f, 0.5f, 5.0f,    -0.0f};
+    outputs_t o = outputs_alloc(2, 8, 2);
+
+    ck_assert_int_eq(ref_quant(WEFT_DTYPE_FP32, x, 2, 8, 2, &o), WEFT_OK);
+    /* Zeros: amax clamped to 1e-4, f = 0x4A88B800 (4.48e6), scale_inv
+     * RN(1e-4 × RN(1/448)) = 0x346FACAD; zeros keep their sign. */
+    ck_assert_uint_eq(weft_fp8_float_bits(o.scale[0]), 0x346FACADu);
+    ck_assert_uint_eq(o.w[0], 0x00);
+    ck_assert_uint_eq(o.w[1], 0x80);
+    /* Tiny: the same clamp; 3e-5 × 4.48e6 = 134.4 → 128 (0x70). */
+    ck_assert_uint_eq(weft_fp8_float_bits(o.scale[1]), 0x346FACADu);
+    ck_assert_uint_eq(o.w[2], 0x70);
+    ck_assert_uint_eq(o.w[3], weft_fp8_e4m3_encode(-1e-5f * weft_fp8_bits_float(0x4A88B800u)));
+    /* A NaN: every byte of its block NaN, scale_inv the canonical NaN. */
+    ck_assert_uint_eq(weft_fp8_float_bits(o.scale[2]), 0x7FFFFFFFu);
+    ck_assert_uint_eq(o.w[4], 0x7F);
+    ck_assert_uint_eq(o.w[5], 0x7F);
+    ck_assert_uint_eq(o.w[8 + 4], 0x7F);
+    ck_assert_uint_eq(o.w[8 + 5], 0x7F);
+    /* An Inf: f = 0, finite values zeros of their sign, the Inf NaN,
+     * scale_inv +Inf. */
+    ck_assert_uint_eq(weft_fp8_float_bits(o.scale[3]), 0x7F800000u);
+    ck_assert_uint_eq(o.w[6], 0x7F);
+    ck_assert_uint_eq(o.w[7], 0x80);
+    ck_assert_uint_eq(o.w[8 + 6], 0x00);
+    ck_assert_uint_eq(o.w[8 + 7], 0x80);
+    outputs_free(&o);
+}
+END_TEST
+
+/* On weights shaped like a trainer's (N(0, 0.02)), the two formulas do
+ * differ, by one code at most, and about half the scales do: the option
+ * is not the default under another name. */
+START_TEST(reference_differs_from_the_default_by_one_code)
+{
+    const uint64_t rows = 512, cols = 1024, n = rows * cols;
+    float         *x = malloc(n * sizeof(float));
+    outputs_t      e = outputs_alloc(rows, cols, 128), r = outputs_alloc(rows, cols, 128);
+    uint64_t       seed = 99, bytes = 0, scales = 0;
+
+    ck_assert_ptr_nonnull(x);
+    for (uint64_t i = 0; i < n; i += 2) { /* Box-Muller */
+        const double u1 = ((double)(rng_next(&seed) >> 11) + 1.0) / 9007199254740993.0;
+        const double u2 = (double)(rng_next(&seed) >> 11) / 9007199254740992.0;
+        x[i] = (float)(0.02 * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+        x[i + 1] = (float)(0.02 * sqrt(-2.0 * log(u1)) * sin(2.0 * M_PI * u2));
+    }
+    ck_assert_int_eq(quant(x, 0, rows, cols, 128, 0, &e), WEFT_OK);
+    ck_assert_int_eq(ref_quant(WEFT_DTYPE_FP32, x, rows, cols, 128, &r), WEFT_OK);
+    for (uint64_t i = 0; i < n; i++) {
+        const int a = e.w[i] & 0x7F, b = r.w[i] & 0x7F;
+        ck_assert_msg(abs(a - b) <= 1 && (e.w[i] & 0x80) == (r.w[i] & 0x80), "element %llu: 0x%02x vs 0x%02x",
+                      (unsigned long long)i, e.w[i], r.w[i]);
+        bytes += e.w[i] != r.w[i];
+    }
+    for (size_t i = 0; i < e.nscale; i++) {
+        scales += weft_fp8_float_bits(e.scale[i]) != weft_fp8_float_bits(r.scale[i]);
+    }
+    printf("reference vs exact: %llu of %llu W bytes, %llu of %zu scales differ\n", (unsigned long long)bytes,
+           (unsigned long long)n, (unsigned long long)scales, e.nscale);
+    ck_assert_uint_gt(scales, 0);
+    outputs_free(&e);
+    outputs_free(&r);
+    free(x);
+}
+END_TEST
+
+START_TEST(formula_names)
+{
+    weft_quant_formula_t f = (weft_quant_formula_t)7;
+
+    ck_assert_str_eq(weft_quant_formula_name(WEFT_QUANT_FORMULA_EXACT), "exact");
+    ck_assert_str_eq(weft_quant_formula_name(WEFT_QUANT_FORMULA_REFERENCE), "reference");
+    ck_assert_ptr_null(weft_quant_formula_name((weft_quant_formula_t)2));
+    ck_assert_int_eq(weft_quant_formula_parse("reference", &f), WEFT_OK);
+    ck_assert_int_eq(f, WEFT_QUANT_FORMULA_REFERENCE);
+    ck_assert_int_eq(weft_quant_formula_parse("exact", &f), WEFT_OK);
+    ck_assert_int_eq(f, WEFT_QUANT_FORMULA_EXACT);
+    ck_assert_int_eq(weft_quant_formula_parse("deepgemm", &f), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_quant_formula_parse(NULL, &f), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(f, WEFT_QUANT_FORMULA_EXACT);
+}
+END_TEST
+
 #ifndef HAVE_CUDA
 START_TEST(cuda_without_gpu_support)
 {
@@ -730,6 +939,11 @@ static Suite *quant_suite(void)
     tcase_add_test(wr, row_stride_and_batches);
     tcase_add_test(wr, dequant_within_bound);
     tcase_add_test(wr, argument_errors);
+    tcase_add_test(wr, reference_matches_spec);
+    tcase_add_test(wr, reference_known_answers);
+    tcase_add_test(wr, reference_special_blocks);
+    tcase_add_test(wr, reference_differs_from_the_default_by_one_code);
+    tcase_add_test(wr, formula_names);
 #ifndef HAVE_CUDA
     tcase_add_test(wr, cuda_without_gpu_support);
 #endif

@@ -60,7 +60,17 @@ typedef struct quant_case {
     int          ue8m0, write_wt;
     size_t       x_offset; /* elements: misaligns the inputs */
     int          specials; /* sprinkle NaN, Inf, -0, subnormals, huge */
+    int          reference; /* WEFT_QUANT_FORMULA_REFERENCE (ue8m0 0) */
 } quant_case_t;
+
+/* The scale kinds every option sweep runs: the default formula, with
+ * and without UE8M0 scales, and the reference formula. */
+#define SCALE_KINDS 3
+static void set_scale_kind(quant_case_t *qc, int kind)
+{
+    qc->ue8m0 = kind == 1;
+    qc->reference = kind == 2;
+}
 
 static void put_specials(void *x, weft_dtype_t dtype, uint64_t stride, uint64_t rows, uint64_t cols)
 {
@@ -107,10 +117,12 @@ static void run_case(const quant_case_t *qc, cudaStream_t stream)
     uint8_t            *dw = NULL, *dwt = NULL;
     float              *ds = NULL;
     weft_quant_params_t params = {
-        .field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT,
+        .field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_UE8M0 | WEFT_QUANT_FIELD_WRITE_WT |
+                      WEFT_QUANT_FIELD_FORMULA,
         .block = qc->block,
         .ue8m0 = qc->ue8m0,
         .write_wt = qc->write_wt,
+        .formula = qc->reference ? WEFT_QUANT_FORMULA_REFERENCE : WEFT_QUANT_FORMULA_EXACT,
     };
 
     ck_assert(hx && hw && hwt && gw && gwt && hs && gs && hm && dm);
@@ -198,10 +210,11 @@ static void run_case(const quant_case_t *qc, cudaStream_t stream)
 static void run_all_options(weft_dtype_t dtype, uint64_t rows, uint64_t cols, uint64_t pad, size_t count,
                             uint32_t block)
 {
-    for (int ue8m0 = 0; ue8m0 < 2; ue8m0++) {
+    for (int kind = 0; kind < SCALE_KINDS; kind++) {
         for (int wt = 0; wt < 2; wt++) {
-            quant_case_t qc = {dtype, rows, cols, pad, count, block, ue8m0, wt, 0, 0};
+            quant_case_t qc = {dtype, rows, cols, pad, count, block, 0, wt, 0, 0, 0};
 
+            set_scale_kind(&qc, kind);
             run_case(&qc, NULL);
         }
     }
@@ -223,9 +236,13 @@ END_TEST
 
 START_TEST(gpu_quant_large)
 {
-    quant_case_t fp32 = {WEFT_DTYPE_FP32, 4096, 7168, 0, 1, 128, 0, 1, 0, 0};
-    quant_case_t bf16 = {WEFT_DTYPE_BF16, 4096, 7168, 64, 1, 128, 1, 1, 0, 0};
+    quant_case_t fp32 = {WEFT_DTYPE_FP32, 4096, 7168, 0, 1, 128, 0, 1, 0, 0, 0};
+    quant_case_t bf16 = {WEFT_DTYPE_BF16, 4096, 7168, 64, 1, 128, 1, 1, 0, 0, 0};
 
+    run_case(&fp32, NULL);
+    run_case(&bf16, NULL);
+    fp32.reference = 1;
+    set_scale_kind(&bf16, 2);
     run_case(&fp32, NULL);
     run_case(&bf16, NULL);
 }
@@ -234,9 +251,13 @@ END_TEST
 START_TEST(gpu_quant_batched_experts)
 {
     /* The gate_up and down projections of 128 experts, one launch each. */
-    quant_case_t up = {WEFT_DTYPE_FP32, 1536, 2048, 0, 128, 128, 0, 1, 0, 0};
-    quant_case_t down = {WEFT_DTYPE_BF16, 2048, 768, 0, 128, 128, 1, 1, 0, 0};
+    quant_case_t up = {WEFT_DTYPE_FP32, 1536, 2048, 0, 128, 128, 0, 1, 0, 0, 0};
+    quant_case_t down = {WEFT_DTYPE_BF16, 2048, 768, 0, 128, 128, 1, 1, 0, 0, 0};
 
+    run_case(&up, NULL);
+    run_case(&down, NULL);
+    up.reference = 1;
+    set_scale_kind(&down, 2);
     run_case(&up, NULL);
     run_case(&down, NULL);
 }
@@ -246,8 +267,8 @@ START_TEST(gpu_quant_many_matrices)
 {
     /* More matrices than fit in the kernel's parameters: descriptors go
      * through a device buffer. Tile and generic kernel. */
-    quant_case_t tile = {WEFT_DTYPE_FP32, 32, 48, 0, 1000, 128, 0, 1, 0, 0};
-    quant_case_t generic = {WEFT_DTYPE_BF16, 3, 5, 2, 1500, 128, 1, 1, 0, 0};
+    quant_case_t tile = {WEFT_DTYPE_FP32, 32, 48, 0, 1000, 128, 0, 1, 0, 0, 0};
+    quant_case_t generic = {WEFT_DTYPE_BF16, 3, 5, 2, 1500, 128, 1, 1, 0, 0, 0};
 
     run_case(&tile, NULL);
     run_case(&generic, NULL);
@@ -263,7 +284,7 @@ START_TEST(gpu_quant_block_sizes)
         run_all_options(WEFT_DTYPE_BF16, 67, 45, 3, 3, blocks[i]);
     }
     {
-        quant_case_t big = {WEFT_DTYPE_FP32, 2100, 1100, 0, 1, 1024, 0, 1, 0, 0};
+        quant_case_t big = {WEFT_DTYPE_FP32, 2100, 1100, 0, 1, 1024, 0, 1, 0, 0, 0};
 
         run_case(&big, NULL);
     }
@@ -273,8 +294,8 @@ END_TEST
 START_TEST(gpu_quant_misaligned_inputs)
 {
     /* Inputs off their 16-byte alignment take the generic kernel. */
-    quant_case_t fp32 = {WEFT_DTYPE_FP32, 256, 256, 0, 3, 128, 0, 1, 1, 0};
-    quant_case_t bf16 = {WEFT_DTYPE_BF16, 256, 256, 2, 3, 128, 1, 1, 1, 0};
+    quant_case_t fp32 = {WEFT_DTYPE_FP32, 256, 256, 0, 3, 128, 0, 1, 1, 0, 0};
+    quant_case_t bf16 = {WEFT_DTYPE_BF16, 256, 256, 2, 3, 128, 1, 1, 1, 0, 0};
 
     run_case(&fp32, NULL);
     run_case(&bf16, NULL);
@@ -287,10 +308,11 @@ START_TEST(gpu_quant_nan_inf)
 
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         for (int d = 0; d < 2; d++) {
-            for (int ue8m0 = 0; ue8m0 < 2; ue8m0++) {
+            for (int kind = 0; kind < SCALE_KINDS; kind++) {
                 quant_case_t qc = {d ? WEFT_DTYPE_BF16 : WEFT_DTYPE_FP32, shapes[i][0], shapes[i][1], 0, 2, 128,
-                                   ue8m0, 1, 0, 1};
+                                   0, 1, 0, 1, 0};
 
+                set_scale_kind(&qc, kind);
                 run_case(&qc, NULL);
             }
         }
@@ -301,7 +323,7 @@ END_TEST
 START_TEST(gpu_quant_on_a_stream)
 {
     cudaStream_t stream;
-    quant_case_t qc = {WEFT_DTYPE_FP32, 384, 512, 0, 4, 128, 0, 1, 0, 0};
+    quant_case_t qc = {WEFT_DTYPE_FP32, 384, 512, 0, 4, 128, 0, 1, 0, 0, 0};
 
     ck_assert_int_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     run_case(&qc, stream);
