@@ -193,6 +193,18 @@ weft_status_t weft_optim_writer_create(weft_optim_h opt, weft_registry_h reg, co
     if (w->quant.field_mask & WEFT_QUANT_FIELD_WRITE_WT) {
         w->write_wt = w->quant.write_wt;
     }
+    /* The formula is checked now, so that a bad one fails here rather
+     * than in the middle of a step. */
+    if ((w->quant.field_mask & WEFT_QUANT_FIELD_FORMULA) &&
+        (weft_quant_formula_name(w->quant.formula) == NULL ||
+         (w->quant.formula == WEFT_QUANT_FORMULA_REFERENCE && (w->quant.field_mask & WEFT_QUANT_FIELD_UE8M0) &&
+          w->quant.ue8m0))) {
+        weft_log_error("weft_optim_writer_create: quant.formula %d is unknown or asks for UE8M0 scales, which the "
+                       "reference formula does not define",
+                       (int)w->quant.formula);
+        status = WEFT_ERR_INVALID_PARAM;
+        goto err_free;
+    }
     if (w->block == 0 || (w->block & (w->block - 1)) != 0 || (w->write_wt != 0 && w->write_wt != 1)) {
         weft_log_error("weft_optim_writer_create: quant.block %u (a power of two) or write_wt %d (0 or 1)", w->block,
                        w->write_wt);

@@ -35,9 +35,10 @@
 #define MAX_ITERS  10000
 
 typedef struct quant_options {
-    uint64_t    iters, warmup;
-    int         json, peer;
-    const char *peer_script;
+    uint64_t            iters, warmup;
+    int                 json, peer;
+    const char         *peer_script;
+    weft_quant_params_t params; /* the formula */
 } quant_options_t;
 
 typedef struct quant_shape {
@@ -53,6 +54,8 @@ static int quant_usage(FILE *out)
             "  shapes: 128 x 1536x2048, 128 x 2048x768 (batched experts), 1 x 8192x8192\n"
             "  --iterations N     timed runs per measurement (default 20); --iters too\n"
             "  --warmup N         untimed runs first (default 5)\n"
+            "  --formula F        exact (libweft's default) or reference (DeepGEMM's\n"
+            "                     per_block_cast_to_fp8 as PyTorch computes it; quant.h)\n"
             "  --no-peer          skip the torch.compile peer\n"
             "  --peer-script P    the peer script (default %s)\n"
             "  --json             one JSON object per shape instead of the table\n",
@@ -66,11 +69,13 @@ static int parse_options(int argc, char **argv, quant_options_t *o)
         {"iterations", required_argument, NULL, 'i'}, {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
         {"no-peer", no_argument, NULL, 'n'},     {"peer-script", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},        {"help", no_argument, NULL, 'h'},
+        {"formula", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
     int opt;
 
-    *o = (quant_options_t){.iters = 20, .warmup = 5, .peer = 1, .peer_script = perf_peer_script("quant_peer.py")};
+    *o = (quant_options_t){.iters = 20, .warmup = 5, .peer = 1, .peer_script = perf_peer_script("quant_peer.py"),
+                           .params = {.field_mask = WEFT_QUANT_FIELD_FORMULA, .formula = WEFT_QUANT_FORMULA_EXACT}};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
@@ -86,6 +91,11 @@ static int parse_options(int argc, char **argv, quant_options_t *o)
             break;
         case 'n': o->peer = 0; break;
         case 'p': o->peer_script = optarg; break;
+        case 'f':
+            if (weft_quant_formula_parse(optarg, &o->params.formula) != WEFT_OK) {
+                return 2;
+            }
+            break;
         case 'j': o->json = 1; break;
         case 'h': return quant_usage(stdout) + 1;
         default: return quant_usage(stderr);
@@ -180,8 +190,10 @@ static void run_peer(const quant_options_t *o, peer_result_t *peer)
         return;
     }
     snprintf(cmd, sizeof(cmd),
-             "python3 '%s' --iters %llu --warmup %llu --shapes %llux%llux%llu,%llux%llux%llu,%llux%llux%llu 2>&1",
-             o->peer_script, (unsigned long long)o->iters, (unsigned long long)o->warmup,
+             "python3 '%s' --formula %s --iters %llu --warmup %llu --shapes %llux%llux%llu,%llux%llux%llu,"
+             "%llux%llux%llu 2>&1",
+             o->peer_script, weft_quant_formula_name(o->params.formula), (unsigned long long)o->iters,
+             (unsigned long long)o->warmup,
              (unsigned long long)shapes[0].experts, (unsigned long long)shapes[0].rows,
              (unsigned long long)shapes[0].cols, (unsigned long long)shapes[1].experts,
              (unsigned long long)shapes[1].rows, (unsigned long long)shapes[1].cols,
@@ -237,7 +249,7 @@ static double median_of(float *ms, uint64_t n)
 }
 
 /* Checks matrix m of set 0 against weft_quant_host; 1 when identical. */
-static int verify(const quant_shape_t *sh, const quant_buffers_t *set, uint64_t m)
+static int verify(const quant_options_t *o, const quant_shape_t *sh, const quant_buffers_t *set, uint64_t m)
 {
     const uint64_t      nk = sh->rows * sh->cols;
     const uint64_t      ns = ((sh->rows + BLOCK - 1) / BLOCK) * ((sh->cols + BLOCK - 1) / BLOCK);
@@ -251,7 +263,7 @@ static int verify(const quant_shape_t *sh, const quant_buffers_t *set, uint64_t 
         CU(cudaMemcpy(gw, set->w + m * nk, nk, cudaMemcpyDeviceToHost)) &&
         CU(cudaMemcpy(gwt, set->wt + m * nk, nk, cudaMemcpyDeviceToHost)) &&
         CU(cudaMemcpy(gs, set->s + m * ns, ns * 4, cudaMemcpyDeviceToHost)) &&
-        weft_quant_host(NULL, WEFT_DTYPE_FP32, sh->rows, sh->cols, &hm, 1) == WEFT_OK) {
+        weft_quant_host(&o->params, WEFT_DTYPE_FP32, sh->rows, sh->cols, &hm, 1) == WEFT_OK) {
         ok = memcmp(hw, gw, nk) == 0 && memcmp(hwt, gwt, nk) == 0 && memcmp(hs, gs, ns * 4) == 0;
     }
     free(x);
@@ -329,7 +341,8 @@ static int measure_shape(const quant_options_t *o, const quant_shape_t *sh, cons
             mats[_m] = (weft_quant_matrix_t){buf[_i].x + _m * nk, 0, buf[_i].w + _m * nk,                 \
                                              buf[_i].wt + _m * nk, buf[_i].s + _m * ns};                  \
         }                                                                                                 \
-        if (weft_quant_cuda(NULL, WEFT_DTYPE_FP32, sh->rows, sh->cols, mats, sh->experts, NULL) != WEFT_OK) { \
+        if (weft_quant_cuda(&o->params, WEFT_DTYPE_FP32, sh->rows, sh->cols, mats, sh->experts, NULL) !=   \
+            WEFT_OK) {                                                                                    \
             fprintf(stderr, "weft-perf quant: weft_quant_cuda failed\n");                                 \
             goto out;                                                                                     \
         }                                                                                                 \
@@ -337,7 +350,7 @@ static int measure_shape(const quant_options_t *o, const quant_shape_t *sh, cons
 
     /* Correctness first, on set 0: the first and the last matrix. */
     QUANT_SET(0);
-    res->correct = verify(sh, &buf[0], 0) && verify(sh, &buf[0], sh->experts - 1);
+    res->correct = verify(o, sh, &buf[0], 0) && verify(o, sh, &buf[0], sh->experts - 1);
 
     for (uint64_t i = 0; i < o->warmup; i++) {
         QUANT_SET(i % sets);
@@ -450,9 +463,9 @@ int perf_cmd_quant(int argc, char **argv)
                device, prop.name, prop.major, prop.minor, prop.multiProcessorCount, l2 >> 20, sm_clock / 1000,
                mem_clock / 1000);
         printf("# CUDA driver %d, runtime %d; peer: %s (torch %s)\n", driver, runtime, peer.note, peer.torch);
-        printf("# FP32 -> W e4m3 + WT e4m3 + scale_inv f32, block %d, no UE8M0; GB/s count 4 B read + 2 B "
-               "written per element + scales\n",
-               BLOCK);
+        printf("# FP32 -> W e4m3 + WT e4m3 + scale_inv f32, block %d, no UE8M0, the %s formula; GB/s count 4 B "
+               "read + 2 B written per element + scales\n",
+               BLOCK, weft_quant_formula_name(o.params.formula));
         printf("# copy: cudaMemcpyAsync D2D of half those bytes (read + write counted); %llu warm-up, median of "
                "%llu runs, CUDA events; input sets rotated past L2\n",
                (unsigned long long)o.warmup, (unsigned long long)o.iters);
@@ -499,6 +512,7 @@ int perf_cmd_quant(int argc, char **argv)
                 perf_json_begin(&json, stdout);
                 perf_json_str(&json, "command", "quant");
                 perf_columns_json(&json, "", quant_columns, Q_COLUMNS, cells);
+                perf_json_str(&json, "formula", weft_quant_formula_name(o.params.formula));
                 perf_json_str(&json, "device", prop.name);
                 perf_json_str(&json, "host", host);
                 perf_json_int(&json, "cuda_driver", driver);

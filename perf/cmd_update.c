@@ -273,7 +273,7 @@ static uint64_t fit_layers(const update_options_t *o, uint64_t gpu_free)
 /* The job's row: its table columns and --json fields, in one order (the
  * table's columns are the few a reader looks at first; the JSON has all). */
 enum {
-    R_MEMORY, R_OPTIMIZER, R_FORMAT, R_PUBLICATION, R_MODEL, R_OFFLOAD, R_HIDDEN, R_INTERMEDIATE, R_PINNED,
+    R_MEMORY, R_OPTIMIZER, R_FORMAT, R_FORMULA, R_PUBLICATION, R_MODEL, R_OFFLOAD, R_HIDDEN, R_INTERMEDIATE, R_PINNED,
     R_OPTIM_GPU, R_MEM_SOURCE, R_ENGINE_DEVICE, R_TRAINER_PEAK, R_ENGINE_PEAK, R_LAYERS, R_EXPERTS,
     R_PARAMETERS, R_TENSORS, R_BYTES, R_VERSIONS, R_TIMED, R_CONSUMERS, R_GRAD, R_STEP, R_QUANT, R_CHECKSUM,
     R_ADAMW_GBPS, R_PCIE, R_FINISH, R_ENGINE_COPY, R_PUBLISH, R_WAKE_P50, R_WAKE_MAX, R_ACKED, R_DELIVERED,
@@ -287,6 +287,7 @@ static const perf_column_t run_columns[R_COLUMNS] = {
     [R_MEMORY]           = {"memory", NULL, 0, 0, PERF_COLUMN_TEXT},
     [R_OPTIMIZER]        = {"optimizer", NULL, 0, 0, PERF_COLUMN_TEXT},
     [R_FORMAT]           = {"format", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [R_FORMULA]          = {"formula", NULL, 0, 0, PERF_COLUMN_TEXT},
     [R_PUBLICATION]      = {"publication", NULL, 0, 0, PERF_COLUMN_TEXT},
     [R_MODEL]            = {"model", NULL, 0, 0, PERF_COLUMN_TEXT},
     [R_OFFLOAD]          = {"offload", NULL, 0, 0, PERF_COLUMN_BOOL},
@@ -714,6 +715,7 @@ int perf_cmd_update(int argc, char **argv)
             [R_MEMORY] = {.text = o.gpu ? "cuda" : "host"},
             [R_OPTIMIZER] = {.text = o.optimizer == WEFT_OPTIM_MUON ? "muon" : "adamw"},
             [R_FORMAT] = {.text = "fp8"},
+            [R_FORMULA] = {.text = weft_quant_formula_name(o.formula)},
             [R_PUBLICATION] = {.text = o.whole_versions ? "whole" : "per-layer"},
             [R_MODEL] = {.text = o.model != NULL ? o.model : "default"},
             [R_OFFLOAD] = {.u = (uint64_t)o.offload},
@@ -787,11 +789,12 @@ int perf_cmd_update(int argc, char **argv)
             perf_json_end(&j);
         } else {
             printf("# weft-perf update: libweft %s, %s, %llu layers x %llu experts%s%s, H=%llu I=%llu, "
-                   "block %llu\n",
+                   "block %llu, the %s FP8 formula\n",
                    weft_version(), o.gpu ? "GPU (staged optimizer, GPU registry, cuda_ipc engines)" : "host memory",
                    (unsigned long long)o.layers, (unsigned long long)o.experts, o.model != NULL ? " of " : "",
                    o.model != NULL ? o.model : "",
-                   (unsigned long long)o.hidden, (unsigned long long)o.intermediate, (unsigned long long)o.block);
+                   (unsigned long long)o.hidden, (unsigned long long)o.intermediate, (unsigned long long)o.block,
+                   weft_quant_formula_name(o.formula));
             printf("# %u tensors (W, WT, scale_inv of gate_up_proj and down_proj), %.1f MB a version, %llu "
                    "slots, %llu consumers\n",
                    stats.tensor_count, bytes / 1e6, (unsigned long long)o.slots, (unsigned long long)o.consumers);

@@ -91,3 +91,21 @@ def block_fp8_quantizer(torch, block):
         return w, wt, s
 
     return quant
+
+
+def reference_fp8_quantizer(torch, block):
+    """The same outputs by the reference formula (DeepGEMM's
+    per_block_cast_to_fp8: x * (448 / amax), scale_inv = amax / 448), to be
+    compiled; the peer of `weft-perf quant --formula reference`."""
+    b = block
+
+    def quant(x):
+        e, n, k = x.shape
+        xb = x.view(e, n // b, b, k // b, b)
+        amax = xb.abs().amax(dim=(2, 4)).clamp(min=1e-4)
+        q = (xb * (448.0 / amax)[:, :, None, :, None]).to(torch.float8_e4m3fn)
+        w = q.view(e, n, k)
+        wt = w.transpose(1, 2).contiguous()
+        return w, wt, amax / 448.0
+
+    return quant

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The peer of `weft-perf quant`: the same 128x128 block FP8 quantizer in
 PyTorch, compiled with torch.compile: amax per block, s = max(amax, 1e-4) /
-448, q = float8_e4m3fn(x / s) (saturated), W and WT contiguous, scale_inv.
+448, q = float8_e4m3fn(x / s) (saturated), W and WT contiguous, scale_inv;
+with --formula reference, q = float8_e4m3fn(x * (448 / amax)).
 
 Prints one JSON object per shape: {"shape", "experts", "rows", "cols",
 "median_ms", "p99_ms", "torch"}, or one {"error": ...} line (exit 3) when
@@ -12,7 +13,7 @@ import argparse
 import json
 import sys
 
-from peer_torch import block_fp8_quantizer, torch_with_gpu
+from peer_torch import block_fp8_quantizer, reference_fp8_quantizer, torch_with_gpu
 
 
 def main():
@@ -22,13 +23,16 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--formula", choices=("exact", "reference"), default="exact",
+                    help="reference: DeepGEMM's per_block_cast_to_fp8 formula instead")
     args = ap.parse_args()
 
     torch = torch_with_gpu()
     if torch is None:
         return 3
     b = args.block
-    qc = torch.compile(block_fp8_quantizer(torch, b), dynamic=False)
+    make = reference_fp8_quantizer if args.formula == "reference" else block_fp8_quantizer
+    qc = torch.compile(make(torch, b), dynamic=False)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
     for spec in args.shapes.split(","):
         e, n, k = (int(v) for v in spec.split("x"))

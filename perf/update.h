@@ -43,6 +43,7 @@ typedef struct update_options {
     int      whole_versions;
     double   lr;
     int      json, optimizer; /* WEFT_OPTIM_ADAMW or WEFT_OPTIM_MUON */
+    weft_quant_formula_t formula; /* the FP8 writer's (--formula) */
     int      quiet;           /* no progress line a version */
     int      gpu;             /* the trainer's optimizer, registry and the engines on a GPU */
     int      device;          /* that GPU */

@@ -37,6 +37,8 @@ static int update_usage(FILE *out)
             "  --consumers N     consumer processes (2)\n"
             "  --slots N         registry slots (3)\n"
             "  --block N         FP8 block size, a power of two up to 1024 (128)\n"
+            "  --formula F       the FP8 writer's: exact (default) or reference (DeepGEMM's\n"
+            "                    per_block_cast_to_fp8 as PyTorch computes it; quant.h)\n"
             "  --optimizer O     adamw or muon (Muon: FP32 Newton-Schulz on the host's\n"
             "                    threads, slow at these shapes: try --experts 2 --hidden 512)\n"
             "  --lr X            learning rate (1e-5)\n"
@@ -94,7 +96,7 @@ int update_parse(int argc, char **argv, update_options_t *o)
         {"whole-versions", no_argument, NULL, 'V'}, {"stream", no_argument, NULL, 'S'},
         {"engine-gpu", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
-        {"plot", required_argument, NULL, 'P'},
+        {"plot", required_argument, NULL, 'P'},     {"formula", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0}};
     uint64_t gpu = 0, engine_gpu = UINT64_MAX;
     int      opt, layers_given = 0;
@@ -115,6 +117,7 @@ int update_parse(int argc, char **argv, update_options_t *o)
         case 'c': bad = perf_arg_u64("--consumers", optarg, 1, 64, &o->consumers); break;
         case 's': bad = perf_arg_u64("--slots", optarg, 2, 16, &o->slots); break;
         case 'b': bad = perf_arg_u64("--block", optarg, 1, 1024, &o->block); break;
+        case 'F': bad = weft_quant_formula_parse(optarg, &o->formula) != WEFT_OK; break;
         case 'r': bad = perf_arg_double("--lr", optarg, 0.0, 1.0, &o->lr); break;
         case 'o': {
             static const perf_arg_word_t optimizers[] = {

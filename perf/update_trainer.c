@@ -333,7 +333,8 @@ weft_status_t update_trainer_create(update_trainer_t *t, const update_options_t 
                                      .threads    = (uint32_t)o->threads};
     uint64_t                   grad_offset = 0;
     weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FIELD_QUANT,
-                                     .quant      = {.field_mask = WEFT_QUANT_FIELD_BLOCK, .block = (uint32_t)o->block}};
+                                     .quant      = {.field_mask = WEFT_QUANT_FIELD_BLOCK | WEFT_QUANT_FIELD_FORMULA,
+                                                    .block = (uint32_t)o->block, .formula = o->formula}};
     weft_status_t              status;
 
     memset(t, 0, sizeof(*t));

@@ -367,16 +367,20 @@ START_TEST(fp8_writer_writes_the_quantized_master)
     uint8_t                 *ew = malloc(rows * cols), *ewt = malloc(rows * cols);
     float                    escale[2 * 3];
 
+    /* _i: the formula (both reach the writer). */
+    const weft_quant_params_t        qp = {.field_mask = WEFT_QUANT_FIELD_FORMULA, .formula = (weft_quant_formula_t)_i};
+    const weft_optim_writer_params_t wp = {.field_mask = WEFT_OPTIM_WRITER_FIELD_QUANT, .quant = qp};
+
     snprintf(reg_name, sizeof(reg_name), "test-optim-fp8-%d", (int)getpid());
     reg = writer_registry(reg_name, E, rows, cols, 0, -1);
-    ck_assert_int_eq(weft_optim_writer_create(opt, reg, NULL, &w), WEFT_OK);
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg, &wp, &w), WEFT_OK);
     sp.writer_arg = w;
     ck_assert_int_eq(weft_registry_write_begin(reg, 0, NULL), WEFT_OK);
     fill_masters_and_step(opt, n, 5, &sp);
     for (uint32_t e = 0; e < E; e++) {
         const float        *master = state_of(opt, 0, WEFT_OPTIM_STATE_MASTER) + e * rows * cols;
         weft_quant_matrix_t qm     = {.x = master, .w = ew, .wt = ewt, .scale_inv = escale};
-        ck_assert_int_eq(weft_quant_host(NULL, WEFT_DTYPE_FP32, rows, cols, &qm, 1), WEFT_OK);
+        ck_assert_int_eq(weft_quant_host(&qp, WEFT_DTYPE_FP32, rows, cols, &qm, 1), WEFT_OK);
         snprintf(name, sizeof(name), "L0.experts.%u.w1.weight", e);
         ck_assert_int_eq(memcmp(tensor_bytes(reg, name), ew, rows * cols), 0);
         snprintf(name, sizeof(name), "L0.experts.%u.w1.weight_t", e);
@@ -465,6 +469,12 @@ START_TEST(writer_refuses_missing_or_mismatched_tensors)
                                                                                       .block = 64}},
                                               &w),
                      WEFT_ERR_INVALID_PARAM); /* 128-blocks declared */
+    ck_assert_int_eq(weft_optim_writer_create(opt, reg,
+                                              &(weft_optim_writer_params_t){.field_mask = WEFT_OPTIM_WRITER_FIELD_QUANT,
+                                                                            .quant = {.field_mask = WEFT_QUANT_FIELD_FORMULA,
+                                                                                      .formula = (weft_quant_formula_t)5}},
+                                              &w),
+                     WEFT_ERR_INVALID_PARAM); /* no such formula */
     ck_assert_int_eq(weft_optim_writer_create(opt, reg, &(weft_optim_writer_params_t){.field_mask = 1u << 20}, &w),
                      WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_optim_writer_create(opt, reg, NULL, &w), WEFT_OK);
@@ -1014,7 +1024,8 @@ static Suite *optim_suite(void)
     tcase_add_test(adamw, muon_checkpoint_round_trip);
     suite_add_tcase(s, adamw);
     tcase_set_timeout(wr, 60);
-    tcase_add_test(wr, fp8_writer_writes_the_quantized_master);
+    tcase_add_loop_test(wr, fp8_writer_writes_the_quantized_master, WEFT_QUANT_FORMULA_EXACT,
+                        WEFT_QUANT_FORMULA_REFERENCE + 1);
     tcase_add_test(wr, bf16_writer_rounds_to_nearest_even);
     tcase_add_test(wr, writer_refuses_missing_or_mismatched_tensors);
     suite_add_tcase(s, wr);

@@ -12,7 +12,8 @@ from conftest import gpu_count
 pytestmark = pytest.mark.skipif(gpu_count() < 1, reason="needs a GPU and PyTorch")
 
 
-def test_quantize_on_torch_tensors_matches_the_host():
+@pytest.mark.parametrize("formula", ["exact", "reference"])
+def test_quantize_on_torch_tensors_matches_the_host(formula):
     import torch
 
     rng = np.random.default_rng(3)
@@ -21,14 +22,14 @@ def test_quantize_on_torch_tensors_matches_the_host():
     w = np.zeros(x.shape, np.uint8)
     wt = np.zeros((3, 200, 300), np.uint8)
     s = np.zeros((3, 3, 2), np.float32)
-    weft.quantize(x, w, wt, s)
+    weft.quantize(x, w, wt, s, formula=formula)
     gx = torch.from_numpy(x).cuda()
     gw = torch.zeros(x.shape, dtype=torch.float8_e4m3fn, device="cuda")
     gwt = torch.zeros((3, 200, 300), dtype=torch.float8_e4m3fn, device="cuda")
     gs = torch.zeros((3, 3, 2), dtype=torch.float32, device="cuda")
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
-        weft.quantize(gx, gw, gwt, gs, stream=stream)
+        weft.quantize(gx, gw, gwt, gs, stream=stream, formula=formula)
     stream.synchronize()
     assert np.array_equal(gw.view(torch.uint8).cpu().numpy(), w)
     assert np.array_equal(gwt.view(torch.uint8).cpu().numpy(), wt)

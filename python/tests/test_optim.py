@@ -48,7 +48,8 @@ def test_adamw_follows_pytorchs_arithmetic():
         assert opt.info()["step"] == 3 and opt.info()["parameters"] == E * ROWS * COLS
 
 
-def test_the_fp8_writer_fills_the_version_being_written(reg_name):
+@pytest.mark.parametrize("formula", ["exact", "reference"])
+def test_the_fp8_writer_fills_the_version_being_written(reg_name, formula):
     with weft.Registry.create(reg_name, slots=2) as reg, weft.Optimizer(threads=2) as opt:
         for e in range(E):
             base = NAME.replace("{E}", str(e))
@@ -57,7 +58,7 @@ def test_the_fp8_writer_fills_the_version_being_written(reg_name):
             reg.declare(base + ".weight_scale_inv", (1, 2), "fp32", role="scale", layer=0, expert=e)
         reg.seal()
         group = make_group(opt)
-        writer = opt.writer(reg)
+        writer = opt.writer(reg, formula=formula)
         grad = (np.random.default_rng(1).standard_normal((E, ROWS, COLS)) * 1e-2).astype(np.float32)
         with reg.write() as v:
             opt.step([grad], writer=writer)
@@ -69,7 +70,7 @@ def test_the_fp8_writer_fills_the_version_being_written(reg_name):
                 w = np.zeros((ROWS, COLS), np.uint8)
                 wt = np.zeros((COLS, ROWS), np.uint8)
                 s = np.zeros((1, 2), np.float32)
-                weft.quantize(master[e], w, wt, s)
+                weft.quantize(master[e], w, wt, s, formula=formula)
                 assert np.array_equal(lease[base + ".weight"], w)
                 assert np.array_equal(lease[base + ".weight_t"], wt)
                 assert np.array_equal(lease[base + ".weight_scale_inv"], s)

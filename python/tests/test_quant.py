@@ -52,6 +52,30 @@ def oracle(x, block):
     return w, s
 
 
+def reference_oracle(x, block):
+    """DeepGEMM's per_block_cast_to_fp8 in NumPy's FP32, evaluated as
+    PyTorch does on a GPU (quant.h): amax propagates NaN, clamp(1e-4),
+    448 / amax as reciprocal × 448, amax / 448 as amax × RN(1/448), the
+    GPU's canonical NaN."""
+    rows, cols = x.shape
+    br, bc = -(-rows // block), -(-cols // block)
+    w = np.empty((rows, cols), np.uint8)
+    s = np.empty((br, bc), np.float32)
+    one, e4m3_max = np.float32(1), np.float32(448)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for i in range(br):
+            for j in range(bc):
+                tile = x[i * block:(i + 1) * block, j * block:(j + 1) * block]
+                amax = np.float32(np.nan) if np.isnan(tile).any() else np.abs(tile).max()
+                amax = amax if np.isnan(amax) or amax >= np.float32(1e-4) else np.float32(1e-4)
+                f = (one / amax) * e4m3_max
+                w[i * block:(i + 1) * block, j * block:(j + 1) * block] = e4m3(tile * f)
+                s[i, j] = amax * (one / e4m3_max)
+    words = s.view(np.uint32).copy()
+    words[np.isnan(s)] = 0x7FFFFFFF
+    return w, words.view(np.float32)
+
+
 def bf16_bits(x):
     """Round-to-nearest-even FP32 → BF16 bits, and their FP32 values."""
     bits = x.view(np.uint32).astype(np.uint64)
@@ -98,6 +122,37 @@ def test_host_bf16_matches_the_oracle():
         want_w, want_s = oracle(x[k], 128)
         assert np.array_equal(w[k], want_w)
         assert np.array_equal(s[k].view(np.uint32), want_s.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_host_reference_formula_matches_its_oracle(dtype):
+    rng = np.random.default_rng(13)
+    x32 = special(2, 300, 200, rng)
+    x32[1, 200:, :64] = 3e-6  # a tiny block: the clamp
+    bits, x = bf16_bits(x32) if dtype == "bf16" else (x32, x32)
+    w = np.zeros(x.shape, np.uint8)
+    wt = np.zeros((2, 200, 300), np.uint8)
+    s = np.zeros((2, 3, 2), np.float32)
+    weft.quantize(bits, w, wt, s, formula="reference")
+    for k in range(2):
+        want_w, want_s = reference_oracle(x[k], 128)
+        assert np.array_equal(w[k], want_w), np.argwhere(w[k] != want_w)[:5]
+        assert np.array_equal(wt[k], want_w.T)
+        assert np.array_equal(s[k].view(np.uint32), want_s.view(np.uint32))
+    # It is not the default formula under another name: the scales differ.
+    s_exact = np.zeros_like(s)
+    weft.quantize(bits, np.zeros_like(w), None, s_exact)
+    assert not np.array_equal(s.view(np.uint32), s_exact.view(np.uint32))
+
+
+def test_an_unknown_formula_is_refused():
+    x = np.zeros((4, 4), np.float32)
+    with pytest.raises(weft.WeftError) as err:
+        weft.quantize(x, np.zeros((4, 4), np.uint8), None, np.zeros((1, 1), np.float32), formula="deepgemm")
+    assert err.value.name == "WEFT_ERR_INVALID_PARAM"
+    with pytest.raises(weft.WeftError):
+        weft.quantize(x, np.zeros((4, 4), np.uint8), None, np.zeros((1, 1), np.float32), ue8m0=True,
+                      formula="reference")
 
 
 def test_codes_round_trip():

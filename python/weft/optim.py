@@ -17,6 +17,7 @@ from . import _tensors
 from ._errors import check
 from ._handle import Handle
 from ._lib import load
+from .quant import formula_code
 
 _PLACEMENTS = {"host": "WEFT_OPTIM_HOST", "staged": "WEFT_OPTIM_STAGED", "resident": "WEFT_OPTIM_RESIDENT"}
 _STATES = {"master": "WEFT_OPTIM_STATE_MASTER", "exp_avg": "WEFT_OPTIM_STATE_EXP_AVG",
@@ -49,11 +50,13 @@ class RegistryWriter(Handle):
     """libweft's writer of each updated matrix into the registry version
     being written (weft_optim_writer_*): format "fp8" (W, WT, scale_inv,
     blockwise) or "bf16"; tensors found by the group's name with "{E}" the
-    expert, then ".weight", ".weight_t", ".weight_scale_inv"."""
+    expert, then ".weight", ".weight_t", ".weight_scale_inv". formula: the
+    FP8 arithmetic, "exact" (libweft's default) or "reference" (DeepGEMM's
+    per_block_cast_to_fp8 as PyTorch computes it; see weft.quantize)."""
 
     _destroy = "weft_optim_writer_destroy"
 
-    def __init__(self, optimizer, registry, format="fp8", block=None, write_wt=None, ue8m0=None):
+    def __init__(self, optimizer, registry, format="fp8", block=None, write_wt=None, ue8m0=None, formula=None):
         ffi, lib = load()
         self._handle, self._registry = None, registry
         params = ffi.new("weft_optim_writer_params_t *")
@@ -68,6 +71,10 @@ class RegistryWriter(Handle):
                 params.field_mask |= lib.WEFT_OPTIM_WRITER_FIELD_QUANT
                 params.quant.field_mask |= field
                 setattr(params.quant, attr, int(value))
+        if formula is not None:
+            params.field_mask |= lib.WEFT_OPTIM_WRITER_FIELD_QUANT
+            params.quant.field_mask |= lib.WEFT_QUANT_FIELD_FORMULA
+            params.quant.formula = formula_code(formula)
         handle = ffi.new("weft_optim_writer_h *")
         check(lib.weft_optim_writer_create(optimizer.handle, registry.handle, params, handle),
               "weft_optim_writer_create")

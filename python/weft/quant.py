@@ -52,19 +52,32 @@ def _matrices(x, w, wt, scale_inv):
     return memories.pop(), x_dtype, rows, cols, experts, matrices, refs
 
 
-def quantize(x, w, wt, scale_inv, block=128, ue8m0=False, stream=None):
+def formula_code(formula):
+    """The weft_quant_formula_t of "exact" or "reference" (WeftError for
+    any other name)."""
+    ffi, lib = load()
+    out = ffi.new("weft_quant_formula_t *")
+    check(lib.weft_quant_formula_parse(str(formula).encode(), out), "weft_quant_formula_parse")
+    return out[0]
+
+
+def quantize(x, w, wt, scale_inv, block=128, ue8m0=False, stream=None, formula="exact"):
     """Quantizes x ([rows, cols] or [experts, rows, cols], FP32 or BF16 as
     raw uint16) into w (e4m3 bytes, x's shape), wt (its transpose per
     expert; None: not written) and scale_inv (FP32 [⌈rows/b⌉, ⌈cols/b⌉] per
-    expert), in place. Host arrays run weft_quant_host; GPU arrays
+    expert), in place. formula "exact" (libweft's default) or "reference"
+    (the bytes of DeepGEMM's per_block_cast_to_fp8 as PyTorch computes it;
+    quant.h). Host arrays run weft_quant_host; GPU arrays
     weft_quant_cuda on `stream` (an int handle, or anything with
     .cuda_stream such as a torch.cuda.Stream; None: the legacy default
     stream), returning once the work is queued."""
     ffi, lib = load()
     memory, x_dtype, rows, cols, experts, matrices, _refs = _matrices(x, w, wt, scale_inv)
     params = ffi.new("weft_quant_params_t *")
-    params.field_mask = lib.WEFT_QUANT_FIELD_BLOCK | lib.WEFT_QUANT_FIELD_UE8M0 | lib.WEFT_QUANT_FIELD_WRITE_WT
+    params.field_mask = (lib.WEFT_QUANT_FIELD_BLOCK | lib.WEFT_QUANT_FIELD_UE8M0 | lib.WEFT_QUANT_FIELD_WRITE_WT |
+                         lib.WEFT_QUANT_FIELD_FORMULA)
     params.block, params.ue8m0, params.write_wt = block, int(bool(ue8m0)), int(wt is not None)
+    params.formula = formula_code(formula)
     code = _tensors.dtype_code(x_dtype)
     if memory == "host":
         check(lib.weft_quant_host(params, code, rows, cols, matrices, experts), "weft_quant_host")
