@@ -20,6 +20,7 @@ static const perf_command_t commands[] = {
     {"ucx", "ucx transport put bandwidth, tcp across netns and shm, vs ucx_perftest", perf_cmd_ucx},
     {"hostile", "what hostile connections to a ucx server add to a consumer's latency", perf_cmd_hostile},
     {"registries", "the registries in /dev/shm, who uses them; --remove-stale", perf_cmd_registries},
+    {"delta", "delta versions on the host: wire bytes, encode and apply vs memcpy", perf_cmd_delta},
 };
 
 static void usage(FILE *out)

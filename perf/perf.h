@@ -18,5 +18,6 @@ int perf_cmd_ucx(int argc, char **argv);
 int perf_cmd_optim(int argc, char **argv);
 int perf_cmd_hostile(int argc, char **argv);
 int perf_cmd_registries(int argc, char **argv);
+int perf_cmd_delta(int argc, char **argv);
 
 #endif

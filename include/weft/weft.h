@@ -100,5 +100,6 @@ WEFT_API weft_status_t weft_backend_query(weft_backend_t backend,
 #include <weft/quant.h>
 #include <weft/optim.h>
 #include <weft/checksum.h>
+#include <weft/delta.h>
 
 #endif /* WEFT_WEFT_H */

@@ -1,0 +1,97 @@
+/*
+ * Delta versions: the bytes of a tensor that changed between two versions,
+ * in a form that is smaller than the tensor when few changed and that a
+ * consumer applies in place to its copy of the older one.
+ *
+ * Why: between two RL optimizer steps almost none of a version's FP8
+ * bytes change (e4m3 keeps 3 mantissa bits; a step at RL learning rates
+ * moves a weight by far less than one FP8 step): ~1.3 % of W's bytes at
+ * AdamW lr 1e-5, ~0.2 % at 1e-6, yet every 128×128 block has some
+ * change, so only a byte-sparse delta saves anything.
+ *
+ * Layout (little-endian; docs/protocol.md, "Delta versions"): the tensor's
+ * bytes are cut into chunks of WEFT_DELTA_CHUNK_BYTES (the last may be
+ * short); a chunk's changes are listed in increasing offset order.
+ *
+ *   header   32 B: magic "WFD1", chunk bytes (u32), tensor bytes (u64),
+ *                  changes (u64), checksum of the new tensor (u64)
+ *   first    u32 × chunks: index of the chunk's first change (increasing;
+ *                  chunk k's changes are first[k] .. first[k+1] − 1, the
+ *                  last chunk's end is `changes`)
+ *   offsets  u16 × changes: each change's offset inside its chunk
+ *   values   u8  × changes: the new byte
+ *
+ * so a delta is 32 + 4·chunks + 3·changes bytes (weft_delta_bytes): one
+ * GPU block per chunk finds its changes without a scan, and an encoder
+ * counts, scans, then writes. The checksum (<weft/checksum.h>) of the new
+ * bytes lets the consumer verify what applying gave.
+ *
+ * Threads: every call is reentrant; nothing is kept between calls.
+ */
+#ifndef WEFT_DELTA_H
+#define WEFT_DELTA_H
+
+#include <weft/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_DELTA_CHUNK_BYTES  4096u
+#define WEFT_DELTA_HEADER_BYTES 32u
+
+/* The size of the delta of a tensor of `tensor_bytes` with `changes`
+ * changed bytes. */
+WEFT_API uint64_t weft_delta_bytes(uint64_t tensor_bytes, uint64_t changes);
+
+/*
+ * How many of the `bytes` bytes differ between old_data and new_data
+ * (host memory, any alignment), into *changes. WEFT_ERR_INVALID_PARAM for
+ * NULL pointers with bytes > 0 or a NULL changes.
+ */
+WEFT_API weft_status_t weft_delta_count_host(const void *old_data, const void *new_data, uint64_t bytes,
+                                             uint64_t *changes);
+
+/*
+ * Encodes the delta from old_data to new_data (`bytes` each) into `out`
+ * (capacity `out_capacity` bytes); *out_bytes gets its size. Host memory.
+ * WEFT_ERR_NO_SPACE (nothing useful in `out`) when the delta would not fit
+ * in out_capacity: a caller that passes the tensor's own size gets this
+ * exactly when sending the tensor whole is no larger. WEFT_ERR_INVALID_PARAM
+ * for NULL pointers or a tensor of more than 2^32 chunks.
+ */
+WEFT_API weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data, uint64_t bytes,
+                                              void *out, uint64_t out_capacity, uint64_t *out_bytes);
+
+/*
+ * Where a delta is applied: the tensor's bytes as rows of row_bytes bytes,
+ * each row_stride bytes apart in `data` (a strided view of a fused engine
+ * tensor); row_bytes = row_stride = tensor bytes for a contiguous one.
+ */
+typedef struct weft_delta_target {
+    void    *data;
+    uint64_t tensor_bytes;
+    uint64_t row_bytes;  /* > 0, divides tensor_bytes */
+    uint64_t row_stride; /* ≥ row_bytes */
+} weft_delta_target_t;
+
+/*
+ * Applies a delta in place: `target` must hold the bytes the delta was
+ * encoded from. The whole delta is checked first (magic, sizes against
+ * the target, first[] increasing and within `changes`, offsets increasing
+ * inside each chunk and inside the tensor), so a malformed or truncated
+ * one writes nothing: WEFT_ERR_CORRUPT (why is logged), or
+ * WEFT_ERR_VERSION for another layout version. *checksum (may be NULL)
+ * gets the checksum the delta carries, for the caller to compare with the
+ * target's after applying (weft_checksum_host): a delta applied to the
+ * wrong older bytes is detected only there. WEFT_ERR_INVALID_PARAM for NULL
+ * pointers or a bad target.
+ */
+WEFT_API weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                             uint64_t *checksum);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_DELTA_H */

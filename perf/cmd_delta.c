@@ -1,0 +1,478 @@
+/*
+ * weft-perf delta: how much of a version a byte-sparse delta
+ * (<weft/delta.h>) saves between real optimizer steps, on the host.
+ *
+ * For each optimizer and learning rate: expert masters ~N(0, 0.02) step
+ * with libweft's optimizer (host placement) on random gradients; after
+ * each step the FP8 writer makes the version (W, WT, scale_inv); each
+ * tensor's delta from the previous version is encoded (the tensor whole
+ * where that is no larger), applied to a copy of the previous version,
+ * and the copy compared with the version byte for byte. Reported: the
+ * changed fraction of W's bytes, the bytes a delta version puts on the
+ * wire against the full version, encode and apply time against a copy of
+ * the full version's bytes (memcpy, the ceiling of any host transfer),
+ * and the wrong bytes.
+ */
+#include "lib/args.h"
+#include "lib/columns.h"
+#include "lib/json.h"
+#include "lib/stats.h"
+#include "lib/sysinfo.h"
+#include "perf.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <weft/weft.h>
+
+#define MAX_LRS 4
+
+typedef struct delta_options {
+    uint64_t experts, rows, cols, steps, warmup, threads;
+    uint64_t muon_experts, muon_rows, muon_cols;
+    double   lrs[MAX_LRS];
+    int      lr_count, adamw, muon, json;
+} delta_options_t;
+
+static int delta_usage(FILE *out)
+{
+    fprintf(out, "usage: weft-perf delta [options]\n"
+                 "  Delta versions on the host: real optimizer steps, each version's FP8 tensors\n"
+                 "  against the previous one's; wire bytes, encode and apply time vs a memcpy.\n"
+                 "  --experts N        AdamW's experts (16)\n"
+                 "  --shape RxC        their matrices (1536x2048)\n"
+                 "  --muon-shape ExRxC Muon's experts and matrices (4x512x1024: Muon on the host\n"
+                 "                     runs its Newton-Schulz iterations in FP32 on the CPU)\n"
+                 "  --steps N          optimizer steps, each a version after the first (4)\n"
+                 "  --warmup N         steps before the first version, so that the optimizer's\n"
+                 "                     state is a trained one's, as in RL fine-tuning (10)\n"
+                 "  --lr X[,X...]      learning rates (1e-6,1e-5)\n"
+                 "  --optimizer O      adamw, muon or both (both)\n"
+                 "  --threads N        optimizer threads (online CPUs)\n"
+                 "  --json             one JSON object per case instead of the table\n");
+    return out == stdout ? 0 : 2;
+}
+
+static int parse_lrs(const char *text, delta_options_t *o)
+{
+    const char *p = text;
+
+    o->lr_count = 0;
+    while (*p != '\0' && o->lr_count < MAX_LRS) {
+        char  *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v > 0.0 && v < 1.0)) {
+            break;
+        }
+        o->lrs[o->lr_count++] = v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0') {
+            break;
+        }
+    }
+    if (o->lr_count == 0 || *p != '\0') {
+        fprintf(stderr, "weft-perf delta: --lr takes up to %d rates in (0, 1), comma-separated\n", MAX_LRS);
+        return 2;
+    }
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, delta_options_t *o)
+{
+    static const struct option longopts[] = {
+        {"experts", required_argument, NULL, 'e'}, {"shape", required_argument, NULL, 's'},
+        {"muon-shape", required_argument, NULL, 'm'}, {"steps", required_argument, NULL, 'n'},
+        {"lr", required_argument, NULL, 'l'},      {"optimizer", required_argument, NULL, 'o'},
+        {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {"warmup", required_argument, NULL, 'w'},
+        {NULL, 0, NULL, 0},
+    };
+    static const perf_arg_word_t optimizers[] = {{"adamw", 0}, {"muon", 1}, {"both", 2}, {NULL, 0}};
+    int                          opt, which = 2;
+
+    *o = (delta_options_t){.experts = 16, .rows = 1536, .cols = 2048, .steps = 4, .warmup = 10, .muon_experts = 4,
+                           .muon_rows = 512, .muon_cols = 1024, .lrs = {1e-6, 1e-5}, .lr_count = 2};
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (opt) {
+        case 'e': bad = perf_arg_u64("--experts", optarg, 1, 4096, &o->experts); break;
+        case 's':
+            bad = sscanf(optarg, "%llux%llu", (unsigned long long *)&o->rows, (unsigned long long *)&o->cols) != 2 ||
+                  o->rows < 2 || o->cols < 2 || o->rows > 65536 || o->cols > 65536;
+            break;
+        case 'm':
+            bad = sscanf(optarg, "%llux%llux%llu", (unsigned long long *)&o->muon_experts,
+                         (unsigned long long *)&o->muon_rows, (unsigned long long *)&o->muon_cols) != 3 ||
+                  o->muon_experts < 1 || o->muon_rows < 2 || o->muon_cols < 2 || o->muon_rows > 16384 ||
+                  o->muon_cols > 16384;
+            break;
+        case 'n': bad = perf_arg_u64("--steps", optarg, 2, 1000, &o->steps); break;
+        case 'w': bad = perf_arg_u64("--warmup", optarg, 0, 10000, &o->warmup); break;
+        case 'l': bad = parse_lrs(optarg, o) != 0; break;
+        case 'o': bad = perf_arg_word("--optimizer", optarg, optimizers, &which); break;
+        case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
+        case 'j': o->json = 1; break;
+        case 'h': return delta_usage(stdout) + 1;
+        default: return delta_usage(stderr);
+        }
+        if (bad) {
+            fprintf(stderr, "weft-perf delta: bad value for an option (see --help)\n");
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "weft-perf delta: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    o->adamw = which != 1;
+    o->muon = which != 0;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* xorshift64* and Box-Muller: reproducible normal values. */
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dULL;
+}
+
+static void fill_normal(float *x, uint64_t n, uint64_t seed, float sigma)
+{
+    for (uint64_t i = 0; i < n; i += 2) {
+        const double u1 = ((double)(rng_next(&seed) >> 11) + 1.0) / 9007199254740993.0;
+        const double u2 = (double)(rng_next(&seed) >> 11) / 9007199254740992.0;
+        const double r = sqrt(-2.0 * log(u1));
+        x[i] = (float)(sigma * r * cos(6.283185307179586 * u2));
+        if (i + 1 < n) {
+            x[i + 1] = (float)(sigma * r * sin(6.283185307179586 * u2));
+        }
+    }
+}
+
+/* One version's FP8 tensors, all experts': W, WT, scale_inv. */
+typedef struct version {
+    uint8_t *w, *wt;
+    float   *scale;
+    uint64_t experts, rows, cols, scales;
+} version_t;
+
+static int version_alloc(version_t *v, uint64_t experts, uint64_t rows, uint64_t cols)
+{
+    v->experts = experts;
+    v->rows = rows;
+    v->cols = cols;
+    v->scales = ((rows + 127) / 128) * ((cols + 127) / 128);
+    v->w = malloc(experts * rows * cols);
+    v->wt = malloc(experts * rows * cols);
+    v->scale = malloc(experts * v->scales * sizeof(float));
+    return v->w != NULL && v->wt != NULL && v->scale != NULL ? 0 : -1;
+}
+
+static void version_free(version_t *v)
+{
+    free(v->w);
+    free(v->wt);
+    free(v->scale);
+}
+
+static uint64_t version_bytes(const version_t *v)
+{
+    return v->experts * (2 * v->rows * v->cols + v->scales * sizeof(float));
+}
+
+static int quantize(const float *master, version_t *v)
+{
+    for (uint64_t e = 0; e < v->experts; e++) {
+        const uint64_t      n = v->rows * v->cols;
+        weft_quant_matrix_t m = {.x = master + e * n, .w = v->w + e * n, .wt = v->wt + e * n,
+                                 .scale_inv = v->scale + e * v->scales};
+        if (weft_quant_host(NULL, WEFT_DTYPE_FP32, v->rows, v->cols, &m, 1) != WEFT_OK) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct case_result {
+    double   changed_w;      /* fraction of W's bytes that changed, over the steps */
+    double   wire_ratio;     /* delta version bytes / full version bytes */
+    uint64_t full_bytes, wire_bytes, tensors_whole;
+    double   encode_s, apply_s, copy_s; /* medians over the steps */
+    uint64_t wrong_bytes;
+} case_result_t;
+
+/* Sends one tensor from `old` to `new` as a delta (or whole) into the
+ * consumer's copy `held`; adds its wire bytes and times. */
+static int send_tensor(const void *old_data, const void *new_data, uint64_t bytes, void *held, uint8_t *scratch,
+                       uint64_t *wire, uint64_t *whole, double *encode_s, double *apply_s)
+{
+    uint64_t      size = 0, carried = 0;
+    double        t0 = now_s(), t1, t2;
+    weft_status_t st = weft_delta_encode_host(old_data, new_data, bytes, scratch, bytes, &size);
+
+    t1 = now_s();
+    if (st == WEFT_ERR_NO_SPACE) {
+        memcpy(held, new_data, bytes); /* whole: no smaller as a delta */
+        *wire += bytes;
+        *whole += 1;
+        *encode_s += t1 - t0;
+        *apply_s += now_s() - t1;
+        return 0;
+    }
+    if (st != WEFT_OK) {
+        return -1;
+    }
+    {
+        const weft_delta_target_t t = {.data = held, .tensor_bytes = bytes, .row_bytes = bytes, .row_stride = bytes};
+        if (weft_delta_apply_host(scratch, size, &t, &carried) != WEFT_OK) {
+            return -1;
+        }
+    }
+    t2 = now_s();
+    *wire += size;
+    *encode_s += t1 - t0;
+    *apply_s += t2 - t1;
+    return 0;
+}
+
+static double median_of(const double *v, uint64_t n)
+{
+    perf_spread_t s;
+
+    perf_spread_of(v, (size_t)(n < PERF_SPREAD_MAX ? n : PERF_SPREAD_MAX), &s);
+    return s.median;
+}
+
+static uint64_t wrong_between(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    uint64_t wrong = 0;
+
+    for (uint64_t i = 0; i < n; i++) {
+        wrong += a[i] != b[i];
+    }
+    return wrong;
+}
+
+static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr, uint64_t experts, uint64_t rows,
+                    uint64_t cols, case_result_t *res)
+{
+    const uint64_t          n = experts * rows * cols;
+    weft_optim_params_t     op = {.field_mask = o->threads ? WEFT_OPTIM_FIELD_THREADS : 0,
+                                  .threads = (uint32_t)o->threads};
+    weft_optim_group_desc_t d = {.name = "experts.{E}", .algo = algo, .experts = (uint32_t)experts, .rows = rows,
+                                 .cols = cols};
+    weft_optim_h            opt = NULL;
+    float                  *master = NULL, *grad = malloc(n * sizeof(float));
+    version_t               prev = {0}, cur = {0}, held = {0};
+    uint8_t                *scratch = malloc(rows * cols + 4096);
+    double                 *enc = calloc(o->steps, sizeof(double)), *app = calloc(o->steps, sizeof(double));
+    double                 *cpy = calloc(o->steps, sizeof(double));
+    uint64_t                changed = 0;
+    int                     rc = -1;
+
+    memset(res, 0, sizeof(*res));
+    if (algo == WEFT_OPTIM_ADAMW) {
+        d.field_mask = WEFT_OPTIM_GROUP_FIELD_ADAMW;
+        d.adamw = (weft_adamw_hparams_t){lr, 0.9, 0.999, 1e-8, 0.01};
+    } else {
+        d.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON;
+        d.muon = (weft_muon_hparams_t){.lr = lr, .momentum = 0.95, .weight_decay = 0.01, .nesterov = 1,
+                                       .ns_steps = 5, .scale = WEFT_MUON_SCALE_MATCH_ADAMW,
+                                       .schedule = WEFT_MUON_NS_SIMPLE};
+    }
+    if (grad == NULL || scratch == NULL || enc == NULL || app == NULL || cpy == NULL ||
+        version_alloc(&prev, experts, rows, cols) != 0 || version_alloc(&cur, experts, rows, cols) != 0 ||
+        version_alloc(&held, experts, rows, cols) != 0 || weft_optim_create(&op, &opt) != WEFT_OK ||
+        weft_optim_add_group(opt, &d, NULL) != WEFT_OK ||
+        weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_MASTER, &master) != WEFT_OK) {
+        fprintf(stderr, "weft-perf delta: cannot set up the optimizer or the versions\n");
+        goto out;
+    }
+    fill_normal(master, n, 1, 0.02f);
+    for (uint64_t s = 0; s < o->warmup; s++) {
+        const weft_optim_grad_t g = {.data = grad, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+
+        fill_normal(grad, n, 100000 + s, 1e-2f);
+        if (weft_optim_step(opt, &g, 1, NULL) != WEFT_OK) {
+            goto out;
+        }
+    }
+    if (quantize(master, &prev) != 0) {
+        goto out;
+    }
+    /* The consumer holds version 0. */
+    memcpy(held.w, prev.w, n);
+    memcpy(held.wt, prev.wt, n);
+    memcpy(held.scale, prev.scale, experts * prev.scales * sizeof(float));
+    for (uint64_t s = 0; s < o->steps; s++) {
+        const weft_optim_grad_t g = {.data = grad, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
+        uint64_t                wire = 0;
+        double                  t0;
+
+        fill_normal(grad, n, 1000 + s, 1e-2f);
+        if (weft_optim_step(opt, &g, 1, NULL) != WEFT_OK || quantize(master, &cur) != 0) {
+            fprintf(stderr, "weft-perf delta: step %llu failed\n", (unsigned long long)s);
+            goto out;
+        }
+        changed += wrong_between(prev.w, cur.w, n);
+        for (uint64_t e = 0; e < experts; e++) {
+            const uint64_t off = e * rows * cols, sb = prev.scales * sizeof(float);
+            if (send_tensor(prev.w + off, cur.w + off, rows * cols, held.w + off, scratch, &wire, &res->tensors_whole,
+                            &enc[s], &app[s]) != 0 ||
+                send_tensor(prev.wt + off, cur.wt + off, rows * cols, held.wt + off, scratch, &wire,
+                            &res->tensors_whole, &enc[s], &app[s]) != 0 ||
+                send_tensor(prev.scale + e * prev.scales, cur.scale + e * prev.scales, sb, held.scale + e * prev.scales,
+                            scratch, &wire, &res->tensors_whole, &enc[s], &app[s]) != 0) {
+                fprintf(stderr, "weft-perf delta: a delta failed\n");
+                goto out;
+            }
+        }
+        res->wire_bytes += wire;
+        res->full_bytes += version_bytes(&cur);
+        res->wrong_bytes += wrong_between(held.w, cur.w, n) + wrong_between(held.wt, cur.wt, n) +
+                            wrong_between((const uint8_t *)held.scale, (const uint8_t *)cur.scale,
+                                          experts * cur.scales * sizeof(float));
+        /* The ceiling: the full version's bytes copied (into prev, which
+         * becomes the older version of the next step anyway). */
+        t0 = now_s();
+        memcpy(prev.w, cur.w, n);
+        memcpy(prev.wt, cur.wt, n);
+        memcpy(prev.scale, cur.scale, experts * cur.scales * sizeof(float));
+        cpy[s] = now_s() - t0;
+    }
+    res->changed_w = (double)changed / ((double)n * (double)o->steps);
+    res->wire_ratio = (double)res->wire_bytes / (double)res->full_bytes;
+    res->encode_s = median_of(enc, o->steps);
+    res->apply_s = median_of(app, o->steps);
+    res->copy_s = median_of(cpy, o->steps);
+    rc = 0;
+out:
+    weft_optim_destroy(opt);
+    version_free(&prev);
+    version_free(&cur);
+    version_free(&held);
+    free(grad);
+    free(scratch);
+    free(enc);
+    free(app);
+    free(cpy);
+    return rc;
+}
+
+enum {
+    D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
+    D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_SPEEDUP, D_WRONG, D_COLUMNS
+};
+
+static const perf_column_t delta_columns[D_COLUMNS] = {
+    [D_OPTIMIZER]    = {"optimizer", "optimizer", -9, 0, PERF_COLUMN_TEXT},
+    [D_LR]           = {"lr", "lr", 7, 0, PERF_COLUMN_G},
+    [D_SHAPE]        = {"shape", "shape", -14, 0, PERF_COLUMN_TEXT},
+    [D_CHANGED]      = {"w_bytes_changed", "W_changed", 10, 4, PERF_COLUMN_G},
+    [D_WIRE]         = {"wire_ratio", "wire_ratio", 11, 4, PERF_COLUMN_G},
+    [D_WIRE_BYTES]   = {"wire_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [D_FULL_BYTES]   = {"full_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [D_WHOLE]        = {"tensors_sent_whole", NULL, 0, 0, PERF_COLUMN_UINT},
+    [D_ENCODE_MS]    = {"encode_ms", "encode_ms", 10, 2, PERF_COLUMN_DOUBLE},
+    [D_APPLY_MS]     = {"apply_ms", "apply_ms", 9, 2, PERF_COLUMN_DOUBLE},
+    [D_COPY_MS]      = {"copy_ms", "copy_ms", 8, 2, PERF_COLUMN_DOUBLE},
+    [D_ENCODE_RATIO] = {"encode_ratio_copy", "enc/copy", 9, 2, PERF_COLUMN_DOUBLE},
+    [D_APPLY_RATIO]  = {"apply_ratio_copy", "apply/copy", 11, 2, PERF_COLUMN_DOUBLE},
+    [D_SPEEDUP]      = {"speedup_rate_limited", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [D_WRONG]        = {"wrong_bytes", "wrong", 6, 0, PERF_COLUMN_UINT},
+};
+
+int perf_cmd_delta(int argc, char **argv)
+{
+    delta_options_t o;
+    int             rc = parse_options(argc, argv, &o), failed = 0;
+
+    if (rc != 0) {
+        return rc == 1 ? 0 : rc;
+    }
+    if (!o.json) {
+        int cpu[2];
+
+        perf_print_host(stdout, perf_cpus_allowed(cpu));
+        printf("# delta versions on the host: each version's W, WT (e4m3) and scale_inv against the previous\n"
+               "# one's, after a real optimizer step (libweft's, host placement) on N(0, 1e-2) gradients, %llu\n"
+               "# warm-up steps first; each\n"
+               "# tensor a delta (32 B + 4 B a 4 KiB chunk + 3 B a changed byte) or whole when that is no larger;\n"
+               "# times: medians over %llu steps of a whole version's encode or apply, against memcpy of its bytes;\n"
+               "# no transport here: speedup_rate_limited (JSON) is null\n",
+               (unsigned long long)o.warmup, (unsigned long long)o.steps);
+        perf_columns_header(stdout, "", delta_columns, D_COLUMNS);
+        putchar('\n');
+    }
+    for (int which = 0; which < 2; which++) {
+        const weft_optim_algo_t algo = which == 0 ? WEFT_OPTIM_ADAMW : WEFT_OPTIM_MUON;
+        const uint64_t          e = which == 0 ? o.experts : o.muon_experts;
+        const uint64_t          r = which == 0 ? o.rows : o.muon_rows, c = which == 0 ? o.cols : o.muon_cols;
+
+        if ((which == 0 && !o.adamw) || (which == 1 && !o.muon)) {
+            continue;
+        }
+        for (int l = 0; l < o.lr_count; l++) {
+            case_result_t res;
+            char          shape[48];
+
+            snprintf(shape, sizeof(shape), "%llux%llux%llu", (unsigned long long)e, (unsigned long long)r,
+                     (unsigned long long)c);
+            if (run_case(&o, algo, o.lrs[l], e, r, c, &res) != 0) {
+                failed = 1;
+                continue;
+            }
+            failed |= res.wrong_bytes != 0;
+            {
+                const perf_cell_t cells[D_COLUMNS] = {
+                    [D_OPTIMIZER] = {.text = which == 0 ? "adamw" : "muon"},
+                    [D_LR] = {.d = o.lrs[l]},
+                    [D_SHAPE] = {.text = shape},
+                    [D_CHANGED] = {.d = res.changed_w},
+                    [D_WIRE] = {.d = res.wire_ratio},
+                    [D_WIRE_BYTES] = {.u = res.wire_bytes},
+                    [D_FULL_BYTES] = {.u = res.full_bytes},
+                    [D_WHOLE] = {.u = res.tensors_whole},
+                    [D_ENCODE_MS] = {.d = res.encode_s * 1e3},
+                    [D_APPLY_MS] = {.d = res.apply_s * 1e3},
+                    [D_COPY_MS] = {.d = res.copy_s * 1e3},
+                    [D_ENCODE_RATIO] = {.d = res.encode_s / res.copy_s},
+                    [D_APPLY_RATIO] = {.d = res.apply_s / res.copy_s},
+                    [D_SPEEDUP] = {.null = 1},
+                    [D_WRONG] = {.u = res.wrong_bytes},
+                };
+                if (o.json) {
+                    perf_json_t json;
+
+                    perf_json_begin(&json, stdout);
+                    perf_json_str(&json, "command", "delta");
+                    perf_json_str(&json, "device", "host");
+                    perf_json_int(&json, "warmup_steps", (int64_t)o.warmup);
+                    perf_json_int(&json, "steps", (int64_t)o.steps);
+                    perf_columns_json(&json, "", delta_columns, D_COLUMNS, cells);
+                    perf_json_str(&json, "libweft", weft_version());
+                    perf_json_end(&json);
+                } else {
+                    perf_columns_row(stdout, "", delta_columns, D_COLUMNS, cells);
+                    putchar('\n');
+                }
+            }
+            fflush(stdout);
+        }
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,308 @@
+/*
+ * Delta versions on the host (<weft/delta.h>): round trips byte-exact on
+ * random and adversarial data (none changed, all changed, changes at chunk
+ * edges, NaN and special FP8 bytes, ragged sizes), into contiguous and
+ * strided targets; the full tensor chosen where a delta is not smaller; a
+ * malformed, truncated or damaged delta refused before it writes, and any
+ * single flipped bit of a delta either refused or caught by the checksum.
+ */
+#include "config.h"
+
+#include "lib/harness.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/weft.h>
+
+/* xorshift64*: reproducible data. */
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dULL;
+}
+
+/* old: random bytes; new: old with about `rate` of its bytes changed. */
+static void make_pair(uint8_t *old_data, uint8_t *new_data, uint64_t n, double rate, uint64_t seed)
+{
+    const uint64_t threshold = (uint64_t)(rate * 18446744073709551615.0);
+
+    for (uint64_t i = 0; i < n; i++) {
+        old_data[i] = (uint8_t)rng_next(&seed);
+        new_data[i] = old_data[i];
+        if (rate >= 1.0 || rng_next(&seed) < threshold) {
+            new_data[i] = (uint8_t)(old_data[i] + 1 + rng_next(&seed) % 255); /* always another byte */
+        }
+    }
+}
+
+static uint64_t naive_changes(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    uint64_t c = 0;
+
+    for (uint64_t i = 0; i < n; i++) {
+        c += a[i] != b[i];
+    }
+    return c;
+}
+
+/* Encodes old → new with room for anything, applies it to a copy of old,
+ * and checks the copy, the size and the checksum. */
+static void round_trip(const uint8_t *old_data, const uint8_t *new_data, uint64_t n)
+{
+    const uint64_t changes = naive_changes(old_data, new_data, n);
+    const uint64_t capacity = weft_delta_bytes(n, n);
+    uint8_t       *delta = malloc(capacity), *target = malloc(n ? n : 1);
+    uint64_t       size = 0, counted = 0, carried = 0;
+
+    ck_assert(delta != NULL && target != NULL);
+    ck_assert_int_eq(weft_delta_count_host(old_data, new_data, n, &counted), WEFT_OK);
+    ck_assert_uint_eq(counted, changes);
+    ck_assert_int_eq(weft_delta_encode_host(old_data, new_data, n, delta, capacity, &size), WEFT_OK);
+    ck_assert_uint_eq(size, weft_delta_bytes(n, changes));
+    memcpy(target, old_data, n);
+    {
+        const weft_delta_target_t t = {.data = target, .tensor_bytes = n, .row_bytes = n ? n : 1,
+                                       .row_stride = n ? n : 1};
+        if (n > 0) {
+            ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, &carried), WEFT_OK);
+            ck_assert_int_eq(memcmp(target, new_data, n), 0);
+            ck_assert_uint_eq(carried, weft_checksum_host(new_data, n));
+        }
+    }
+    free(delta);
+    free(target);
+}
+
+START_TEST(round_trips_at_every_rate_and_size)
+{
+    static const uint64_t sizes[] = {1, 7, 8, 9, 4095, 4096, 4097, 12288, 1000003};
+    static const double   rates[] = {0.0, 1e-4, 2e-3, 1.25e-2, 0.3, 1.0};
+
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        uint8_t *a = malloc(sizes[si]), *b = malloc(sizes[si]);
+
+        ck_assert(a != NULL && b != NULL);
+        for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++) {
+            make_pair(a, b, sizes[si], rates[ri], 1000 * si + ri + 1);
+            round_trip(a, b, sizes[si]);
+        }
+        free(a);
+        free(b);
+    }
+}
+END_TEST
+
+/* Nothing changed: a header and an empty index; the target unchanged.
+ * Everything changed: larger than the tensor, so the tensor's own size is
+ * too little room (the caller sends it whole). */
+START_TEST(none_and_all_changed)
+{
+    const uint64_t n = 3 * WEFT_DELTA_CHUNK_BYTES + 5;
+    uint8_t       *a = malloc(n), *b = malloc(n), *delta = malloc(weft_delta_bytes(n, n));
+    uint64_t       size = 0;
+
+    ck_assert(a != NULL && b != NULL && delta != NULL);
+    make_pair(a, b, n, 0.0, 3);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
+    ck_assert_uint_eq(size, WEFT_DELTA_HEADER_BYTES + 4 * 4);
+    make_pair(a, b, n, 1.0, 4);
+    ck_assert_uint_eq(naive_changes(a, b, n), n);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_ERR_NO_SPACE);
+    round_trip(a, b, n);
+    /* The break-even: about a third of the bytes. */
+    make_pair(a, b, n, 0.2, 5);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
+    make_pair(a, b, n, 0.5, 6);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_ERR_NO_SPACE);
+    free(a);
+    free(b);
+    free(delta);
+}
+END_TEST
+
+/* Changes on the edges of chunks and of the tensor, and FP8's special
+ * bytes (NaN 0x7F and 0xFF, ±0, ±448) as old and new values. */
+START_TEST(edges_and_special_bytes)
+{
+    static const uint8_t special[] = {0x7F, 0xFF, 0x00, 0x80, 0x7E, 0xFE};
+    const uint64_t       n = 2 * WEFT_DELTA_CHUNK_BYTES + 100;
+    const uint64_t       at[] = {0, 1, 7, 8, WEFT_DELTA_CHUNK_BYTES - 1, WEFT_DELTA_CHUNK_BYTES,
+                                 WEFT_DELTA_CHUNK_BYTES + 1, 2 * WEFT_DELTA_CHUNK_BYTES - 1, n - 9, n - 1};
+    uint8_t             *a = calloc(1, n), *b = calloc(1, n);
+
+    ck_assert(a != NULL && b != NULL);
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+        a[at[i]] = special[i % 6];
+        b[at[i]] = special[(i + 1) % 6];
+    }
+    round_trip(a, b, n);
+    round_trip(b, a, n);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* A strided target (rows of a fused tensor): the rows change, the gaps
+ * between them do not. */
+START_TEST(strided_target)
+{
+    const uint64_t      rows = 300, row_bytes = 100, stride = 130, n = rows * row_bytes;
+    uint8_t            *a = malloc(n), *b = malloc(n), *fused = malloc(rows * stride);
+    uint8_t            *delta = malloc(weft_delta_bytes(n, n));
+    uint64_t            size = 0;
+    weft_delta_target_t t = {.data = fused, .tensor_bytes = n, .row_bytes = row_bytes, .row_stride = stride};
+
+    ck_assert(a != NULL && b != NULL && fused != NULL && delta != NULL);
+    make_pair(a, b, n, 0.05, 9);
+    memset(fused, 0xA5, rows * stride);
+    for (uint64_t r = 0; r < rows; r++) {
+        memcpy(fused + r * stride, a + r * row_bytes, row_bytes);
+    }
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
+    ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_OK);
+    for (uint64_t r = 0; r < rows; r++) {
+        ck_assert_int_eq(memcmp(fused + r * stride, b + r * row_bytes, row_bytes), 0);
+        for (uint64_t g = row_bytes; g < stride; g++) {
+            ck_assert_uint_eq(fused[r * stride + g], 0xA5);
+        }
+    }
+    /* Rows that do not tile the tensor, or a stride below the row. */
+    t.row_bytes = 7;
+    ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_ERR_INVALID_PARAM);
+    t.row_bytes = row_bytes;
+    t.row_stride = 99;
+    ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_ERR_INVALID_PARAM);
+    free(a);
+    free(b);
+    free(fused);
+    free(delta);
+}
+END_TEST
+
+/* A damaged delta writes nothing: truncated, another magic or version,
+ * another tensor size, an index or offset out of order. */
+START_TEST(malformed_deltas_are_refused_before_writing)
+{
+    const uint64_t      n = 3 * WEFT_DELTA_CHUNK_BYTES;
+    uint8_t            *a = malloc(n), *b = malloc(n), *target = malloc(n);
+    uint8_t            *delta = malloc(weft_delta_bytes(n, n)), *bad = malloc(weft_delta_bytes(n, n));
+    uint64_t            size = 0;
+    weft_delta_target_t t = {.data = target, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+    const uint64_t      index = WEFT_DELTA_HEADER_BYTES, offsets = index + 4 * 3;
+
+    ck_assert(a != NULL && b != NULL && target != NULL && delta != NULL && bad != NULL);
+    make_pair(a, b, n, 0.01, 11);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
+    memcpy(target, a, n);
+#define EXPECT_REFUSED(status, len)                                                \
+    do {                                                                           \
+        ck_assert_int_eq(weft_delta_apply_host(bad, (len), &t, NULL), (status));   \
+        ck_assert_int_eq(memcmp(target, a, n), 0);                                 \
+        memcpy(bad, delta, size);                                                  \
+    } while (0)
+    memcpy(bad, delta, size);
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size - 1);             /* truncated */
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, WEFT_DELTA_HEADER_BYTES - 1);
+    bad[0] ^= 1;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* magic */
+    bad[3] = '2';
+    EXPECT_REFUSED(WEFT_ERR_VERSION, size);                 /* "WFD2" */
+    bad[8] ^= 1;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* tensor bytes */
+    bad[16] ^= 1;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* change count */
+    bad[index + 4] ^= 0x10;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* chunk 1's first change */
+    bad[offsets] = bad[offsets + 2];                         /* change 0 at change 1's offset */
+    bad[offsets + 1] = bad[offsets + 3];
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* offsets not increasing */
+    bad[offsets + 1] = 0x10;                                 /* offset 4096 + x: out of its chunk */
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);
+    t.tensor_bytes = t.row_bytes = t.row_stride = n - WEFT_DELTA_CHUNK_BYTES;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* another tensor's */
+#undef EXPECT_REFUSED
+    free(a);
+    free(b);
+    free(target);
+    free(delta);
+    free(bad);
+}
+END_TEST
+
+/* Every single bit of a delta flipped in turn: each damaged delta is
+ * refused, or it applies and the checksum it carries does not match what
+ * it gave. Never a wrong tensor passed as right. */
+START_TEST(every_flipped_bit_is_caught)
+{
+    const uint64_t      n = 2 * WEFT_DELTA_CHUNK_BYTES + 300;
+    uint8_t            *a = malloc(n), *b = malloc(n), *target = malloc(n);
+    uint8_t            *delta = malloc(weft_delta_bytes(n, n)), *bad = malloc(weft_delta_bytes(n, n));
+    uint64_t            size = 0, refused = 0, mismatched = 0;
+    weft_delta_target_t t = {.data = target, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+
+    ck_assert(a != NULL && b != NULL && target != NULL && delta != NULL && bad != NULL);
+    make_pair(a, b, n, 0.004, 13);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
+    for (uint64_t bit = 0; bit < 8 * size; bit++) {
+        uint64_t carried = 0;
+
+        memcpy(bad, delta, size);
+        bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        memcpy(target, a, n);
+        if (weft_delta_apply_host(bad, size, &t, &carried) != WEFT_OK) {
+            ck_assert_int_eq(memcmp(target, a, n), 0);
+            refused++;
+        } else {
+            ck_assert_msg(weft_checksum_host(target, n) != carried, "bit %llu flipped went unnoticed",
+                          (unsigned long long)bit);
+            mismatched++;
+        }
+    }
+    printf("every_flipped_bit_is_caught: %llu bits: %llu refused, %llu caught by the checksum\n",
+           (unsigned long long)(8 * size), (unsigned long long)refused, (unsigned long long)mismatched);
+    free(a);
+    free(b);
+    free(target);
+    free(delta);
+    free(bad);
+}
+END_TEST
+
+START_TEST(argument_errors)
+{
+    uint8_t  x[8] = {0}, out[64];
+    uint64_t v;
+
+    ck_assert_int_eq(weft_delta_count_host(NULL, x, 8, &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_count_host(x, x, 8, NULL), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_encode_host(x, NULL, 8, out, sizeof(out), &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_encode_host(x, x, 8, NULL, sizeof(out), &v), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_encode_host(x, x, 8, out, WEFT_DELTA_HEADER_BYTES, &v), WEFT_ERR_NO_SPACE);
+    ck_assert_int_eq(weft_delta_apply_host(NULL, 8, &(weft_delta_target_t){x, 8, 8, 8}, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_apply_host(out, 8, NULL, NULL), WEFT_ERR_INVALID_PARAM);
+}
+END_TEST
+
+static Suite *delta_suite(void)
+{
+    Suite *s = suite_create("delta");
+    TCase *tc = tcase_create("host");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, round_trips_at_every_rate_and_size);
+    tcase_add_test(tc, none_and_all_changed);
+    tcase_add_test(tc, edges_and_special_bytes);
+    tcase_add_test(tc, strided_target);
+    tcase_add_test(tc, malformed_deltas_are_refused_before_writing);
+    tcase_add_test(tc, every_flipped_bit_is_caught);
+    tcase_add_test(tc, argument_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+WEFT_TEST_MAIN(delta_suite)
