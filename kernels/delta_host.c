@@ -4,20 +4,33 @@
  *
  * The comparison goes 8 bytes at a time: most words of two consecutive
  * versions are equal (their XOR is zero), and a word that is not gives
- * its changed bytes from the XOR's non-zero bytes. The encoder makes two
- * passes: the first counts each chunk's changes into first[] (so the
- * offsets' and values' places are known), the second writes them.
+ * its changed bytes from the XOR's non-zero bytes. The encoder reads each
+ * byte of the two versions once: a tensor's chunks are cut into
+ * contiguous ranges, one a thread, and each range's changes go to buffers
+ * of its own as it finds them, while the new bytes' checksum (a sum over
+ * words, so ranges add up) is summed in the same loop; the ranges' changes
+ * are then copied into place, one after another, as the layout has them.
+ * (Two passes over the data, counting and then writing, read it twice and
+ * ran at a quarter of a memcpy's speed on a 2-vCPU VM.)
  */
 #include "config.h"
 
+#include "checksum.h"
 #include "common/log.h"
 
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <weft/checksum.h>
 #include <weft/delta.h>
 
 #define DELTA_MAGIC 0x31444657u /* "WFD1" */
+/* Threads for one encode: a tensor below DELTA_THREAD_BYTES a thread (or
+ * on one CPU) is encoded on the caller's thread alone. */
+#define DELTA_THREADS_MAX  8
+#define DELTA_THREAD_BYTES (UINT64_C(1) << 20)
 
 /* ------------------------------------------------------------- the layout */
 
@@ -101,33 +114,6 @@ static uint64_t count_range(const uint8_t *a, const uint8_t *b, uint64_t n)
     return changes;
 }
 
-/* Writes chunk `base`'s changes (its n bytes of old a and new b) at
- * offsets[k], values[k], k from `at` on; returns the next k. */
-static uint64_t write_range(const uint8_t *a, const uint8_t *b, uint64_t n, uint8_t *offsets, uint8_t *values,
-                            uint64_t at)
-{
-    uint64_t i = 0;
-
-    for (; i + 8 <= n; i += 8) {
-        uint64_t mask = nonzero_bytes(load64(a + i) ^ load64(b + i));
-        while (mask != 0) {
-            const uint64_t pos = i + (uint64_t)(__builtin_ctzll(mask) >> 3);
-            offsets[2 * at] = (uint8_t)pos;
-            offsets[2 * at + 1] = (uint8_t)(pos >> 8);
-            values[at++] = b[pos];
-            mask &= mask - 1;
-        }
-    }
-    for (; i < n; i++) {
-        if (a[i] != b[i]) {
-            offsets[2 * at] = (uint8_t)i;
-            offsets[2 * at + 1] = (uint8_t)(i >> 8);
-            values[at++] = b[i];
-        }
-    }
-    return at;
-}
-
 /* ---------------------------------------------------------------- encode */
 
 weft_status_t weft_delta_count_host(const void *old_data, const void *new_data, uint64_t bytes, uint64_t *changes)
@@ -140,13 +126,147 @@ weft_status_t weft_delta_count_host(const void *old_data, const void *new_data, 
     return WEFT_OK;
 }
 
+/* One thread's share of an encode: chunks [k0, k1). Its first[] entries
+ * (relative to its own first change), its changes' offsets and values in
+ * buffers of its own, and its part of the checksum's sum. It stops as soon
+ * as it holds more changes than the whole delta has room for. */
+typedef struct encode_part {
+    const uint8_t *a, *b;
+    uint64_t       bytes, k0, k1, max_changes;
+    uint8_t       *first;
+    uint8_t       *offsets, *values; /* malloc'd: 2 and 1 bytes a change */
+    uint64_t       changes, capacity, sum, base;
+    int            failed;           /* no memory, or over max_changes */
+} encode_part_t;
+
+static int part_reserve(encode_part_t *p, uint64_t more)
+{
+    if (p->changes + more <= p->capacity) {
+        return 0;
+    }
+    {
+        const uint64_t want = p->capacity * 2 > p->changes + more ? p->capacity * 2 : p->changes + more + 4096;
+        uint8_t       *o = realloc(p->offsets, 2 * want), *v;
+
+        if (o == NULL) {
+            return -1;
+        }
+        p->offsets = o;
+        v = realloc(p->values, want);
+        if (v == NULL) {
+            return -1;
+        }
+        p->values = v;
+        p->capacity = want;
+    }
+    return 0;
+}
+
+/* The changed bytes of one word (mask: 0x80 at each), at chunk offset
+ * `pos` onwards. */
+static void part_add(encode_part_t *p, uint64_t mask, uint64_t pos, const uint8_t *b_word)
+{
+    while (mask != 0) {
+        const uint64_t byte = (uint64_t)(__builtin_ctzll(mask) >> 3);
+        const uint64_t off = pos + byte;
+
+        p->offsets[2 * p->changes] = (uint8_t)off;
+        p->offsets[2 * p->changes + 1] = (uint8_t)(off >> 8);
+        p->values[p->changes++] = b_word[byte];
+        mask &= mask - 1;
+    }
+}
+
+static void *encode_part_run(void *arg)
+{
+    encode_part_t *p = arg;
+
+    for (uint64_t k = p->k0; k < p->k1 && !p->failed; k++) {
+        const uint64_t start = k * WEFT_DELTA_CHUNK_BYTES;
+        const uint64_t n = p->bytes - start < WEFT_DELTA_CHUNK_BYTES ? p->bytes - start : WEFT_DELTA_CHUNK_BYTES;
+        const uint8_t *a = p->a + start, *b = p->b + start;
+        uint64_t       i = 0;
+
+        put_u32(p->first + 4 * k, (uint32_t)p->changes); /* relative; the base is added later */
+        if (part_reserve(p, 64) != 0) {
+            p->failed = 1;
+            break;
+        }
+        for (; i + 8 <= n; i += 8) {
+            const uint64_t wb = load64(b + i), x = load64(a + i) ^ wb;
+
+            p->sum += weft_checksum_term(wb, (start + i) / 8);
+            if (x != 0) {
+                if (part_reserve(p, 8) != 0) {
+                    p->failed = 1;
+                    break;
+                }
+                part_add(p, nonzero_bytes(x), i, b + i);
+            }
+        }
+        if (i < n && !p->failed) { /* the tensor's last, short word */
+            uint64_t tail = 0;
+
+            for (uint64_t j = i; j < n; j++) {
+                tail |= (uint64_t)b[j] << (8 * (j - i));
+                if (a[j] != b[j]) {
+                    if (part_reserve(p, 1) != 0) {
+                        p->failed = 1;
+                        break;
+                    }
+                    p->offsets[2 * p->changes] = (uint8_t)j;
+                    p->offsets[2 * p->changes + 1] = (uint8_t)(j >> 8);
+                    p->values[p->changes++] = b[j];
+                }
+            }
+            p->sum += weft_checksum_term(tail, (start + i) / 8);
+        }
+        p->failed |= p->changes > p->max_changes;
+    }
+    return NULL;
+}
+
+/* Runs every part (one on this thread, the others on threads of their
+ * own; a thread that cannot start is run here instead). */
+static void run_parts(encode_part_t *parts, int count)
+{
+    pthread_t threads[DELTA_THREADS_MAX];
+    int       started[DELTA_THREADS_MAX] = {0};
+
+    for (int i = 1; i < count; i++) {
+        started[i] = pthread_create(&threads[i], NULL, encode_part_run, &parts[i]) == 0;
+    }
+    encode_part_run(&parts[0]);
+    for (int i = 1; i < count; i++) {
+        if (started[i]) {
+            pthread_join(threads[i], NULL);
+        } else {
+            encode_part_run(&parts[i]);
+        }
+    }
+}
+
+static int encode_threads(uint64_t bytes, uint64_t chunks)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t   n = bytes / DELTA_THREAD_BYTES;
+
+    n = n < (uint64_t)(cpus > 0 ? cpus : 1) ? n : (uint64_t)cpus;
+    n = n < DELTA_THREADS_MAX ? n : DELTA_THREADS_MAX;
+    n = n < chunks ? n : chunks;
+    return n > 1 ? (int)n : 1;
+}
+
 weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data, uint64_t bytes, void *out,
                                      uint64_t out_capacity, uint64_t *out_bytes)
 {
     const uint8_t *a = old_data, *b = new_data;
-    uint8_t       *o = out, *first, *offsets, *values;
+    uint8_t       *o = out;
     const uint64_t chunks = chunks_of(bytes);
-    uint64_t       changes = 0, size, at = 0;
+    encode_part_t  parts[DELTA_THREADS_MAX];
+    int            count;
+    uint64_t       changes = 0, sum = 0, size, max_changes;
+    weft_status_t  status = WEFT_OK;
 
     if (out == NULL || out_bytes == NULL || (bytes > 0 && (a == NULL || b == NULL)) || chunks > UINT32_MAX) {
         weft_log_error("weft_delta_encode_host: NULL pointers, or %llu bytes (more than 2^32 chunks)",
@@ -156,37 +276,56 @@ weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data,
     if (out_capacity < weft_delta_bytes(bytes, 0)) {
         return WEFT_ERR_NO_SPACE;
     }
-    /* Pass 1: each chunk's first change, and whether it all fits. The
-     * count stops as soon as it cannot. */
-    first = o + WEFT_DELTA_HEADER_BYTES;
-    for (uint64_t k = 0; k < chunks; k++) {
-        const uint64_t start = k * WEFT_DELTA_CHUNK_BYTES;
-        const uint64_t n = bytes - start < WEFT_DELTA_CHUNK_BYTES ? bytes - start : WEFT_DELTA_CHUNK_BYTES;
-
-        if (changes > UINT32_MAX || weft_delta_bytes(bytes, changes) > out_capacity) {
-            return WEFT_ERR_NO_SPACE;
+    max_changes = (out_capacity - weft_delta_bytes(bytes, 0)) / 3;
+    max_changes = max_changes < UINT32_MAX ? max_changes : UINT32_MAX;
+    count = encode_threads(bytes, chunks);
+    for (int i = 0; i < count; i++) {
+        parts[i] = (encode_part_t){.a = a, .b = b, .bytes = bytes, .k0 = chunks * (uint64_t)i / (uint64_t)count,
+                                   .k1 = chunks * (uint64_t)(i + 1) / (uint64_t)count, .max_changes = max_changes,
+                                   .first = o + WEFT_DELTA_HEADER_BYTES};
+    }
+    run_parts(parts, count);
+    for (int i = 0; i < count; i++) {
+        if (parts[i].failed && parts[i].changes <= max_changes) {
+            status = WEFT_ERR_NO_MEMORY;
         }
-        put_u32(first + 4 * k, (uint32_t)changes);
-        changes += count_range(a + start, b + start, n);
+        parts[i].base = changes;
+        changes += parts[i].changes;
+        sum += parts[i].sum;
     }
     size = weft_delta_bytes(bytes, changes);
-    if (changes > UINT32_MAX || size > out_capacity) {
-        return WEFT_ERR_NO_SPACE;
+    if (status == WEFT_OK && (changes > max_changes || size > out_capacity)) {
+        status = WEFT_ERR_NO_SPACE;
     }
-    /* Pass 2: the offsets and values, chunk by chunk. */
-    offsets = first + 4 * chunks;
-    values = offsets + 2 * changes;
-    for (uint64_t k = 0; k < chunks; k++) {
-        const uint64_t start = k * WEFT_DELTA_CHUNK_BYTES;
-        const uint64_t n = bytes - start < WEFT_DELTA_CHUNK_BYTES ? bytes - start : WEFT_DELTA_CHUNK_BYTES;
+    /* The ranges' changes into place, their first[] made absolute. */
+    for (int i = 0; i < count && status == WEFT_OK; i++) {
+        uint8_t *offsets = o + WEFT_DELTA_HEADER_BYTES + 4 * chunks, *values = offsets + 2 * changes;
 
-        at = write_range(a + start, b + start, n, offsets, values, at);
+        for (uint64_t k = parts[i].k0; i > 0 && k < parts[i].k1; k++) {
+            uint8_t *f = o + WEFT_DELTA_HEADER_BYTES + 4 * k;
+            put_u32(f, get_u32(f) + (uint32_t)parts[i].base);
+        }
+        if (parts[i].changes > 0) {
+            memcpy(offsets + 2 * parts[i].base, parts[i].offsets, 2 * parts[i].changes);
+            memcpy(values + parts[i].base, parts[i].values, parts[i].changes);
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        free(parts[i].offsets);
+        free(parts[i].values);
+    }
+    if (status != WEFT_OK) {
+        if (status == WEFT_ERR_NO_MEMORY) {
+            weft_log_error("weft_delta_encode_host: no memory for the changes of %llu bytes",
+                           (unsigned long long)bytes);
+        }
+        return status;
     }
     put_u32(o, DELTA_MAGIC);
     put_u32(o + 4, WEFT_DELTA_CHUNK_BYTES);
     put_u64(o + 8, bytes);
     put_u64(o + 16, changes);
-    put_u64(o + 24, weft_checksum_host(b, bytes));
+    put_u64(o + 24, weft_checksum_final(sum, bytes));
     *out_bytes = size;
     return WEFT_OK;
 }

@@ -79,7 +79,7 @@ static void round_trip(const uint8_t *old_data, const uint8_t *new_data, uint64_
 
 START_TEST(round_trips_at_every_rate_and_size)
 {
-    static const uint64_t sizes[] = {1, 7, 8, 9, 4095, 4096, 4097, 12288, 1000003};
+    static const uint64_t sizes[] = {1, 7, 8, 9, 4095, 4096, 4097, 12288, 1000003, (3u << 20) + 5}; /* the last: threads */
     static const double   rates[] = {0.0, 1e-4, 2e-3, 1.25e-2, 0.3, 1.0};
 
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
