@@ -2,19 +2,9 @@
 #include "config.h"
 
 #include "checksum.h"
+#include "le_bytes.h"
 
 #include <string.h>
-
-/* Little-endian load of up to 8 bytes, zero-padded. */
-static uint64_t load_word(const unsigned char *p, size_t n)
-{
-    uint64_t word = 0;
-
-    for (size_t b = 0; b < n; b++) {
-        word |= (uint64_t)p[b] << (8 * b);
-    }
-    return word;
-}
 
 uint64_t weft_checksum_host(const void *data, size_t bytes)
 {
@@ -23,16 +13,10 @@ uint64_t weft_checksum_host(const void *data, size_t bytes)
     uint64_t             sum = 0;
 
     for (size_t i = 0; i < full; i++) {
-        uint64_t word;
-
-        memcpy(&word, p + 8 * i, sizeof(word));
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        word = __builtin_bswap64(word);
-#endif
-        sum += weft_checksum_term(word, i);
+        sum += weft_checksum_term(weft_le_load64(p + 8 * i), i);
     }
     if (bytes % 8 != 0) {
-        sum += weft_checksum_term(load_word(p + 8 * full, bytes % 8), full);
+        sum += weft_checksum_term(weft_le_load_partial(p + 8 * full, bytes % 8), full);
     }
     return weft_checksum_final(sum, bytes);
 }

@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include "checksum.h"
+#include "le_bytes.h"
 #include "common/log.h"
 
 #include <pthread.h>
@@ -54,42 +55,6 @@ uint64_t weft_delta_bytes(uint64_t tensor_bytes, uint64_t changes)
     return WEFT_DELTA_HEADER_BYTES + 4 * chunks_of(tensor_bytes) + 3 * changes;
 }
 
-/* Little-endian loads and stores at any alignment (x86 and arm64 are
- * little-endian; the layout says so for any other). */
-static uint64_t load64(const uint8_t *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, sizeof(v));
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    put_u32(p, (uint32_t)v);
-    put_u32(p + 4, (uint32_t)(v >> 32));
-}
-
 /* 0x80 in each byte of x that is not zero, 0 elsewhere (no carries
  * between bytes). */
 static uint64_t nonzero_bytes(uint64_t x)
@@ -103,7 +68,7 @@ static uint64_t count_range(const uint8_t *a, const uint8_t *b, uint64_t n)
     uint64_t changes = 0, i = 0;
 
     for (; i + 8 <= n; i += 8) {
-        const uint64_t x = load64(a + i) ^ load64(b + i);
+        const uint64_t x = weft_le_load64(a + i) ^ weft_le_load64(b + i);
         if (x != 0) {
             changes += (uint64_t)__builtin_popcountll(nonzero_bytes(x));
         }
@@ -187,13 +152,13 @@ static void *encode_part_run(void *arg)
         const uint8_t *a = p->a + start, *b = p->b + start;
         uint64_t       i = 0;
 
-        put_u32(p->first + 4 * k, (uint32_t)p->changes); /* relative; the base is added later */
+        weft_le_store32(p->first + 4 * k, (uint32_t)p->changes); /* relative; the base is added later */
         if (part_reserve(p, 64) != 0) {
             p->failed = 1;
             break;
         }
         for (; i + 8 <= n; i += 8) {
-            const uint64_t wb = load64(b + i), x = load64(a + i) ^ wb;
+            const uint64_t wb = weft_le_load64(b + i), x = weft_le_load64(a + i) ^ wb;
 
             p->sum += weft_checksum_term(wb, (start + i) / 8);
             if (x != 0) {
@@ -303,7 +268,7 @@ weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data,
 
         for (uint64_t k = parts[i].k0; i > 0 && k < parts[i].k1; k++) {
             uint8_t *f = o + WEFT_DELTA_HEADER_BYTES + 4 * k;
-            put_u32(f, get_u32(f) + (uint32_t)parts[i].base);
+            weft_le_store32(f, weft_le_load32(f) + (uint32_t)parts[i].base);
         }
         if (parts[i].changes > 0) {
             memcpy(offsets + 2 * parts[i].base, parts[i].offsets, 2 * parts[i].changes);
@@ -321,11 +286,11 @@ weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data,
         }
         return status;
     }
-    put_u32(o, DELTA_MAGIC);
-    put_u32(o + 4, WEFT_DELTA_CHUNK_BYTES);
-    put_u64(o + 8, bytes);
-    put_u64(o + 16, changes);
-    put_u64(o + 24, weft_checksum_final(sum, bytes));
+    weft_le_store32(o, DELTA_MAGIC);
+    weft_le_store32(o + 4, WEFT_DELTA_CHUNK_BYTES);
+    weft_le_store64(o + 8, bytes);
+    weft_le_store64(o + 16, changes);
+    weft_le_store64(o + 24, weft_checksum_final(sum, bytes));
     *out_bytes = size;
     return WEFT_OK;
 }
@@ -344,22 +309,22 @@ static const char *check_delta(const uint8_t *d, uint64_t delta_bytes, uint64_t 
     if (delta_bytes < WEFT_DELTA_HEADER_BYTES) {
         return "shorter than its header";
     }
-    if (get_u32(d) != DELTA_MAGIC) {
-        *status = (get_u32(d) & 0x00FFFFFFu) == (DELTA_MAGIC & 0x00FFFFFFu) ? WEFT_ERR_VERSION : WEFT_ERR_CORRUPT;
+    if (weft_le_load32(d) != DELTA_MAGIC) {
+        *status = (weft_le_load32(d) & 0x00FFFFFFu) == (DELTA_MAGIC & 0x00FFFFFFu) ? WEFT_ERR_VERSION : WEFT_ERR_CORRUPT;
         return *status == WEFT_ERR_VERSION ? "another layout version" : "not a delta (magic)";
     }
-    if (get_u32(d + 4) != WEFT_DELTA_CHUNK_BYTES || get_u64(d + 8) != tensor_bytes) {
+    if (weft_le_load32(d + 4) != WEFT_DELTA_CHUNK_BYTES || weft_le_load64(d + 8) != tensor_bytes) {
         return "its chunk or tensor size is not this tensor's";
     }
-    changes = get_u64(d + 16);
+    changes = weft_le_load64(d + 16);
     if (changes > tensor_bytes || delta_bytes != weft_delta_bytes(tensor_bytes, changes)) {
         return "its size does not match its change count";
     }
     first = d + WEFT_DELTA_HEADER_BYTES;
     offsets = first + 4 * chunks;
     for (uint64_t k = 0; k < chunks; k++) {
-        const uint64_t begin = get_u32(first + 4 * k);
-        const uint64_t end = k + 1 < chunks ? get_u32(first + 4 * (k + 1)) : changes;
+        const uint64_t begin = weft_le_load32(first + 4 * k);
+        const uint64_t end = k + 1 < chunks ? weft_le_load32(first + 4 * (k + 1)) : changes;
         const uint64_t start = k * WEFT_DELTA_CHUNK_BYTES;
         const uint64_t n = tensor_bytes - start < WEFT_DELTA_CHUNK_BYTES ? tensor_bytes - start : WEFT_DELTA_CHUNK_BYTES;
         uint64_t       previous = 0;
@@ -400,14 +365,14 @@ weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, con
         return status;
     }
     chunks = chunks_of(target->tensor_bytes);
-    changes = get_u64(d + 16);
+    changes = weft_le_load64(d + 16);
     first = d + WEFT_DELTA_HEADER_BYTES;
     offsets = first + 4 * chunks;
     values = offsets + 2 * changes;
     data = target->data;
     for (uint64_t k = 0; k < chunks; k++) {
-        const uint64_t begin = get_u32(first + 4 * k);
-        const uint64_t end = k + 1 < chunks ? get_u32(first + 4 * (k + 1)) : changes;
+        const uint64_t begin = weft_le_load32(first + 4 * k);
+        const uint64_t end = k + 1 < chunks ? weft_le_load32(first + 4 * (k + 1)) : changes;
 
         for (uint64_t j = begin; j < end; j++) {
             const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + ((uint64_t)offsets[2 * j] | (uint64_t)offsets[2 * j + 1] << 8);
@@ -415,7 +380,7 @@ weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, con
         }
     }
     if (checksum != NULL) {
-        *checksum = get_u64(d + 24);
+        *checksum = weft_le_load64(d + 24);
     }
     return WEFT_OK;
 }

@@ -105,14 +105,19 @@ struct QuantHead {
     int              reference; /* WEFT_QUANT_FORMULA_REFERENCE */
 };
 
-/* The max over a warp of unsigned bits (the reference formula's amax:
- * NaN kept, which fmaxf would drop). */
-__device__ __forceinline__ uint32_t warp_umax(uint32_t v)
+/* The maxima the kernels take: floats with fmaxf (NaN ignored: the
+ * default formula's amax), unsigned bits with an integer max (the
+ * reference formula's, on the bits: NaN kept). */
+__device__ __forceinline__ float max_of(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ uint32_t max_of(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+/* The max over a warp; every lane gets it. */
+template <typename V>
+__device__ __forceinline__ V warp_max(V v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) {
-        const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, v, o);
-        v = other > v ? other : v;
+        v = max_of(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
     }
     return v;
 }
@@ -240,10 +245,7 @@ __device__ __forceinline__ float tile_quant_exact(const T *mine, float *warp_ama
 
         amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
     }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    }
+    amax = warp_max(amax);
     if (lane == 0) {
         warp_amax[warp] = amax;
     }
@@ -299,7 +301,7 @@ __device__ __forceinline__ float tile_quant_reference(const T *mine, uint32_t *w
 
         bits = max(bits, max(a01, a23));
     }
-    bits = warp_umax(bits);
+    bits = warp_max(bits);
     if (lane == 0) {
         warp_amax_bits[warp] = bits;
     }
@@ -424,36 +426,18 @@ __global__ void __launch_bounds__(kThreads, 3) quant_tile_kernel(const __grid_co
 }
 
 /* Block reduce of a max; every thread gets the result. */
-__device__ float block_max(float v, float *scratch)
+template <typename V>
+__device__ V block_max(V v, V *scratch)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
 
-    for (int o = 16; o > 0; o /= 2) {
-        v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-    }
+    v = warp_max(v);
     if (lane == 0) {
         scratch[warp] = v;
     }
     __syncthreads();
     for (int i = 0; i < warps; i++) {
-        v = fmaxf(v, scratch[i]);
-    }
-    __syncthreads(); /* scratch is reused by the next block */
-    return v;
-}
-
-/* Block reduce of an unsigned max; every thread gets the result. */
-__device__ uint32_t block_umax(uint32_t v, uint32_t *scratch)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-
-    v = warp_umax(v);
-    if (lane == 0) {
-        scratch[warp] = v;
-    }
-    __syncthreads();
-    for (int i = 0; i < warps; i++) {
-        v = max(v, scratch[i]);
+        v = max_of(v, scratch[i]);
     }
     __syncthreads(); /* scratch is reused by the next block */
     return v;
@@ -484,7 +468,7 @@ __global__ void __launch_bounds__(kGenericThreads) quant_generic_kernel(const __
         }
         float s, f = 0.0f;
         if constexpr (Ref) {
-            const float ref_amax = weft_fp8_ref_amax(block_umax(amax_bits, scratch_bits));
+            const float ref_amax = weft_fp8_ref_amax(block_max(amax_bits, scratch_bits));
 
             f = __fmul_rn(__frcp_rn(ref_amax), WEFT_FP8_E4M3_MAX);
             s = weft_fp8_ref_scale_inv(ref_amax);

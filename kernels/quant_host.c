@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "fp8.h"
+#include "le_bytes.h"
 #include "quant_internal.h"
 
 #include "common/log.h"
@@ -313,25 +314,6 @@ static void transpose8x8(uint64_t v[8])
     }
 }
 
-static uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, sizeof(v));
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static void store_le64(uint8_t *p, uint64_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(p, &v, sizeof(v));
-}
-
 /* WT[c][r0 + i] = W[r0 + i][c] for the band's rows; W's band is in cache.
  * 8 × 8 tiles through registers, then the ragged edges byte by byte. */
 static void transpose_band(const uint8_t *w, uint64_t rows, uint64_t cols, uint64_t r0, uint64_t br,
@@ -345,11 +327,11 @@ static void transpose_band(const uint8_t *w, uint64_t rows, uint64_t cols, uint6
         for (i = 0; i + 8 <= br; i += 8) {
             uint64_t v[8];
             for (int k = 0; k < 8; k++) {
-                v[k] = load_le64(src + (i + (uint64_t)k) * cols + c);
+                v[k] = weft_le_load64(src + (i + (uint64_t)k) * cols + c);
             }
             transpose8x8(v);
             for (int k = 0; k < 8; k++) {
-                store_le64(wt + (c + (uint64_t)k) * rows + r0 + i, v[k]);
+                weft_le_store64(wt + (c + (uint64_t)k) * rows + r0 + i, v[k]);
             }
         }
         for (; i < br; i++) {

@@ -406,6 +406,27 @@ static uint64_t message_version(const weft_ctl_msg_t *msg)
     return ok ? v : UINT64_MAX;
 }
 
+/* A consumer spoken by hand joins, in its child: connected, the token
+ * proved, WELCOME heard, its VIEWS sent, READY heard (its worker driven
+ * meanwhile) and a version after 0 asked for. The connection. */
+static int hand_join(weft_ucx_t *ucx, const weft_ctl_buf_t *views, const char *name, uint64_t deadline,
+                     weft_auth_session_t *session)
+{
+    weft_ctl_msg_t msg;
+    int            fd;
+
+    CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
+    CHILD_CHECK(hand_prove(fd, TOKEN, name, NULL, NULL, session) == 0);
+    CHILD_CHECK(next_message(ucx, fd, session, deadline, &msg) == 0 && msg.type == WEFT_CTL_WELCOME);
+    free(msg.payload);
+    CHILD_CHECK(weft_auth_send(fd, session, WEFT_CTL_VIEWS, views->data, (uint32_t)views->length, deadline) ==
+                WEFT_OK);
+    CHILD_CHECK(next_message(ucx, fd, session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
+    free(msg.payload);
+    CHILD_CHECK(weft_wire_send_u64(fd, session, WEFT_CTL_WANT, 0, deadline) == WEFT_OK);
+    return fd;
+}
+
 /* The consumer spoken by hand, in a child forked before any UCX state:
  * it asks for a version after 0 and must hear SENDING(1), then
  * VERSION(1) with version 1's bytes in its buffer; it acks and leaves. */
@@ -430,15 +451,7 @@ static pid_t fork_hand_consumer(int go)
         CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, (uint64_t)ROWS * COLS, WEFT_MEMORY_HOST, &memh,
                                      "the hand consumer's buffer") == WEFT_OK);
         CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0);
-        CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
-        CHILD_CHECK(hand_prove(fd, TOKEN, "hand-consumer", NULL, NULL, &session) == 0);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_WELCOME);
-        free(msg.payload);
-        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_CTL_VIEWS, views.data, (uint32_t)views.length, deadline) ==
-                        WEFT_OK);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
-        free(msg.payload);
-        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_WANT, 0, deadline) == WEFT_OK);
+        fd = hand_join(&ucx, &views, "hand-consumer", deadline, &session);
 
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
         if (msg.type != WEFT_CTL_SENDING || message_u64(&msg) != 1) {
@@ -1215,7 +1228,6 @@ static pid_t fork_stuck_consumer(int go, int hold, int lanes)
         const weft_recv_view_t view = {.name = "w", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
                                        .shape = {STUCK_ROWS, STUCK_COLS}, .data = buf};
         weft_ctl_buf_t         views = {0};
-        weft_ctl_msg_t         msg;
         weft_auth_session_t    session = {0};
         weft_ucx_t             ucx, lane[2];
         ucp_mem_h              memh;
@@ -1223,7 +1235,6 @@ static pid_t fork_stuck_consumer(int go, int hold, int lanes)
         size_t                 address_length, rkey_length;
         void                  *rkey;
         char                   byte;
-        int                    fd;
 
         CHILD_CHECK(buf != NULL);
         CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
@@ -1250,15 +1261,7 @@ static pid_t fork_stuck_consumer(int go, int hold, int lanes)
             ucp_worker_release_address(lane[i].worker, address);
         }
         CHILD_CHECK(!views.failed);
-        CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
-        CHILD_CHECK(hand_prove(fd, TOKEN, "stuck", NULL, NULL, &session) == 0);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_WELCOME);
-        free(msg.payload);
-        CHILD_CHECK(weft_auth_send(fd, &session, WEFT_CTL_VIEWS, views.data, (uint32_t)views.length, deadline) ==
-                    WEFT_OK);
-        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
-        free(msg.payload);
-        CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_WANT, 0, deadline) == WEFT_OK);
+        (void)hand_join(&ucx, &views, "stuck", deadline, &session); /* its connection open until the end */
         if (lanes) {
             struct pollfd released = {.fd = hold, .events = POLLIN};
 
