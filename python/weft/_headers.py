@@ -11,7 +11,7 @@ import os
 import re
 
 # In include order: each header after those it uses.
-HEADERS = ("types.h", "registry.h", "transport.h", "ucx.h", "quant.h", "checksum.h", "optim.h", "weft.h")
+HEADERS = ("types.h", "registry.h", "transport.h", "ucx.h", "quant.h", "checksum.h", "delta.h", "optim.h", "weft.h")
 
 # What the C headers take from <stdint.h> that cffi does not know itself.
 _LIMITS = {"UINT32_MAX": "4294967295", "UINT64_MAX": "18446744073709551615", "INT32_MAX": "2147483647"}
