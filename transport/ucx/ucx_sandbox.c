@@ -189,12 +189,11 @@ static weft_status_t verdict(const weft_ucx_probe_t *probe, int status, char *wh
     return WEFT_ERR_INVALID_PARAM;
 }
 
-weft_status_t weft_ucx_probe_poll(weft_ucx_probe_t *probe, char *why, size_t why_size)
+/* Reads what the sandbox wrote of its answer, without waiting; the
+ * descriptor is closed at its end (the sandbox exited), on an error, or
+ * once more than an answer came. */
+static void read_answer(weft_ucx_probe_t *probe)
 {
-    int   status = 0;
-    pid_t ended;
-
-    /* Its answer, up to the end of its descriptor (it exits then). */
     while (probe->answer_fd >= 0) {
         const ssize_t r = read(probe->answer_fd, probe->answer + probe->got, sizeof(probe->answer) - 1 - probe->got);
         if (r > 0) {
@@ -206,15 +205,28 @@ weft_status_t weft_ucx_probe_poll(weft_ucx_probe_t *probe, char *why, size_t why
         } else if (r < 0 && errno == EINTR) {
             continue;
         } else if (r < 0 && errno == EAGAIN) {
-            break;
+            return;
         }
-        close(probe->answer_fd); /* its end, an error, or more than an answer */
+        close(probe->answer_fd);
         probe->answer_fd = -1;
     }
-    ended = waitpid(probe->pid, &status, WNOHANG);
+}
+
+weft_status_t weft_ucx_probe_poll(weft_ucx_probe_t *probe, char *why, size_t why_size)
+{
+    int   status = 0;
+    pid_t ended;
+
+    read_answer(probe);
+    do {
+        ended = waitpid(probe->pid, &status, WNOHANG);
+    } while (ended < 0 && errno == EINTR);
     if (ended == 0 && weft_time_ns() < probe->deadline_ns) {
         return WEFT_INPROGRESS;
     }
+    /* It may have answered and exited since the read above: what it wrote
+     * is still in the pipe, whose other end its exit closed. */
+    read_answer(probe);
     if (ended == 0) {
         weft_ucx_probe_cancel(probe);
         snprintf(why, why_size, "the UCX sandbox did not answer in time");
