@@ -9,21 +9,13 @@
 #include "config.h"
 
 #include "lib/harness.h"
+#include "lib/optim_inputs.h" /* rng_next */
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <weft/weft.h>
-
-/* xorshift64*: reproducible data. */
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545f4914f6cdd1dULL;
-}
 
 /* old: random bytes; new: old with about `rate` of its bytes changed. */
 static void make_pair(uint8_t *old_data, uint8_t *new_data, uint64_t n, double rate, uint64_t seed)

@@ -1364,7 +1364,7 @@ START_TEST(ucx_a_failed_lane_ends_the_version_without_waiting_for_the_others)
     ck_assert_int_eq(pipe(go), 0);
     ck_assert_int_eq(pipe(hold), 0);
     consumer = fork_stuck_consumer(go[0], hold[0], 1);
-    start_stuck_server(go[1], 3, 2, 20000000);
+    start_stuck_server(go[1], 2, 2, 20000000); /* two slots: 128 MiB of /dev/shm */
     ck_assert_msg(publish_and_wait_for_a_drop(10) == 1,
                   "a consumer whose lane failed was not dropped in 10 s (the server's timeout is 20 s)");
     end_stuck(consumer, hold[1]);
