@@ -28,8 +28,6 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
                   ucs_status_string(status));
 }
 
-/* Drops a consumer: records its failure for the version in flight, removes
- * it from the registry, closes its endpoint and socket. */
 /* What a PROBING consumer holds: its VIEWS' copy, its keys, its sandbox. */
 static void release_wire(peer_t *p)
 {
@@ -44,6 +42,8 @@ static void release_wire(peer_t *p)
     p->held.payload = NULL;
 }
 
+/* Drops a consumer: records its failure for the version in flight, removes
+ * it from the registry, closes its endpoint and socket. */
 void weft_ucx_peer_drop(peer_t *p, weft_status_t why, const char *what)
 {
     struct ucx_server *s = p->server;
