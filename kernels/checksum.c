@@ -21,6 +21,46 @@ uint64_t weft_checksum_host(const void *data, size_t bytes)
     return weft_checksum_final(sum, bytes);
 }
 
+uint64_t weft_checksum_host_rows(const void *data, uint64_t row_bytes, uint64_t row_stride, uint64_t rows)
+{
+    const unsigned char *base = data;
+    unsigned char        word[8];
+    uint64_t             sum = 0, index = 0, have = 0; /* bytes of `word` filled */
+
+    if (row_bytes % 8 == 0) { /* every row starts a word: no carry between rows */
+        for (uint64_t r = 0; r < rows; r++) {
+            const unsigned char *p = base + r * row_stride;
+
+            for (uint64_t w = 0; w < row_bytes / 8; w++) {
+                sum += weft_checksum_term(weft_le_load64(p + 8 * w), index++);
+            }
+        }
+        return weft_checksum_final(sum, row_bytes * rows);
+    }
+    /* Words straddle rows: carried byte by byte where they do. */
+    for (uint64_t r = 0; r < rows; r++) {
+        const unsigned char *p = base + r * row_stride;
+        uint64_t             at = 0;
+
+        while (at < row_bytes) {
+            if (have == 0 && row_bytes - at >= 8) {
+                sum += weft_checksum_term(weft_le_load64(p + at), index++);
+                at += 8;
+                continue;
+            }
+            word[have++] = p[at++];
+            if (have == 8) {
+                sum += weft_checksum_term(weft_le_load64(word), index++);
+                have = 0;
+            }
+        }
+    }
+    if (have != 0) {
+        sum += weft_checksum_term(weft_le_load_partial(word, have), index);
+    }
+    return weft_checksum_final(sum, row_bytes * rows);
+}
+
 #ifndef HAVE_CUDA
 weft_status_t weft_checksum_cuda(const void *device_data, size_t bytes, void *stream,
                                    uint64_t *checksum)

@@ -81,6 +81,14 @@ weft_status_t weft_checksum_cuda_ranges_where(const uint8_t *const *ptrs, const 
 /* Frees what a scratch holds (on its device; the current one is kept). */
 void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch);
 
+/*
+ * weft_checksum_host of `rows` rows of row_bytes bytes each, row_stride
+ * bytes apart from data (a strided view of a fused tensor), read as if
+ * they lay end to end: a consumer checks what it wrote into such a view
+ * without gathering it first.
+ */
+uint64_t weft_checksum_host_rows(const void *data, uint64_t row_bytes, uint64_t row_stride, uint64_t rows);
+
 #ifdef __cplusplus
 }
 #endif

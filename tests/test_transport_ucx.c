@@ -388,12 +388,18 @@ static void views_stay_put_between_receives(void)
                 CHILD_CHECK(time(NULL) < until);
                 usleep(1000); /* polling the stats: no signal for them */
             }
+            /* No lease of v + 1 for the consumer that did not ask. With
+             * consumers that take deltas (not those in UCX's memory), one:
+             * the server's delta base (server/delta_cache.h), the latest
+             * version, which the producer cannot write into anyway. */
+            const uint32_t base_leases = consumer_ucx_memory ? 0 : 1;
+
             CHILD_CHECK(weft_registry_get_stats(s.reg, &rs) == WEFT_OK);
-            if (rs.leases_held != 0) {
-                fprintf(stderr, "server: %u leases of version %llu held for the idle consumer\n",
-                        rs.leases_held, (unsigned long long)(v + 1));
+            if (rs.leases_held != base_leases) {
+                fprintf(stderr, "server: %u leases held after version %llu, not %u\n", rs.leases_held,
+                        (unsigned long long)(v + 1), base_leases);
             }
-            CHILD_CHECK(rs.leases_held == 0);
+            CHILD_CHECK(rs.leases_held == base_leases);
             CHILD_CHECK(write(check[1], "v", 1) == 1); /* the engine looks now */
             CHILD_CHECK(weft_registry_wait_consumers(s.reg, v + 1, WAIT_US, NULL) == WEFT_OK);
         }

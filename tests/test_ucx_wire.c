@@ -225,7 +225,9 @@ typedef struct views_msg {
     int              with_views;
     uint64_t         ring_half;
     uint32_t         lanes, lane_address_length;
+    uint64_t         inbox_base, inbox_bytes;
     int              truncate_views; /* drop the last bytes of the views */
+    int              no_inbox;       /* end after the lanes, as protocol 4 did */
 } views_msg_t;
 
 #define REGION_BASE UINT64_C(0x7f0000000000)
@@ -257,6 +259,10 @@ static void build_views_msg(const views_msg_t *m, weft_ctl_buf_t *buf)
     weft_ctl_put_u32(buf, m->lanes);
     for (uint32_t i = 0; i < m->lanes; i++) {
         weft_ctl_put_blob(buf, junk, m->lane_address_length);
+    }
+    if (!m->no_inbox) {
+        weft_ctl_put_u64(buf, m->inbox_base);
+        weft_ctl_put_u64(buf, m->inbox_bytes);
     }
 }
 
@@ -368,6 +374,8 @@ static int put_real_views(weft_ucx_t *ucx, ucp_mem_h memh, uint8_t *buf, weft_ct
     weft_wire_put_views(out, &view, 1);
     weft_ctl_put_u64(out, 0);
     weft_ctl_put_u32(out, 0);
+    weft_ctl_put_u64(out, 0); /* no inbox: every version whole */
+    weft_ctl_put_u64(out, 0);
     return out->failed ? -1 : 0;
 }
 
@@ -385,13 +393,15 @@ static int next_message(weft_ucx_t *ucx, int fd, weft_auth_session_t *session, u
     return -1;
 }
 
-/* The u64 a message carries, UINT64_MAX when it carries something else. */
-static uint64_t message_u64(const weft_ctl_msg_t *msg)
+/* The version a SENDING of a whole version carries; UINT64_MAX when it is
+ * malformed or announces a delta. */
+static uint64_t sending_version(const weft_ctl_msg_t *msg)
 {
     weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           v = weft_ctl_get_u64(&cur);
+    uint64_t          v = weft_ctl_get_u64(&cur);
+    uint32_t          delta = weft_ctl_get_u32(&cur);
 
-    return cur.failed || cur.at != cur.length ? UINT64_MAX : v;
+    return cur.failed || cur.at != cur.length || delta != 0 ? UINT64_MAX : v;
 }
 
 /* The version a VERSION notice carries (with its checksums, if any),
@@ -454,7 +464,7 @@ static pid_t fork_hand_consumer(int go)
         fd = hand_join(&ucx, &views, "hand-consumer", deadline, &session);
 
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
-        if (msg.type != WEFT_CTL_SENDING || message_u64(&msg) != 1) {
+        if (msg.type != WEFT_CTL_SENDING || sending_version(&msg) != 1) {
             CHILD_FAIL("hand consumer: message %u first, not SENDING(1)", msg.type);
         }
         free(msg.payload);
@@ -703,6 +713,19 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
     m.ring_half = m.region_bytes; /* more than half the one region */
     refused_views(&m, "a staging ring half larger than half its region", MALFORMED_OR_KEYS);
     m = good_views();
+    m.no_inbox = 1;
+    refused_views(&m, "no inbox words (protocol 4's views)", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.inbox_base = m.region_base + 1;
+    m.inbox_bytes = m.region_bytes; /* one byte past the region */
+    refused_views(&m, "an inbox outside the memory it registered", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.regions = m.regions_written = 1;
+    m.ring_half = m.region_bytes / 4;
+    m.inbox_base = m.region_base;
+    m.inbox_bytes = 64;
+    refused_views(&m, "an inbox beside a staging ring", MALFORMED_OR_KEYS);
+    m = good_views();
     m.region_bytes -= 1; /* the view's last byte outside it */
     refused_views(&m, "a view outside the memory it registered",
                   "a view lies outside the memory it registered");
@@ -727,6 +750,8 @@ static void put_views_with(const uint8_t *address, uint32_t address_length, cons
     weft_wire_put_views(buf, &view, 1);
     weft_ctl_put_u64(buf, 0);
     weft_ctl_put_u32(buf, 0);
+    weft_ctl_put_u64(buf, 0); /* no inbox */
+    weft_ctl_put_u64(buf, 0);
 }
 
 /* Sends VIEWS after the token and reads the answer (any): the server must
@@ -1260,6 +1285,8 @@ static pid_t fork_stuck_consumer(int go, int hold, int lanes)
             weft_ctl_put_blob(&views, address, (uint32_t)address_length);
             ucp_worker_release_address(lane[i].worker, address);
         }
+        weft_ctl_put_u64(&views, 0); /* no inbox */
+        weft_ctl_put_u64(&views, 0);
         CHILD_CHECK(!views.failed);
         (void)hand_join(&ucx, &views, "stuck", deadline, &session); /* its connection open until the end */
         if (lanes) {

@@ -5,11 +5,13 @@
  * VIEWS (sealed, ctl/auth.h): blob worker address, u32 region count,
  * per region u64 base, u64 bytes, blob packed remote key; the views
  * (ctl/wire.h); u64 staging ring half (0: none); u32 receive lane
- * count, a blob worker address each.
+ * count, a blob worker address each; u64 inbox base, u64 inbox bytes
+ * (delta versions, remote/remote_delta.h; 0 bytes: none).
  *
  * What is checked here: every length against the message, counts against
  * their limits, no empty address (UCX reads a worker address without its
- * length), a ring only in one region holding two halves. What cannot be:
+ * length), a ring only in one region holding two halves, an inbox only
+ * without a ring and inside one region. What cannot be:
  * the inside of a worker address or a packed key, which UCX parses
  * without lengths of its own. Those come only from a consumer that proved
  * the token, in a message sealed for its session; a token holder can
@@ -43,6 +45,7 @@ typedef struct weft_ucx_views_msg {
     uint64_t          ring_half;     /* 0: no staging ring */
     uint32_t          lane_count;    /* 0: its one worker */
     weft_ucx_blob_t   lanes[WEFT_UCX_LANES_MAX];
+    uint64_t          inbox_base, inbox_bytes; /* 0 bytes: takes no deltas */
 } weft_ucx_views_msg_t;
 
 /*

@@ -109,6 +109,77 @@ void weft_wire_put_version(weft_ctl_buf_t *buf, uint64_t version, const weft_wir
     }
 }
 
+weft_status_t weft_wire_send_want(int fd, weft_auth_session_t *session, uint64_t after, uint64_t holds,
+                                  uint64_t deadline_ns)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    weft_ctl_put_u64(&buf, after);
+    weft_ctl_put_u64(&buf, holds);
+    status = buf.failed ? WEFT_ERR_NO_MEMORY
+                        : weft_auth_send(fd, session, WEFT_CTL_WANT, buf.data, (uint32_t)buf.length, deadline_ns);
+    weft_ctl_buf_free(&buf);
+    return status;
+}
+
+weft_status_t weft_wire_get_want(const weft_ctl_msg_t *msg, uint64_t *after, uint64_t *holds)
+{
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+
+    *after = weft_ctl_get_u64(&cur);
+    *holds = cur.at < cur.length ? weft_ctl_get_u64(&cur) : 0;
+    return msg->type != WEFT_CTL_WANT || cur.failed || cur.at != cur.length ? WEFT_ERR_CORRUPT : WEFT_OK;
+}
+
+void weft_wire_put_delta(weft_ctl_buf_t *buf, uint64_t version, uint64_t base,
+                         const weft_wire_delta_entry_t *entries, uint32_t count)
+{
+    weft_ctl_put_u64(buf, version);
+    weft_ctl_put_u64(buf, base);
+    weft_ctl_put_u32(buf, count);
+    for (uint32_t i = 0; i < count; i++) {
+        weft_ctl_put_u32(buf, entries[i].kind);
+        weft_ctl_put_u64(buf, entries[i].offset);
+        weft_ctl_put_u64(buf, entries[i].bytes);
+    }
+}
+
+#define DELTA_ENTRY_WIRE_BYTES 20u /* u32 kind, u64 offset, u64 bytes */
+
+weft_status_t weft_wire_get_delta(const weft_ctl_msg_t *msg, uint64_t inbox_bytes, uint64_t *version,
+                                  uint64_t *base, weft_wire_delta_entry_t **entries, uint32_t *count)
+{
+    weft_ctl_cursor_t        cur = {.data = msg->payload, .length = msg->length};
+    weft_wire_delta_entry_t *e;
+
+    *entries = NULL;
+    *version = weft_ctl_get_u64(&cur);
+    *base = weft_ctl_get_u64(&cur);
+    *count = weft_ctl_get_u32(&cur);
+    if (msg->type != WEFT_CTL_DELTA || cur.failed ||
+        (uint64_t)(cur.length - cur.at) != (uint64_t)*count * DELTA_ENTRY_WIRE_BYTES) {
+        return WEFT_ERR_CORRUPT;
+    }
+    e = calloc(*count ? *count : 1, sizeof(*e));
+    if (e == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < *count; i++) {
+        e[i].kind = weft_ctl_get_u32(&cur);
+        e[i].offset = weft_ctl_get_u64(&cur);
+        e[i].bytes = weft_ctl_get_u64(&cur);
+        cur.failed |= (e[i].kind != WEFT_WIRE_DELTA_PATCH && e[i].kind != WEFT_WIRE_DELTA_WHOLE) ||
+                      e[i].offset > inbox_bytes || e[i].bytes > inbox_bytes - e[i].offset;
+    }
+    if (cur.failed) {
+        free(e);
+        return WEFT_ERR_CORRUPT;
+    }
+    *entries = e;
+    return WEFT_OK;
+}
+
 void weft_wire_sums_free(weft_wire_sums_t *sums)
 {
     free(sums->known);

@@ -14,6 +14,12 @@
  *          this version), u64 sum. count 0 (or nothing, from an older
  *          server): no checksums.
  * ACK: u64 version.  FAILED: u64 version, u32 status.
+ * WANT: u64 after, then (delta versions) u64 holds: the version the
+ *          consumer's views hold verbatim, 0 when none it can vouch for.
+ * DELTA: u64 version, u64 base (the version the delta applies to), u32
+ *          count, and per view of the consumer's, in its order: u32 kind
+ *          (WEFT_WIRE_DELTA_*), u64 offset into the consumer's inbox, u64
+ *          bytes. Sent just before the VERSION it applies to.
  * Views (inside each transport's VIEWS): u32 count, then per view str
  *          name, u32 role, u32 dtype, u32 ndim, 4 × u64 shape, 4 × u64
  *          strides (elements, explicit even when contiguous), u64 address.
@@ -56,6 +62,36 @@ weft_status_t weft_wire_parse_refused(const weft_ctl_msg_t *msg, char *reason, s
 /* Sends a message whose payload is one u64, sealed (weft_auth_send). */
 weft_status_t weft_wire_send_u64(int fd, weft_auth_session_t *session, uint32_t type, uint64_t value,
                                  uint64_t deadline_ns);
+
+/* WANT(after, holds). */
+weft_status_t weft_wire_send_want(int fd, weft_auth_session_t *session, uint64_t after, uint64_t holds,
+                                  uint64_t deadline_ns);
+
+/* Reads a WANT: *holds 0 when it carries none. WEFT_ERR_CORRUPT. */
+weft_status_t weft_wire_get_want(const weft_ctl_msg_t *msg, uint64_t *after, uint64_t *holds);
+
+/* How one view's part of a delta version lies in the inbox. */
+enum {
+    WEFT_WIRE_DELTA_PATCH = 1, /* a delta of the tensor (<weft/delta.h>) to apply to the base's bytes */
+    WEFT_WIRE_DELTA_WHOLE = 2  /* the tensor's bytes, whole (its delta was no smaller) */
+};
+
+typedef struct weft_wire_delta_entry {
+    uint32_t kind;
+    uint64_t offset, bytes; /* in the inbox */
+} weft_wire_delta_entry_t;
+
+void weft_wire_put_delta(weft_ctl_buf_t *buf, uint64_t version, uint64_t base,
+                         const weft_wire_delta_entry_t *entries, uint32_t count);
+
+/*
+ * Reads a DELTA: the entries into *entries (malloc'd, count of them; the
+ * caller frees). Checked here: the kinds, and each entry inside
+ * [0, inbox_bytes). WEFT_ERR_CORRUPT (a count the message cannot hold is
+ * refused before anything is allocated), WEFT_ERR_NO_MEMORY.
+ */
+weft_status_t weft_wire_get_delta(const weft_ctl_msg_t *msg, uint64_t inbox_bytes, uint64_t *version,
+                                  uint64_t *base, weft_wire_delta_entry_t **entries, uint32_t *count);
 
 /* A VERSION's checksums, per view of the consumer's (count 0: none). */
 typedef struct weft_wire_sums {

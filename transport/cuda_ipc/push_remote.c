@@ -234,7 +234,7 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
         return WEFT_ERR_CONNECTION;
     }
     /* The server writes only when asked (a request that timed out stands). */
-    if (weft_remote_base_ask(&r->base, after_version) != WEFT_OK) {
+    if (weft_remote_base_ask(&r->base, after_version, 0) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
     for (;;) {

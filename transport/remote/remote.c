@@ -224,19 +224,20 @@ weft_status_t weft_remote_base_notice(weft_remote_base_t *c, uint64_t *version, 
     return status;
 }
 
-weft_status_t weft_remote_base_ask(weft_remote_base_t *c, uint64_t after)
+weft_status_t weft_remote_base_ask(weft_remote_base_t *c, uint64_t after, uint64_t holds)
 {
-    if (c->wanting && c->want_after == after) {
+    if (c->wanting && c->want_after == after && c->want_holds == holds) {
         return WEFT_OK;
     }
-    if (weft_wire_send_u64(c->fd, &c->session, WEFT_CTL_WANT, after,
-                           weft_deadline_ns(weft_time_ns(), MESSAGE_US)) != WEFT_OK) {
+    if (weft_wire_send_want(c->fd, &c->session, after, holds, weft_deadline_ns(weft_time_ns(), MESSAGE_US)) !=
+        WEFT_OK) {
         weft_log_error("remote: lost the connection to %s", c->server);
         weft_remote_base_disconnect(c);
         return WEFT_ERR_CONNECTION;
     }
     c->wanting = 1;
     c->want_after = after;
+    c->want_holds = holds;
     return WEFT_OK;
 }
 

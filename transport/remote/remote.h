@@ -19,6 +19,7 @@ typedef struct weft_remote_base {
     char     server[256]; /* host:port, for the log */
     int      wanting;     /* a WANT is outstanding (ucx, cuda_ipc) */
     uint64_t want_after;  /* its argument */
+    uint64_t want_holds;  /* and the version it said the views hold */
     uint64_t timeout_us;  /* the handshake's, and how soon a dead server shows (bootstrap) */
     /* The server closed its end (its FIN or reset came): its confirmation
      * that none of its writes can land any more, or the end of its
@@ -101,11 +102,13 @@ weft_status_t weft_remote_base_send(weft_remote_base_t *c, uint32_t type, const 
 
 /*
  * For transports whose server writes only when asked (ucx, cuda_ipc):
- * sends WANT(after) unless that very request is outstanding (one that
- * timed out stands). WEFT_ERR_CONNECTION (logged, the connection closed)
- * when it could not be sent. A VERSION notice answers it (wanting = 0).
+ * sends WANT(after, holds) unless that very request is outstanding (one
+ * that timed out stands); holds: the version the views hold verbatim, for
+ * a server that sends deltas (0: none vouched for). WEFT_ERR_CONNECTION
+ * (logged, the connection closed) when it could not be sent. A VERSION
+ * notice answers it (wanting = 0).
  */
-weft_status_t weft_remote_base_ask(weft_remote_base_t *c, uint64_t after);
+weft_status_t weft_remote_base_ask(weft_remote_base_t *c, uint64_t after, uint64_t holds);
 
 /*
  * Keeps where the views are (their addresses and sizes; the views

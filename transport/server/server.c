@@ -342,14 +342,14 @@ weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *
 
 weft_status_t weft_server_base_want(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    uint64_t           after = weft_ctl_get_u64(&cur);
+    uint64_t after, holds;
 
-    if (msg->type != WEFT_CTL_WANT || cur.failed) {
+    if (weft_wire_get_want(msg, &after, &holds) != WEFT_OK) {
         return WEFT_ERR_CORRUPT;
     }
     p->wanting = 1;
     p->want_after = after;
+    p->want_holds = holds;
     return WEFT_OK;
 }
 

@@ -184,11 +184,15 @@ struct weft_server_peer {
      * WANT came and no version answered it yet, and its argument. */
     int           wanting;
     uint64_t      want_after;
+    /* What the consumer said its views hold verbatim with its last WANT
+     * (delta versions; 0: nothing it vouches for). */
+    uint64_t      want_holds;
 };
 
 /*
- * WANT(a): the consumer waits in weft_remote_receive for a version > a;
- * it may come in any state (a request after one that timed out).
+ * WANT(a, holds): the consumer waits in weft_remote_receive for a
+ * version > a, its views holding version `holds` (wire.h); it may come in
+ * any state (a request after one that timed out).
  * WEFT_ERR_CORRUPT when malformed.
  */
 weft_status_t weft_server_base_want(weft_server_peer_t *p, const weft_ctl_msg_t *msg);

@@ -19,8 +19,11 @@
 /* 2: VIEWS ends with the staging ring's half (plan/rounds.h).
  * 3: then the consumer's receive lanes' worker addresses (ucx_lanes.h).
  * 4: SENDING before a version's puts (ucx_remote.c stays awake for the
- *    notice). */
-#define WEFT_UCX_PROTOCOL 4u
+ *    notice).
+ * 5: delta versions: VIEWS ends with the consumer's inbox, WANT carries
+ *    the version its views hold, SENDING whether a delta comes, DELTA and
+ *    REDO (docs/protocol.md, "Delta versions on the wire"). */
+#define WEFT_UCX_PROTOCOL 5u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {

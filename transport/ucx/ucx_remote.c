@@ -18,6 +18,13 @@
  * round is copied into the views and answered before the server reuses
  * its half, and the version is acknowledged only after its last round's
  * copy completed.
+ *
+ * Host views also get an inbox (remote/remote_delta.h), one more
+ * registered region: a server that sends deltas puts there, instead of
+ * into the views, the delta of each tensor from the version the views
+ * hold; the DELTA before the notice says where each lies, and the views
+ * are patched and checked at the notice. A delta that does not check out
+ * is answered with REDO, and the version comes again whole.
  */
 #include "config.h"
 
@@ -25,6 +32,7 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "transport/remote/remote.h"
+#include "transport/remote/remote_delta.h"
 #include "transport/core/desc.h"
 #include "transport/core/view_memory.h"
 #include "transport/ctl/wire.h"
@@ -85,6 +93,7 @@ struct ucx_remote {
     /* When the last SENDING came (0: none since the notice), and how long
      * from it to the notice the version before took. */
     uint64_t         sending_at, sending_took;
+    weft_remote_delta_t delta; /* its inbox; delta.inbox NULL: every version whole */
 };
 
 #define STAGE_BYTES_MIN (UINT64_C(128) << 10)
@@ -206,6 +215,8 @@ static weft_status_t send_views(struct ucx_remote *r, const weft_recv_view_t *vi
         weft_ucx_lanes_address(r->lanes, i, &lane_address, &lane_address_length);
         weft_ctl_put_blob(&buf, lane_address, (uint32_t)lane_address_length);
     }
+    weft_ctl_put_u64(&buf, (uint64_t)(uintptr_t)r->delta.inbox);
+    weft_ctl_put_u64(&buf, r->delta.inbox_bytes);
     if (status == WEFT_OK) {
         status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
     }
@@ -240,6 +251,7 @@ static void remote_free(struct ucx_remote *r)
     }
     free(r->memh);
     free(r->regions);
+    weft_remote_delta_fini(&r->delta); /* its registration went above */
     if (r->borrowed != NULL) {
         weft_ucx_close_worker(&r->ucx); /* the context is the memory's */
         weft_ucx_memory_release(r->borrowed);
@@ -315,6 +327,20 @@ static weft_status_t receive_memory(struct ucx_remote *r, const weft_recv_view_t
     }
     r->regions[0] = weft_ucx_stage_area(r->stage);
     r->region_count = 1;
+    return WEFT_OK;
+}
+
+/* The inbox, registered as one more region (after the views'). */
+static weft_status_t add_inbox_region(struct ucx_remote *r)
+{
+    weft_wire_span_t *regions = realloc(r->regions, (r->region_count + 1) * sizeof(*regions));
+
+    if (regions == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    regions[r->region_count++] = (weft_wire_span_t){.base = (uint64_t)(uintptr_t)r->delta.inbox,
+                                                    .bytes = r->delta.inbox_bytes};
+    r->regions = regions;
     return WEFT_OK;
 }
 
@@ -414,8 +440,16 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     if (status == WEFT_OK) {
         status = connect_back(r);
     }
+    /* Deltas into host views of our own memory: UCX's (borrowed) is one
+     * region, its own. */
+    if (status == WEFT_OK && r->borrowed == NULL) {
+        status = weft_remote_delta_init(&r->delta, views, (uint32_t)count, r->memory);
+    }
     if (status == WEFT_OK) {
         status = receive_memory(r, views, count);
+    }
+    if (status == WEFT_OK && r->delta.inbox != NULL) {
+        status = add_inbox_region(r);
     }
     if (status == WEFT_OK) {
         status = register_regions(r);
@@ -439,27 +473,35 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         weft_ucx_cuda_leave(r->device, saved);
     }
     weft_log_info("remote: connected to %s as consumer %u, %" PRIu64 " bytes per version into "
-                  "%s memory%s in %u registered regions, %u receive lane%s",
+                  "%s memory%s in %u registered regions, %u receive lane%s, deltas into an inbox of %" PRIu64
+                  " bytes",
                   p->server, r->consumer, r->bytes,
                   r->memory == WEFT_MEMORY_CUDA ? "device" : "host",
                   r->borrowed != NULL           ? " (UCX's, from weft_ucx_memory_alloc)"
                   : r->memory != WEFT_MEMORY_CUDA ? ""
                   : r->stage != NULL            ? " (staged through pinned host memory)"
                                                 : " (registered directly)",
-                  r->region_count, lanes, lanes > 1 ? "s" : " (the receiving thread)");
+                  r->region_count, lanes, lanes > 1 ? "s" : " (the receiving thread)", r->delta.inbox_bytes);
     *out = r;
     return WEFT_OK;
 }
 
-/* SENDING(v): the server began putting v; stay awake for its notice. */
+/* SENDING(v, delta): the server began putting v, whole into the views
+ * (which from here hold no version we vouch for) or as a delta into the
+ * inbox; stay awake for its notice. */
 static weft_status_t on_sending(struct ucx_remote *r, const weft_ctl_msg_t *msg, uint64_t *awake_until)
 {
     weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    uint32_t          delta;
 
     (void)weft_ctl_get_u64(&cur);
-    if (cur.failed || cur.at != cur.length) {
+    delta = weft_ctl_get_u32(&cur);
+    if (cur.failed || cur.at != cur.length || delta > 1 || (delta && r->delta.inbox == NULL)) {
         weft_log_error("remote: a malformed SENDING from %s", r->base.server);
         return WEFT_ERR_CORRUPT;
+    }
+    if (!delta) {
+        weft_remote_delta_forget(&r->delta);
     }
     r->sending_at = weft_time_ns();
     *awake_until = r->sending_took < SENDING_SPIN_NS ? r->sending_at + SENDING_SPIN_NS : 0;
@@ -520,6 +562,36 @@ static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
     return WEFT_ERR_CORRUPT;
 }
 
+/* DELTA: where each view's delta lies in the inbox, for the notice. */
+static weft_status_t on_delta(struct ucx_remote *r, const weft_ctl_msg_t *msg)
+{
+    weft_status_t status = weft_remote_delta_on_map(&r->delta, msg);
+
+    if (status == WEFT_ERR_CORRUPT) {
+        weft_log_error("remote: a malformed DELTA from %s", r->base.server);
+    }
+    return status;
+}
+
+/* The views did not check out after v's delta: REDO(v), and v comes
+ * again whole. WEFT_ERR_CONNECTION (the connection closed) when it could
+ * not be asked. */
+static weft_status_t redo(struct ucx_remote *r, uint64_t v)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    weft_log_warn("remote: version %" PRIu64 " from %s did not check out after its delta; asking for it whole", v,
+                  r->base.server);
+    weft_ctl_put_u64(&buf, v);
+    status = weft_remote_base_send(&r->base, WEFT_CTL_REDO, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_remote_base_disconnect(&r->base);
+    }
+    return status;
+}
+
 /* weft_remote_base_check with the views' GPU current for device views. */
 static weft_status_t check_version(struct ucx_remote *r, uint64_t v)
 {
@@ -540,7 +612,8 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
 {
     struct ucx_remote *r = remote;
     const uint32_t     extra = WEFT_CTL_TYPE_BIT(WEFT_CTL_SENDING) |
-                           (r->stage != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_ROUND) : 0);
+                           (r->stage != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_ROUND) : 0) |
+                           (r->delta.inbox != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_DELTA) : 0);
     uint64_t           deadline, last_work, awake_until = 0;
 
     if (r->base.fd < 0) {
@@ -550,7 +623,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     last_work = weft_time_ns();
     /* The server puts into the views only when asked (a request that
      * timed out stands), so between calls they do not change. */
-    if (weft_remote_base_ask(&r->base, after_version) != WEFT_OK) {
+    if (weft_remote_base_ask(&r->base, after_version, r->delta.holds) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
     for (;;) {
@@ -588,7 +661,9 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         }
         status = weft_remote_base_notice(&r->base, &v, extra, &msg);
         if (status == WEFT_INPROGRESS) {
-            status = msg.type == WEFT_CTL_SENDING ? on_sending(r, &msg, &awake_until) : stage_round(r, &msg);
+            status = msg.type == WEFT_CTL_SENDING ? on_sending(r, &msg, &awake_until)
+                     : msg.type == WEFT_CTL_DELTA ? on_delta(r, &msg)
+                                                  : stage_round(r, &msg);
             free(msg.payload);
             if (status != WEFT_OK) {
                 weft_remote_base_disconnect(&r->base);
@@ -605,12 +680,28 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         }
         status = stage_complete(r, v);
         if (status == WEFT_OK) {
+            int applied;
+
+            /* A delta's bytes are in the inbox: into the views, checked. */
+            status = weft_remote_delta_apply(&r->delta, v, &applied);
+            if (status != WEFT_OK && applied) {
+                status = redo(r, v);
+                if (status != WEFT_OK) {
+                    return status;
+                }
+                continue; /* v comes again, whole */
+            }
+        }
+        if (status == WEFT_OK) {
             /* Every byte of v is here: checked against the server's sums
              * (WEFT_VERIFY), acknowledged, then reported. */
             status = check_version(r, v);
         }
         if (status == WEFT_OK) {
             status = weft_remote_base_ack(&r->base, v);
+        }
+        if (status == WEFT_OK) {
+            r->delta.holds = v; /* the base of the next delta */
         }
         if (status != WEFT_OK) {
             /* Never acknowledged: the server drops us; connect again. */
@@ -622,7 +713,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             return WEFT_OK;
         }
         /* An older request's version: ask again. */
-        if (weft_remote_base_ask(&r->base, after_version) != WEFT_OK) {
+        if (weft_remote_base_ask(&r->base, after_version, r->delta.holds) != WEFT_OK) {
             return WEFT_ERR_CONNECTION;
         }
     }

@@ -137,6 +137,7 @@ static void *server_main(void *arg)
         }
         weft_ucx_progress(&s->ucx);
         weft_server_base_poll_events(&s->base, fds + 1, n - 1);
+        weft_ucx_delta_refresh(s);
         weft_server_base_start_versions(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             weft_ucx_peer_advance(peer_at(s, i));
@@ -169,6 +170,7 @@ static void *server_main(void *arg)
         weft_ucx_peer_free(peer_at(s, i));
     }
     s->base.peer_count = 0;
+    weft_ucx_delta_free(s);
     unregister_slots(s);
     free(fds);
     return NULL;
@@ -258,6 +260,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     s->slot_bytes = rs.slot_bytes;
     s->memory = arenas.memory;
     s->device = arenas.device;
+    s->delta_mode = s->memory == WEFT_MEMORY_CUDA ? WEFT_DELTA_OFF : weft_delta_mode();
 
     /* The parameters and the address first: a bad one is the caller's
      * error, whatever UCX would say of registering the slots. */

@@ -14,6 +14,7 @@
 #include "transport/ctl/ucx_views.h"
 #include "transport/plan/plan.h"
 #include "transport/plan/rounds.h"
+#include "transport/server/delta_cache.h"
 #include "transport/server/server.h"
 #include "transport/ucx/ucx_common.h"
 #include "transport/ucx/ucx_cuda.h"
@@ -90,6 +91,17 @@ typedef struct peer {
      * version's rounds, the one being sent, and how many it copied. */
     weft_rounds_t   rounds;
     uint32_t            round, rounds_done;
+    /* Delta versions (server/delta_cache.h): its inbox (inside a region
+     * it registered; 0 bytes: none), the version its views hold as far as
+     * this server knows (its last ack; 0 once a version began whole),
+     * whether the version in flight goes as a delta, and then its puts
+     * (cache → inbox) and the DELTA that precedes its VERSION. */
+    uint64_t            inbox_base, inbox_bytes;
+    uint64_t            holds;
+    int                 delta;
+    weft_range_list_t   delta_puts;
+    weft_wire_delta_entry_t *delta_map; /* one per view */
+    uint64_t            delta_bytes;
 } peer_t;
 
 struct ucx_server {
@@ -105,6 +117,14 @@ struct ucx_server {
     int             device;        /* their GPU; -1 for host */
     weft_ucx_gpu_path_t path;      /* GPU registry: direct or staged */
     weft_ucx_lanes_t *lanes;       /* host registry with more than one lane */
+
+    /* Delta versions: the cache (made when the first consumer with an
+     * inbox is ready; host registries with WEFT_DELTA not off), its
+     * memory registered for the puts. */
+    weft_delta_mode_t  delta_mode;
+    weft_delta_cache_t delta;
+    int                delta_made;
+    ucp_mem_h          delta_memh;
 
     uint32_t        probes;   /* sandboxes running for PROBING consumers */
     int             stopping; /* the thread is shutting down: close at once */
@@ -142,5 +162,16 @@ void weft_ucx_peer_advance(peer_t *p);
 
 /* Starts the latest version (> 0) for a ready consumer that asked. */
 void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest);
+
+/* A REDO: the consumer's views did not check out after the delta of the
+ * version in flight; it goes again, whole (ucx_server_send.c). */
+void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg);
+
+/* Keeps the delta cache at the latest version while a consumer that takes
+ * deltas is served (ucx_server_send.c). */
+void weft_ucx_delta_refresh(struct ucx_server *s);
+
+/* Frees the delta cache and its registration (ucx_server_send.c). */
+void weft_ucx_delta_free(struct ucx_server *s);
 
 #endif

@@ -109,6 +109,8 @@ void weft_ucx_peer_free(peer_t *p)
     free(p->regions);
     weft_rounds_free(&p->rounds);
     weft_ucx_ring_destroy(p->ring);
+    free(p->delta_puts.ranges);
+    free(p->delta_map);
     weft_server_peer_fini(&p->base);
     free(p);
 }
@@ -325,6 +327,22 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_INVALID_PARAM, "a view lies outside the memory it registered");
         return WEFT_ERR_INVALID_PARAM;
     }
+    /* An inbox (checked inside a region by the parse): room for a
+     * delta's entries, one per view. A GPU registry sends every version
+     * whole (its deltas are not made). */
+    if (m.inbox_bytes != 0 && p->server->delta_mode != WEFT_DELTA_OFF) {
+        const uint32_t views = p->base.plan->view_count;
+
+        p->inbox_base = m.inbox_base;
+        p->inbox_bytes = m.inbox_bytes;
+        p->delta_map = calloc(views ? views : 1, sizeof(*p->delta_map));
+        p->delta_puts.ranges = calloc(views ? views : 1, sizeof(*p->delta_puts.ranges));
+        p->delta_puts.capacity = views;
+        if (p->delta_map == NULL || p->delta_puts.ranges == NULL) {
+            weft_server_base_refuse_drop(&p->base, WEFT_ERR_NO_MEMORY, "no memory");
+            return WEFT_ERR_NO_MEMORY;
+        }
+    }
     /* UCX parses the address and keys without checks of its own: it gets
      * them first in the sandbox, where forged ones kill only the sandbox,
      * while this thread serves the others. Only a consumer that passed
@@ -338,10 +356,19 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
 
 static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
 {
+    weft_server_base_t *s = &p->server->base;
+
     if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         return;
     }
+    if (p->delta) {
+        weft_server_base_stats_add(s, &s->stats.deltas_sent, 1);
+        weft_server_base_stats_add(s, &s->stats.delta_bytes, p->delta_bytes);
+        p->delta = 0;
+    }
+    /* Its views hold that version now: the base of its next delta. */
+    p->holds = p->base.acked;
     p->state = PEER_READY;
 }
 
@@ -361,6 +388,10 @@ static void peer_message(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
     if (msg->type == WEFT_CTL_ROUND_DONE && p->rounds.count != 0 &&
         (p->state == PEER_SENDING || p->state == PEER_FLUSHING || p->state == PEER_ACKING)) {
         weft_ucx_on_round_done(p, msg);
+        return;
+    }
+    if (msg->type == WEFT_CTL_REDO) {
+        weft_ucx_on_redo(p, msg);
         return;
     }
     if (p->state == PEER_ACKING) {

@@ -1,7 +1,8 @@
 /* The ucx server's versions: a consumer's lease of the version it asked
  * for, the puts (on the server's worker, on the lanes, or through the
- * bounce ring), the rounds of a staged consumer, the flush, the notice
- * and the ack (ucx_server.h). On the server thread. */
+ * bounce ring; a delta's from the delta cache into the consumer's inbox),
+ * the rounds of a staged consumer, the flush, the notice and the ack
+ * (ucx_server.h). On the server thread. */
 #include "config.h"
 
 #include "transport/ucx/ucx_server.h"
@@ -29,10 +30,14 @@ static void put_done(void *request, ucs_status_t status, void *arg)
     ucp_request_free(request);
 }
 
-/* What is put now: the plan's ranges, or for a consumer with a staging
- * ring those of the round being sent (into the ring). */
+/* What is put now: the plan's ranges, for a consumer with a staging
+ * ring those of the round being sent (into the ring), for a delta its
+ * entries (into the inbox). */
 static const weft_range_list_t *peer_ranges(const peer_t *p)
 {
+    if (p->delta) {
+        return &p->delta_puts;
+    }
     return p->rounds.count != 0 ? &p->rounds.round[p->round].puts : &p->base.plan->ranges;
 }
 
@@ -54,6 +59,9 @@ static void peer_post(peer_t *p)
                                        .region_count = p->region_count};
     uint64_t                 window = s->base.window;
     uint64_t                 max_in_flight = window / CHUNK_BYTES ? window / CHUNK_BYTES : 1;
+    /* Ranges count from the leased slot's arena, a delta's from the cache. */
+    const uint8_t           *src = p->delta ? s->delta.buf : p->arena;
+    ucp_mem_h                memh = p->delta ? s->delta_memh : s->slot_memh[p->base.lease.slot];
 
     while (p->range < list->count && p->in_flight < max_in_flight && !p->put_failed) {
         const weft_copy_range_t *r = &list->ranges[p->range];
@@ -63,8 +71,7 @@ static void peer_post(peer_t *p)
         ucs_status_ptr_t         req;
 
         /* Inside a region: on_views checked every range against them. */
-        req = weft_ucx_put(&target, p->arena + r->src + p->range_offset, n, dst,
-                           s->slot_memh[p->base.lease.slot], put_done, p);
+        req = weft_ucx_put(&target, src + r->src + p->range_offset, n, dst, memh, put_done, p);
         if (UCS_PTR_IS_ERR(req)) {
             p->put_failed = 1;
             break;
@@ -118,6 +125,22 @@ void weft_ucx_on_round_done(peer_t *p, const weft_ctl_msg_t *msg)
     p->rounds_done++;
 }
 
+/* A delta's DELTA, before its VERSION. 0 when the consumer was dropped. */
+static int send_delta_map(peer_t *p)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    weft_wire_put_delta(&buf, p->base.version, p->holds, p->delta_map, p->base.plan->view_count);
+    status = weft_server_base_send(&p->base, WEFT_CTL_DELTA, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "the delta's map was not sent");
+        return 0;
+    }
+    return 1;
+}
+
 /* Advances one consumer's transfer of the version in flight. */
 void weft_ucx_peer_advance(peer_t *p)
 {
@@ -149,7 +172,7 @@ void weft_ucx_peer_advance(peer_t *p)
     if (p->state == PEER_SENDING) {
         int posted = 0;
 
-        if (p->lanes != NULL) {
+        if (p->lanes != NULL && !p->delta) {
             weft_status_t status = weft_ucx_lane_set_poll(p->lanes);
 
             if (status == WEFT_INPROGRESS) {
@@ -218,7 +241,11 @@ void weft_ucx_peer_advance(peer_t *p)
         if (p->state != PEER_FLUSHING) {
             return; /* the next round is being sent */
         }
-        /* Every byte of v is in the consumer's memory: now tell it. */
+        /* Every byte of v is in the consumer's memory: now tell it (a
+         * delta's map first: the consumer applies it at the notice). */
+        if (p->delta && !send_delta_map(p)) {
+            return;
+        }
         if (weft_server_base_send_version(&p->base,
                                weft_deadline_ns(weft_time_ns(), s->base.timeout_us)) != WEFT_OK) {
             weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
@@ -274,12 +301,81 @@ static weft_status_t lease_arena(peer_t *p)
     return status;
 }
 
+/*
+ * Whether the leased version goes to this consumer as a delta: it has an
+ * inbox, says its views hold the version it last acknowledged, and the
+ * cache holds the delta from that one to this, fitting in the inbox
+ * (and, WEFT_DELTA=auto, smaller than the version). Lays the entries
+ * out in its inbox: p->delta_map, p->delta_puts.
+ */
+static int peer_delta(peer_t *p)
+{
+    struct ucx_server *s = p->server;
+    const weft_plan_h  plan = p->base.plan;
+    uint64_t           at = 0;
+
+    if (!s->delta_made || p->inbox_bytes == 0 || p->holds == 0 || p->base.want_holds != p->holds ||
+        plan->view_count == 0) {
+        return 0;
+    }
+    if (!weft_delta_cache_entries(&s->delta, p->holds, p->base.version, plan->views, plan->view_count,
+                                  plan->bytes, p->inbox_bytes, p->delta_map, &p->delta_bytes)) {
+        return 0;
+    }
+    p->delta_puts.count = 0;
+    for (uint32_t i = 0; i < plan->view_count; i++) {
+        weft_wire_delta_entry_t *e = &p->delta_map[i];
+
+        at = (at + WEFT_DELTA_ENTRY_ALIGN - 1) / WEFT_DELTA_ENTRY_ALIGN * WEFT_DELTA_ENTRY_ALIGN;
+        if (e->bytes != 0) {
+            p->delta_puts.ranges[p->delta_puts.count++] = (weft_copy_range_t){
+                .src = e->offset, .dst = (uint8_t *)(uintptr_t)(p->inbox_base + at), .bytes = e->bytes, .view = i};
+        }
+        e->offset = at; /* from here: where it lies in the inbox */
+        at += e->bytes;
+    }
+    return 1;
+}
+
+/* The puts of the leased version begin: whole (the plan's ranges, on the
+ * lanes where there are), or as a delta into the inbox; SENDING tells
+ * the consumer which. */
+static void start_puts(peer_t *p, int delta)
+{
+    struct ucx_server *s = p->server;
+    weft_ctl_buf_t     buf = {0};
+    weft_status_t      status;
+
+    p->delta = delta;
+    if (!delta) {
+        p->holds = 0; /* its views change from here */
+    }
+    p->put_failed = 0;
+    p->round = p->rounds_done = 0;
+    peer_start_ranges(p);
+    if (p->lanes != NULL && !delta) {
+        weft_ucx_lane_set_send(p->lanes, &p->base.plan->ranges, p->arena,
+                               s->slot_memh[p->base.lease.slot]);
+    }
+    /* After the lanes got it: the consumer may stay awake for the notice. */
+    p->sending_ns = weft_time_ns();
+    weft_ctl_put_u64(&buf, p->base.version);
+    weft_ctl_put_u32(&buf, (uint32_t)delta);
+    status = weft_server_base_send(&p->base, WEFT_CTL_SENDING, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "SENDING was not sent");
+        return;
+    }
+    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u%s", p->base.name,
+                   p->base.version, p->base.lease.slot, delta ? " as a delta" : "");
+}
+
 /* Starts sending the latest version to a ready consumer that lacks it. */
 void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest)
 {
-    peer_t            *p = (peer_t *)base;
-    struct ucx_server *s = p->server;
-    weft_status_t      status;
+    peer_t       *p = (peer_t *)base;
+    weft_status_t status;
 
     if (p->state != PEER_READY || p->base.acked >= latest || !weft_server_base_wants(&p->base, latest)) {
         return;
@@ -298,20 +394,103 @@ void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest)
         weft_ucx_peer_drop(p, status, "the version cannot be read here");
         return;
     }
-    p->put_failed = 0;
-    p->round = p->rounds_done = 0;
-    peer_start_ranges(p);
-    if (p->lanes != NULL) {
-        weft_ucx_lane_set_send(p->lanes, &p->base.plan->ranges, p->arena,
-                               s->slot_memh[p->base.lease.slot]);
-    }
-    /* After the lanes got it: the consumer may stay awake for the notice. */
-    p->sending_ns = weft_time_ns();
-    if (weft_wire_send_u64(p->base.fd, &p->base.session, WEFT_CTL_SENDING, p->base.version,
-                           weft_deadline_ns(p->sending_ns, s->base.timeout_us)) != WEFT_OK) {
-        weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "SENDING was not sent");
+    start_puts(p, peer_delta(p));
+}
+
+void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
+{
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    const uint64_t    v = weft_ctl_get_u64(&cur);
+
+    if (cur.failed || cur.at != cur.length || v != p->base.version || p->state != PEER_ACKING || !p->delta) {
+        weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
         return;
     }
-    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
-                   p->base.name, p->base.version, p->base.lease.slot);
+    weft_log_warn("server: consumer \"%s\": its views did not check out after the delta of version %" PRIu64
+                  "; sending it whole",
+                  p->base.name, v);
+    weft_server_base_stats_add(&p->server->base, &p->server->base.stats.deltas_redone, 1);
+    p->state = PEER_SENDING;
+    p->base.deadline = weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us);
+    start_puts(p, 0);
+}
+
+/* ------------------------------------------------------------- deltas */
+
+/* The cache's memory: a quarter of a version (a delta any larger saves
+ * too little to wait for), at least this much; with WEFT_DELTA=force, a
+ * whole version and its alignment. */
+#define DELTA_CACHE_MIN (UINT64_C(1) << 20)
+
+/* The cache, made for the first consumer that takes deltas. 0 when it
+ * cannot be (deltas off from here, logged). */
+static int make_delta_cache(struct ucx_server *s)
+{
+    uint32_t      tensors = 0;
+    uint64_t      capacity = s->slot_bytes / 4 > DELTA_CACHE_MIN ? s->slot_bytes / 4 : DELTA_CACHE_MIN;
+    weft_status_t status;
+
+    if (s->delta_mode == WEFT_DELTA_FORCE && weft_registry_tensor_count(s->base.reg, &tensors) == WEFT_OK) {
+        capacity = s->slot_bytes + (uint64_t)tensors * WEFT_DELTA_ENTRY_ALIGN;
+    }
+    status = weft_delta_cache_init(&s->delta, s->base.reg, s->delta_mode, capacity);
+
+    if (status == WEFT_OK) {
+        status = weft_ucx_mem_map(s->ucx.context, s->delta.buf, s->delta.capacity, WEFT_MEMORY_HOST,
+                                  &s->delta_memh, "registering the delta cache");
+        if (status != WEFT_OK) {
+            weft_delta_cache_fini(&s->delta);
+        }
+    }
+    if (status != WEFT_OK) {
+        weft_log_warn("server: no delta cache (%s): every version goes whole", weft_status_string(status));
+        s->delta_mode = WEFT_DELTA_OFF;
+        return 0;
+    }
+    s->delta_made = 1;
+    weft_log_info("server: delta versions (%s), a cache of %" PRIu64 " bytes", weft_delta_mode_name(s->delta_mode),
+                  s->delta.capacity);
+    return 1;
+}
+
+void weft_ucx_delta_refresh(struct ucx_server *s)
+{
+    int           takers = 0, reading = 0;
+    weft_status_t status;
+
+    if (s->delta_mode == WEFT_DELTA_OFF || s->memory == WEFT_MEMORY_CUDA) {
+        return;
+    }
+    for (uint32_t i = 0; i < s->base.peer_count; i++) {
+        const peer_t *p = peer_at(s, i);
+
+        takers += p->inbox_bytes != 0 && p->state != PEER_HANDSHAKE && p->state != PEER_PROBING &&
+                  p->state != PEER_CLOSING;
+        /* Puts in flight read the cache: it changes only after their flush. */
+        reading |= p->delta && (p->state == PEER_SENDING || p->state == PEER_FLUSHING);
+    }
+    if (takers == 0) {
+        if (s->delta_made) {
+            weft_delta_cache_forget(&s->delta); /* the producer's slot back */
+        }
+        return;
+    }
+    if (reading || (!s->delta_made && !make_delta_cache(s))) {
+        return;
+    }
+    status = weft_delta_cache_update(&s->delta, weft_server_base_latest(&s->base));
+    if (status != WEFT_OK) {
+        weft_log_warn("server: the delta of the latest version was not made (%s): it goes whole",
+                      weft_status_string(status));
+    }
+}
+
+void weft_ucx_delta_free(struct ucx_server *s)
+{
+    if (!s->delta_made) {
+        return;
+    }
+    (void)weft_ucx_status(ucp_mem_unmap(s->ucx.context, s->delta_memh), "unregistering the delta cache");
+    weft_delta_cache_fini(&s->delta);
+    s->delta_made = 0;
 }

@@ -1,0 +1,591 @@
+/*
+ * Delta versions over the ucx transport (docs/protocol.md, "Delta
+ * versions on the wire"): a server over a host registry and remote
+ * consumers in other processes, each step driven from here through pipes
+ * so that every case is one exact sequence. Each version changes a few
+ * bytes of each tensor (or all of them); a consumer checks every byte of
+ * its views, padding included, after each receive, and the server's
+ * stats say which versions went as deltas:
+ *
+ * - consecutive versions go as deltas, far smaller than the version; one
+ *   whose every byte changed goes whole;
+ * - a consumer that missed a version, and one that connected anew, get
+ *   the version whole, then deltas again;
+ * - a consumer whose views changed under it (the delta then applies to
+ *   the wrong bytes) refuses the delta and gets the version whole;
+ * - WEFT_DELTA=off sends every version whole; force sends even a version
+ *   whose every byte changed as a delta (its tensors whole in the inbox),
+ *   here on put and receive lanes over shared memory.
+ *
+ * libweft reads its WEFT_* variables once per process, and this program
+ * has read them before any case runs: the cases that need other values
+ * run this program again with them (run_with), where only they are
+ * registered (MODE_CASE in the environment).
+ */
+#include "config.h"
+
+#include "lib/child.h"
+#include "lib/harness.h"
+#include "lib/transport_fixture.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+#define TENSORS  8
+#define ROWS     128
+#define COLS     2044 /* not a multiple of 8: checksum words straddle rows */
+#define PAD      20   /* the padded views' row padding */
+#define TOKEN    "delta-token"
+#define WAIT_US  30000000u
+#define VERSIONS 8
+#define TENSOR_BYTES ((uint64_t)ROWS * COLS)
+#define VERSION_BYTES ((uint64_t)TENSORS * TENSOR_BYTES)
+#define ALL      1000 /* a rate of 1000 per mille: every byte changes */
+
+/* Of each tensor's bytes, how many per mille version v changes (v ≥ 2;
+ * version 1 is the start). Set by each test before it forks. */
+static int rate_of[VERSIONS + 1];
+
+static void set_rates(int rate)
+{
+    for (int v = 0; v <= VERSIONS; v++) {
+        rate_of[v] = rate;
+    }
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Tensor t's bytes at version 1. */
+static void start_bytes(uint8_t *data, uint32_t t)
+{
+    for (uint64_t i = 0; i < TENSOR_BYTES; i++) {
+        data[i] = (uint8_t)mix(((uint64_t)t << 40) ^ i);
+    }
+}
+
+/* Tensor t from version v − 1 to v: each byte the version picks is XORed
+ * with a non-zero byte, so it changes. */
+static void step_bytes(uint8_t *data, uint32_t t, uint64_t v)
+{
+    for (uint64_t i = 0; i < TENSOR_BYTES; i++) {
+        uint64_t h = mix((v << 44) ^ ((uint64_t)t << 36) ^ i);
+
+        if ((int)(h % 1000) < rate_of[v]) {
+            data[i] ^= (uint8_t)(1 + (h >> 32) % 255);
+        }
+    }
+}
+
+/* Every tensor's bytes as they are in version `to`, from `from` (0: none). */
+static void advance(uint8_t *tensors, uint64_t from, uint64_t to)
+{
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        uint8_t *data = tensors + (uint64_t)t * TENSOR_BYTES;
+
+        if (from == 0) {
+            start_bytes(data, t);
+        }
+        for (uint64_t v = from == 0 ? 2 : from + 1; v <= to; v++) {
+            step_bytes(data, t, v);
+        }
+    }
+}
+
+static void tensor_name(char *buf, size_t size, uint32_t t)
+{
+    snprintf(buf, size, "model.layers.0.mlp.experts.%u.up_proj.weight", t);
+}
+
+static void send_cmd(int fd, char cmd, uint64_t arg)
+{
+    unsigned char msg[9] = {(unsigned char)cmd};
+
+    memcpy(msg + 1, &arg, sizeof(arg));
+    CHILD_CHECK(write(fd, msg, sizeof(msg)) == (ssize_t)sizeof(msg));
+}
+
+static char read_cmd(int fd, uint64_t *arg)
+{
+    int c = read_byte(fd, CHILD_SIGNAL_WAIT_S);
+
+    CHILD_CHECK(c >= 0 && read(fd, arg, sizeof(*arg)) == (ssize_t)sizeof(*arg));
+    return (char)c;
+}
+
+static void read_all(int fd, void *out, size_t bytes)
+{
+    CHILD_CHECK(read_byte(fd, CHILD_SIGNAL_WAIT_S) == 'k');
+    CHILD_CHECK(read(fd, out, bytes) == (ssize_t)bytes);
+}
+
+static void reply(int fd, const void *data, size_t bytes)
+{
+    CHILD_CHECK(write(fd, "k", 1) == 1);
+    CHILD_CHECK(bytes == 0 || write(fd, data, bytes) == (ssize_t)bytes);
+}
+
+/* A child driven through a pipe pair: `cmd` to it, `out` from it. */
+typedef struct driven {
+    pid_t pid;
+    int   cmd, out;
+} driven_t;
+
+/* ------------------------------------------------------------- server */
+
+/* Lanes on both sides (0: WEFT_UCX_LANES, one on a small machine). */
+static uint32_t lanes;
+
+/* p: publish the next version; s: the stats; q: stop. */
+static void server_main(int cmd_fd, int out_fd)
+{
+    const weft_ucx_server_params_t own = {.field_mask = WEFT_UCX_SERVER_FIELD_LANES, .lanes = lanes};
+    weft_server_params_t           params = {
+        .field_mask = WEFT_SERVER_FIELD_TIMEOUT | (lanes ? WEFT_SERVER_FIELD_TRANSPORT : 0),
+        .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 5000000,
+        .transport_params = &own};
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 1};
+    weft_registry_h        reg;
+    weft_server_h          server;
+    uint16_t               port;
+    char                   name[64];
+    uint8_t               *current = malloc(VERSION_BYTES);
+    uint64_t               v = 0, arg;
+
+    CHILD_CHECK(current != NULL);
+    snprintf(name, sizeof(name), "t-ucx-delta-%d", (int)getpid());
+    weft_registry_unlink(name);
+    CHILD_CHECK(weft_registry_create(name, &rp, &reg) == WEFT_OK);
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        char               tname[WEFT_TENSOR_NAME_MAX];
+        weft_tensor_desc_t d = {.name = tname, .expert = (int32_t)t, .role = WEFT_ROLE_W,
+                                .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {ROWS, COLS}};
+
+        tensor_name(tname, sizeof(tname), t);
+        CHILD_CHECK(weft_registry_declare(reg, &d, NULL) == WEFT_OK);
+    }
+    CHILD_CHECK(weft_registry_seal(reg) == WEFT_OK);
+    CHILD_CHECK(weft_server_create(reg, &params, &server) == WEFT_OK);
+    CHILD_CHECK(weft_server_port(server, &port) == WEFT_OK);
+    reply(out_fd, &port, sizeof(port));
+    for (;;) {
+        char cmd = read_cmd(cmd_fd, &arg);
+
+        if (cmd == 'p') {
+            CHILD_CHECK(v < VERSIONS);
+            advance(current, v, v + 1);
+            v++;
+            CHILD_CHECK(weft_registry_write_begin(reg, WAIT_US, NULL) == WEFT_OK);
+            for (uint32_t t = 0; t < TENSORS; t++) {
+                void *data;
+
+                CHILD_CHECK(weft_registry_write_tensor(reg, t, &data) == WEFT_OK);
+                memcpy(data, current + (uint64_t)t * TENSOR_BYTES, TENSOR_BYTES);
+            }
+            CHILD_CHECK(weft_registry_publish(reg, v, NULL) == WEFT_OK);
+            reply(out_fd, NULL, 0);
+        } else if (cmd == 's') {
+            weft_server_stats_t st;
+
+            CHILD_CHECK(weft_server_get_stats(server, &st) == WEFT_OK);
+            reply(out_fd, &st, sizeof(st));
+        } else {
+            CHILD_CHECK(cmd == 'q');
+            break;
+        }
+    }
+    free(current);
+    fixture_server_stop(server, reg, name);
+    reply(out_fd, NULL, 0);
+}
+
+/* ----------------------------------------------------------- consumer */
+
+/* r(after): receive, answer the version and its wrong bytes; x: change
+ * one byte of the first view (its engine wrote into it); q: close. */
+static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
+{
+    const uint64_t           pitch = padded ? COLS + PAD : COLS;
+    uint8_t                 *fused = malloc((uint64_t)TENSORS * ROWS * pitch);
+    uint8_t                 *expected = malloc(VERSION_BYTES);
+    char                     names[TENSORS][WEFT_TENSOR_NAME_MAX], addr[64];
+    weft_recv_view_t         views[TENSORS];
+    weft_ucx_remote_params_t own = {.field_mask = WEFT_UCX_REMOTE_FIELD_LANES, .lanes = lanes};
+    weft_remote_params_t     params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | (lanes ? WEFT_REMOTE_FIELD_TRANSPORT : 0),
+                                       .transport = WEFT_TRANSPORT_UCX, .server = addr, .token = TOKEN,
+                                       .name = padded ? "padded" : "contiguous", .timeout_us = 5000000,
+                                       .transport_params = &own};
+    weft_remote_h            remote;
+    uint64_t                 have = 0, arg;
+
+    CHILD_CHECK(fused != NULL && expected != NULL);
+    memset(fused, 0xA5, (uint64_t)TENSORS * ROWS * pitch);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        tensor_name(names[t], sizeof(names[t]), t);
+        views[t] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = names[t],
+                                      .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                      .shape = {ROWS, COLS}, .strides = {pitch, 1},
+                                      .data = fused + (uint64_t)t * ROWS * pitch};
+    }
+    CHILD_CHECK(weft_remote_connect(&params, views, TENSORS, &remote) == WEFT_OK);
+    reply(out_fd, NULL, 0);
+    for (;;) {
+        char cmd = read_cmd(cmd_fd, &arg);
+
+        if (cmd == 'r') {
+            uint64_t got = 0, answer[2];
+
+            CHILD_CHECK(weft_remote_receive(remote, arg, WAIT_US, &got) == WEFT_OK && got > have);
+            advance(expected, have, got);
+            have = got;
+            answer[0] = got;
+            answer[1] = 0;
+            for (uint64_t row = 0; row < (uint64_t)TENSORS * ROWS; row++) {
+                for (uint64_t col = 0; col < pitch; col++) {
+                    uint8_t want = col < COLS ? expected[row * COLS + col] : 0xA5;
+
+                    answer[1] += fused[row * pitch + col] != want;
+                }
+            }
+            reply(out_fd, answer, sizeof(answer));
+        } else if (cmd == 'x') {
+            fused[ROWS / 2 * pitch + 7] ^= 0x40;
+            reply(out_fd, NULL, 0);
+        } else {
+            CHILD_CHECK(cmd == 'q');
+            break;
+        }
+    }
+    CHILD_CHECK(weft_remote_close(remote) == WEFT_OK);
+    free(fused);
+    free(expected);
+    reply(out_fd, NULL, 0);
+}
+
+/* ------------------------------------------------------------- driving */
+
+static driven_t fork_driven(void)
+{
+    driven_t d;
+    int      cmd[2], out[2];
+
+    ck_assert_int_eq(pipe(cmd), 0);
+    ck_assert_int_eq(pipe(out), 0);
+    d.pid = fork();
+    ck_assert_int_ge(d.pid, 0);
+    if (d.pid == 0) {
+        close(cmd[1]);
+        close(out[0]);
+        d.cmd = cmd[0];
+        d.out = out[1];
+        return d;
+    }
+    close(cmd[0]);
+    close(out[1]);
+    d.cmd = cmd[1];
+    d.out = out[0];
+    return d;
+}
+
+static driven_t start_server(uint16_t *port)
+{
+    driven_t s = fork_driven();
+
+    if (s.pid == 0) {
+        server_main(s.cmd, s.out);
+        CHILD_EXIT();
+    }
+    read_all(s.out, port, sizeof(*port));
+    return s;
+}
+
+static driven_t start_consumer(uint16_t port, int padded)
+{
+    driven_t c = fork_driven();
+
+    if (c.pid == 0) {
+        consumer_main(port, padded, c.cmd, c.out);
+        CHILD_EXIT();
+    }
+    read_all(c.out, NULL, 0);
+    return c;
+}
+
+static void publish(const driven_t *s)
+{
+    send_cmd(s->cmd, 'p', 0);
+    read_all(s->out, NULL, 0);
+}
+
+static weft_server_stats_t stats(const driven_t *s)
+{
+    weft_server_stats_t st;
+
+    send_cmd(s->cmd, 's', 0);
+    read_all(s->out, &st, sizeof(st));
+    return st;
+}
+
+/* The consumer receives a version after `after`: it must be `want`, every
+ * byte right. */
+static void receive(const driven_t *c, uint64_t after, uint64_t want)
+{
+    uint64_t answer[2];
+
+    send_cmd(c->cmd, 'r', after);
+    read_all(c->out, answer, sizeof(answer));
+    ck_assert_uint_eq(answer[0], want);
+    ck_assert_msg(answer[1] == 0, "version %llu: %llu wrong bytes in the views", (unsigned long long)want,
+                  (unsigned long long)answer[1]);
+}
+
+static void stop(driven_t *d)
+{
+    send_cmd(d->cmd, 'q', 0);
+    read_all(d->out, NULL, 0);
+    ck_assert_int_eq(wait_child(d->pid), 0);
+    close(d->cmd);
+    close(d->out);
+}
+
+/* The server's delta counters are these. */
+static void expect_deltas(const driven_t *s, uint64_t sent, uint64_t redone, uint64_t versions_sent)
+{
+    weft_server_stats_t st = stats(s);
+
+    ck_assert_msg(st.deltas_sent == sent && st.deltas_redone == redone && st.versions_sent == versions_sent,
+                  "deltas sent %llu (want %llu), redone %llu (want %llu), versions sent %llu (want %llu)",
+                  (unsigned long long)st.deltas_sent, (unsigned long long)sent,
+                  (unsigned long long)st.deltas_redone, (unsigned long long)redone,
+                  (unsigned long long)st.versions_sent, (unsigned long long)versions_sent);
+}
+
+/* --------------------------------------------------------------- tests */
+
+START_TEST(ucx_consecutive_versions_go_as_small_deltas)
+{
+    driven_t            s, c;
+    uint16_t            port;
+    weft_server_stats_t st;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    rate_of[4] = ALL; /* a delta of it is no smaller: it goes whole */
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    for (uint64_t v = 1; v <= 6; v++) {
+        publish(&s);
+        receive(&c, v - 1, v);
+    }
+    /* 2, 3, 5 and 6 as deltas; 1 (nothing held yet) and 4 whole. */
+    expect_deltas(&s, 4, 0, 6);
+    st = stats(&s);
+    /* 0.5 % of the bytes changed, 3 bytes a change and a little more:
+     * under 2 % of the four versions' bytes on the wire. */
+    ck_assert_msg(st.delta_bytes < 4 * VERSION_BYTES / 50, "the deltas took %llu bytes of %llu",
+                  (unsigned long long)st.delta_bytes, (unsigned long long)(4 * VERSION_BYTES));
+    ck_assert_uint_gt(st.delta_bytes, 4 * VERSION_BYTES * 5 / 1000 * 3);
+    stop(&c);
+    stop(&s);
+}
+END_TEST
+
+START_TEST(ucx_missed_version_and_new_connection_come_whole)
+{
+    driven_t a, b, c, s;
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    s = start_server(&port);
+    a = start_consumer(port, 1);
+    b = start_consumer(port, 0); /* contiguous views */
+    publish(&s);
+    receive(&a, 0, 1);
+    receive(&b, 0, 1);
+    /* a does not ask for 2 or 3; b takes each, so the server's delta
+     * moves on from 1 (a delta 1 → 3 would do for a, had it not). */
+    publish(&s);
+    receive(&b, 1, 2);
+    publish(&s);
+    receive(&b, 2, 3);
+    expect_deltas(&s, 2, 0, 4);
+    receive(&a, 1, 3); /* a holds 1, the server has 2 → 3 */
+    expect_deltas(&s, 2, 0, 5);
+    publish(&s);
+    receive(&a, 3, 4);
+    receive(&b, 3, 4);
+    expect_deltas(&s, 4, 0, 7);
+    /* A new connection holds nothing the server knows of. */
+    stop(&b);
+    c = start_consumer(port, 0);
+    receive(&c, 0, 4);
+    expect_deltas(&s, 4, 0, 8);
+    publish(&s);
+    receive(&c, 4, 5);
+    receive(&a, 4, 5);
+    expect_deltas(&s, 6, 0, 10);
+    stop(&a);
+    stop(&c);
+    stop(&s);
+}
+END_TEST
+
+START_TEST(ucx_delta_onto_changed_views_is_refused_and_comes_whole)
+{
+    driven_t s, c;
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    publish(&s);
+    receive(&c, 0, 1);
+    /* The engine wrote into a view: the delta of 2 applies to bytes that
+     * are not version 1's, and the view's checksum tells. */
+    send_cmd(c.cmd, 'x', 0);
+    read_all(c.out, NULL, 0);
+    publish(&s);
+    receive(&c, 1, 2);
+    expect_deltas(&s, 0, 1, 2);
+    publish(&s);
+    receive(&c, 2, 3);
+    expect_deltas(&s, 1, 1, 3);
+    stop(&c);
+    stop(&s);
+}
+END_TEST
+
+/* The variable that makes this program register only the case it names,
+ * run again by run_with with the environment that case needs. */
+#define MODE_CASE "TEST_UCX_DELTA_CASE"
+
+/* Runs case `name` in this program again, with WEFT_DELTA=mode and
+ * WEFT_DELTA_INBOX=inbox (NULL: unset); it must pass. */
+static void run_with(const char *name, const char *mode, const char *inbox)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv(MODE_CASE, name, 1);
+        setenv("CK_RUN_CASE", name, 1);
+        setenv("WEFT_DELTA", mode, 1);
+        if (inbox != NULL) {
+            setenv("WEFT_DELTA_INBOX", inbox, 1);
+        } else {
+            unsetenv("WEFT_DELTA_INBOX");
+        }
+        execl("/proc/self/exe", "test_ucx_delta", (char *)NULL);
+        fprintf(stderr, "test_ucx_delta: cannot run itself again: %s\n", strerror(errno));
+        _exit(CHILD_FAILED);
+    }
+    ck_assert_msg(wait_child(pid) == 0, "case %s with WEFT_DELTA=%s failed (its lines are above)", name, mode);
+}
+
+START_TEST(ucx_deltas_off)
+{
+    run_with("with_deltas_off", "off", NULL);
+}
+END_TEST
+
+START_TEST(ucx_deltas_forced_on_lanes_over_shared_memory)
+{
+    run_with("with_deltas_forced_on_lanes", "force", "4M"); /* a whole version fits the inbox */
+}
+END_TEST
+
+/* Registered only when run_with runs it: WEFT_DELTA=off. */
+START_TEST(with_deltas_off)
+{
+    driven_t s, c;
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    for (uint64_t v = 1; v <= 3; v++) {
+        publish(&s);
+        receive(&c, v - 1, v);
+    }
+    expect_deltas(&s, 0, 0, 3);
+    stop(&c);
+    stop(&s);
+}
+END_TEST
+
+/* Registered only when run_with runs it: WEFT_DELTA=force, an inbox a
+ * whole version fits in. */
+START_TEST(with_deltas_forced_on_lanes)
+{
+    driven_t s, c;
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "sm,self", 1), 0);
+    lanes = 2;
+    set_rates(5);
+    rate_of[2] = ALL; /* forced: as a delta, every tensor whole in the inbox */
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    for (uint64_t v = 1; v <= 4; v++) {
+        publish(&s);
+        receive(&c, v - 1, v);
+    }
+    expect_deltas(&s, 3, 0, 4);
+    stop(&c);
+    stop(&s);
+}
+END_TEST
+
+static Suite *ucx_delta_suite(void)
+{
+    Suite              *s;
+    TCase              *tc;
+    weft_backend_info_t info;
+
+    if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled) {
+        printf("test_ucx_delta: libweft was built without UCX\n");
+        return NULL;
+    }
+    const char         *mode_case = getenv(MODE_CASE);
+
+    s = suite_create("ucx_delta");
+#define ADD(test)                                  \
+    do {                                           \
+        tc = tcase_create(#test);                  \
+        tcase_set_tags(tc, #test);                 \
+        tcase_set_timeout(tc, 120);                \
+        tcase_add_test(tc, test);                  \
+        suite_add_tcase(s, tc);                    \
+    } while (0)
+    if (mode_case != NULL) {
+        if (strcmp(mode_case, "with_deltas_off") == 0) {
+            ADD(with_deltas_off);
+        } else {
+            ADD(with_deltas_forced_on_lanes);
+        }
+        return s;
+    }
+    ADD(ucx_consecutive_versions_go_as_small_deltas);
+    ADD(ucx_missed_version_and_new_connection_come_whole);
+    ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
+    ADD(ucx_deltas_off);
+    ADD(ucx_deltas_forced_on_lanes_over_shared_memory);
+#undef ADD
+    return s;
+}
+
+WEFT_TEST_MAIN(ucx_delta_suite)

@@ -1,0 +1,222 @@
+/* A remote consumer's delta versions (remote/remote_delta.h). */
+#include "config.h"
+
+#include "transport/remote/remote_delta.h"
+
+#include "common/env_config.h"
+#include "common/log.h"
+#include "kernels/checksum.h"
+#include "transport/core/delta_mode.h"
+#include "transport/core/view_layout.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define INBOX_ALIGN 4096u
+
+/*
+ * Where a view's bytes lie, as <weft/delta.h>'s rows: its innermost
+ * dimension contiguous and every row the same stride apart (a contiguous
+ * view is one row). 0 and *t, or -1 for any other layout.
+ */
+static int view_rows(const weft_recv_view_t *view, weft_delta_target_t *t)
+{
+    uint64_t strides[WEFT_TENSOR_MAX_DIMS], dense[WEFT_TENSOR_MAX_DIMS];
+    uint64_t elements = 1;
+    size_t   elem = weft_dtype_size(view->dtype);
+    uint32_t n = view->ndim;
+
+    if (n == 0 || n > WEFT_TENSOR_MAX_DIMS || elem == 0) {
+        return -1;
+    }
+    weft_view_strides(view, strides);
+    weft_contiguous_strides(n, view->shape, dense);
+    for (uint32_t i = 0; i < n; i++) {
+        elements *= view->shape[i];
+    }
+    *t = (weft_delta_target_t){.data = view->data, .tensor_bytes = elements * elem};
+    if (memcmp(strides, dense, n * sizeof(*strides)) == 0 || elements == 0) {
+        t->row_bytes = t->row_stride = t->tensor_bytes;
+        return 0;
+    }
+    /* Rows [.., rows, cols]: cols contiguous, rows `strides[n-2]` apart,
+     * every outer dimension a whole number of such rows further. */
+    if (n < 2 || strides[n - 1] != 1) {
+        return -1;
+    }
+    for (uint32_t i = 0; i + 2 < n; i++) {
+        if (strides[i] != strides[i + 1] * view->shape[i + 1]) {
+            return -1;
+        }
+    }
+    t->row_bytes = view->shape[n - 1] * elem;
+    t->row_stride = strides[n - 2] * elem;
+    return t->row_bytes == 0 ? -1 : 0;
+}
+
+/* The inbox for views of `bytes` bytes per version (WEFT_DELTA_INBOX). */
+static weft_status_t inbox_size(uint64_t bytes, uint64_t *out)
+{
+    if (strcasecmp(weft_config_value(WEFT_CONFIG_DELTA_INBOX), "auto") == 0) {
+        uint64_t share = bytes / WEFT_DELTA_INBOX_SHARE;
+
+        *out = share > WEFT_DELTA_INBOX_MIN ? share : WEFT_DELTA_INBOX_MIN;
+        return WEFT_OK;
+    }
+    return weft_config_size(WEFT_CONFIG_DELTA_INBOX, out);
+}
+
+weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_view_t *views, uint32_t count,
+                                     weft_memory_kind_t memory)
+{
+    uint64_t bytes = 0, inbox = 0;
+    weft_status_t status;
+
+    memset(d, 0, sizeof(*d));
+    if (weft_delta_mode() == WEFT_DELTA_OFF) {
+        return WEFT_OK;
+    }
+    if (memory != WEFT_MEMORY_HOST) {
+        weft_log_info("remote: device views take every version whole (deltas: host views only)");
+        return WEFT_OK;
+    }
+    d->targets = calloc(count ? count : 1, sizeof(*d->targets));
+    if (d->targets == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (view_rows(&views[i], &d->targets[i]) != 0) {
+            weft_log_info("remote: view \"%s\" is not laid out in rows of one stride: every version "
+                          "comes whole", views[i].name);
+            weft_remote_delta_fini(d);
+            return WEFT_OK;
+        }
+        bytes += d->targets[i].tensor_bytes;
+    }
+    status = inbox_size(bytes, &inbox);
+    if (status != WEFT_OK || inbox == 0) {
+        weft_remote_delta_fini(d);
+        return status;
+    }
+    inbox = (inbox + INBOX_ALIGN - 1) / INBOX_ALIGN * INBOX_ALIGN;
+    d->inbox = aligned_alloc(INBOX_ALIGN, inbox);
+    if (d->inbox == NULL) {
+        weft_remote_delta_fini(d);
+        return WEFT_ERR_NO_MEMORY;
+    }
+    d->inbox_bytes = inbox;
+    d->view_count = count;
+    return WEFT_OK;
+}
+
+void weft_remote_delta_fini(weft_remote_delta_t *d)
+{
+    free(d->inbox);
+    free(d->targets);
+    free(d->map);
+    memset(d, 0, sizeof(*d));
+}
+
+void weft_remote_delta_forget(weft_remote_delta_t *d)
+{
+    d->holds = 0;
+}
+
+weft_status_t weft_remote_delta_on_map(weft_remote_delta_t *d, const weft_ctl_msg_t *msg)
+{
+    weft_wire_delta_entry_t *map = NULL;
+    uint64_t                 version, base;
+    uint32_t                 count;
+    weft_status_t            status;
+
+    if (d->inbox == NULL) {
+        return WEFT_ERR_CORRUPT; /* no inbox was announced */
+    }
+    status = weft_wire_get_delta(msg, d->inbox_bytes, &version, &base, &map, &count);
+    if (status == WEFT_OK && count != d->view_count) {
+        free(map);
+        status = WEFT_ERR_CORRUPT;
+    }
+    if (status != WEFT_OK) {
+        return status;
+    }
+    free(d->map);
+    d->map = map;
+    d->map_count = count;
+    d->map_version = version;
+    d->map_base = base;
+    return WEFT_OK;
+}
+
+/* Copies a whole tensor from the inbox into its view, row by row. */
+static void put_whole(const uint8_t *src, const weft_delta_target_t *t)
+{
+    uint64_t rows = t->tensor_bytes / t->row_bytes;
+
+    for (uint64_t r = 0; r < rows; r++) {
+        memcpy((uint8_t *)t->data + r * t->row_stride, src + r * t->row_bytes, t->row_bytes);
+    }
+}
+
+/* One view's entry: applied (a patch, checked against its checksum) or
+ * copied (whole). */
+static weft_status_t apply_entry(const weft_remote_delta_t *d, uint32_t i)
+{
+    const weft_wire_delta_entry_t *e = &d->map[i];
+    const weft_delta_target_t     *t = &d->targets[i];
+    uint64_t                       want, got;
+    weft_status_t                  status;
+
+    if (t->tensor_bytes == 0) {
+        return e->bytes == 0 ? WEFT_OK : WEFT_ERR_CORRUPT;
+    }
+    if (e->kind == WEFT_WIRE_DELTA_WHOLE) {
+        if (e->bytes != t->tensor_bytes) {
+            return WEFT_ERR_CORRUPT;
+        }
+        put_whole(d->inbox + e->offset, t);
+        return WEFT_OK; /* checked as a whole version's views are (WEFT_VERIFY) */
+    }
+    status = weft_delta_apply_host(d->inbox + e->offset, e->bytes, t, &want);
+    if (status != WEFT_OK) {
+        return WEFT_ERR_CORRUPT;
+    }
+    got = weft_checksum_host_rows(t->data, t->row_bytes, t->row_stride, t->tensor_bytes / t->row_bytes);
+    if (got != want) {
+        weft_log_error("remote: view %u after its delta: checksum 0x%016" PRIx64 ", the version's is 0x%016" PRIx64,
+                       i, got, want);
+        return WEFT_ERR_CORRUPT;
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, int *applied)
+{
+    weft_status_t status = WEFT_OK;
+
+    *applied = 0;
+    if (d->map == NULL || d->map_version != version) {
+        return WEFT_OK; /* v came whole */
+    }
+    *applied = 1;
+    if (d->map_base != d->holds || d->holds == 0) {
+        weft_log_error("remote: a delta of version %" PRIu64 " from version %" PRIu64
+                       ", but the views hold %" PRIu64,
+                       version, d->map_base, d->holds);
+        status = WEFT_ERR_CORRUPT;
+    }
+    for (uint32_t i = 0; i < d->map_count && status == WEFT_OK; i++) {
+        status = apply_entry(d, i);
+        if (status != WEFT_OK) {
+            weft_log_error("remote: the delta of version %" PRIu64 " does not apply to view %u", version, i);
+        }
+    }
+    free(d->map);
+    d->map = NULL;
+    d->map_count = 0;
+    d->map_version = 0;
+    d->holds = status == WEFT_OK ? version : 0;
+    return status;
+}

@@ -1,0 +1,72 @@
+/*
+ * A remote consumer's side of delta versions (docs/protocol.md, "Delta
+ * versions on the wire"): its inbox, where a server puts the deltas of
+ * the tensors of a version instead of the tensors themselves; how each of
+ * its views lies (rows, <weft/delta.h>'s target); which version its views
+ * hold verbatim, which it tells the server with each request; and the
+ * apply, each view checked against the checksum its delta carries before
+ * the version counts as received. Transport-neutral; host views only.
+ * One consumer's, on its receiving thread. Internal.
+ */
+#ifndef WEFT_TRANSPORT_REMOTE_REMOTE_DELTA_H
+#define WEFT_TRANSPORT_REMOTE_REMOTE_DELTA_H
+
+#include "transport/ctl/wire.h"
+
+#include <stdint.h>
+#include <weft/delta.h>
+#include <weft/transport.h>
+
+/* The inbox a consumer takes when WEFT_DELTA_INBOX says auto: this share
+ * of its version's bytes (RL steps change 0.1-1.3 % of the FP8 bytes, a
+ * delta costs 3 bytes a change), within the bounds below. */
+#define WEFT_DELTA_INBOX_SHARE 8u                        /* 1/8 */
+#define WEFT_DELTA_INBOX_MIN   (UINT64_C(1) << 20)
+
+typedef struct weft_remote_delta {
+    uint8_t             *inbox;       /* NULL: this consumer takes no deltas */
+    uint64_t             inbox_bytes;
+    uint32_t             view_count;
+    weft_delta_target_t *targets;     /* per view: where its bytes lie */
+    /* The version the views hold verbatim, as far as this consumer knows:
+     * set when one was received and checked, 0 once the server began to
+     * write a version whole into them or a delta failed. */
+    uint64_t             holds;
+    /* The DELTA of the version in flight (0: none came). */
+    uint64_t                 map_version, map_base;
+    weft_wire_delta_entry_t *map;
+    uint32_t                 map_count;
+} weft_remote_delta_t;
+
+/*
+ * Sets up deltas for `count` host views (its inbox allocated, page
+ * aligned): WEFT_DELTA=off, device views, or a view whose bytes do not lie
+ * as rows of equal stride leave the inbox NULL (said at info level), and
+ * every version comes whole. WEFT_ERR_NO_MEMORY; WEFT_ERR_INVALID_PARAM
+ * for WEFT_DELTA or WEFT_DELTA_INBOX values that do not parse (logged).
+ */
+weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_view_t *views, uint32_t count,
+                                     weft_memory_kind_t memory);
+
+void weft_remote_delta_fini(weft_remote_delta_t *d);
+
+/* A DELTA message: kept for its VERSION. WEFT_ERR_CORRUPT when malformed
+ * or not one entry per view; WEFT_ERR_NO_MEMORY. */
+weft_status_t weft_remote_delta_on_map(weft_remote_delta_t *d, const weft_ctl_msg_t *msg);
+
+/*
+ * At VERSION(v), every byte of v in place: when a DELTA of v came, applies
+ * each view's entry from the inbox into the view and checks the view
+ * against the checksum its delta carries; *applied says whether one came.
+ * WEFT_OK: the views hold v. WEFT_ERR_CORRUPT (logged with the view): they
+ * do not, and holds is 0 (a delta for a base the views do not hold, one
+ * that does not apply, or a view whose result is not the version's); the
+ * caller asks for v whole.
+ */
+weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, int *applied);
+
+/* The views' bytes are no longer a version this consumer vouches for (the
+ * server began to write one whole, or a transfer failed). */
+void weft_remote_delta_forget(weft_remote_delta_t *d);
+
+#endif
