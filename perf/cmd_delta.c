@@ -12,12 +12,17 @@
  * wire against the full version, encode and apply time against a copy of
  * the full version's bytes (memcpy, the ceiling of any host transfer),
  * and the wrong bytes.
+ *
+ * With --link RATE, each case is also served over a link held to RATE
+ * between two network namespaces, whole and as deltas (delta_link.c):
+ * the update times and their ratio, speedup_rate_limited.
  */
 #include "lib/args.h"
 #include "lib/columns.h"
 #include "lib/json.h"
 #include "lib/stats.h"
 #include "lib/sysinfo.h"
+#include "delta.h"
 #include "perf.h"
 
 #include <getopt.h>
@@ -28,14 +33,6 @@
 #include <time.h>
 #include <weft/weft.h>
 
-#define MAX_LRS 4
-
-typedef struct delta_options {
-    uint64_t experts, rows, cols, steps, warmup, threads;
-    uint64_t muon_experts, muon_rows, muon_cols;
-    double   lrs[MAX_LRS];
-    int      lr_count, adamw, muon, json;
-} delta_options_t;
 
 static int delta_usage(FILE *out)
 {
@@ -52,6 +49,10 @@ static int delta_usage(FILE *out)
                  "  --lr X[,X...]      learning rates (1e-6,1e-5)\n"
                  "  --optimizer O      adamw, muon or both (both)\n"
                  "  --threads N        optimizer threads (online CPUs)\n"
+                 "  --link RATE        also serve each case from a ucx server in one network\n"
+                 "                     namespace to a consumer in another over a veth link held\n"
+                 "                     to RATE by tc (e.g. 1gbit), whole then as deltas; needs\n"
+                 "                     root, ip and tc (skipped otherwise)\n"
                  "  --json             one JSON object per case instead of the table\n");
     return out == stdout ? 0 : 2;
 }
@@ -88,6 +89,12 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         {"lr", required_argument, NULL, 'l'},      {"optimizer", required_argument, NULL, 'o'},
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {"warmup", required_argument, NULL, 'w'},
+        {"link", required_argument, NULL, 'L'},
+        /* Hidden: the link measurement's processes (delta_link.c). */
+        {"role", required_argument, NULL, 'R'},    {"registry", required_argument, NULL, 'G'},
+        {"listen", required_argument, NULL, 'I'},  {"connect", required_argument, NULL, 'C'},
+        {"token", required_argument, NULL, 'T'},   {"role-optimizer", required_argument, NULL, 'O'},
+        {"role-lr", required_argument, NULL, 'r'},
         {NULL, 0, NULL, 0},
     };
     static const perf_arg_word_t optimizers[] = {{"adamw", 0}, {"muon", 1}, {"both", 2}, {NULL, 0}};
@@ -116,6 +123,14 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         case 'o': bad = perf_arg_word("--optimizer", optarg, optimizers, &which); break;
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
         case 'j': o->json = 1; break;
+        case 'L': o->link = optarg; bad = optarg[0] == '\0' || strpbrk(optarg, " \t") != NULL; break;
+        case 'R': o->role = optarg; break;
+        case 'G': o->registry = optarg; break;
+        case 'I': o->listen = optarg; break;
+        case 'C': o->connect = optarg; break;
+        case 'T': o->token = optarg; break;
+        case 'O': o->role_muon = strcmp(optarg, "muon") == 0; break;
+        case 'r': o->role_lr = strtod(optarg, NULL); break;
         case 'h': return delta_usage(stdout) + 1;
         default: return delta_usage(stderr);
         }
@@ -131,36 +146,6 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
     o->adamw = which != 1;
     o->muon = which != 0;
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* xorshift64* and Box-Muller: reproducible normal values. */
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545f4914f6cdd1dULL;
-}
-
-static void fill_normal(float *x, uint64_t n, uint64_t seed, float sigma)
-{
-    for (uint64_t i = 0; i < n; i += 2) {
-        const double u1 = ((double)(rng_next(&seed) >> 11) + 1.0) / 9007199254740993.0;
-        const double u2 = (double)(rng_next(&seed) >> 11) / 9007199254740992.0;
-        const double r = sqrt(-2.0 * log(u1));
-        x[i] = (float)(sigma * r * cos(6.283185307179586 * u2));
-        if (i + 1 < n) {
-            x[i + 1] = (float)(sigma * r * sin(6.283185307179586 * u2));
-        }
-    }
 }
 
 /* One version's FP8 tensors, all experts': W, WT, scale_inv. */
@@ -221,16 +206,16 @@ static int send_tensor(const void *old_data, const void *new_data, uint64_t byte
                        uint64_t *wire, uint64_t *whole, double *encode_s, double *apply_s)
 {
     uint64_t      size = 0, carried = 0;
-    double        t0 = now_s(), t1, t2;
+    double        t0 = delta_now_s(), t1, t2;
     weft_status_t st = weft_delta_encode_host(old_data, new_data, bytes, scratch, bytes, &size);
 
-    t1 = now_s();
+    t1 = delta_now_s();
     if (st == WEFT_ERR_NO_SPACE) {
         memcpy(held, new_data, bytes); /* whole: no smaller as a delta */
         *wire += bytes;
         *whole += 1;
         *encode_s += t1 - t0;
-        *apply_s += now_s() - t1;
+        *apply_s += delta_now_s() - t1;
         return 0;
     }
     if (st != WEFT_OK) {
@@ -242,7 +227,7 @@ static int send_tensor(const void *old_data, const void *new_data, uint64_t byte
             return -1;
         }
     }
-    t2 = now_s();
+    t2 = delta_now_s();
     *wire += size;
     *encode_s += t1 - t0;
     *apply_s += t2 - t1;
@@ -271,10 +256,6 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
                     uint64_t cols, case_result_t *res)
 {
     const uint64_t          n = experts * rows * cols;
-    weft_optim_params_t     op = {.field_mask = o->threads ? WEFT_OPTIM_FIELD_THREADS : 0,
-                                  .threads = (uint32_t)o->threads};
-    weft_optim_group_desc_t d = {.name = "experts.{E}", .algo = algo, .experts = (uint32_t)experts, .rows = rows,
-                                 .cols = cols};
     weft_optim_h            opt = NULL;
     float                  *master = NULL, *grad = malloc(n * sizeof(float));
     version_t               prev = {0}, cur = {0}, held = {0};
@@ -285,31 +266,14 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     int                     rc = -1;
 
     memset(res, 0, sizeof(*res));
-    if (algo == WEFT_OPTIM_ADAMW) {
-        d.field_mask = WEFT_OPTIM_GROUP_FIELD_ADAMW;
-        d.adamw = (weft_adamw_hparams_t){lr, 0.9, 0.999, 1e-8, 0.01};
-    } else {
-        d.field_mask = WEFT_OPTIM_GROUP_FIELD_MUON;
-        d.muon = (weft_muon_hparams_t){.lr = lr, .momentum = 0.95, .weight_decay = 0.01, .nesterov = 1,
-                                       .ns_steps = 5, .scale = WEFT_MUON_SCALE_MATCH_ADAMW,
-                                       .schedule = WEFT_MUON_NS_SIMPLE};
-    }
     if (grad == NULL || scratch == NULL || enc == NULL || app == NULL || cpy == NULL ||
         version_alloc(&prev, experts, rows, cols) != 0 || version_alloc(&cur, experts, rows, cols) != 0 ||
-        version_alloc(&held, experts, rows, cols) != 0 || weft_optim_create(&op, &opt) != WEFT_OK ||
-        weft_optim_add_group(opt, &d, NULL) != WEFT_OK ||
-        weft_optim_group_state(opt, 0, WEFT_OPTIM_STATE_MASTER, &master) != WEFT_OK) {
-        fprintf(stderr, "weft-perf delta: cannot set up the optimizer or the versions\n");
+        version_alloc(&held, experts, rows, cols) != 0) {
+        fprintf(stderr, "weft-perf delta: out of memory for the versions\n");
         goto out;
     }
-    fill_normal(master, n, 1, 0.02f);
-    for (uint64_t s = 0; s < o->warmup; s++) {
-        const weft_optim_grad_t g = {.data = grad, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
-
-        fill_normal(grad, n, 100000 + s, 1e-2f);
-        if (weft_optim_step(opt, &g, 1, NULL) != WEFT_OK) {
-            goto out;
-        }
+    if (delta_optim_make(o, algo, lr, experts, rows, cols, grad, &opt, &master) != 0) {
+        goto out;
     }
     if (quantize(master, &prev) != 0) {
         goto out;
@@ -319,12 +283,10 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     memcpy(held.wt, prev.wt, n);
     memcpy(held.scale, prev.scale, experts * prev.scales * sizeof(float));
     for (uint64_t s = 0; s < o->steps; s++) {
-        const weft_optim_grad_t g = {.data = grad, .dtype = WEFT_DTYPE_FP32, .memory = WEFT_MEMORY_HOST};
-        uint64_t                wire = 0;
-        double                  t0;
+        uint64_t wire = 0;
+        double   t0;
 
-        fill_normal(grad, n, 1000 + s, 1e-2f);
-        if (weft_optim_step(opt, &g, 1, NULL) != WEFT_OK || quantize(master, &cur) != 0) {
+        if (delta_optim_step(opt, grad, n, s) != 0 || quantize(master, &cur) != 0) {
             fprintf(stderr, "weft-perf delta: step %llu failed\n", (unsigned long long)s);
             goto out;
         }
@@ -348,11 +310,11 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
                                           experts * cur.scales * sizeof(float));
         /* The ceiling: the full version's bytes copied (into prev, which
          * becomes the older version of the next step anyway). */
-        t0 = now_s();
+        t0 = delta_now_s();
         memcpy(prev.w, cur.w, n);
         memcpy(prev.wt, cur.wt, n);
         memcpy(prev.scale, cur.scale, experts * cur.scales * sizeof(float));
-        cpy[s] = now_s() - t0;
+        cpy[s] = delta_now_s() - t0;
     }
     res->changed_w = (double)changed / ((double)n * (double)o->steps);
     res->wire_ratio = (double)res->wire_bytes / (double)res->full_bytes;
@@ -375,7 +337,8 @@ out:
 
 enum {
     D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
-    D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_SPEEDUP, D_WRONG, D_COLUMNS
+    D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
+    D_COLUMNS
 };
 
 static const perf_column_t delta_columns[D_COLUMNS] = {
@@ -392,7 +355,10 @@ static const perf_column_t delta_columns[D_COLUMNS] = {
     [D_COPY_MS]      = {"copy_ms", "copy_ms", 8, 2, PERF_COLUMN_DOUBLE},
     [D_ENCODE_RATIO] = {"encode_ratio_copy", "enc/copy", 9, 2, PERF_COLUMN_DOUBLE},
     [D_APPLY_RATIO]  = {"apply_ratio_copy", "apply/copy", 11, 2, PERF_COLUMN_DOUBLE},
-    [D_SPEEDUP]      = {"speedup_rate_limited", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [D_LINK_WHOLE_MS] = {"link_whole_ms", "whole_ms", 9, 1, PERF_COLUMN_DOUBLE},
+    [D_LINK_DELTA_MS] = {"link_delta_ms", "delta_ms", 9, 1, PERF_COLUMN_DOUBLE},
+    [D_LINK_DELTAS]   = {"link_versions_as_deltas", NULL, 0, 0, PERF_COLUMN_UINT},
+    [D_SPEEDUP]      = {"speedup_rate_limited", "speedup", 8, 2, PERF_COLUMN_DOUBLE},
     [D_WRONG]        = {"wrong_bytes", "wrong", 6, 0, PERF_COLUMN_UINT},
 };
 
@@ -404,6 +370,9 @@ int perf_cmd_delta(int argc, char **argv)
     if (rc != 0) {
         return rc == 1 ? 0 : rc;
     }
+    if (o.role != NULL) {
+        return delta_link_role(&o);
+    }
     if (!o.json) {
         int cpu[2];
 
@@ -413,8 +382,15 @@ int perf_cmd_delta(int argc, char **argv)
                "# warm-up steps first; each\n"
                "# tensor a delta (32 B + 4 B a 4 KiB chunk + 3 B a changed byte) or whole when that is no larger;\n"
                "# times: medians over %llu steps of a whole version's encode or apply, against memcpy of its bytes;\n"
-               "# no transport here: speedup_rate_limited (JSON) is null\n",
-               (unsigned long long)o.warmup, (unsigned long long)o.steps);
+               "# %s\n",
+               (unsigned long long)o.warmup, (unsigned long long)o.steps,
+               o.link == NULL ? "no transport here (--link RATE adds one): the link columns are null"
+                              : "link: a ucx server and a consumer in two network namespaces, a veth pair held to "
+                                "the rate by tc;\n# whole_ms and delta_ms: median update (publish to acknowledged, "
+                                "every byte checked) with WEFT_DELTA=off, then auto");
+        if (o.link != NULL) {
+            printf("# link rate: %s\n", o.link);
+        }
         perf_columns_header(stdout, "", delta_columns, D_COLUMNS);
         putchar('\n');
     }
@@ -427,8 +403,10 @@ int perf_cmd_delta(int argc, char **argv)
             continue;
         }
         for (int l = 0; l < o.lr_count; l++) {
-            case_result_t res;
-            char          shape[48];
+            case_result_t       res;
+            delta_link_result_t link = {0};
+            int                 linked = 0;
+            char                shape[48];
 
             snprintf(shape, sizeof(shape), "%llux%llux%llu", (unsigned long long)e, (unsigned long long)r,
                      (unsigned long long)c);
@@ -437,6 +415,18 @@ int perf_cmd_delta(int argc, char **argv)
                 continue;
             }
             failed |= res.wrong_bytes != 0;
+            if (o.link != NULL) {
+                int lrc = delta_link_case(&o, algo, o.lrs[l], e, r, c, &link);
+
+                linked = lrc == 0;
+                if (lrc == 77) {
+                    fprintf(stderr, "weft-perf delta: --link skipped: %s\n", link.note);
+                } else if (lrc != 0) {
+                    fprintf(stderr, "weft-perf delta: --link failed: %s\n", link.note);
+                    failed = 1;
+                }
+                failed |= linked && link.wrong_bytes != 0;
+            }
             {
                 const perf_cell_t cells[D_COLUMNS] = {
                     [D_OPTIMIZER] = {.text = which == 0 ? "adamw" : "muon"},
@@ -452,8 +442,11 @@ int perf_cmd_delta(int argc, char **argv)
                     [D_COPY_MS] = {.d = res.copy_s * 1e3},
                     [D_ENCODE_RATIO] = {.d = res.encode_s / res.copy_s},
                     [D_APPLY_RATIO] = {.d = res.apply_s / res.copy_s},
-                    [D_SPEEDUP] = {.null = 1},
-                    [D_WRONG] = {.u = res.wrong_bytes},
+                    [D_LINK_WHOLE_MS] = {.d = link.full_s * 1e3, .null = !linked},
+                    [D_LINK_DELTA_MS] = {.d = link.delta_s * 1e3, .null = !linked},
+                    [D_LINK_DELTAS] = {.u = link.deltas_sent, .null = !linked},
+                    [D_SPEEDUP] = {.d = link.full_s / link.delta_s, .null = !linked},
+                    [D_WRONG] = {.u = res.wrong_bytes + link.wrong_bytes},
                 };
                 if (o.json) {
                     perf_json_t json;
@@ -463,6 +456,9 @@ int perf_cmd_delta(int argc, char **argv)
                     perf_json_str(&json, "device", "host");
                     perf_json_int(&json, "warmup_steps", (int64_t)o.warmup);
                     perf_json_int(&json, "steps", (int64_t)o.steps);
+                    if (o.link != NULL) {
+                        perf_json_str(&json, "link_rate", o.link);
+                    }
                     perf_columns_json(&json, "", delta_columns, D_COLUMNS, cells);
                     perf_json_str(&json, "libweft", weft_version());
                     perf_json_end(&json);

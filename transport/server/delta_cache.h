@@ -4,8 +4,8 @@
  * received (the base, which the cache keeps leased) to the latest one,
  * encoded once per version on the host (<weft/delta.h>) and sent to each
  * consumer that says it holds the base. A tensor whose delta is no
- * smaller than it is kept whole. What does not fit in the cache's memory
- * makes the version go whole to everyone.
+ * smaller than it is kept whole. What does not fit in a buffer makes the
+ * version go whole to everyone.
  *
  * Why the base stays leased: a consumer holding version b can be sent
  * b → v only while b's bytes are there to encode from; the lease keeps
@@ -13,6 +13,12 @@
  * encoded, so with K slots the producer still has K − 2 to write into
  * (the latest and the base are taken) while the server encodes, and
  * K − 1 otherwise.
+ *
+ * Two buffers: consumers are sent the complete one (current) while the
+ * next version is encoded into the other, a tensor at a time within a
+ * time budget per call, so that the server's thread goes on serving the
+ * others between tensors. The other buffer is encoded into only when no
+ * consumer's puts read it (the caller says which are read).
  *
  * Host registries only. On the server's thread. Internal.
  */
@@ -29,56 +35,79 @@
 /* Entries start on this boundary, in the cache and in a consumer's inbox. */
 #define WEFT_DELTA_ENTRY_ALIGN 64u
 
-typedef struct weft_delta_cache {
-    weft_registry_h          reg;        /* borrowed */
-    weft_delta_mode_t        mode;
-    weft_lease_t             base;       /* the version consumers hold (from `to` on) */
-    int                      has_base;
-    uint64_t                 from, to;   /* entries: from → to; to 0: none */
-    uint32_t                 tensor_count;
-    /* Per registry tensor: PATCH (offset into buf) or WHOLE (offset into
-     * buf too: copied there from the slot). */
+typedef struct weft_delta_buf {
+    uint8_t                 *data;     /* capacity bytes, page aligned */
+    uint64_t                 used;
+    /* Per registry tensor: PATCH or WHOLE (copied here from the slot),
+     * offsets into data. */
     weft_wire_delta_entry_t *entries;
-    uint8_t                 *buf;        /* capacity bytes, page aligned */
-    uint64_t                 capacity, used;
-    uint64_t                 version_bytes; /* of every tensor, whole */
-    uint64_t                 encode_ns;     /* the last encode's */
+    uint64_t                 from, to; /* complete: from → to; to 0: none */
+} weft_delta_buf_t;
+
+typedef struct weft_delta_cache {
+    weft_registry_h   reg;       /* borrowed */
+    weft_delta_mode_t mode;
+    uint32_t          tensor_count;
+    uint64_t          capacity;  /* of each buffer */
+    weft_delta_buf_t  buf[2];
+    int               current;   /* the complete buffer consumers are sent; -1: none */
+    weft_lease_t      base;      /* the version consumers hold (the last one encoded to) */
+    int               has_base;
+    /* An encode in progress: base → next into buf[target], tensors
+     * before next_tensor done; overflow: it did not fit. */
+    int               encoding, target, overflow;
+    weft_lease_t      next;
+    uint32_t          next_tensor;
+    uint64_t          encode_start_ns, encode_ns; /* the last complete encode's time */
 } weft_delta_cache_t;
 
 /*
- * Prepares a cache of `capacity` bytes for reg (a host registry); nothing
- * is leased until the first update. WEFT_ERR_NO_MEMORY.
+ * Prepares a cache of two buffers of `capacity` bytes each for reg (a host
+ * registry); nothing is leased until the first update. WEFT_ERR_NO_MEMORY.
  */
 weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
                                     uint64_t capacity);
 
-/* Releases the base and frees the memory. */
+/* Releases the leases and frees the memory. */
 void weft_delta_cache_fini(weft_delta_cache_t *c);
 
 /*
- * Brings the cache to the latest version `latest`: the first time, leases
- * it as the base; later, when a newer one is published, encodes base →
- * latest and makes latest the base. Nothing when latest is the base
- * already. WEFT_OK also when the entries could not be kept (the version
- * goes whole: to is 0 then); a registry error otherwise, the cache
- * emptied.
+ * Moves the cache towards the latest version `latest`: the first time,
+ * leases it as the base; when a newer one is published, starts encoding
+ * base → latest into the buffer that is not current, unless bit i of
+ * `reading` says consumers' puts read buffer i; then encodes tensors until
+ * budget_ns passed, and once all are, makes that buffer current and the
+ * latest the base. WEFT_OK also when a version's delta did not fit (it
+ * goes whole; its buffer is not made current); a registry error
+ * otherwise (the encode abandoned, the base moved on).
  */
-weft_status_t weft_delta_cache_update(weft_delta_cache_t *c, uint64_t latest);
+weft_status_t weft_delta_cache_update(weft_delta_cache_t *c, uint64_t latest, unsigned reading, uint64_t budget_ns);
 
-/* Releases the base (no consumer takes deltas now): the producer has
- * its slot again; the next update starts over. */
+/* 1 while an encode is under way (the caller keeps calling update). */
+int weft_delta_cache_busy(const weft_delta_cache_t *c);
+
+/*
+ * 1 when a consumer holding `holds` should wait before it is sent
+ * `latest`: the delta holds → latest is being encoded, or will be as soon
+ * as a buffer is free.
+ */
+int weft_delta_cache_coming(const weft_delta_cache_t *c, uint64_t holds, uint64_t latest);
+
+/* Releases the leases (no consumer takes deltas now): the producer has
+ * its slots again; the next update starts over. */
 void weft_delta_cache_forget(weft_delta_cache_t *c);
 
 /*
  * The entries for a consumer whose views are views[0 .. count) (their
  * registry tensors) and that holds version `holds`, asking for
- * `version`: 1 and out[i] the cache's entry of each (offsets into buf),
- * *bytes their sum, when the cache has from holds → version, the sum is
- * at most room, and (mode auto) smaller than the views' whole bytes
- * `whole`; 0 otherwise (the version goes whole).
+ * `version`: 1, *which (the buffer they are in: current), out[i] the
+ * entry of each (offsets into that buffer), *bytes their sum with
+ * alignment, when the current buffer has holds → version, the sum is at
+ * most room, and (mode auto) smaller than the views' whole bytes `whole`;
+ * 0 otherwise (the version goes whole).
  */
 int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,
-                             const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room, weft_wire_delta_entry_t *out,
-                             uint64_t *bytes);
+                             const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room,
+                             int *which, weft_wire_delta_entry_t *out, uint64_t *bytes);
 
 #endif

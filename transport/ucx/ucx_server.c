@@ -103,7 +103,8 @@ static void *server_main(void *arg)
             const peer_t  *p = peer_at(s, i);
             const uint64_t now = weft_time_ns();
 
-            if ((p->state == PEER_SENDING && p->lanes == NULL) || p->state == PEER_FLUSHING ||
+            /* A delta's puts are the server thread's own, lanes or not. */
+            if ((p->state == PEER_SENDING && (p->lanes == NULL || p->delta)) || p->state == PEER_FLUSHING ||
                 (p->state == PEER_ACKING && now - p->notified_ns < ACK_SPIN_NS)) {
                 wait = WEFT_SERVER_BUSY;
             } else if (p->state == PEER_SENDING && p->lanes_ns < LANES_SPIN_NS &&
@@ -119,6 +120,10 @@ static void *server_main(void *arg)
         }
         if (wait == WEFT_SERVER_VERSION && after == UINT64_MAX) {
             wait = WEFT_SERVER_QUIET;
+        }
+        /* A delta being encoded is this thread's work. */
+        if (weft_ucx_delta_busy(s)) {
+            wait = WEFT_SERVER_BUSY;
         }
         /* Sleep only when UCX has nothing to do either: its fd wakes us. */
         if (wait != WEFT_SERVER_BUSY && wait != WEFT_SERVER_SPIN && !weft_ucx_arm(&s->ucx)) {

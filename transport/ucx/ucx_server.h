@@ -98,7 +98,7 @@ typedef struct peer {
      * (cache → inbox) and the DELTA that precedes its VERSION. */
     uint64_t            inbox_base, inbox_bytes;
     uint64_t            holds;
-    int                 delta;
+    int                 delta, delta_buf; /* the cache's buffer it is put from */
     weft_range_list_t   delta_puts;
     weft_wire_delta_entry_t *delta_map; /* one per view */
     uint64_t            delta_bytes;
@@ -124,7 +124,7 @@ struct ucx_server {
     weft_delta_mode_t  delta_mode;
     weft_delta_cache_t delta;
     int                delta_made;
-    ucp_mem_h          delta_memh;
+    ucp_mem_h          delta_memh[2]; /* one per buffer */
 
     uint32_t        probes;   /* sandboxes running for PROBING consumers */
     int             stopping; /* the thread is shutting down: close at once */
@@ -167,11 +167,24 @@ void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest);
  * version in flight; it goes again, whole (ucx_server_send.c). */
 void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg);
 
+/* ucx_server_delta.c: delta versions. */
+
 /* Keeps the delta cache at the latest version while a consumer that takes
- * deltas is served (ucx_server_send.c). */
+ * deltas is served: a time-bounded share of an encode each turn. */
 void weft_ucx_delta_refresh(struct ucx_server *s);
 
-/* Frees the delta cache and its registration (ucx_server_send.c). */
+/* 1 while an encode is under way (the server thread does not sleep). */
+int weft_ucx_delta_busy(const struct ucx_server *s);
+
+/* 1 when the consumer should wait for the delta to `latest` being made. */
+int weft_ucx_delta_coming(const peer_t *p, uint64_t latest);
+
+/* Whether the leased version goes to the consumer as a delta (its
+ * entries then laid out in its inbox: p->delta_map, p->delta_puts,
+ * p->delta_buf, p->delta_bytes). */
+int weft_ucx_peer_delta(peer_t *p);
+
+/* Frees the delta cache and its registration. */
 void weft_ucx_delta_free(struct ucx_server *s);
 
 #endif

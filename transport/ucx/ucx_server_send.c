@@ -59,9 +59,9 @@ static void peer_post(peer_t *p)
                                        .region_count = p->region_count};
     uint64_t                 window = s->base.window;
     uint64_t                 max_in_flight = window / CHUNK_BYTES ? window / CHUNK_BYTES : 1;
-    /* Ranges count from the leased slot's arena, a delta's from the cache. */
-    const uint8_t           *src = p->delta ? s->delta.buf : p->arena;
-    ucp_mem_h                memh = p->delta ? s->delta_memh : s->slot_memh[p->base.lease.slot];
+    /* Ranges count from the leased slot's arena, a delta's from its buffer. */
+    const uint8_t           *src = p->delta ? s->delta.buf[p->delta_buf].data : p->arena;
+    ucp_mem_h                memh = p->delta ? s->delta_memh[p->delta_buf] : s->slot_memh[p->base.lease.slot];
 
     while (p->range < list->count && p->in_flight < max_in_flight && !p->put_failed) {
         const weft_copy_range_t *r = &list->ranges[p->range];
@@ -301,42 +301,6 @@ static weft_status_t lease_arena(peer_t *p)
     return status;
 }
 
-/*
- * Whether the leased version goes to this consumer as a delta: it has an
- * inbox, says its views hold the version it last acknowledged, and the
- * cache holds the delta from that one to this, fitting in the inbox
- * (and, WEFT_DELTA=auto, smaller than the version). Lays the entries
- * out in its inbox: p->delta_map, p->delta_puts.
- */
-static int peer_delta(peer_t *p)
-{
-    struct ucx_server *s = p->server;
-    const weft_plan_h  plan = p->base.plan;
-    uint64_t           at = 0;
-
-    if (!s->delta_made || p->inbox_bytes == 0 || p->holds == 0 || p->base.want_holds != p->holds ||
-        plan->view_count == 0) {
-        return 0;
-    }
-    if (!weft_delta_cache_entries(&s->delta, p->holds, p->base.version, plan->views, plan->view_count,
-                                  plan->bytes, p->inbox_bytes, p->delta_map, &p->delta_bytes)) {
-        return 0;
-    }
-    p->delta_puts.count = 0;
-    for (uint32_t i = 0; i < plan->view_count; i++) {
-        weft_wire_delta_entry_t *e = &p->delta_map[i];
-
-        at = (at + WEFT_DELTA_ENTRY_ALIGN - 1) / WEFT_DELTA_ENTRY_ALIGN * WEFT_DELTA_ENTRY_ALIGN;
-        if (e->bytes != 0) {
-            p->delta_puts.ranges[p->delta_puts.count++] = (weft_copy_range_t){
-                .src = e->offset, .dst = (uint8_t *)(uintptr_t)(p->inbox_base + at), .bytes = e->bytes, .view = i};
-        }
-        e->offset = at; /* from here: where it lies in the inbox */
-        at += e->bytes;
-    }
-    return 1;
-}
-
 /* The puts of the leased version begin: whole (the plan's ranges, on the
  * lanes where there are), or as a delta into the inbox; SENDING tells
  * the consumer which. */
@@ -384,6 +348,10 @@ void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest)
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "its endpoint failed");
         return;
     }
+    /* Its delta to the latest is being made: it waits for it. */
+    if (weft_ucx_delta_coming(p, latest)) {
+        return;
+    }
     if (!weft_server_base_lease_next(&p->base, latest)) {
         return;
     }
@@ -394,7 +362,7 @@ void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest)
         weft_ucx_peer_drop(p, status, "the version cannot be read here");
         return;
     }
-    start_puts(p, peer_delta(p));
+    start_puts(p, weft_ucx_peer_delta(p));
 }
 
 void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
@@ -413,84 +381,4 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
     p->state = PEER_SENDING;
     p->base.deadline = weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us);
     start_puts(p, 0);
-}
-
-/* ------------------------------------------------------------- deltas */
-
-/* The cache's memory: a quarter of a version (a delta any larger saves
- * too little to wait for), at least this much; with WEFT_DELTA=force, a
- * whole version and its alignment. */
-#define DELTA_CACHE_MIN (UINT64_C(1) << 20)
-
-/* The cache, made for the first consumer that takes deltas. 0 when it
- * cannot be (deltas off from here, logged). */
-static int make_delta_cache(struct ucx_server *s)
-{
-    uint32_t      tensors = 0;
-    uint64_t      capacity = s->slot_bytes / 4 > DELTA_CACHE_MIN ? s->slot_bytes / 4 : DELTA_CACHE_MIN;
-    weft_status_t status;
-
-    if (s->delta_mode == WEFT_DELTA_FORCE && weft_registry_tensor_count(s->base.reg, &tensors) == WEFT_OK) {
-        capacity = s->slot_bytes + (uint64_t)tensors * WEFT_DELTA_ENTRY_ALIGN;
-    }
-    status = weft_delta_cache_init(&s->delta, s->base.reg, s->delta_mode, capacity);
-
-    if (status == WEFT_OK) {
-        status = weft_ucx_mem_map(s->ucx.context, s->delta.buf, s->delta.capacity, WEFT_MEMORY_HOST,
-                                  &s->delta_memh, "registering the delta cache");
-        if (status != WEFT_OK) {
-            weft_delta_cache_fini(&s->delta);
-        }
-    }
-    if (status != WEFT_OK) {
-        weft_log_warn("server: no delta cache (%s): every version goes whole", weft_status_string(status));
-        s->delta_mode = WEFT_DELTA_OFF;
-        return 0;
-    }
-    s->delta_made = 1;
-    weft_log_info("server: delta versions (%s), a cache of %" PRIu64 " bytes", weft_delta_mode_name(s->delta_mode),
-                  s->delta.capacity);
-    return 1;
-}
-
-void weft_ucx_delta_refresh(struct ucx_server *s)
-{
-    int           takers = 0, reading = 0;
-    weft_status_t status;
-
-    if (s->delta_mode == WEFT_DELTA_OFF || s->memory == WEFT_MEMORY_CUDA) {
-        return;
-    }
-    for (uint32_t i = 0; i < s->base.peer_count; i++) {
-        const peer_t *p = peer_at(s, i);
-
-        takers += p->inbox_bytes != 0 && p->state != PEER_HANDSHAKE && p->state != PEER_PROBING &&
-                  p->state != PEER_CLOSING;
-        /* Puts in flight read the cache: it changes only after their flush. */
-        reading |= p->delta && (p->state == PEER_SENDING || p->state == PEER_FLUSHING);
-    }
-    if (takers == 0) {
-        if (s->delta_made) {
-            weft_delta_cache_forget(&s->delta); /* the producer's slot back */
-        }
-        return;
-    }
-    if (reading || (!s->delta_made && !make_delta_cache(s))) {
-        return;
-    }
-    status = weft_delta_cache_update(&s->delta, weft_server_base_latest(&s->base));
-    if (status != WEFT_OK) {
-        weft_log_warn("server: the delta of the latest version was not made (%s): it goes whole",
-                      weft_status_string(status));
-    }
-}
-
-void weft_ucx_delta_free(struct ucx_server *s)
-{
-    if (!s->delta_made) {
-        return;
-    }
-    (void)weft_ucx_status(ucp_mem_unmap(s->ucx.context, s->delta_memh), "unregistering the delta cache");
-    weft_delta_cache_fini(&s->delta);
-    s->delta_made = 0;
 }

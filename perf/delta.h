@@ -1,0 +1,67 @@
+/*
+ * weft-perf delta's pieces: the options, the optimizer that makes its
+ * versions (real steps on deterministic gradients, so that every run of a
+ * case, and every process of one, steps through the same versions), and
+ * the rate-limited link measurement (delta_link.c): the same versions
+ * served by a ucx server in one network namespace to a consumer in
+ * another, whole and as deltas, over a link held to a NIC-like rate.
+ */
+#ifndef WEFT_PERF_DELTA_H
+#define WEFT_PERF_DELTA_H
+
+#include <stdint.h>
+#include <weft/weft.h>
+
+#define MAX_LRS 4
+
+typedef struct delta_options {
+    uint64_t experts, rows, cols, steps, warmup, threads;
+    uint64_t muon_experts, muon_rows, muon_cols;
+    double   lrs[MAX_LRS];
+    int      lr_count, adamw, muon, json;
+    const char *link; /* --link RATE (tc's syntax): the rate-limited measurement; NULL: none */
+    /* Hidden: the processes of the link measurement (delta_link.c). */
+    const char *role, *registry, *listen, *connect, *token;
+    int         role_muon;
+    double      role_lr;
+} delta_options_t;
+
+double delta_now_s(void);
+
+/* n normal values of deviation sigma from seed (the same on every run). */
+void delta_fill_normal(float *x, uint64_t n, uint64_t seed, float sigma);
+
+/*
+ * The optimizer of a case (one group of `experts` rows×cols matrices,
+ * AdamW or Muon at lr, host placement), its masters ~N(0, 0.02), after
+ * o->warmup steps; *master points at them. 0, or -1 (said why).
+ */
+int delta_optim_make(const delta_options_t *o, weft_optim_algo_t algo, double lr, uint64_t experts, uint64_t rows,
+                     uint64_t cols, float *grad, weft_optim_h *opt, float **master);
+
+/* Step s of a case (after the warm-up), its gradient into grad. 0 or -1. */
+int delta_optim_step(weft_optim_h opt, float *grad, uint64_t n, uint64_t s);
+
+/* The link measurement's result for one case. */
+typedef struct delta_link_result {
+    double   full_s, delta_s;    /* median update time (publish → acknowledged), whole and as deltas */
+    uint64_t versions;           /* measured in each mode */
+    uint64_t deltas_sent;        /* of those, in the delta run, that went as deltas */
+    uint64_t delta_bytes, full_bytes; /* the delta run's deltas' bytes, and those versions' whole */
+    uint64_t wrong_bytes;        /* the consumer's views against the last version, both runs */
+    char     note[512];          /* why it failed, or "" */
+} delta_link_result_t;
+
+/*
+ * Runs the case over the rate-limited link: network namespaces, tc, a
+ * trainer process and a consumer process, WEFT_DELTA=off then auto.
+ * 0 and *res; 77 when this machine cannot (not root, no ip or tc: why in
+ * res->note); -1 when a run failed (res->note).
+ */
+int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr, uint64_t experts, uint64_t rows,
+                    uint64_t cols, delta_link_result_t *res);
+
+/* The hidden --role trainer or consumer: the process's exit status. */
+int delta_link_role(const delta_options_t *o);
+
+#endif
