@@ -161,7 +161,16 @@ static int serve(const delta_options_t *o, const link_tensors_t *t, weft_registr
             goto out;
         }
         if (v > 1) {
+            weft_server_stats_t st;
+
             ns[v - 2] = (uint64_t)((delta_now_s() - t0) * 1e9);
+            if (!ok(weft_server_get_stats(server, &st), "weft_server_get_stats")) {
+                goto out;
+            }
+            /* Each version's own line, for the reader of the output. */
+            printf("version %llu update_ms %.3f deltas_so_far %llu redone_so_far %llu\n", (unsigned long long)v,
+                   (double)ns[v - 2] * 1e-6, (unsigned long long)st.deltas_sent,
+                   (unsigned long long)st.deltas_redone);
         }
     }
     if (!ok(weft_server_get_stats(server, &after), "weft_server_get_stats")) {
@@ -174,11 +183,12 @@ static int serve(const delta_options_t *o, const link_tensors_t *t, weft_registr
         goto out;
     }
     qsort(ns, o->steps, sizeof(*ns), cmp_u64);
-    printf("result median_ns %llu versions %llu deltas %llu delta_bytes %llu full_bytes %llu\n",
+    printf("result median_ns %llu versions %llu deltas %llu delta_bytes %llu full_bytes %llu redone %llu\n",
            (unsigned long long)ns[o->steps / 2], (unsigned long long)o->steps,
            (unsigned long long)(after.deltas_sent - before.deltas_sent),
            (unsigned long long)(after.delta_bytes - before.delta_bytes),
-           (unsigned long long)(after.bytes_sent - before.bytes_sent));
+           (unsigned long long)(after.bytes_sent - before.bytes_sent), (unsigned long long)after.deltas_redone);
+
     fflush(stdout);
     rc = 0;
 out:
@@ -397,7 +407,7 @@ static int run_mode(ucx_ctx_t *ctx, const delta_options_t *o, const ucx_transpor
     perf_run_t  procs[2] = {{0}, {0}};
     const char *line;
     const double limit = 300.0 + 120.0 * (double)(o->steps + 1);
-    unsigned long long versions, received;
+    unsigned long long versions, received, redone;
 
     snprintf(registry, sizeof(registry), "weft-perf-delta-%d-%d", (int)getpid(), ctx->number++);
     snprintf(listen, sizeof(listen), "%s", tr->side[0].ip);
@@ -433,13 +443,19 @@ static int run_mode(ucx_ctx_t *ctx, const delta_options_t *o, const ucx_transpor
         goto out;
     }
     if ((line = perf_run_line(&procs[0], "result ")) == NULL ||
-        sscanf(line, "median_ns %llu versions %llu deltas %llu delta_bytes %llu full_bytes %llu",
+        sscanf(line, "median_ns %llu versions %llu deltas %llu delta_bytes %llu full_bytes %llu redone %llu",
                (unsigned long long *)median_ns, &versions, (unsigned long long *)deltas,
-               (unsigned long long *)delta_bytes, (unsigned long long *)full_bytes) != 5 ||
+               (unsigned long long *)delta_bytes, (unsigned long long *)full_bytes, &redone) != 6 ||
         (line = perf_run_line(&procs[1], "received ")) == NULL ||
         sscanf(line, "%llu wrong %llu", &received, (unsigned long long *)wrong) != 2) {
         ucx_add_note(note, size, "WEFT_DELTA=%s: no result line", mode);
         goto out;
+    }
+    if (redone != 0) {
+        ucx_add_note(note, size, "WEFT_DELTA=%s: %llu deltas refused by the consumer's check", mode, redone);
+    }
+    if (getenv("WEFT_PERF_DELTA_TRACE") != NULL) { /* each version's line, to stderr */
+        fprintf(stderr, "%s", procs[0].out);
     }
     rc = 0;
 out:

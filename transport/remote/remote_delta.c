@@ -106,6 +106,12 @@ weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_vie
         weft_remote_delta_fini(d);
         return WEFT_ERR_NO_MEMORY;
     }
+    d->patched = calloc(count ? count : 1, sizeof(*d->patched));
+    d->carried = calloc(count ? count : 1, sizeof(*d->carried));
+    if (d->patched == NULL || d->carried == NULL) {
+        weft_remote_delta_fini(d);
+        return WEFT_ERR_NO_MEMORY;
+    }
     d->inbox_bytes = inbox;
     d->view_count = count;
     return WEFT_OK;
@@ -116,6 +122,8 @@ void weft_remote_delta_fini(weft_remote_delta_t *d)
     free(d->inbox);
     free(d->targets);
     free(d->map);
+    free(d->patched);
+    free(d->carried);
     memset(d, 0, sizeof(*d));
 }
 
@@ -162,7 +170,7 @@ static void put_whole(const uint8_t *src, const weft_delta_target_t *t)
 
 /* One view's entry: applied (a patch, checked against its checksum) or
  * copied (whole). */
-static weft_status_t apply_entry(const weft_remote_delta_t *d, uint32_t i)
+static weft_status_t apply_entry(weft_remote_delta_t *d, uint32_t i)
 {
     const weft_wire_delta_entry_t *e = &d->map[i];
     const weft_delta_target_t     *t = &d->targets[i];
@@ -189,6 +197,25 @@ static weft_status_t apply_entry(const weft_remote_delta_t *d, uint32_t i)
                        i, got, want);
         return WEFT_ERR_CORRUPT;
     }
+    d->patched[i] = 1;
+    d->carried[i] = want;
+    return WEFT_OK;
+}
+
+weft_status_t weft_remote_delta_vouch(const weft_remote_delta_t *d, weft_wire_sums_t *sums)
+{
+    for (uint32_t i = 0; d->patched != NULL && i < d->view_count && i < sums->count; i++) {
+        if (!d->patched[i] || !sums->known[i]) {
+            continue;
+        }
+        if (sums->sums[i] != d->carried[i]) {
+            weft_log_error("remote: view %u: its delta carried checksum 0x%016" PRIx64
+                           ", the version's is 0x%016" PRIx64,
+                           i, d->carried[i], sums->sums[i]);
+            return WEFT_ERR_CORRUPT;
+        }
+        sums->known[i] = 0; /* its bytes were summed after the patch */
+    }
     return WEFT_OK;
 }
 
@@ -197,6 +224,9 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
     weft_status_t status = WEFT_OK;
 
     *applied = 0;
+    if (d->patched != NULL) {
+        memset(d->patched, 0, d->view_count);
+    }
     if (d->map == NULL || d->map_version != version) {
         return WEFT_OK; /* v came whole */
     }

@@ -36,6 +36,10 @@ typedef struct weft_remote_delta {
     uint64_t                 map_version, map_base;
     weft_wire_delta_entry_t *map;
     uint32_t                 map_count;
+    /* The last apply's: per view, whether a patch made it and was checked
+     * (its bytes summed), and the checksum that patch carried. */
+    uint8_t                 *patched;
+    uint64_t                *carried;
 } weft_remote_delta_t;
 
 /*
@@ -64,6 +68,16 @@ weft_status_t weft_remote_delta_on_map(weft_remote_delta_t *d, const weft_ctl_ms
  * caller asks for v whole.
  */
 weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, int *applied);
+
+/*
+ * After an apply, with the VERSION's checksums: each view that a patch
+ * made, whose bytes were summed and matched the checksum the patch
+ * carried, needs no second reading where the VERSION has its sum: that
+ * sum must equal the carried one (WEFT_ERR_CORRUPT, logged, when not),
+ * and its `known` is cleared so that weft_remote_base_check passes over
+ * it. Nothing to do when no apply ran.
+ */
+weft_status_t weft_remote_delta_vouch(const weft_remote_delta_t *d, weft_wire_sums_t *sums);
 
 /* The views' bytes are no longer a version this consumer vouches for (the
  * server began to write one whole, or a transfer failed). */

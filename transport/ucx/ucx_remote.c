@@ -682,8 +682,13 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         if (status == WEFT_OK) {
             int applied;
 
-            /* A delta's bytes are in the inbox: into the views, checked. */
+            /* A delta's bytes are in the inbox: into the views, checked
+             * (a patched view against the VERSION's sum without a second
+             * reading). */
             status = weft_remote_delta_apply(&r->delta, v, &applied);
+            if (status == WEFT_OK && applied) {
+                status = weft_remote_delta_vouch(&r->delta, &r->base.sums);
+            }
             if (status != WEFT_OK && applied) {
                 status = redo(r, v);
                 if (status != WEFT_OK) {

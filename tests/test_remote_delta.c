@@ -1,0 +1,332 @@
+/*
+ * A remote consumer's side of delta versions (remote/remote_delta.h) on
+ * host views, without a server: which views take deltas (contiguous, and
+ * rows of one stride, padded; not others), the DELTA checked against the
+ * inbox and the views, patches and whole tensors applied into strided
+ * views and checked, a delta for a base the views do not hold refused,
+ * the VERSION's checksums vouched for without a second reading (and a
+ * carried checksum that is not the version's refused), and the checksum
+ * of rows equal to that of the same bytes end to end.
+ * (test_ucx_delta runs it end to end.)
+ */
+#include "config.h"
+
+#include "kernels/checksum.h"
+#include "lib/harness.h"
+#include "transport/remote/remote_delta.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/weft.h>
+
+#define ROWS  64
+#define COLS  300 /* not a multiple of 8 */
+#define PITCH 320 /* the padded views' row stride */
+#define BYTES ((uint64_t)ROWS * COLS)
+
+static uint8_t fused[2][ROWS * PITCH];
+
+/* Two padded FP8 views [ROWS, COLS] of fused[0] and fused[1]. */
+static void padded_views(weft_recv_view_t views[2])
+{
+    for (int i = 0; i < 2; i++) {
+        views[i] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = i ? "b" : "a",
+                                      .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                      .shape = {ROWS, COLS}, .strides = {PITCH, 1}, .data = fused[i]};
+    }
+}
+
+/* Version v of tensor i's bytes, contiguous. */
+static void version_bytes(uint8_t *out, int i, int v)
+{
+    for (uint64_t k = 0; k < BYTES; k++) {
+        out[k] = (uint8_t)(k * 31 + (uint64_t)i * 7);
+        if (v >= 2 && k % 97 == (uint64_t)v) { /* each version its own bytes */
+            out[k] ^= (uint8_t)(v * 3 + 1);
+        }
+    }
+}
+
+/* The views hold version v (their padding 0xEE). */
+static void hold(int v)
+{
+    uint8_t t[BYTES];
+
+    memset(fused, 0xEE, sizeof(fused));
+    for (int i = 0; i < 2; i++) {
+        version_bytes(t, i, v);
+        for (int r = 0; r < ROWS; r++) {
+            memcpy(fused[i] + r * PITCH, t + r * COLS, COLS);
+        }
+    }
+}
+
+/* Every byte of the views, padding included, is version v's. */
+static int views_hold(int v)
+{
+    uint8_t t[BYTES];
+
+    for (int i = 0; i < 2; i++) {
+        version_bytes(t, i, v);
+        for (int r = 0; r < ROWS; r++) {
+            if (memcmp(fused[i] + r * PITCH, t + r * COLS, COLS) != 0) {
+                return 0;
+            }
+            for (int c = COLS; c < PITCH; c++) {
+                if (fused[i][r * PITCH + c] != 0xEE) {
+                    return 0;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+/* A DELTA message of version `to` from `from`: view 0 as a patch, view
+ * 1 whole; their bytes written into the inbox. */
+static void delta_message(weft_remote_delta_t *d, int from, int to, weft_ctl_buf_t *buf, weft_ctl_msg_t *msg)
+{
+    uint8_t                 older[BYTES], newer[BYTES];
+    weft_wire_delta_entry_t e[2];
+    uint64_t                n = 0;
+
+    version_bytes(older, 0, from);
+    version_bytes(newer, 0, to);
+    ck_assert_int_eq(weft_delta_encode_host(older, newer, BYTES, d->inbox, BYTES, &n), WEFT_OK);
+    e[0] = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH, .offset = 0, .bytes = n};
+    e[1] = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_WHOLE, .offset = 4096 * 2, .bytes = BYTES};
+    version_bytes(d->inbox + e[1].offset, 1, to);
+    memset(buf, 0, sizeof(*buf));
+    weft_wire_put_delta(buf, (uint64_t)to, (uint64_t)from, e, 2);
+    ck_assert(!buf->failed);
+    *msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf->length, .payload = buf->data};
+}
+
+static void ready(weft_remote_delta_t *d)
+{
+    weft_recv_view_t views[2];
+
+    padded_views(views);
+    ck_assert_int_eq(weft_remote_delta_init(d, views, 2, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_ptr_nonnull(d->inbox);
+    ck_assert_uint_ge(d->inbox_bytes, UINT64_C(1) << 20); /* auto: at least 1M */
+}
+
+START_TEST(which_views_take_deltas)
+{
+    weft_remote_delta_t d;
+    weft_recv_view_t    views[2];
+    static uint8_t      cube[4 * 8 * 16 * 2];
+
+    ready(&d); /* padded rows */
+    ck_assert_uint_eq(d.targets[0].row_bytes, COLS);
+    ck_assert_uint_eq(d.targets[0].row_stride, PITCH);
+    weft_remote_delta_fini(&d);
+
+    padded_views(views); /* contiguous: one row */
+    views[0].field_mask = 0;
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_uint_eq(d.targets[0].row_bytes, BYTES);
+    weft_remote_delta_fini(&d);
+
+    /* [4, 8, 16] with each expert's rows padded apart: not one stride. */
+    views[0] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = "c", .role = WEFT_ROLE_W,
+                                  .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 3, .shape = {4, 8, 16},
+                                  .strides = {8 * 16 * 2, 16, 1}, .data = cube};
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_ptr_null(d.inbox);
+    /* The same with the experts a whole number of padded rows apart. */
+    views[0].strides[0] = 8 * 32;
+    views[0].strides[1] = 32;
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_ptr_nonnull(d.inbox);
+    ck_assert_uint_eq(d.targets[0].row_stride, 32);
+    weft_remote_delta_fini(&d);
+
+    /* Device views take every version whole. */
+    padded_views(views);
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, WEFT_MEMORY_CUDA), WEFT_OK);
+    ck_assert_ptr_null(d.inbox);
+}
+END_TEST
+
+START_TEST(a_delta_applies_into_strided_views)
+{
+    weft_remote_delta_t d;
+    weft_ctl_buf_t      buf;
+    weft_ctl_msg_t      msg;
+    int                 applied;
+
+    ready(&d);
+    hold(1);
+    d.holds = 1;
+    delta_message(&d, 1, 2, &buf, &msg);
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_OK);
+    ck_assert_int_eq(applied, 1);
+    ck_assert_uint_eq(d.holds, 2);
+    ck_assert(views_hold(2));
+    ck_assert_int_eq(d.patched[0], 1);
+    ck_assert_int_eq(d.patched[1], 0); /* whole: checked with the version's sums */
+    /* A VERSION with no DELTA before it: nothing applied. */
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 3, &applied), WEFT_OK);
+    ck_assert_int_eq(applied, 0);
+    weft_ctl_buf_free(&buf);
+    weft_remote_delta_fini(&d);
+}
+END_TEST
+
+START_TEST(a_delta_for_other_bytes_is_refused)
+{
+    weft_remote_delta_t d;
+    weft_ctl_buf_t      buf;
+    weft_ctl_msg_t      msg;
+    int                 applied;
+
+    ready(&d);
+    /* The server thinks the views hold 1; they hold 3. */
+    hold(3);
+    d.holds = 1;
+    delta_message(&d, 1, 2, &buf, &msg);
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    d.holds = 1;
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_ERR_CORRUPT);
+    ck_assert_int_eq(applied, 1);
+    ck_assert_uint_eq(d.holds, 0);
+    /* A delta from a version the consumer does not claim: refused unread. */
+    hold(1);
+    d.holds = 3;
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_ERR_CORRUPT);
+    ck_assert(views_hold(1));
+    weft_ctl_buf_free(&buf);
+    weft_remote_delta_fini(&d);
+}
+END_TEST
+
+START_TEST(malformed_deltas_are_refused)
+{
+    weft_remote_delta_t     d;
+    weft_ctl_buf_t          buf = {0};
+    weft_ctl_msg_t          msg;
+    weft_wire_delta_entry_t e[2] = {{.kind = WEFT_WIRE_DELTA_PATCH, .offset = 0, .bytes = 64},
+                                    {.kind = WEFT_WIRE_DELTA_WHOLE, .offset = 4096, .bytes = BYTES}};
+
+    ready(&d);
+    /* One entry for two views. */
+    weft_wire_put_delta(&buf, 2, 1, e, 1);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_ERR_CORRUPT);
+    weft_ctl_buf_free(&buf);
+    /* An entry past the inbox's end. */
+    memset(&buf, 0, sizeof(buf));
+    e[1].offset = d.inbox_bytes - 10;
+    weft_wire_put_delta(&buf, 2, 1, e, 2);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_ERR_CORRUPT);
+    /* Cut short by a byte. */
+    msg.length--;
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_ERR_CORRUPT);
+    weft_ctl_buf_free(&buf);
+    /* An unknown kind. */
+    memset(&buf, 0, sizeof(buf));
+    e[1].offset = 4096;
+    e[0].kind = 3;
+    weft_wire_put_delta(&buf, 2, 1, e, 2);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_ERR_CORRUPT);
+    weft_ctl_buf_free(&buf);
+    /* A whole tensor of the wrong size: refused at the apply. */
+    memset(&buf, 0, sizeof(buf));
+    e[0].kind = WEFT_WIRE_DELTA_WHOLE;
+    e[0].bytes = BYTES - 1;
+    weft_wire_put_delta(&buf, 2, 1, e, 2);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    {
+        int applied;
+
+        hold(1);
+        d.holds = 1;
+        ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_ERR_CORRUPT);
+        ck_assert(views_hold(1));
+    }
+    weft_ctl_buf_free(&buf);
+    weft_remote_delta_fini(&d);
+}
+END_TEST
+
+START_TEST(patched_views_are_vouched_for_without_a_second_reading)
+{
+    weft_remote_delta_t d;
+    weft_ctl_buf_t      buf;
+    weft_ctl_msg_t      msg;
+    weft_wire_sums_t    sums = {0};
+    uint8_t             t[BYTES];
+    int                 applied;
+
+    ready(&d);
+    hold(1);
+    d.holds = 1;
+    delta_message(&d, 1, 2, &buf, &msg);
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_OK);
+    sums.count = 2;
+    sums.known = calloc(2, 1);
+    sums.sums = calloc(2, sizeof(*sums.sums));
+    ck_assert(sums.known != NULL && sums.sums != NULL);
+    for (int i = 0; i < 2; i++) {
+        version_bytes(t, i, 2);
+        sums.known[i] = 1;
+        sums.sums[i] = weft_checksum_host(t, BYTES);
+    }
+    ck_assert_int_eq(weft_remote_delta_vouch(&d, &sums), WEFT_OK);
+    ck_assert_int_eq(sums.known[0], 0); /* patched and summed: not read again */
+    ck_assert_int_eq(sums.known[1], 1); /* whole: read by the version's check */
+    /* The version's sum is not the one the delta carried. */
+    sums.known[0] = 1;
+    sums.sums[0] ^= 1;
+    ck_assert_int_eq(weft_remote_delta_vouch(&d, &sums), WEFT_ERR_CORRUPT);
+    weft_wire_sums_free(&sums);
+    weft_ctl_buf_free(&buf);
+    weft_remote_delta_fini(&d);
+}
+END_TEST
+
+START_TEST(the_checksum_of_rows_is_that_of_their_bytes)
+{
+    static uint8_t spread[40 * 64], packed[40 * 64];
+    const uint64_t widths[] = {1, 3, 7, 8, 9, 16, 21, 40};
+
+    for (size_t i = 0; i < sizeof(spread); i++) {
+        spread[i] = (uint8_t)(i * 131 + 17);
+    }
+    for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+        for (uint64_t rows = 0; rows <= 40; rows += 13) {
+            for (uint64_t r = 0; r < rows; r++) {
+                memcpy(packed + r * widths[w], spread + r * 64, widths[w]);
+            }
+            ck_assert_uint_eq(weft_checksum_host_rows(spread, widths[w], 64, rows),
+                              weft_checksum_host(packed, widths[w] * rows));
+        }
+    }
+}
+END_TEST
+
+static Suite *remote_delta_suite(void)
+{
+    Suite *s = suite_create("remote_delta");
+    TCase *tc = tcase_create("delta");
+
+    tcase_add_test(tc, which_views_take_deltas);
+    tcase_add_test(tc, a_delta_applies_into_strided_views);
+    tcase_add_test(tc, a_delta_for_other_bytes_is_refused);
+    tcase_add_test(tc, malformed_deltas_are_refused);
+    tcase_add_test(tc, patched_views_are_vouched_for_without_a_second_reading);
+    tcase_add_test(tc, the_checksum_of_rows_is_that_of_their_bytes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+WEFT_TEST_MAIN(remote_delta_suite)
