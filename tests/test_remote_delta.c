@@ -16,6 +16,7 @@
 #include "transport/remote/remote_delta.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <weft/weft.h>
@@ -294,6 +295,76 @@ START_TEST(patched_views_are_vouched_for_without_a_second_reading)
 }
 END_TEST
 
+/* 16 contiguous views of 1 MiB: applied and checked on threads (where
+ * the machine has more than one CPU), one view refused among them. */
+START_TEST(many_views_apply_on_threads)
+{
+    enum { VIEWS = 16 };
+    const uint64_t           bytes = UINT64_C(1) << 20;
+    uint8_t                 *held = malloc(VIEWS * bytes), *newer = malloc(bytes);
+    weft_recv_view_t         views[VIEWS];
+    char                     names[VIEWS][8];
+    weft_wire_delta_entry_t  e[VIEWS];
+    weft_remote_delta_t      d;
+    weft_ctl_buf_t           buf = {0};
+    weft_ctl_msg_t           msg;
+    uint64_t                 at = 0;
+    int                      applied;
+
+    ck_assert(held != NULL && newer != NULL);
+    for (uint32_t i = 0; i < VIEWS; i++) {
+        snprintf(names[i], sizeof(names[i]), "v%u", i);
+        views[i] = (weft_recv_view_t){.name = names[i], .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_UINT8, .ndim = 1,
+                                      .shape = {bytes}, .data = held + i * bytes};
+        for (uint64_t k = 0; k < bytes; k++) {
+            held[i * bytes + k] = (uint8_t)(k * 13 + i);
+        }
+    }
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, VIEWS, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_ptr_nonnull(d.inbox);
+    for (uint32_t i = 0; i < VIEWS; i++) {
+        uint64_t n = 0;
+
+        memcpy(newer, held + i * bytes, bytes);
+        for (uint64_t k = i; k < bytes; k += 1000) {
+            newer[k] ^= 0x5A;
+        }
+        ck_assert_int_eq(weft_delta_encode_host(held + i * bytes, newer, bytes, d.inbox + at, d.inbox_bytes - at, &n),
+                         WEFT_OK);
+        e[i] = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH, .offset = at, .bytes = n};
+        at = (at + n + 63) / 64 * 64;
+    }
+    weft_wire_put_delta(&buf, 2, 1, e, VIEWS);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    d.holds = 1;
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_OK);
+    for (uint32_t i = 0; i < VIEWS; i++) {
+        uint64_t wrong = 0;
+
+        for (uint64_t k = 0; k < bytes; k++) {
+            const uint8_t want = (uint8_t)((k * 13 + i) ^ (k >= i && (k - i) % 1000 == 0 ? 0x5A : 0));
+
+            wrong += held[i * bytes + k] != want;
+        }
+        ck_assert_msg(wrong == 0, "view %u: %llu wrong bytes", i, (unsigned long long)wrong);
+        ck_assert_int_eq(d.patched[i], 1);
+    }
+    /* Again (the views hold 2, which the delta's values give again),
+     * with a byte of view 11 that the delta does not touch made wrong:
+     * its thread refuses it. */
+    held[11 * bytes + 5] ^= 1;
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    d.holds = 1;
+    ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_ERR_CORRUPT);
+    ck_assert_uint_eq(d.holds, 0);
+    weft_ctl_buf_free(&buf);
+    weft_remote_delta_fini(&d);
+    free(held);
+    free(newer);
+}
+END_TEST
+
 START_TEST(the_checksum_of_rows_is_that_of_their_bytes)
 {
     static uint8_t spread[40 * 64], packed[40 * 64];
@@ -324,6 +395,7 @@ static Suite *remote_delta_suite(void)
     tcase_add_test(tc, a_delta_for_other_bytes_is_refused);
     tcase_add_test(tc, malformed_deltas_are_refused);
     tcase_add_test(tc, patched_views_are_vouched_for_without_a_second_reading);
+    tcase_add_test(tc, many_views_apply_on_threads);
     tcase_add_test(tc, the_checksum_of_rows_is_that_of_their_bytes);
     suite_add_tcase(s, tc);
     return s;

@@ -23,6 +23,7 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define WEFT_TEST_SKIP 77
 
@@ -36,7 +37,9 @@ static inline int weft_test_run(Suite *suite)
     }
     fflush(stdout);
     sr = srunner_create(suite);
-    srunner_set_fork_status(sr, CK_FORK);
+    /* Each test in a process of its own, unless CK_FORK=no says otherwise
+     * (one process: a debugger follows the tests). */
+    srunner_set_fork_status(sr, getenv("CK_FORK") != NULL ? CK_FORK_GETENV : CK_FORK);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

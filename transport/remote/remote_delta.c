@@ -10,11 +10,18 @@
 #include "transport/core/view_layout.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define INBOX_ALIGN 4096u
+/* Views are applied and checked on this many threads at most (each view
+ * on one), and only where there is at least this much to read per
+ * thread: the check reads every byte of a patched view. */
+#define APPLY_THREADS_MAX  8
+#define APPLY_THREAD_BYTES (UINT64_C(4) << 20)
 
 /*
  * Where a view's bytes lie, as <weft/delta.h>'s rows: its innermost
@@ -219,9 +226,77 @@ weft_status_t weft_remote_delta_vouch(const weft_remote_delta_t *d, weft_wire_su
     return WEFT_OK;
 }
 
+/* A thread's share of the views: first, first + step, ... */
+typedef struct apply_part {
+    weft_remote_delta_t *d;
+    uint32_t             first, step, bad;
+    weft_status_t        status;
+    pthread_t            thread;
+} apply_part_t;
+
+static void *apply_part_run(void *arg)
+{
+    apply_part_t *p = arg;
+
+    for (uint32_t i = p->first; i < p->d->map_count && p->status == WEFT_OK; i += p->step) {
+        p->status = apply_entry(p->d, i);
+        p->bad = i;
+    }
+    return NULL;
+}
+
+/* Every entry applied (views side by side on threads); the first
+ * failure's status, its view in *bad. */
+static weft_status_t apply_all(weft_remote_delta_t *d, uint32_t *bad)
+{
+    apply_part_t  parts[APPLY_THREADS_MAX];
+    const long    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t      bytes = 0;
+    uint32_t      n, started = 1;
+    weft_status_t status = WEFT_OK;
+
+    for (uint32_t i = 0; i < d->map_count; i++) {
+        bytes += d->targets[i].tensor_bytes;
+    }
+    n = (uint32_t)(bytes / APPLY_THREAD_BYTES);
+    n = n < (uint32_t)(cpus > 0 ? cpus : 1) ? n : (uint32_t)cpus;
+    n = n < APPLY_THREADS_MAX ? n : APPLY_THREADS_MAX;
+    n = n < d->map_count ? n : d->map_count;
+    n = n > 1 ? n : 1;
+    for (uint32_t k = 0; k < n; k++) {
+        parts[k] = (apply_part_t){.d = d, .first = k, .step = n, .status = WEFT_OK};
+    }
+    /* The others on threads of their own, the first here; a thread that
+     * cannot start leaves its share to this one afterwards. */
+    for (uint32_t k = 1; k < n; k++) {
+        if (pthread_create(&parts[k].thread, NULL, apply_part_run, &parts[k]) != 0) {
+            break;
+        }
+        started++;
+    }
+    apply_part_run(&parts[0]);
+    for (uint32_t k = 1; k < n; k++) {
+        if (k < started) {
+            (void)pthread_join(parts[k].thread, NULL);
+        } else {
+            apply_part_run(&parts[k]);
+        }
+        if (status == WEFT_OK && parts[k].status != WEFT_OK) {
+            status = parts[k].status;
+            *bad = parts[k].bad;
+        }
+    }
+    if (parts[0].status != WEFT_OK) {
+        status = parts[0].status;
+        *bad = parts[0].bad;
+    }
+    return status;
+}
+
 weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, int *applied)
 {
     weft_status_t status = WEFT_OK;
+    uint32_t      bad = 0;
 
     *applied = 0;
     if (d->patched != NULL) {
@@ -237,10 +312,10 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
                        version, d->map_base, d->holds);
         status = WEFT_ERR_CORRUPT;
     }
-    for (uint32_t i = 0; i < d->map_count && status == WEFT_OK; i++) {
-        status = apply_entry(d, i);
+    if (status == WEFT_OK) {
+        status = apply_all(d, &bad);
         if (status != WEFT_OK) {
-            weft_log_error("remote: the delta of version %" PRIu64 " does not apply to view %u", version, i);
+            weft_log_error("remote: the delta of version %" PRIu64 " does not apply to view %u", version, bad);
         }
     }
     free(d->map);
