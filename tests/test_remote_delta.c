@@ -1,24 +1,31 @@
 /*
- * A remote consumer's side of delta versions (remote/remote_delta.h) on
- * host views, without a server: which views take deltas (contiguous, and
- * rows of one stride, padded; not others), the DELTA checked against the
- * inbox and the views, patches and whole tensors applied into strided
- * views and checked, a delta for a base the views do not hold refused,
- * the VERSION's checksums vouched for without a second reading (and a
- * carried checksum that is not the version's refused), and the checksum
- * of rows equal to that of the same bytes end to end.
- * (test_ucx_delta runs it end to end.)
+ * Delta versions' pieces without a transport. A remote consumer's side
+ * (remote/remote_delta.h) on host views: which views take deltas
+ * (contiguous, rows of one stride, padded, dimensions of size 1 with any
+ * stride; not others), the DELTA checked against the inbox and the
+ * views, patches and whole tensors applied into strided views and
+ * checked (on threads where there is enough), a delta for a base the
+ * views do not hold refused, the VERSION's checksums vouched for without
+ * a second reading (and a carried checksum that is not the version's
+ * refused), and the checksum of rows equal to that of the same bytes end
+ * to end. A server's delta cache (server/delta_cache.h) over a host
+ * registry: the base leased, an encode deferred while puts read its
+ * buffer, consumers told to wait only while it runs, and tensors padded
+ * in the registry never sent as deltas.
+ * (test_ucx_delta runs both end to end.)
  */
 #include "config.h"
 
 #include "kernels/checksum.h"
 #include "lib/harness.h"
 #include "transport/remote/remote_delta.h"
+#include "transport/server/delta_cache.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <weft/weft.h>
 
 #define ROWS  64
@@ -143,6 +150,16 @@ START_TEST(which_views_take_deltas)
     ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, WEFT_MEMORY_HOST), WEFT_OK);
     ck_assert_ptr_nonnull(d.inbox);
     ck_assert_uint_eq(d.targets[0].row_stride, 32);
+    weft_remote_delta_fini(&d);
+
+    /* [1, COLS] with any stride for its one row (PyTorch's transposes). */
+    views[0] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = "r", .role = WEFT_ROLE_W,
+                                  .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {1, COLS}, .strides = {1, 1},
+                                  .data = fused[0]};
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_ptr_nonnull(d.inbox);
+    ck_assert_uint_eq(d.targets[0].row_bytes, COLS);
+    ck_assert_uint_eq(d.targets[0].row_stride, COLS);
     weft_remote_delta_fini(&d);
 
     /* Device views take every version whole. */
@@ -385,6 +402,99 @@ START_TEST(the_checksum_of_rows_is_that_of_their_bytes)
 }
 END_TEST
 
+/* Writes and publishes version v of the cache test's registry: tensor 0
+ * dense, tensor 1 padded, each byte k of both (k * 7 + v) where k % 50 ==
+ * v, k * 7 elsewhere. */
+static void publish_cached(weft_registry_h reg, uint64_t v)
+{
+    ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
+    for (uint32_t t = 0; t < 2; t++) {
+        uint8_t *data;
+
+        ck_assert_int_eq(weft_registry_write_tensor(reg, t, (void **)&data), WEFT_OK);
+        for (uint64_t r = 0; r < ROWS; r++) {
+            for (uint64_t c = 0; c < COLS; c++) {
+                const uint64_t k = r * COLS + c;
+
+                data[r * (t ? PITCH : COLS) + c] = (uint8_t)(k * 7 + (k % 50 == v ? v : 0));
+            }
+        }
+    }
+    ck_assert_int_eq(weft_registry_publish(reg, v, NULL), WEFT_OK);
+}
+
+START_TEST(the_server_cache_encodes_dense_tensors_between_puts)
+{
+    char                    name[64];
+    weft_registry_h         reg;
+    weft_delta_cache_t      c;
+    weft_plan_view_t        dense_view = {.tensor = 0}, padded_view = {.tensor = 1};
+    weft_wire_delta_entry_t e;
+    uint64_t                bytes = 0;
+    int                     which = -1;
+
+    snprintf(name, sizeof(name), "t-delta-cache-%d", (int)getpid());
+    weft_registry_unlink(name);
+    ck_assert_int_eq(weft_registry_create(name, NULL, &reg), WEFT_OK);
+    for (uint32_t t = 0; t < 2; t++) {
+        const weft_tensor_desc_t d = {.field_mask = t ? WEFT_TENSOR_FIELD_STRIDES : 0,
+                                      .name = t ? "padded" : "dense", .role = WEFT_ROLE_W,
+                                      .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {ROWS, COLS},
+                                      .strides = {PITCH, 1}};
+
+        ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_OK);
+    }
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_init(&c, reg, WEFT_DELTA_AUTO, UINT64_C(1) << 20), WEFT_OK);
+    ck_assert_int_eq(c.dense[0], 1);
+    ck_assert_int_eq(c.dense[1], 0);
+    publish_cached(reg, 1);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 1, 0, UINT64_MAX / 2), WEFT_OK);
+    ck_assert_uint_eq(c.base.version, 1);
+    publish_cached(reg, 2);
+    /* Consumers holding 1 wait only while the encode runs. */
+    ck_assert_int_eq(weft_delta_cache_coming(&c, 1, 2), 0);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 2, 0, 0), WEFT_OK); /* one tensor a call */
+    ck_assert_int_eq(weft_delta_cache_busy(&c), 1);
+    ck_assert_int_eq(weft_delta_cache_coming(&c, 1, 2), 1);
+    ck_assert_int_eq(weft_delta_cache_coming(&c, 3, 2), 0);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 2, 0, 0), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_busy(&c), 0);
+    ck_assert_uint_eq(c.base.version, 2);
+    ck_assert_int_eq(weft_delta_cache_entries(&c, 1, 2, &dense_view, 1, BYTES, UINT64_C(1) << 20, &which, &e, &bytes),
+                     1);
+    ck_assert_int_eq(e.kind, WEFT_WIRE_DELTA_PATCH);
+    ck_assert_uint_lt(bytes, BYTES / 4); /* 4 % of the bytes changed (1 and 2 of every 50) */
+    /* The padded tensor: never as a delta. */
+    ck_assert_int_eq(
+        weft_delta_cache_entries(&c, 1, 2, &padded_view, 1, BYTES, UINT64_C(1) << 20, &which, &e, &bytes), 0);
+    /* Version 3 while a consumer's puts read the other buffer: not
+     * encoded yet, nobody waits; once they are done, it is. */
+    publish_cached(reg, 3);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 3, 1u << (1 - which), UINT64_MAX / 2), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_busy(&c), 0);
+    ck_assert_uint_eq(c.base.version, 2);
+    ck_assert_int_eq(weft_delta_cache_coming(&c, 2, 3), 0);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 3, 0, UINT64_MAX / 2), WEFT_OK);
+    ck_assert_uint_eq(c.base.version, 3);
+    ck_assert_int_eq(weft_delta_cache_entries(&c, 2, 3, &dense_view, 1, BYTES, UINT64_C(1) << 20, &which, &e, &bytes),
+                     1);
+    /* The base and nothing else leased; none once forgotten. */
+    {
+        weft_registry_stats_t st;
+
+        ck_assert_int_eq(weft_registry_get_stats(reg, &st), WEFT_OK);
+        ck_assert_uint_eq(st.leases_held, 1);
+        weft_delta_cache_forget(&c);
+        ck_assert_int_eq(weft_registry_get_stats(reg, &st), WEFT_OK);
+        ck_assert_uint_eq(st.leases_held, 0);
+    }
+    weft_delta_cache_fini(&c);
+    ck_assert_int_eq(weft_registry_close(reg), WEFT_OK);
+    weft_registry_unlink(name);
+}
+END_TEST
+
 static Suite *remote_delta_suite(void)
 {
     Suite *s = suite_create("remote_delta");
@@ -397,6 +507,7 @@ static Suite *remote_delta_suite(void)
     tcase_add_test(tc, patched_views_are_vouched_for_without_a_second_reading);
     tcase_add_test(tc, many_views_apply_on_threads);
     tcase_add_test(tc, the_checksum_of_rows_is_that_of_their_bytes);
+    tcase_add_test(tc, the_server_cache_encodes_dense_tensors_between_puts);
     suite_add_tcase(s, tc);
     return s;
 }

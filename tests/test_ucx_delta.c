@@ -12,7 +12,8 @@
  * - a consumer that missed a version, and one that connected anew, get
  *   the version whole, then deltas again;
  * - a consumer whose views changed under it (the delta then applies to
- *   the wrong bytes) refuses the delta and gets the version whole;
+ *   the wrong bytes) refuses the delta and gets the version whole; after
+ *   three such in a row, every version whole;
  * - WEFT_DELTA=off sends every version whole; force sends even a version
  *   whose every byte changed as a delta (its tensors whole in the inbox),
  *   here on put and receive lanes over shared memory.
@@ -463,6 +464,18 @@ START_TEST(ucx_delta_onto_changed_views_is_refused_and_comes_whole)
     publish(&s);
     receive(&c, 2, 3);
     expect_deltas(&s, 1, 1, 3);
+    /* Three in a row refused: from then on every version whole, even onto
+     * views left alone. */
+    for (uint64_t v = 4; v <= 6; v++) {
+        send_cmd(c.cmd, 'x', 0);
+        read_all(c.out, NULL, 0);
+        publish(&s);
+        receive(&c, v - 1, v);
+    }
+    expect_deltas(&s, 1, 4, 6);
+    publish(&s);
+    receive(&c, 6, 7);
+    expect_deltas(&s, 1, 4, 7);
     stop(&c);
     stop(&s);
 }

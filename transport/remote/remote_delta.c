@@ -43,6 +43,13 @@ static int view_rows(const weft_recv_view_t *view, weft_delta_target_t *t)
     for (uint32_t i = 0; i < n; i++) {
         elements *= view->shape[i];
     }
+    /* A dimension of size 1 has no stride that matters (PyTorch gives such
+     * ones any): taken as if dense within the dimensions inside it. */
+    for (uint32_t i = n; i-- > 0;) {
+        if (view->shape[i] == 1) {
+            strides[i] = i + 1 == n ? 1 : strides[i + 1] * view->shape[i + 1];
+        }
+    }
     *t = (weft_delta_target_t){.data = view->data, .tensor_bytes = elements * elem};
     if (memcmp(strides, dense, n * sizeof(*strides)) == 0 || elements == 0) {
         t->row_bytes = t->row_stride = t->tensor_bytes;
@@ -60,7 +67,10 @@ static int view_rows(const weft_recv_view_t *view, weft_delta_target_t *t)
     }
     t->row_bytes = view->shape[n - 1] * elem;
     t->row_stride = strides[n - 2] * elem;
-    return t->row_bytes == 0 ? -1 : 0;
+    if (elements / view->shape[n - 1] == 1) {
+        t->row_stride = t->row_bytes; /* one row */
+    }
+    return t->row_bytes == 0 || t->row_stride < t->row_bytes ? -1 : 0;
 }
 
 /* The inbox for views of `bytes` bytes per version (WEFT_DELTA_INBOX). */

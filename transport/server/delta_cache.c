@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
+#include "transport/core/view_layout.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -30,6 +31,24 @@ weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, 
     c->current = -1;
     status = weft_registry_tensor_count(reg, &c->tensor_count);
     c->capacity = align_up(capacity ? capacity : 1, CACHE_ALIGN);
+    c->dense = calloc(c->tensor_count ? c->tensor_count : 1, 1);
+    if (status == WEFT_OK && c->dense == NULL) {
+        status = WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t t = 0; t < c->tensor_count && status == WEFT_OK; t++) {
+        weft_tensor_info_t info;
+        uint64_t           dense[WEFT_TENSOR_MAX_DIMS] = {0}, elements = 1;
+
+        status = weft_registry_tensor_info(reg, t, &info);
+        if (status == WEFT_OK && info.ndim <= WEFT_TENSOR_MAX_DIMS) {
+            weft_contiguous_strides(info.ndim, info.shape, dense);
+            for (uint32_t d = 0; d < info.ndim; d++) {
+                elements *= info.shape[d];
+            }
+            c->dense[t] = memcmp(dense, info.strides, info.ndim * sizeof(*dense)) == 0 &&
+                          info.bytes == elements * weft_dtype_size(info.dtype);
+        }
+    }
     for (int i = 0; i < 2 && status == WEFT_OK; i++) {
         c->buf[i].entries = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->buf[i].entries));
         c->buf[i].data = aligned_alloc(CACHE_ALIGN, c->capacity);
@@ -72,6 +91,7 @@ void weft_delta_cache_fini(weft_delta_cache_t *c)
         free(c->buf[i].entries);
         free(c->buf[i].data);
     }
+    free(c->dense);
     memset(c, 0, sizeof(*c));
 }
 
@@ -212,7 +232,7 @@ int weft_delta_cache_coming(const weft_delta_cache_t *c, uint64_t holds, uint64_
     if (c->mode == WEFT_DELTA_OFF || !c->has_base || holds == 0 || c->base.version != holds) {
         return 0;
     }
-    return c->encoding ? c->next.version == latest : latest > c->base.version;
+    return c->encoding && c->next.version == latest;
 }
 
 int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,
@@ -230,7 +250,7 @@ int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64
         return 0;
     }
     for (uint32_t i = 0; i < count; i++) {
-        if (views[i].tensor >= c->tensor_count) {
+        if (views[i].tensor >= c->tensor_count || !c->dense[views[i].tensor]) {
             return 0;
         }
         out[i] = b->entries[views[i].tensor];

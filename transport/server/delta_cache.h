@@ -50,6 +50,10 @@ typedef struct weft_delta_cache {
     uint32_t          tensor_count;
     uint64_t          capacity;  /* of each buffer */
     weft_delta_buf_t  buf[2];
+    /* Per registry tensor: its bytes lie dense in row-major order, as a
+     * consumer applies a delta in its view's element order; others (padded
+     * or other strides in the registry) go whole, in the plan's ranges. */
+    uint8_t          *dense;
     int               current;   /* the complete buffer consumers are sent; -1: none */
     weft_lease_t      base;      /* the version consumers hold (the last one encoded to) */
     int               has_base;
@@ -88,8 +92,9 @@ int weft_delta_cache_busy(const weft_delta_cache_t *c);
 
 /*
  * 1 when a consumer holding `holds` should wait before it is sent
- * `latest`: the delta holds → latest is being encoded, or will be as soon
- * as a buffer is free.
+ * `latest`: the delta holds → latest is being encoded. (One that cannot
+ * start, its buffer still read by a consumer's puts, is not waited for:
+ * the version goes whole.)
  */
 int weft_delta_cache_coming(const weft_delta_cache_t *c, uint64_t holds, uint64_t latest);
 
@@ -104,7 +109,8 @@ void weft_delta_cache_forget(weft_delta_cache_t *c);
  * entry of each (offsets into that buffer), *bytes their sum with
  * alignment, when the current buffer has holds → version, the sum is at
  * most room, and (mode auto) smaller than the views' whole bytes `whole`;
- * 0 otherwise (the version goes whole).
+ * 0 otherwise (the version goes whole), also when a view's tensor is not
+ * dense in the registry.
  */
 int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,
                              const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room,

@@ -66,7 +66,10 @@ void weft_ucx_delta_refresh(struct ucx_server *s)
         takers += p->inbox_bytes != 0 && p->state != PEER_HANDSHAKE && p->state != PEER_PROBING &&
                   p->state != PEER_CLOSING;
         /* Puts in flight read their buffer: it is encoded into only after
-         * their flush. */
+         * their flush. Not a dropped consumer's: what its puts still carry
+         * lands only in an inbox it never applies (the buffer stays
+         * allocated and registered), and UCX may hold them as long as a
+         * stuck peer lives. */
         if (p->delta && (p->state == PEER_SENDING || p->state == PEER_FLUSHING)) {
             reading |= 1u << p->delta_buf;
         }

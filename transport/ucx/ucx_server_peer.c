@@ -365,6 +365,7 @@ static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
     if (p->delta && msg->type == WEFT_CTL_ACK && !cur.failed && v == p->base.version) {
         weft_server_base_stats_add(s, &s->stats.deltas_sent, 1);
         weft_server_base_stats_add(s, &s->stats.delta_bytes, p->delta_bytes);
+        p->redos = 0;
     }
     p->delta = 0;
     if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {

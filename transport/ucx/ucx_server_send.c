@@ -378,6 +378,12 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
                   "; sending it whole",
                   p->base.name, v);
     weft_server_base_stats_add(&p->server->base, &p->server->base.stats.deltas_redone, 1);
+    if (++p->redos >= DELTA_REDOS_MAX) {
+        weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes "
+                      "to it whole from here",
+                      p->base.name, p->redos);
+        p->inbox_bytes = 0;
+    }
     p->state = PEER_SENDING;
     p->base.deadline = weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us);
     start_puts(p, 0);
