@@ -4,7 +4,8 @@
  * the parser: the framing (weft_ctl_read_some, the server's reader, over
  * a socket pair, with the pre-authentication cap or the full one), HELLO,
  * CHALLENGE, PROOF, REFUSED, views and their spans, the ucx server's
- * VIEWS, the opening of a sealed message, or a VERSION's checksums. Each must refuse what is
+ * VIEWS, the opening of a sealed message, a VERSION's checksums, a
+ * WANT, or a DELTA's map against an inbox. Each must refuse what is
  * wrong with an error, never crash or read out of bounds
  * (AddressSanitizer watches), and what it accepts must be consistent.
  * Payloads are laid out as received ones are: malloc'd, NUL one byte
@@ -51,7 +52,8 @@ void weft_log_write(weft_log_level_t level, const char *file, int line, const ch
 }
 
 enum target {
-    FRAMING_PREAUTH, FRAMING, HELLO, CHALLENGE, PROOF, REFUSED, VIEWS, UCX_VIEWS, SEALED, VERSION_NOTICE, TARGETS
+    FRAMING_PREAUTH, FRAMING, HELLO, CHALLENGE, PROOF, REFUSED, VIEWS, UCX_VIEWS, SEALED, VERSION_NOTICE, WANT,
+    DELTA_MAP, TARGETS
 };
 
 /* Bytes fed to the server's reader, whole, then the connection closed:
@@ -244,6 +246,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a refusal keeps nothing */
         }
         weft_wire_sums_free(&sums);
+        break;
+    }
+    case WANT: {
+        uint64_t after, holds;
+
+        msg.type = WEFT_CTL_WANT;
+        if (weft_wire_get_want(&msg, &after, &holds) == WEFT_OK && msg.length != 8 && msg.length != 16) {
+            abort(); /* one u64, or two */
+        }
+        break;
+    }
+    case DELTA_MAP: {
+        /* An inbox of 1 MiB: every entry accepted lies inside it. */
+        const uint64_t           inbox = UINT64_C(1) << 20;
+        weft_wire_delta_entry_t *e = NULL;
+        uint64_t                 v, base;
+        uint32_t                 count = 0;
+
+        msg.type = WEFT_CTL_DELTA;
+        if (weft_wire_get_delta(&msg, inbox, &v, &base, &e, &count) == WEFT_OK) {
+            if (msg.length != 20 + 20 * (size_t)count) {
+                abort();
+            }
+            for (uint32_t i = 0; i < count; i++) {
+                if ((e[i].kind != WEFT_WIRE_DELTA_PATCH && e[i].kind != WEFT_WIRE_DELTA_WHOLE) ||
+                    e[i].offset > inbox || e[i].bytes > inbox - e[i].offset) {
+                    abort();
+                }
+            }
+        } else if (e != NULL) {
+            abort(); /* a refusal keeps nothing */
+        }
+        free(e);
         break;
     }
     default:
