@@ -121,6 +121,19 @@ static void ready(weft_remote_delta_t *d)
     ck_assert_uint_ge(d->inbox_bytes, UINT64_C(1) << 20); /* auto: at least 1M */
 }
 
+/* A consumer whose views hold version `held` and that believes they hold
+ * `from`, given the DELTA of `to` from `from` (kept in buf). */
+static void given_delta(weft_remote_delta_t *d, int held, int from, int to, weft_ctl_buf_t *buf)
+{
+    weft_ctl_msg_t msg;
+
+    ready(d);
+    hold(held);
+    d->holds = (uint64_t)from;
+    delta_message(d, from, to, buf, &msg);
+    ck_assert_int_eq(weft_remote_delta_on_map(d, &msg), WEFT_OK);
+}
+
 START_TEST(which_views_take_deltas)
 {
     weft_remote_delta_t d;
@@ -173,14 +186,9 @@ START_TEST(a_delta_applies_into_strided_views)
 {
     weft_remote_delta_t d;
     weft_ctl_buf_t      buf;
-    weft_ctl_msg_t      msg;
     int                 applied;
 
-    ready(&d);
-    hold(1);
-    d.holds = 1;
-    delta_message(&d, 1, 2, &buf, &msg);
-    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    given_delta(&d, 1, 1, 2, &buf);
     ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_OK);
     ck_assert_int_eq(applied, 1);
     ck_assert_uint_eq(d.holds, 2);
@@ -202,13 +210,9 @@ START_TEST(a_delta_for_other_bytes_is_refused)
     weft_ctl_msg_t      msg;
     int                 applied;
 
-    ready(&d);
-    /* The server thinks the views hold 1; they hold 3. */
-    hold(3);
-    d.holds = 1;
-    delta_message(&d, 1, 2, &buf, &msg);
-    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
-    d.holds = 1;
+    /* The consumer believes its views hold 1; they hold 3. */
+    given_delta(&d, 3, 1, 2, &buf);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
     ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_ERR_CORRUPT);
     ck_assert_int_eq(applied, 1);
     ck_assert_uint_eq(d.holds, 0);
@@ -279,16 +283,11 @@ START_TEST(patched_views_are_vouched_for_without_a_second_reading)
 {
     weft_remote_delta_t d;
     weft_ctl_buf_t      buf;
-    weft_ctl_msg_t      msg;
     weft_wire_sums_t    sums = {0};
     uint8_t             t[BYTES];
     int                 applied;
 
-    ready(&d);
-    hold(1);
-    d.holds = 1;
-    delta_message(&d, 1, 2, &buf, &msg);
-    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    given_delta(&d, 1, 1, 2, &buf);
     ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), WEFT_OK);
     sums.count = 2;
     sums.known = calloc(2, 1);

@@ -360,6 +360,15 @@ static void stop(driven_t *d)
     close(d->out);
 }
 
+/* Versions first .. last published, each received by c right after. */
+static void publish_and_receive(const driven_t *s, const driven_t *c, uint64_t first, uint64_t last)
+{
+    for (uint64_t v = first; v <= last; v++) {
+        publish(s);
+        receive(c, v - 1, v);
+    }
+}
+
 /* The server's delta counters are these. */
 static void expect_deltas(const driven_t *s, uint64_t sent, uint64_t redone, uint64_t versions_sent)
 {
@@ -385,10 +394,7 @@ START_TEST(ucx_consecutive_versions_go_as_small_deltas)
     rate_of[4] = ALL; /* a delta of it is no smaller: it goes whole */
     s = start_server(&port);
     c = start_consumer(port, 1);
-    for (uint64_t v = 1; v <= 6; v++) {
-        publish(&s);
-        receive(&c, v - 1, v);
-    }
+    publish_and_receive(&s, &c, 1, 6);
     /* 2, 3, 5 and 6 as deltas; 1 (nothing held yet) and 4 whole. */
     expect_deltas(&s, 4, 0, 6);
     st = stats(&s);
@@ -530,10 +536,7 @@ START_TEST(with_deltas_off)
     set_rates(5);
     s = start_server(&port);
     c = start_consumer(port, 1);
-    for (uint64_t v = 1; v <= 3; v++) {
-        publish(&s);
-        receive(&c, v - 1, v);
-    }
+    publish_and_receive(&s, &c, 1, 3);
     expect_deltas(&s, 0, 0, 3);
     stop(&c);
     stop(&s);
@@ -553,10 +556,7 @@ START_TEST(with_deltas_forced_on_lanes)
     rate_of[2] = ALL; /* forced: as a delta, every tensor whole in the inbox */
     s = start_server(&port);
     c = start_consumer(port, 1);
-    for (uint64_t v = 1; v <= 4; v++) {
-        publish(&s);
-        receive(&c, v - 1, v);
-    }
+    publish_and_receive(&s, &c, 1, 4);
     expect_deltas(&s, 3, 0, 4);
     stop(&c);
     stop(&s);
