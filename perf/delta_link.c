@@ -476,6 +476,15 @@ int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     ssize_t         self;
 
     memset(res, 0, sizeof(*res));
+    {
+        weft_backend_info_t info = {0};
+
+        if (weft_backend_query(WEFT_BACKEND_UCX, &info) != WEFT_OK || !info.compiled || !info.available) {
+            snprintf(res->note, sizeof(res->note), "libweft has no usable UCX (%s)",
+                     info.compiled ? "not found at run time" : "not in this build");
+            return 77;
+        }
+    }
     memset(&ctx, 0, sizeof(ctx));
     ctx.runner.name = "weft-perf delta";
     self = readlink("/proc/self/exe", ctx.self, sizeof(ctx.self) - 1);
