@@ -82,8 +82,8 @@ extern "C" {
       "words:auto,off,force")                                                             \
     X(DELTA_INBOX, "transport", "auto",                                                   \
       "ucx: host memory a consumer receives deltas into (K, M, G suffixes; 0: no "        \
-      "deltas); a version whose delta does not fit comes whole; auto: an eighth of its "  \
-      "version's bytes, at least 1M",                                                     \
+      "deltas); a version whose delta does not fit comes whole; auto: a sixteenth of "    \
+      "its version's bytes, at least 1M",                                                 \
       "words:auto|size:0:")                                                               \
     X(LIBRARY, "python", "",                                                              \
       "the Python binding: the libweft.so it loads (default: pkg-config weft's libdir, "  \

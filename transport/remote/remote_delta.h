@@ -19,8 +19,10 @@
 
 /* The inbox a consumer takes when WEFT_DELTA_INBOX says auto: this share
  * of its version's bytes (RL steps change 0.1-1.3 % of the FP8 bytes, a
- * delta costs 3 bytes a change), within the bounds below. */
-#define WEFT_DELTA_INBOX_SHARE 8u                        /* 1/8 */
+ * delta costs 3 bytes a change: 0.4-3 % of the version), at least the
+ * minimum below; a version of hundreds of GB takes a few % of that in
+ * host memory more. */
+#define WEFT_DELTA_INBOX_SHARE 16u                       /* 1/16 */
 #define WEFT_DELTA_INBOX_MIN   (UINT64_C(1) << 20)
 
 typedef struct weft_remote_delta {

@@ -9,8 +9,8 @@
 
 #include <inttypes.h>
 
-/* Each buffer: an eighth of a version (a delta any larger saves too
- * little, and is more than a consumer's default inbox), at least this
+/* Each buffer: a sixteenth of a version (a delta any larger is more than
+ * a consumer's default inbox; RL steps make 0.4-3 %), at least this
  * much; with WEFT_DELTA=force, a whole version and its alignment. */
 #define DELTA_BUF_MIN    (UINT64_C(1) << 20)
 /* Encoding a turn of the server's thread, at most (a tensor may take
@@ -22,7 +22,7 @@
 static int make_delta_cache(struct ucx_server *s)
 {
     uint32_t      tensors = 0;
-    uint64_t      capacity = s->slot_bytes / 8 > DELTA_BUF_MIN ? s->slot_bytes / 8 : DELTA_BUF_MIN;
+    uint64_t      capacity = s->slot_bytes / 16 > DELTA_BUF_MIN ? s->slot_bytes / 16 : DELTA_BUF_MIN;
     weft_status_t status;
 
     if (s->delta_mode == WEFT_DELTA_FORCE && weft_registry_tensor_count(s->base.reg, &tensors) == WEFT_OK) {
