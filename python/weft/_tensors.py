@@ -219,19 +219,35 @@ class DeviceArray:
         self.ptr, self.shape, self.strides, self.dtype = ptr, tuple(shape), tuple(strides), dtype
         self.device_index, self.readonly, self._owner = device, not writable, owner
 
-    @property
-    def __cuda_array_interface__(self):
+    def _interface(self, readonly):
         np_dtype = np.dtype(NUMPY[self.dtype])
-        return {"shape": self.shape, "typestr": np_dtype.str, "data": (self.ptr, self.readonly),
+        return {"shape": self.shape, "typestr": np_dtype.str, "data": (self.ptr, readonly),
                 "strides": tuple(s * np_dtype.itemsize for s in self.strides), "version": 3,
                 "stream": None}
 
+    @property
+    def __cuda_array_interface__(self):
+        return self._interface(self.readonly)
+
     def as_torch(self):
-        """A torch tensor over the same memory, in libweft's dtype."""
+        """A torch tensor over the same memory, in libweft's dtype. PyTorch
+        has no read-only tensors (torch.as_tensor refuses an interface that
+        says read-only): a lease's tensor is handed over writable, and must
+        not be written."""
         import torch
 
-        tensor = torch.as_tensor(self, device="cuda:%d" % self.device_index if self.device_index >= 0 else "cuda")
+        tensor = torch.as_tensor(_Writable(self), device="cuda:%d" % self.device_index
+                                 if self.device_index >= 0 else "cuda")
         return tensor.view(getattr(torch, _TORCH[self.dtype])) if self.dtype in _TORCH else tensor
+
+
+class _Writable:
+    """A DeviceArray's interface with the read-only flag off, for PyTorch;
+    it keeps the array (and so its lease or writer) alive."""
+
+    def __init__(self, array):
+        self._array = array
+        self.__cuda_array_interface__ = array._interface(False)
 
 
 def as_torch(array, dtype):
