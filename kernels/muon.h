@@ -58,10 +58,11 @@ void weft_muon_apply_host(const weft_muon_scalars_t *s, float *param, const floa
  * weft_muon_cuda_work_bytes(rows, cols, count) bytes (cuBLASLt's
  * workspace included); `blas` from weft_muon_blas_create, used by one
  * thread at a time (it keeps the GEMM plans of the shapes it met).
- * gram_blocks: how many row blocks X·Xᵀ is computed in (only the blocks
- * on and below the diagonal are multiplied); 0 takes
- * weft_muon_gram_blocks(min(rows, cols)), another value (1..4, splitting
- * the rows in multiples of 32) is for benchmarks. rounding: a
+ * gram_blocks: how many row blocks the symmetric products X·Xᵀ and
+ * (FUSED) b·A + c·A·A are computed in (only the blocks on and below the
+ * diagonal are multiplied); 0 takes weft_muon_gram_blocks(min(rows,
+ * cols)), another value (1, or 2..4 splitting the rows in multiples of
+ * 64) is for tests and benchmarks. rounding: a
  * weft_muon_rounding_t (where the iterations round to BF16). Asynchronous.
  * WEFT_ERR_UNSUPPORTED without CUDA.
  */

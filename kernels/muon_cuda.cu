@@ -9,10 +9,13 @@
  *      Hopper kernels run these shapes 10-20 % faster than the classic
  *      cuBLAS entry points pick; the first algorithm of its heuristic,
  *      not a timed search, so the same GPU and library give the same
- *      bits every run, which a restored checkpoint relies on); A is
- *      symmetric, so only its blocks on and below the diagonal are
- *      multiplied (gram_blocks) and a tiled kernel mirrors them while it
- *      forms c·A, which costs no more memory traffic than forming c·A;
+ *      bits every run, which a restored checkpoint relies on); A and B
+ *      are symmetric, so only their blocks on and below the diagonal are
+ *      multiplied (gram_blocks row blocks, one GEMM a row block) and a
+ *      tiled kernel mirrors them (for A while it forms c·A, which costs no
+ *      more memory traffic than forming c·A); on 1536 rows in 4 blocks
+ *      that multiplies 10 of A's 16 blocks and 10 of B's: the reference
+ *      multiplies all of both;
  *      rounding EAGER: each product and scaled term rounded to BF16 where
  *      the reference Muon (eager PyTorch) rounds it: b·A, c·A, (c·A)·A,
  *      their sum, a·X, B·X and that sum, in element-wise passes between
@@ -48,10 +51,9 @@ constexpr int kPartials = 64; /* blocks a matrix in the first kernel */
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-/* The Gram products of one batch: for each parity of the X ping-pong
- * (X in x or in xn), the cuBLAS pointer arrays of every block pair. */
+/* The symmetric products A = X·Xᵀ and B = c·A·A + b·A are computed in
+ * up to this many row blocks, each block's row only up to the diagonal. */
 constexpr int kGramBlocksMax = 4;
-constexpr int kGramPairsMax  = kGramBlocksMax * (kGramBlocksMax + 1) / 2;
 
 /* cuBLASLt's workspace, part of the step's: its faster kernels split K. */
 constexpr size_t kLtWorkspaceBytes = 32u << 20;
@@ -59,25 +61,13 @@ constexpr size_t kLtWorkspaceBytes = 32u << 20;
 struct Work {
     __nv_bfloat16 *x, *xn, *a, *b, *p;
     float         *partial, *norm;
-    const void   **gram_q[2], **gram_p[2];
-    void         **gram_c;
     void          *lt;
 };
-
-size_t gram_pointer_bytes(uint64_t count) { return align256(count * kGramPairsMax * sizeof(void *)); }
 
 Work carve(void *base, uint64_t m, uint64_t n, uint64_t count)
 {
     char *p = static_cast<char *>(base);
     Work  w;
-    for (int parity = 0; parity < 2; parity++) {
-        w.gram_q[parity] = reinterpret_cast<const void **>(p);
-        p += gram_pointer_bytes(count);
-        w.gram_p[parity] = reinterpret_cast<const void **>(p);
-        p += gram_pointer_bytes(count);
-    }
-    w.gram_c = reinterpret_cast<void **>(p);
-    p += gram_pointer_bytes(count);
     w.x = reinterpret_cast<__nv_bfloat16 *>(p);
     p += align256(count * m * n * 2);
     w.xn = reinterpret_cast<__nv_bfloat16 *>(p);
@@ -277,40 +267,9 @@ __global__ void scale_add_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *in, fl
 }
 
 /*
- * The lower blocks of A = X·Xᵀ, T × T blocks of bs = m / T rows: pair
- * (i, j), i ≥ j, of matrix e is C_ij = X_i·X_jᵀ, X_i the bs rows of X from
- * i·bs. One thread a (matrix, pair) fills the cuBLAS pointer arrays for
- * both X buffers (q: X_j, p: X_i, c: C_ij inside A).
- */
-__global__ void gram_pointers_kernel(const void **q0, const void **p0, const void **q1, const void **p1, void **c,
-                                     const __nv_bfloat16 *x0, const __nv_bfloat16 *x1, __nv_bfloat16 *a,
-                                     uint64_t count, uint64_t m, uint64_t n, int blocks)
-{
-    const int      pairs = blocks * (blocks + 1) / 2;
-    const uint64_t k = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
-    const uint64_t bs = m / static_cast<uint64_t>(blocks);
-
-    if (k >= count * static_cast<uint64_t>(pairs)) {
-        return;
-    }
-    const uint64_t e = k / static_cast<uint64_t>(pairs);
-    int            pair = static_cast<int>(k % static_cast<uint64_t>(pairs)), i = 0;
-    while (pair > i) { /* pairs in order (0,0) (1,0) (1,1) (2,0) … */
-        pair -= i + 1;
-        i++;
-    }
-    const int      j = pair;
-    const uint64_t xi = e * m * n + static_cast<uint64_t>(i) * bs * n, xj = e * m * n + static_cast<uint64_t>(j) * bs * n;
-    q0[k] = x0 + xj;
-    p0[k] = x0 + xi;
-    q1[k] = x1 + xj;
-    p1[k] = x1 + xi;
-    c[k]  = a + e * m * m + static_cast<uint64_t>(i) * bs * m + static_cast<uint64_t>(j) * bs;
-}
-
-/*
- * After the lower blocks of A: A's blocks above the diagonal mirrored
- * from below, and (out not null) out = bf16(k·A) everywhere.
+ * After the lower blocks of a symmetric A (or B): its blocks above the
+ * diagonal mirrored from below, and (out not null) out = bf16(k·A)
+ * everywhere.
  *
  * 64 × 64 tiles (bs is a multiple of 64, so a tile is wholly above the
  * diagonal blocks or not), 256 threads, 16 bytes a global load and store:
@@ -452,25 +411,27 @@ weft_status_t blas_check(cublasStatus_t st, const char *what)
     return st == CUBLAS_STATUS_ALLOC_FAILED ? WEFT_ERR_NO_MEMORY : WEFT_ERR_CUDA;
 }
 
-/* The shape of one batched product, row-major C[count] (rows_c × cols_c)
- * = P·Q, P and Q each (transposed?, row-major leading dimension, batch
- * stride): what a cuBLASLt plan is built for. */
+/* The shape of one batched product, row-major C[count] (rows_c × cols_c,
+ * leading dimension ldc) = P·Q, P and Q each (transposed?, row-major
+ * leading dimension, batch stride): what a cuBLASLt plan is built for. */
 struct GemmShape {
     int       count, rows_c, cols_c, inner;
     bool      p_t, q_t;
-    int       ldp, ldq;
+    int       ldp, ldq, ldc;
     long long sp, sq, sc;
 
     bool operator==(const GemmShape &o) const
     {
         return count == o.count && rows_c == o.rows_c && cols_c == o.cols_c && inner == o.inner &&
-               p_t == o.p_t && q_t == o.q_t && ldp == o.ldp && ldq == o.ldq && sp == o.sp && sq == o.sq &&
-               sc == o.sc;
+               p_t == o.p_t && q_t == o.q_t && ldp == o.ldp && ldq == o.ldq && ldc == o.ldc && sp == o.sp &&
+               sq == o.sq && sc == o.sc;
     }
 };
 
 /* A cuBLASLt plan: descriptors and the heuristic's algorithm for one
- * shape, made on first use and kept (a step replays three shapes). */
+ * shape, made on first use and kept (a step replays 2·gram_blocks + 1
+ * shapes a group; an optimizer of several groups and placements keeps
+ * them all, so that no step makes plans again). */
 struct GemmPlan {
     GemmShape              shape;
     cublasLtMatmulDesc_t   op;
@@ -479,7 +440,7 @@ struct GemmPlan {
     bool                   valid, lt; /* lt: false if cuBLASLt has no algorithm (classic cuBLAS then) */
 };
 
-constexpr int kPlans = 16;
+constexpr int kPlans = 64;
 
 /* What weft_muon_blas_create hands out. */
 struct Blas {
@@ -553,7 +514,7 @@ weft_status_t plan_make(Blas *b, const GemmShape &g, GemmPlan *pl)
                        : layout(&pl->p, g.inner, g.rows_c, g.ldp, g.count, g.sp);
     }
     if (status == WEFT_OK) {
-        status = layout(&pl->c, g.cols_c, g.rows_c, g.cols_c, g.count, g.sc);
+        status = layout(&pl->c, g.cols_c, g.rows_c, g.ldc, g.count, g.sc);
     }
     if (status == WEFT_OK) {
         status = blas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -600,12 +561,13 @@ constexpr Epilogue kProductOnly = {1.0f, 0.0f, nullptr};
 
 /* Row-major D[count] (rows_c × cols_c) = alpha·P·Q + beta·C, P and Q
  * row-major, each given as (pointer, transposed?, its row-major leading
- * dimension); D is c, contiguous (leading dimension cols_c). */
+ * dimension); D is c, leading dimension ldc (0: contiguous, cols_c), and
+ * C is laid out as D. */
 weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_c, int cols_c, int inner,
                    const __nv_bfloat16 *p, bool p_t, int ldp, long long sp, const __nv_bfloat16 *q, bool q_t,
-                   int ldq, long long sq, __nv_bfloat16 *c, long long sc, Epilogue ep = kProductOnly)
+                   int ldq, long long sq, __nv_bfloat16 *c, long long sc, Epilogue ep = kProductOnly, int ldc = 0)
 {
-    const GemmShape g = {count, rows_c, cols_c, inner, p_t, q_t, ldp, ldq, sp, sq, sc};
+    const GemmShape g = {count, rows_c, cols_c, inner, p_t, q_t, ldp, ldq, ldc > 0 ? ldc : cols_c, sp, sq, sc};
     const __nv_bfloat16 *cin = ep.beta != 0.0f ? ep.c : c;
     GemmPlan       *pl = nullptr;
 
@@ -624,10 +586,21 @@ weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_
         }
     }
     if (!pl->lt) {
-        /* The classic entry point reads C where it writes D. */
+        /* The classic entry point reads C where it writes D: C's part
+         * (count × rows_c × cols_c, rows g.ldc apart, matrices sc apart;
+         * sc is a whole number of rows in every product here) copied
+         * there, and nothing around it. */
         if (cin != c) {
-            const weft_status_t status = WEFT_CUDA_CHECK(cudaMemcpyAsync(
-                c, cin, static_cast<size_t>(count) * static_cast<size_t>(sc) * 2, cudaMemcpyDeviceToDevice, st));
+            cudaMemcpy3DParms copy = {};
+            const size_t      pitch = static_cast<size_t>(g.ldc) * 2;
+            const size_t      slice_rows = static_cast<size_t>(sc) / static_cast<size_t>(g.ldc);
+            copy.srcPtr = make_cudaPitchedPtr(const_cast<__nv_bfloat16 *>(cin), pitch, static_cast<size_t>(cols_c) * 2,
+                                              slice_rows);
+            copy.dstPtr = make_cudaPitchedPtr(c, pitch, static_cast<size_t>(cols_c) * 2, slice_rows);
+            copy.extent = make_cudaExtent(static_cast<size_t>(cols_c) * 2, static_cast<size_t>(rows_c),
+                                          static_cast<size_t>(count));
+            copy.kind = cudaMemcpyDeviceToDevice;
+            const weft_status_t status = WEFT_CUDA_CHECK(cudaMemcpy3DAsync(&copy, st));
             if (status != WEFT_OK) {
                 return status;
             }
@@ -635,7 +608,7 @@ weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_
         return blas_check(cublasGemmStridedBatchedEx(b->h, q_t ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                      p_t ? CUBLAS_OP_T : CUBLAS_OP_N, cols_c, rows_c, inner, &ep.alpha,
                                                      q, CUDA_R_16BF, ldq, sq, p, CUDA_R_16BF, ldp, sp, &ep.beta, c,
-                                                     CUDA_R_16BF, cols_c, sc, count, CUBLAS_COMPUTE_32F,
+                                                     CUDA_R_16BF, g.ldc, sc, count, CUBLAS_COMPUTE_32F,
                                                      CUBLAS_GEMM_DEFAULT),
                           "cublasGemmStridedBatchedEx");
     }
@@ -644,14 +617,31 @@ weft_status_t gemm(Blas *b, cudaStream_t st, void *lt_work, int count, int rows_
                       "cublasLtMatmul");
 }
 
-/* Row-major C_ij = X_i·X_jᵀ of every pair of the batch (pointer arrays). */
-weft_status_t gram_lower(cublasHandle_t h, const void **q, const void **p, void **c, int batch, int bs, int n, int m)
+/*
+ * The blocks on and below the diagonal of a symmetric m × m product
+ * D = alpha·Y·Yᵀ + beta·C, Y m × k (row-major, leading dimension k, batch
+ * stride m·k), D and C m × m contiguous: row block i (bs = m / blocks rows)
+ * is one batched GEMM, D_i[:, 0 : (i+1)·bs] = alpha·Y_i·Y[0 : (i+1)·bs]ᵀ +
+ * beta·C_i[…], its rows only as far as the diagonal block. The blocks
+ * above the diagonal are left to gram_mirror_scale_kernel.
+ */
+weft_status_t symmetric_lower(Blas *bl, cudaStream_t st, void *lt_work, uint64_t count, uint64_t m, uint64_t k,
+                              int blocks, const __nv_bfloat16 *y, __nv_bfloat16 *d, Epilogue ep = kProductOnly)
 {
-    const float one = 1.0f, zero = 0.0f;
-    return blas_check(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, bs, bs, n, &one, q, CUDA_R_16BF, n, p,
-                                          CUDA_R_16BF, n, &zero, c, CUDA_R_16BF, m, batch, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT),
-                      "cublasGemmBatchedEx");
+    const uint64_t bs = m / static_cast<uint64_t>(blocks);
+    weft_status_t  status = WEFT_OK;
+
+    for (int i = 0; i < blocks && status == WEFT_OK; i++) {
+        const uint64_t row0 = static_cast<uint64_t>(i) * bs;
+        Epilogue       e = ep;
+        if (e.c != nullptr) {
+            e.c += row0 * m;
+        }
+        status = gemm(bl, st, lt_work, (int)count, (int)bs, (int)((i + 1) * bs), (int)k, y + row0 * k, false, (int)k,
+                      (long long)(m * k), y, true, (int)k, (long long)(m * k), d + row0 * m, (long long)(m * m), e,
+                      (int)m);
+    }
+    return status;
 }
 
 /* ns_steps × (A = X·Xᵀ; B = b·A + c·A·A; X = a·X + B·X) over the count
@@ -662,8 +652,7 @@ weft_status_t gram_lower(cublasHandle_t h, const void **q, const void **p, void 
 weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t count, uint64_t m, uint64_t n,
                             int blocks, int schedule, bool fused, uint32_t steps)
 {
-    const int      pairs = blocks * (blocks + 1) / 2;
-    const uint64_t mm = count * m * m, mn = count * m * n;
+    const uint64_t mm = count * m * m, mn = count * m * n, bs = m / static_cast<uint64_t>(blocks);
     __nv_bfloat16 *x = w.x, *xn = w.xn;
     weft_status_t  status = blas_check(cublasSetStream(bl->h, st), "cublasSetStream");
 
@@ -679,21 +668,27 @@ weft_status_t ns_iterations(Blas *bl, cudaStream_t st, const Work &w, uint64_t c
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
         } else {
-            const int parity = step % 2;
-            status = gram_lower(bl->h, w.gram_q[parity], w.gram_p[parity], w.gram_c, (int)(count * pairs),
-                                (int)(m / blocks), (int)n, (int)m);
+            status = symmetric_lower(bl, st, w.lt, count, m, n, blocks, x, w.a);
             if (status == WEFT_OK) {
-                gram_mirror_scale_kernel<<<gram_mirror_grid(m, m / blocks, count, !fused), 256, 0, st>>>(
-                    w.a, fused ? nullptr : w.b, abc[2], m, m / blocks);
+                gram_mirror_scale_kernel<<<gram_mirror_grid(m, bs, count, !fused), 256, 0, st>>>(
+                    w.a, fused ? nullptr : w.b, abc[2], m, bs);
                 status = WEFT_CUDA_CHECK(cudaGetLastError());
             }
         }
         if (fused) {
-            /* B = c·A·A + b·A; X' = B·X + a·X, each rounded once */
-            if (status == WEFT_OK) {
+            /* B = c·A·A + b·A (A·A = A·Aᵀ: symmetric, its lower blocks
+             * multiplied, then mirrored); X' = B·X + a·X, each rounded once */
+            if (status == WEFT_OK && blocks == 1) {
                 status = gemm(bl, st, w.lt, (int)count, (int)m, (int)m, (int)m, w.a, false, (int)m,
                               (long long)(m * m), w.a, false, (int)m, (long long)(m * m), w.b, (long long)(m * m),
                               Epilogue{abc[2], abc[1], w.a});
+            } else if (status == WEFT_OK) {
+                status = symmetric_lower(bl, st, w.lt, count, m, m, blocks, w.a, w.b, Epilogue{abc[2], abc[1], w.a});
+                if (status == WEFT_OK) {
+                    gram_mirror_scale_kernel<<<gram_mirror_grid(m, bs, count, false), 256, 0, st>>>(w.b, nullptr,
+                                                                                                  1.0f, m, bs);
+                    status = WEFT_CUDA_CHECK(cudaGetLastError());
+                }
             }
             if (status == WEFT_OK) {
                 status = gemm(bl, st, w.lt, (int)count, (int)m, (int)n, (int)m, w.b, false, (int)m,
@@ -748,7 +743,7 @@ extern "C" int weft_muon_gram_blocks(uint64_t m)
 extern "C" size_t weft_muon_cuda_work_bytes(uint64_t rows, uint64_t cols, uint64_t count)
 {
     const uint64_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
-    return 5 * gram_pointer_bytes(count) + 2 * align256(count * m * n * 2) + 3 * align256(count * m * m * 2) +
+    return 2 * align256(count * m * n * 2) + 3 * align256(count * m * m * 2) +
            align256(count * kPartials * sizeof(float)) + align256(count * sizeof(float)) + kLtWorkspaceBytes;
 }
 
@@ -811,12 +806,14 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
     const Work     w = carve(work, m, n, count);
     const dim3     grid(kPartials, static_cast<unsigned>(count));
     const int      blocks = gram_blocks > 0 ? gram_blocks : weft_muon_gram_blocks(m);
-    const int      pairs = blocks * (blocks + 1) / 2;
     weft_status_t  status;
     __nv_bfloat16 *x = w.x; /* X in θ's order, then (steps done) where the iterations left it */
 
-    if (blocks > kGramBlocksMax || m % static_cast<uint64_t>(blocks) != 0 || (m / blocks) % 32 != 0) {
-        weft_log_error("weft_muon_cuda_step: %d Gram blocks do not split %llu rows in whole 32-row tiles", blocks,
+    /* blocks > 1: the mirror kernel's 64-row tiles lie wholly on one side
+     * of the diagonal blocks, and every GEMM operand starts 128-byte aligned */
+    if (blocks > kGramBlocksMax || m % static_cast<uint64_t>(blocks) != 0 ||
+        (blocks > 1 && (m / blocks) % kMirrorTile != 0)) {
+        weft_log_error("weft_muon_cuda_step: %d Gram blocks do not split %llu rows in whole 64-row tiles", blocks,
                        static_cast<unsigned long long>(m));
         return WEFT_ERR_INVALID_PARAM;
     }
@@ -832,11 +829,6 @@ extern "C" weft_status_t weft_muon_cuda_step(const weft_muon_scalars_t *s, int s
             *s, momentum, static_cast<const float *>(grad), x, w.partial, rows, cols, transposed);
     }
     normalize_kernel<<<dim3(kNormBlocks, static_cast<unsigned>(count)), 1024, 0, st>>>(x, w.partial, w.norm, m * n);
-    if (blocks > 1) {
-        const uint64_t jobs = count * static_cast<uint64_t>(pairs);
-        gram_pointers_kernel<<<static_cast<unsigned>((jobs + 127) / 128), 128, 0, st>>>(
-            w.gram_q[0], w.gram_p[0], w.gram_q[1], w.gram_p[1], w.gram_c, w.x, w.xn, w.a, count, m, n, blocks);
-    }
     status = WEFT_CUDA_CHECK(cudaGetLastError());
     if (status == WEFT_OK) {
         status = ns_iterations(b, st, w, count, m, n, blocks, schedule, rounding == WEFT_MUON_ROUNDING_FUSED,

@@ -12,7 +12,8 @@
  * The FP8 bytes written from the slot are checked against weft_quant_host
  * of the masters copied back (first and last expert of each group).
  * Then Muon, shape by shape: a RESIDENT step (every matrix in one batch)
- * beside a torch.compile'd batched Newton–Schulz and the BF16 GEMM peak,
+ * beside the same step in PyTorch around the reference batched
+ * Newton–Schulz, torch.compile'd, that NS alone, and the BF16 GEMM peak,
  * and a STAGED step (--muon-batch matrices a slot) beside max(its PCIe
  * floor, the RESIDENT step); the staged masters are checked against the
  * resident ones after the same steps. A staged step costs at least its
@@ -397,8 +398,9 @@ static double run_peer(const optim_options_t *o, uint64_t params, char *note, si
 typedef struct muon_result {
     double resident_ms;  /* a RESIDENT step: every matrix in one batch */
     double staged_ms;    /* a STAGED step: master and momentum through the slots */
-    double ns_tflops;    /* Newton–Schulz FLOPs / the RESIDENT step */
-    double torch_ns_ms;  /* the torch.compile'd batched reference */
+    double ns_tflops;    /* Newton–Schulz FLOPs / its five iterations' time (iter_ms) */
+    double torch_ns_ms;  /* the torch.compile'd batched reference NS */
+    double torch_step_ms; /* a torch.compile'd Muon step around it: the same work as resident_ms */
     /* The five NS iterations alone, on both sides measured the same way:
      * 5/4 × (5 iterations − 1 iteration), which leaves out what surrounds
      * them (ours: momentum, the norm, θ's update; torch's: the BF16 cast
@@ -484,7 +486,7 @@ static double flops_of(const optim_options_t *o, int g)
 /* What run_ns_peer's lines fill. */
 typedef struct ns_peer {
     const optim_options_t *o;
-    double                *ns_ms, *one_ms, *gemm_tflops;
+    double                *ns_ms, *one_ms, *step_ms, *gemm_tflops;
 } ns_peer_t;
 
 static void ns_peer_line(void *arg, const char *line)
@@ -504,22 +506,25 @@ static void ns_peer_line(void *arg, const char *line)
             if (strcmp(want, shape) == 0) {
                 p->ns_ms[g]  = perf_json_find_number(line, "median_ms");
                 p->one_ms[g] = perf_json_find_number(line, "one_iteration_ms");
+                p->step_ms[g] = perf_json_find_number(line, "step_ms");
             }
         }
     }
 }
 
 /* The torch.compile'd NS of every shape, five iterations (ns_ms) and one
- * (one_ms), and the BF16 GEMM rate. */
-static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *one_ms, double *gemm_tflops)
+ * (one_ms), a compiled Muon step around it (step_ms), and the BF16 GEMM
+ * rate. */
+static void run_ns_peer(const optim_options_t *o, double *ns_ms, double *one_ms, double *step_ms,
+                        double *gemm_tflops)
 {
-    ns_peer_t peer = {.o = o, .ns_ms = ns_ms, .one_ms = one_ms, .gemm_tflops = gemm_tflops};
+    ns_peer_t peer = {.o = o, .ns_ms = ns_ms, .one_ms = one_ms, .step_ms = step_ms, .gemm_tflops = gemm_tflops};
     char      cmd[2048];
     int       used, status;
 
     *gemm_tflops = NAN;
     for (int g = 0; g < o->groups; g++) {
-        ns_ms[g] = one_ms[g] = NAN;
+        ns_ms[g] = one_ms[g] = step_ms[g] = NAN;
     }
     if (!o->peer) {
         return;
@@ -579,8 +584,9 @@ static const perf_column_t adamw_columns[A_COLUMNS] = {
 
 /* A Muon group's row (the default rounding, FUSED). */
 enum {
-    M_SHAPE, M_ROUNDING, M_DEVICE, M_EXPERTS, M_ROWS, M_COLS, M_SLOTS, M_BATCH, M_RESIDENT, M_NS_TFLOPS, M_OF_PEAK,
-    M_COMPILE, M_SPEEDUP, M_ITER, M_COMPILE_ITER, M_ITER_SPEEDUP, M_ITER_OF_PEAK, M_STAGED, M_FLOOR, M_RATIO,
+    M_SHAPE, M_ROUNDING, M_DEVICE, M_EXPERTS, M_ROWS, M_COLS, M_SLOTS, M_BATCH, M_RESIDENT, M_COMPILE_STEP,
+    M_SPEEDUP, M_COMPILE, M_VS_NS, M_ITER, M_COMPILE_ITER, M_ITER_SPEEDUP, M_NS_TFLOPS, M_OF_PEAK,
+    M_RESIDENT_OF_PEAK, M_STAGED, M_FLOOR, M_RATIO,
     M_VS_RESIDENT, M_BOTH, M_GEMM_PEAK, M_TORCH_VERSION, M_CORRECT, M_COLUMNS
 };
 
@@ -594,14 +600,16 @@ static const perf_column_t muon_columns[M_COLUMNS] = {
     [M_SLOTS]         = {"slots", NULL, 0, 0, PERF_COLUMN_UINT},
     [M_BATCH]         = {"matrices_a_slot", NULL, 0, 0, PERF_COLUMN_UINT},
     [M_RESIDENT]      = {"resident_step_ms", "resident_ms", 12, 2, PERF_COLUMN_DOUBLE},
-    [M_NS_TFLOPS]     = {"ns_tflops", "ns_TFLOP/s", 10, 1, PERF_COLUMN_DOUBLE},
-    [M_OF_PEAK]       = {"ns_fraction_of_peak", "of_peak", 12, 3, PERF_COLUMN_DOUBLE},
-    [M_COMPILE]       = {"torch_compile_ns_ms", "compile_ms", 12, 2, PERF_COLUMN_DOUBLE},
-    [M_SPEEDUP]       = {"ns_speedup_torch_compile", "speedup", 10, 3, PERF_COLUMN_DOUBLE},
-    [M_ITER]          = {"ns_iterations_ms", "iter_ms", 10, 2, PERF_COLUMN_DOUBLE},
+    [M_COMPILE_STEP]  = {"torch_compile_step_ms", "c_step_ms", 10, 2, PERF_COLUMN_DOUBLE},
+    [M_SPEEDUP]       = {"ns_speedup_torch_compile", "speedup", 9, 3, PERF_COLUMN_DOUBLE},
+    [M_COMPILE]       = {"torch_compile_ns_ms", "c_ns_ms", 9, 2, PERF_COLUMN_DOUBLE},
+    [M_VS_NS]         = {"resident_vs_torch_ns", "vs_ns", 7, 3, PERF_COLUMN_DOUBLE},
+    [M_ITER]          = {"ns_iterations_ms", "iter_ms", 9, 2, PERF_COLUMN_DOUBLE},
     [M_COMPILE_ITER]  = {"torch_compile_ns_iterations_ms", "c_iter_ms", 10, 2, PERF_COLUMN_DOUBLE},
-    [M_ITER_SPEEDUP]  = {"ns_iterations_speedup_torch_compile", "iter_x", 10, 3, PERF_COLUMN_DOUBLE},
-    [M_ITER_OF_PEAK]  = {"ns_iterations_fraction_of_peak", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [M_ITER_SPEEDUP]  = {"ns_iterations_speedup_torch_compile", "iter_x", 8, 3, PERF_COLUMN_DOUBLE},
+    [M_NS_TFLOPS]     = {"ns_tflops", "ns_TFLOP/s", 11, 1, PERF_COLUMN_DOUBLE},
+    [M_OF_PEAK]       = {"ns_fraction_of_peak", "of_peak", 8, 3, PERF_COLUMN_DOUBLE},
+    [M_RESIDENT_OF_PEAK] = {"resident_fraction_of_peak", NULL, 0, 3, PERF_COLUMN_DOUBLE},
     [M_STAGED]        = {"staged_step_ms", "staged_ms", 12, 2, PERF_COLUMN_DOUBLE},
     [M_FLOOR]         = {"pcie_floor_ms", "floor_ms", 12, 2, PERF_COLUMN_DOUBLE},
     [M_RATIO]         = {"muon_ratio_floor", "ratio", 10, 3, PERF_COLUMN_DOUBLE},
@@ -641,7 +649,8 @@ int perf_cmd_optim(int argc, char **argv)
     char                     reg_name[64], note[256], torch[64];
     uint64_t                 params = 0, slot_need = 0;
     muon_result_t            mr[MAX_GROUPS];
-    double                   ns_peer_ms[MAX_GROUPS], ns_peer_one_ms[MAX_GROUPS], gemm_tflops = NAN;
+    double                   ns_peer_ms[MAX_GROUPS], ns_peer_one_ms[MAX_GROUPS], ns_peer_step_ms[MAX_GROUPS];
+    double                   gemm_tflops = NAN;
     int                      rc, correct = 1, muon_correct = 1, ok;
 
     memset(grads, 0, sizeof(grads));
@@ -761,7 +770,7 @@ int perf_cmd_optim(int argc, char **argv)
     /* Muon, shape by shape, on the same gradients; its peers. The AdamW
      * optimizer's pinned state stays allocated meanwhile. */
     if (o.muon) {
-        run_ns_peer(&o, ns_peer_ms, ns_peer_one_ms, &gemm_tflops);
+        run_ns_peer(&o, ns_peer_ms, ns_peer_one_ms, ns_peer_step_ms, &gemm_tflops);
         for (int g = 0; g < o.groups; g++) {
             const double m = (double)(o.rows[g] < o.cols[g] ? o.rows[g] : o.cols[g]);
             const double n = (double)(o.rows[g] < o.cols[g] ? o.cols[g] : o.rows[g]);
@@ -808,8 +817,9 @@ int perf_cmd_optim(int argc, char **argv)
             if (isnan(mr[g].resident_ms) || isnan(mr[g].staged_ms) || !(mr[g].staged_vs_resident <= 2e-2)) {
                 muon_correct = 0;
             }
-            mr[g].ns_tflops   = flops / (mr[g].resident_ms / 1e3) / 1e12;
+            mr[g].ns_tflops   = flops / (mr[g].iter_ms / 1e3) / 1e12;
             mr[g].torch_ns_ms = ns_peer_ms[g];
+            mr[g].torch_step_ms = ns_peer_step_ms[g];
             mr[g].torch_iter_ms = 1.25 * (ns_peer_ms[g] - ns_peer_one_ms[g]);
             mr[g].floor_ms    = 8.0 * (double)o.experts * m * n / (muon_pcie.both_gbps * 1e9) * 1e3;
             mr[g].both_gbps   = muon_pcie.both_gbps;
@@ -865,12 +875,14 @@ int perf_cmd_optim(int argc, char **argv)
             muon[g][M_RESIDENT].d = ns_ms;
             muon[g][M_NS_TFLOPS].d = mr[g].ns_tflops;
             muon[g][M_OF_PEAK].d = mr[g].ns_tflops / gemm_tflops;
+            muon[g][M_RESIDENT_OF_PEAK].d = flops / (ns_ms / 1e3) / 1e12 / gemm_tflops;
+            muon[g][M_COMPILE_STEP].d = mr[g].torch_step_ms;
+            muon[g][M_SPEEDUP].d = mr[g].torch_step_ms / ns_ms;
             muon[g][M_COMPILE].d = mr[g].torch_ns_ms;
-            muon[g][M_SPEEDUP].d = mr[g].torch_ns_ms / ns_ms;
+            muon[g][M_VS_NS].d = mr[g].torch_ns_ms / ns_ms;
             muon[g][M_ITER].d = mr[g].iter_ms;
             muon[g][M_COMPILE_ITER].d = mr[g].torch_iter_ms;
             muon[g][M_ITER_SPEEDUP].d = mr[g].torch_iter_ms / mr[g].iter_ms;
-            muon[g][M_ITER_OF_PEAK].d = flops / (mr[g].iter_ms / 1e3) / 1e12 / gemm_tflops;
             muon[g][M_STAGED].d = mr[g].staged_ms;
             muon[g][M_FLOOR].d = mr[g].floor_ms;
             muon[g][M_RATIO].d = mr[g].staged_ms / bound;
@@ -938,17 +950,21 @@ int perf_cmd_optim(int argc, char **argv)
                     perf_columns_row(stdout, "", eager_columns, E_COLUMNS, eager[g]);
                     putchar('\n');
                 }
-                printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); speedup:\n"
-                       "# the torch.compile'd batched NS / it (target >= 1.3), of_peak: its NS rate / the GEMM peak\n"
-                       "# (>= 0.75); iter_ms, c_iter_ms: the five NS iterations alone, ours and the compiled\n"
-                       "# reference's, each 5/4 x (5 iterations - 1), iter_x their ratio; staged: master and\n"
-                       "# momentum through the slots, %llu matrices a slot, ratio: / max(floor, resident) (<= 1.1);\n"
-                       "# vs_res: the staged masters' distance from the resident's\n"
-                       "# after the same steps (relative Frobenius, <= 2e-2); all with the default rounding, FUSED\n"
-                       "# (b*A + c*A*A and a*X + B*X rounded once in the GEMMs, as the compiled reference rounds);\n"
-                       "# EAGER: the same with eager PyTorch's roundings, fused_vs_eager: the distance between the\n"
-                       "# two's masters after the same steps; FLOPs counted as the reference\n"
-                       "# multiplies (X*X^T whole; libweft multiplies its lower blocks)\n",
+                printf("# resident: a Muon step with every matrix in one batch (momentum, NS, update); c_step_ms:\n"
+                       "# the same step written in PyTorch (Nesterov momentum, the batched reference NS, the update),\n"
+                       "# torch.compile'd; speedup: c_step_ms / resident_ms (target >= 1.3; libweft's NS is timed\n"
+                       "# within its step: its first and last passes are fused into the momentum and the update);\n"
+                       "# c_ns_ms: the compiled reference NS alone, vs_ns: c_ns_ms / resident_ms (momentum and update\n"
+                       "# counted against libweft only); iter_ms, c_iter_ms: the five NS iterations alone, ours and\n"
+                       "# the compiled reference's, each 5/4 x (5 iterations - 1), iter_x their ratio; ns_TFLOP/s:\n"
+                       "# the iterations' FLOPs / iter_ms, of_peak: that / the GEMM peak (>= 0.75; the JSON's\n"
+                       "# resident_fraction_of_peak divides by the whole step); staged: master and momentum through\n"
+                       "# the slots, %llu matrices a slot, ratio: / max(floor, resident) (<= 1.1); vs_res: the staged\n"
+                       "# masters' distance from the resident's after the same steps (relative Frobenius, <= 2e-2);\n"
+                       "# all with the default rounding, FUSED (b*A + c*A*A and a*X + B*X rounded once in the GEMMs,\n"
+                       "# as the compiled reference rounds); EAGER: the same with eager PyTorch's roundings,\n"
+                       "# fused_vs_eager: the distance between the two's masters after the same steps; FLOPs counted\n"
+                       "# as the reference multiplies (X*X^T and A*A whole; libweft multiplies their lower blocks)\n",
                        (unsigned long long)(o.muon_batch < o.experts ? o.muon_batch : o.experts));
             }
         }

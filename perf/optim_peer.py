@@ -13,7 +13,9 @@ With --ns EXPERTSxROWSxCOLS (repeatable), the Muon peers instead: the
 reference Newton-Schulz (5 steps, BF16, transposed when tall, Frobenius
 normalization per matrix) batched over the experts and compiled with
 torch.compile, one {"ns": shape, "median_ms", "one_iteration_ms" (the same
-compiled with one iteration)} line a shape; and the BF16
+compiled with one iteration), "step_ms"} line a shape, step_ms a whole Muon
+step around that NS compiled as one function (Nesterov momentum, NS, the
+update of the FP32 masters: what a libweft RESIDENT step does); and the BF16
 GEMM rate torch.mm reaches on 8192x8192x8192, {"gemm_tflops"}."""
 import argparse
 import json
@@ -74,7 +76,17 @@ def ns_peers(torch, args):
             X = a * X + B @ X
         return X.mT if tall else X
 
+    # Keller Jordan's Muon step as weft-perf's runs it (lr 0.02, momentum
+    # 0.95, Nesterov, no weight decay, update scaled by max(1, rows/cols)^1/2),
+    # batched over the experts: the same work as a libweft RESIDENT step.
+    def muon_step(p, m, g):
+        m.lerp_(g, 1 - 0.95)
+        u = g.lerp(m, 0.95)
+        X = ns(u)
+        p.add_(X.to(p.dtype), alpha=-0.02 * max(1.0, p.size(-2) / p.size(-1)) ** 0.5)
+
     compiled = torch.compile(ns)
+    compiled_step = torch.compile(muon_step)
     # One iteration as well, compiled on its own: five less one, × 5/4, is
     # what the iterations alone cost (weft-perf measures its own the same way).
     compiled_one = torch.compile(lambda G: ns(G, 1))
@@ -95,8 +107,10 @@ def ns_peers(torch, args):
     for shape in args.ns:
         e, r, c = (int(v) for v in shape.split("x"))
         G = torch.randn(e, r, c, device="cuda")
+        P, M = torch.randn(e, r, c, device="cuda") * 0.02, torch.zeros(e, r, c, device="cuda")
         print(json.dumps({"ns": shape, "median_ms": timed(compiled, G), "one_iteration_ms": timed(compiled_one, G),
-                          "torch": torch.__version__}))
+                          "step_ms": timed(compiled_step, P, M, G), "torch": torch.__version__}))
+        del P, M
         sys.stdout.flush()
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms = timed(torch.mm, a, a)
