@@ -384,3 +384,45 @@ weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, con
     }
     return WEFT_OK;
 }
+
+#ifndef HAVE_CUDA
+size_t weft_delta_cuda_encode_work_bytes(const weft_delta_cuda_tensor_t *tensors, uint32_t count)
+{
+    (void)tensors, (void)count;
+    return 0;
+}
+
+size_t weft_delta_cuda_apply_work_bytes(uint32_t count)
+{
+    (void)count;
+    return 0;
+}
+
+weft_status_t weft_delta_encode_cuda_async(const weft_delta_cuda_tensor_t *tensors, uint32_t count, uint64_t *out_bytes,
+                                           void *work, size_t work_bytes, void *stream)
+{
+    (void)tensors, (void)count, (void)out_bytes, (void)work, (void)work_bytes, (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+weft_status_t weft_delta_encode_cuda(const void *old_data, const void *new_data, uint64_t bytes, void *out,
+                                     uint64_t out_capacity, uint64_t *out_bytes, void *stream)
+{
+    (void)old_data, (void)new_data, (void)bytes, (void)out, (void)out_capacity, (void)out_bytes, (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch_t *patches, uint32_t count, unsigned *verdicts,
+                                          void *work, size_t work_bytes, void *stream)
+{
+    (void)patches, (void)count, (void)verdicts, (void)work, (void)work_bytes, (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
+weft_status_t weft_delta_apply_cuda(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                    uint64_t *checksum, void *stream)
+{
+    (void)delta, (void)delta_bytes, (void)target, (void)checksum, (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+#endif

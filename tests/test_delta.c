@@ -9,37 +9,13 @@
 #include "config.h"
 
 #include "lib/harness.h"
-#include "lib/optim_inputs.h" /* rng_next */
+#include "lib/delta_inputs.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <weft/weft.h>
-
-/* old: random bytes; new: old with about `rate` of its bytes changed. */
-static void make_pair(uint8_t *old_data, uint8_t *new_data, uint64_t n, double rate, uint64_t seed)
-{
-    const uint64_t threshold = (uint64_t)(rate * 18446744073709551615.0);
-
-    for (uint64_t i = 0; i < n; i++) {
-        old_data[i] = (uint8_t)rng_next(&seed);
-        new_data[i] = old_data[i];
-        if (rate >= 1.0 || rng_next(&seed) < threshold) {
-            new_data[i] = (uint8_t)(old_data[i] + 1 + rng_next(&seed) % 255); /* always another byte */
-        }
-    }
-}
-
-static uint64_t naive_changes(const uint8_t *a, const uint8_t *b, uint64_t n)
-{
-    uint64_t c = 0;
-
-    for (uint64_t i = 0; i < n; i++) {
-        c += a[i] != b[i];
-    }
-    return c;
-}
 
 /* Encodes old → new with room for anything, applies it to a copy of old,
  * and checks the copy, the size and the checksum. */

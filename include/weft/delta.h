@@ -90,6 +90,79 @@ typedef struct weft_delta_target {
 WEFT_API weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
                                              uint64_t *checksum);
 
+/*
+ * The same on the GPU (libweft built with CUDA; WEFT_ERR_UNSUPPORTED
+ * otherwise). Pointers are device memory of the current device; work
+ * happens on `stream` (NULL: the legacy default stream). The deltas are
+ * byte for byte those of weft_delta_encode_host.
+ *
+ * The asynchronous calls take a batch (a version's tensors): one set of
+ * launches for all of them, since a tensor of a few MB is encoded in
+ * microseconds and launches per tensor would cost more than the work.
+ */
+
+/* One tensor of an encode batch. */
+typedef struct weft_delta_cuda_tensor {
+    const void *old_data, *new_data; /* `bytes` each */
+    uint64_t    bytes;
+    void       *out;                 /* 8-byte aligned, out_capacity bytes */
+    uint64_t    out_capacity;
+} weft_delta_cuda_tensor_t;
+
+/* One delta of an apply batch: delta_bytes at `delta` (8-byte aligned)
+ * into `target` (device memory). */
+typedef struct weft_delta_cuda_patch {
+    const void         *delta;
+    uint64_t            delta_bytes;
+    weft_delta_target_t target;
+} weft_delta_cuda_patch_t;
+
+/* Device workspace the asynchronous calls need (256-byte aligned). */
+WEFT_API size_t weft_delta_cuda_encode_work_bytes(const weft_delta_cuda_tensor_t *tensors, uint32_t count);
+WEFT_API size_t weft_delta_cuda_apply_work_bytes(uint32_t count);
+
+/*
+ * Enqueues the encode of `count` tensors and returns. The batch (a host
+ * array) is copied before the call returns; `work` (the caller's) is used
+ * until the stream passes the encode. When it does, out_bytes[i] (device
+ * memory, or host memory the GPU can write; count words) holds tensor i's
+ * delta size, or 0 where it did not fit in its out_capacity (its `out`
+ * holds nothing useful then): the whole tensor is then the smaller send.
+ * Nothing is read back to the host: a transport chains its send behind it.
+ * WEFT_ERR_NO_SPACE at once when an out_capacity is below the delta of no
+ * change; WEFT_ERR_INVALID_PARAM for NULL or misaligned pointers or a
+ * short workspace; WEFT_ERR_CUDA (logged) when a launch fails.
+ */
+WEFT_API weft_status_t weft_delta_encode_cuda_async(const weft_delta_cuda_tensor_t *tensors, uint32_t count,
+                                                    uint64_t *out_bytes, void *work, size_t work_bytes, void *stream);
+
+/* One tensor, as weft_delta_encode_host: its workspace from the stream's
+ * memory pool; waits for the stream; *out_bytes (host) gets the size, or
+ * WEFT_ERR_NO_SPACE. */
+WEFT_API weft_status_t weft_delta_encode_cuda(const void *old_data, const void *new_data, uint64_t bytes, void *out,
+                                              uint64_t out_capacity, uint64_t *out_bytes, void *stream);
+
+/*
+ * Enqueues the apply of `count` deltas, each in place into its target,
+ * under weft_delta_apply_host's contract: every delta (header, index,
+ * offsets) is checked on the GPU first and the scatter writes only the
+ * deltas with nothing wrong. When the stream passes it, verdicts[i]
+ * (device memory, or host memory the GPU can write; count words) is 0 if
+ * delta i was applied, non-zero if it was refused and wrote nothing. The
+ * checksum a delta carries is its bytes 24..31 (little-endian), for the
+ * caller to compare with the target's (weft_checksum_cuda_strided_async).
+ * WEFT_ERR_INVALID_PARAM for NULL or misaligned pointers, a bad target or
+ * a short workspace.
+ */
+WEFT_API weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
+                                                   unsigned *verdicts, void *work, size_t work_bytes, void *stream);
+
+/* One delta, as weft_delta_apply_host (WEFT_ERR_CORRUPT or
+ * WEFT_ERR_VERSION, why logged, for a refused one; *checksum may be
+ * NULL); waits for the stream. */
+WEFT_API weft_status_t weft_delta_apply_cuda(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                             uint64_t *checksum, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,395 @@
+/*
+ * Delta versions on the GPU (<weft/delta.h>) against the host codec: the
+ * GPU encoder's deltas byte for byte those of weft_delta_encode_host at
+ * every rate (chunks whose changes overflow the encoder's per-chunk slot
+ * included) and ragged size, from aligned and misaligned versions; the
+ * same answer where a delta does not fit; the GPU apply into contiguous
+ * and strided device views equal to the new version, padding untouched;
+ * a malformed delta refused before it writes. Exits 77 (skipped) where no
+ * GPU is present.
+ */
+#include "config.h"
+
+#include "lib/delta_inputs.h"
+#include "lib/gpu_skip.h"
+#include "lib/harness.h"
+
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/weft.h>
+
+#define CUDA_OK(call) ck_assert_int_eq((int)(call), (int)cudaSuccess)
+
+/* n bytes of device memory (and 16 more), holding `host`'s if not NULL. */
+static void *to_device(const void *host, uint64_t n)
+{
+    void *d = NULL;
+
+    CUDA_OK(cudaMalloc(&d, n + 16));
+    if (n > 0 && host != NULL) {
+        CUDA_OK(cudaMemcpy(d, host, n, cudaMemcpyHostToDevice));
+    }
+    return d;
+}
+
+/* Both encoders on old → new (the device copies `skew` bytes into their
+ * buffers, to test misaligned versions), with `capacity`: the same status,
+ * and where it is WEFT_OK the same size and bytes. Returns the status. */
+static weft_status_t encode_both(const uint8_t *a, const uint8_t *b, uint64_t n, uint64_t capacity, uint64_t skew)
+{
+    uint8_t      *host = malloc(capacity ? capacity : 1), *got = malloc(capacity ? capacity : 1);
+    uint8_t      *da = NULL, *db = NULL, *dout = NULL;
+    uint64_t      host_size = 0, gpu_size = 0;
+    weft_status_t hs, gs;
+
+    ck_assert(host != NULL && got != NULL);
+    CUDA_OK(cudaMalloc((void **)&da, n + skew + 16));
+    CUDA_OK(cudaMalloc((void **)&db, n + skew + 16));
+    CUDA_OK(cudaMalloc((void **)&dout, capacity + 16));
+    if (n > 0) {
+        CUDA_OK(cudaMemcpy(da + skew, a, n, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(db + skew, b, n, cudaMemcpyHostToDevice));
+    }
+    hs = weft_delta_encode_host(a, b, n, host, capacity, &host_size);
+    gs = weft_delta_encode_cuda(da + skew, db + skew, n, dout, capacity, &gpu_size, NULL);
+    ck_assert_msg(hs == gs, "%llu bytes, capacity %llu: host %s, GPU %s", (unsigned long long)n,
+                  (unsigned long long)capacity, weft_status_string(hs), weft_status_string(gs));
+    if (hs == WEFT_OK) {
+        ck_assert_uint_eq(gpu_size, host_size);
+        CUDA_OK(cudaMemcpy(got, dout, gpu_size, cudaMemcpyDeviceToHost));
+        ck_assert_msg(memcmp(got, host, host_size) == 0, "%llu bytes: the GPU's delta differs from the host's",
+                      (unsigned long long)n);
+    }
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dout);
+    free(host);
+    free(got);
+    return hs;
+}
+
+START_TEST(gpu_encodes_the_hosts_bytes)
+{
+    /* ragged sizes; rates from none to all, 0.2 past a chunk's slot (256
+     * changes of 4096) so that those chunks are compared twice */
+    static const uint64_t sizes[] = {1, 7, 15, 16, 17, 4095, 4096, 4097, 3 * 4096 + 5, (1u << 20) + 3, 8u << 20};
+    static const double   rates[] = {0.0, 0.001, 0.0125, 0.05, 0.2, 1.0};
+    const uint64_t        max = 8u << 20;
+    uint8_t              *a = malloc(max), *b = malloc(max);
+
+    ck_assert(a != NULL && b != NULL);
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++) {
+            const uint64_t n = sizes[si];
+            make_pair(a, b, n, rates[ri], 100 * si + ri + 1);
+            ck_assert_int_eq(encode_both(a, b, n, weft_delta_bytes(n, n), 0), WEFT_OK);
+            ck_assert_int_eq(encode_both(a, b, n, weft_delta_bytes(n, n), (si + ri) % 15 + 1), WEFT_OK);
+        }
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* Capacity: the tensor's own size refuses an all-changed delta on both
+ * sides, takes a sparse one; below the empty delta, NO_SPACE at once. */
+START_TEST(gpu_no_space_as_the_host)
+{
+    const uint64_t n = 64 * 4096 + 11;
+    uint8_t       *a = malloc(n), *b = malloc(n);
+
+    ck_assert(a != NULL && b != NULL);
+    make_pair(a, b, n, 1.0, 5);
+    ck_assert_int_eq(encode_both(a, b, n, n, 0), WEFT_ERR_NO_SPACE);
+    make_pair(a, b, n, 0.01, 6);
+    ck_assert_int_eq(encode_both(a, b, n, n, 0), WEFT_OK);
+    ck_assert_int_eq(encode_both(a, b, n, weft_delta_bytes(n, 0) - 1, 0), WEFT_ERR_NO_SPACE);
+    /* exactly the delta's size fits; one byte less does not */
+    {
+        const uint64_t exact = weft_delta_bytes(n, naive_changes(a, b, n));
+        ck_assert_int_eq(encode_both(a, b, n, exact, 0), WEFT_OK);
+        ck_assert_int_eq(encode_both(a, b, n, exact - 1, 0), WEFT_ERR_NO_SPACE);
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* A version's worth of tensors in one asynchronous batch on a stream of
+ * its own: sizes 0 to 1 MB, one misaligned, one whose delta does not fit
+ * (size 0), each delta the host's; then all applied in one batch into
+ * device copies of the old tensors, one of them damaged: that one refused
+ * (its target untouched), the others the new bytes. */
+#define BATCH 7
+START_TEST(gpu_batches_encode_and_apply)
+{
+    static const uint64_t sizes[BATCH] = {3u << 20, 0, 4097, 1, 100000, 5 * 4096, 12345};
+    static const double   rates[BATCH] = {0.0125, 0.0, 0.2, 1.0, 0.001, 1.0, 0.05};
+    uint8_t                 *a[BATCH], *b[BATCH], *host[BATCH], *da[BATCH], *db[BATCH], *dout[BATCH], *dtarget[BATCH];
+    uint64_t                 host_size[BATCH], sizes_back[BATCH], *dsizes = NULL;
+    unsigned                 verdicts[BATCH], *dverdicts = NULL;
+    weft_delta_cuda_tensor_t tensors[BATCH];
+    weft_delta_cuda_patch_t  patches[BATCH];
+    void                    *work = NULL;
+    size_t                   work_bytes;
+    cudaStream_t             st;
+
+    CUDA_OK(cudaStreamCreate(&st));
+    for (int i = 0; i < BATCH; i++) {
+        const uint64_t n = sizes[i], skew = i == 2 ? 3 : 0;
+        const uint64_t capacity = i == 5 ? n : weft_delta_bytes(n, n); /* i = 5: all changed, room for n */
+        a[i] = malloc(n + 1);
+        b[i] = malloc(n + 1);
+        host[i] = malloc(capacity);
+        ck_assert(a[i] != NULL && b[i] != NULL && host[i] != NULL);
+        make_pair(a[i], b[i], n, rates[i], 40 + (uint64_t)i);
+        da[i] = to_device(NULL, n + skew);
+        db[i] = to_device(NULL, n + skew);
+        if (n > 0) {
+            CUDA_OK(cudaMemcpy(da[i] + skew, a[i], n, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(db[i] + skew, b[i], n, cudaMemcpyHostToDevice));
+        }
+        CUDA_OK(cudaMalloc((void **)&dout[i], capacity));
+        tensors[i] = (weft_delta_cuda_tensor_t){da[i] + skew, db[i] + skew, n, dout[i], capacity};
+        host_size[i] = 0;
+        ck_assert_int_eq(weft_delta_encode_host(a[i], b[i], n, host[i], capacity, &host_size[i]),
+                         i == 5 ? WEFT_ERR_NO_SPACE : WEFT_OK);
+    }
+    work_bytes = weft_delta_cuda_encode_work_bytes(tensors, BATCH);
+    CUDA_OK(cudaMalloc(&work, work_bytes));
+    CUDA_OK(cudaMalloc((void **)&dsizes, sizeof(sizes_back)));
+    ck_assert_int_eq(weft_delta_encode_cuda_async(tensors, BATCH, dsizes, work, work_bytes, st), WEFT_OK);
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaMemcpy(sizes_back, dsizes, sizeof(sizes_back), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < BATCH; i++) {
+        uint8_t *got = malloc(tensors[i].out_capacity);
+        ck_assert(got != NULL);
+        if (i == 5) {
+            ck_assert_uint_eq(sizes_back[i], 0);
+            free(got);
+            continue;
+        }
+        ck_assert_uint_eq(sizes_back[i], host_size[i]);
+        CUDA_OK(cudaMemcpy(got, dout[i], host_size[i], cudaMemcpyDeviceToHost));
+        ck_assert_msg(memcmp(got, host[i], host_size[i]) == 0, "tensor %d: the GPU's delta differs", i);
+        free(got);
+    }
+    /* Arguments: a short or misaligned workspace, NULLs, a tensor's output
+     * misaligned or below the empty delta. */
+    ck_assert_int_eq(weft_delta_encode_cuda_async(tensors, BATCH, dsizes, work, work_bytes - 1, st),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_encode_cuda_async(tensors, BATCH, dsizes, (char *)work + 8, work_bytes, st),
+                     WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_encode_cuda_async(tensors, BATCH, NULL, work, work_bytes, st), WEFT_ERR_INVALID_PARAM);
+    tensors[0].out = dout[0] + 1;
+    ck_assert_int_eq(weft_delta_encode_cuda_async(tensors, BATCH, dsizes, work, work_bytes, st), WEFT_ERR_INVALID_PARAM);
+    tensors[0].out = dout[0];
+    tensors[0].out_capacity = weft_delta_bytes(tensors[0].bytes, 0) - 1;
+    ck_assert_int_eq(weft_delta_encode_cuda_async(tensors, BATCH, dsizes, work, work_bytes, st), WEFT_ERR_NO_SPACE);
+    ck_assert_int_eq(weft_delta_encode_cuda(da[0], db[0], sizes[0], dout[0], sizes[0], NULL, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+
+    /* The apply batch: the six deltas that fit (tensor 5 goes whole),
+     * tensor 4's with its magic broken. */
+    cudaFree(work);
+    work_bytes = weft_delta_cuda_apply_work_bytes(BATCH);
+    CUDA_OK(cudaMalloc(&work, work_bytes));
+    CUDA_OK(cudaMalloc((void **)&dverdicts, sizeof(verdicts)));
+    {
+        int count = 0, index[BATCH];
+        for (int i = 0; i < BATCH; i++) {
+            dtarget[i] = to_device(a[i], sizes[i]);
+            if (i == 5) {
+                continue;
+            }
+            if (i == 4) {
+                CUDA_OK(cudaMemset(dout[i], 0x58, 1)); /* "XFD1" */
+            }
+            index[count] = i;
+            patches[count++] = (weft_delta_cuda_patch_t){
+                dout[i], host_size[i], {.data = dtarget[i], .tensor_bytes = sizes[i], .row_bytes = sizes[i] ? sizes[i] : 1,
+                                        .row_stride = sizes[i] ? sizes[i] : 1}};
+        }
+        ck_assert_int_eq(weft_delta_apply_cuda_async(patches, (uint32_t)count, dverdicts, work, work_bytes, st), WEFT_OK);
+        CUDA_OK(cudaStreamSynchronize(st));
+        CUDA_OK(cudaMemcpy(verdicts, dverdicts, (size_t)count * sizeof(unsigned), cudaMemcpyDeviceToHost));
+        for (int c = 0; c < count; c++) {
+            const int i = index[c];
+            uint8_t  *back = malloc(sizes[i] + 1);
+            ck_assert(back != NULL);
+            if (sizes[i] > 0) {
+                CUDA_OK(cudaMemcpy(back, dtarget[i], sizes[i], cudaMemcpyDeviceToHost));
+            }
+            if (i == 4) {
+                ck_assert_uint_ne(verdicts[c], 0);
+                ck_assert_int_eq(memcmp(back, a[i], sizes[i]), 0);
+            } else {
+                ck_assert_msg(verdicts[c] == 0, "patch %d refused (%u)", i, verdicts[c]);
+                ck_assert_int_eq(memcmp(back, b[i], sizes[i]), 0);
+            }
+            free(back);
+        }
+        ck_assert_int_eq(weft_delta_apply_cuda_async(patches, (uint32_t)count, NULL, work, work_bytes, st),
+                         WEFT_ERR_INVALID_PARAM);
+        ck_assert_int_eq(weft_delta_apply_cuda_async(patches, (uint32_t)count, dverdicts, work, work_bytes - 1, st),
+                         WEFT_ERR_INVALID_PARAM);
+    }
+    for (int i = 0; i < BATCH; i++) {
+        cudaFree(da[i]);
+        cudaFree(db[i]);
+        cudaFree(dout[i]);
+        cudaFree(dtarget[i]);
+        free(a[i]);
+        free(b[i]);
+        free(host[i]);
+    }
+    cudaFree(work);
+    cudaFree(dsizes);
+    cudaFree(dverdicts);
+    CUDA_OK(cudaStreamDestroy(st));
+}
+END_TEST
+
+/* The GPU apply into a contiguous device copy of old and into rows of a
+ * fused device tensor (padding between rows left alone): the new bytes,
+ * and the checksum the delta carries is theirs. */
+START_TEST(gpu_apply_into_contiguous_and_strided_views)
+{
+    const uint64_t rows = 777, row_bytes = 96, stride = 160, n = rows * row_bytes;
+    uint8_t       *a = malloc(n), *b = malloc(n), *delta = malloc(weft_delta_bytes(n, n));
+    uint8_t       *fused = malloc(rows * stride), *back = malloc(rows * stride);
+    uint8_t       *ddelta, *dtarget, *dfused;
+    uint64_t       size = 0, carried = 0;
+
+    ck_assert(a != NULL && b != NULL && delta != NULL && fused != NULL && back != NULL);
+    for (int pass = 0; pass < 2; pass++) {
+        make_pair(a, b, n, pass == 0 ? 0.01 : 0.3, 21 + pass);
+        ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, weft_delta_bytes(n, n), &size), WEFT_OK);
+        ddelta = to_device(delta, size);
+        dtarget = to_device(a, n);
+        {
+            const weft_delta_target_t t = {.data = dtarget, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+            ck_assert_int_eq(weft_delta_apply_cuda(ddelta, size, &t, &carried, NULL), WEFT_OK);
+            CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));
+            ck_assert_int_eq(memcmp(back, b, n), 0);
+            ck_assert_uint_eq(carried, weft_checksum_host(b, n));
+        }
+        memset(fused, 0xA5, rows * stride);
+        for (uint64_t r = 0; r < rows; r++) {
+            memcpy(fused + r * stride, a + r * row_bytes, row_bytes);
+        }
+        dfused = to_device(fused, rows * stride);
+        {
+            const weft_delta_target_t t = {.data = dfused, .tensor_bytes = n, .row_bytes = row_bytes,
+                                           .row_stride = stride};
+            ck_assert_int_eq(weft_delta_apply_cuda(ddelta, size, &t, NULL, NULL), WEFT_OK);
+        }
+        CUDA_OK(cudaMemcpy(back, dfused, rows * stride, cudaMemcpyDeviceToHost));
+        for (uint64_t r = 0; r < rows; r++) {
+            ck_assert_int_eq(memcmp(back + r * stride, b + r * row_bytes, row_bytes), 0);
+            for (uint64_t g = row_bytes; g < stride; g++) {
+                ck_assert_uint_eq(back[r * stride + g], 0xA5);
+            }
+        }
+        cudaFree(ddelta);
+        cudaFree(dtarget);
+        cudaFree(dfused);
+    }
+    free(a);
+    free(b);
+    free(delta);
+    free(fused);
+    free(back);
+}
+END_TEST
+
+/* The host test's damaged deltas, on the GPU: each refused as the host
+ * refuses it, and the device target untouched. */
+START_TEST(gpu_malformed_deltas_are_refused_before_writing)
+{
+    const uint64_t      n = 3 * WEFT_DELTA_CHUNK_BYTES;
+    uint8_t            *a = malloc(n), *b = malloc(n), *back = malloc(n);
+    uint8_t            *delta = malloc(weft_delta_bytes(n, n)), *bad = malloc(weft_delta_bytes(n, n));
+    uint8_t            *dbad, *dtarget;
+    uint64_t            size = 0;
+    const uint64_t      index = WEFT_DELTA_HEADER_BYTES, offsets = index + 4 * 3;
+    weft_delta_target_t t = {.tensor_bytes = n, .row_bytes = n, .row_stride = n};
+
+    ck_assert(a != NULL && b != NULL && back != NULL && delta != NULL && bad != NULL);
+    make_pair(a, b, n, 0.01, 11);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
+    dtarget = to_device(a, n);
+    t.data = dtarget;
+    CUDA_OK(cudaMalloc((void **)&dbad, weft_delta_bytes(n, n)));
+#define EXPECT_REFUSED(status, len)                                                            \
+    do {                                                                                       \
+        const weft_delta_target_t host_t = {.data = back, .tensor_bytes = t.tensor_bytes,      \
+                                            .row_bytes = t.row_bytes, .row_stride = t.row_stride}; \
+        memcpy(back, a, n);                                                                    \
+        ck_assert_int_eq(weft_delta_apply_host(bad, (len), &host_t, NULL), (status));          \
+        CUDA_OK(cudaMemcpy(dbad, bad, size, cudaMemcpyHostToDevice));                          \
+        ck_assert_int_eq(weft_delta_apply_cuda(dbad, (len), &t, NULL, NULL), (status));        \
+        CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));                         \
+        ck_assert_int_eq(memcmp(back, a, n), 0);                                               \
+        memcpy(bad, delta, size);                                                              \
+    } while (0)
+    memcpy(bad, delta, size);
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size - 1);             /* truncated */
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, WEFT_DELTA_HEADER_BYTES - 1);
+    bad[0] ^= 1;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* magic */
+    bad[3] = '2';
+    EXPECT_REFUSED(WEFT_ERR_VERSION, size);                 /* "WFD2" */
+    bad[8] ^= 1;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* tensor bytes */
+    bad[16] ^= 1;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* change count */
+    bad[index + 4] ^= 0x10;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* chunk 1's first change */
+    bad[offsets] = bad[offsets + 2];                         /* change 0 at change 1's offset */
+    bad[offsets + 1] = bad[offsets + 3];
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* offsets not increasing */
+    bad[offsets + 1] = 0x10;                                 /* offset 4096 + x: out of its chunk */
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);
+    t.tensor_bytes = t.row_bytes = t.row_stride = n - WEFT_DELTA_CHUNK_BYTES;
+    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* another tensor's */
+#undef EXPECT_REFUSED
+    /* and the sound delta then applies */
+    t.tensor_bytes = t.row_bytes = t.row_stride = n;
+    CUDA_OK(cudaMemcpy(dbad, delta, size, cudaMemcpyHostToDevice));
+    ck_assert_int_eq(weft_delta_apply_cuda(dbad, size, &t, NULL, NULL), WEFT_OK);
+    CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));
+    ck_assert_int_eq(memcmp(back, b, n), 0);
+    cudaFree(dbad);
+    cudaFree(dtarget);
+    free(a);
+    free(b);
+    free(back);
+    free(delta);
+    free(bad);
+}
+END_TEST
+
+static Suite *delta_cuda_suite(void)
+{
+    Suite *s;
+    TCase *tc;
+
+    if (weft_test_gpu_count() == 0) {
+        return NULL;
+    }
+    s = suite_create("delta_cuda");
+    tc = tcase_create("gpu");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, gpu_encodes_the_hosts_bytes);
+    tcase_add_test(tc, gpu_no_space_as_the_host);
+    tcase_add_test(tc, gpu_batches_encode_and_apply);
+    tcase_add_test(tc, gpu_apply_into_contiguous_and_strided_views);
+    tcase_add_test(tc, gpu_malformed_deltas_are_refused_before_writing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+WEFT_TEST_MAIN(delta_cuda_suite)
