@@ -24,12 +24,13 @@ AC_DEFUN([WEFT_CHECK_CUDA], [
     [AS_HELP_STRING([--with-cuda-arch=LIST],
       [GPU architectures to build the kernels for, comma-separated (default: sm_80,sm_86,sm_89,sm_90a)])],
     [weft_cuda_arch_asked=yes], [with_cuda_arch=sm_80,sm_86,sm_89,sm_90a; weft_cuda_arch_asked=no])
-  dnl Off by default until a GPU run of the whole suite has held it: a
-  dnl process then holds two CUDA runtimes (libweft's and its own).
+  dnl On where the toolkit has libcudart_static.a: a process then holds two
+  dnl CUDA runtimes (libweft's and its own, PyTorch's), which the whole GPU
+  dnl suite and the Python tests with PyTorch held on an H200.
   AC_ARG_ENABLE([static-cudart],
     [AS_HELP_STRING([--enable-static-cudart],
-      [link the toolkit's libcudart_static.a into libweft.so (hidden), so that it needs no libcudart.so (default: no)])],
-    [], [enable_static_cudart=no])
+      [link the toolkit's libcudart_static.a into libweft.so (hidden), so that it needs no libcudart.so (default: where it links; --disable-static-cudart: libcudart.so)])],
+    [], [enable_static_cudart=auto])
   weft_cuda_runtime=shared
   AC_ARG_VAR([NVCC], [CUDA compiler])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for the CUDA compiler])

@@ -53,6 +53,10 @@ static int delta_usage(FILE *out)
                  "                     namespace to a consumer in another over a veth link held\n"
                  "                     to RATE by tc (e.g. 1gbit), whole then as deltas; needs\n"
                  "                     root, ip and tc (skipped otherwise)\n"
+                 "  --gpu              also the GPU codec on the same versions: a version's tensors\n"
+                 "                     encoded in one batch and applied in one batch in device\n"
+                 "                     memory, against a D2D copy of the version; every GPU delta\n"
+                 "                     checked against the host encoder's (skipped without a GPU)\n"
                  "  --json             one JSON object per case instead of the table\n");
     return out == stdout ? 0 : 2;
 }
@@ -89,7 +93,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         {"lr", required_argument, NULL, 'l'},      {"optimizer", required_argument, NULL, 'o'},
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {"warmup", required_argument, NULL, 'w'},
-        {"link", required_argument, NULL, 'L'},
+        {"link", required_argument, NULL, 'L'},    {"gpu", no_argument, NULL, 'g'},
         /* Hidden: the link measurement's processes (delta_link.c). */
         {"role", required_argument, NULL, 'R'},    {"registry", required_argument, NULL, 'G'},
         {"listen", required_argument, NULL, 'I'},  {"connect", required_argument, NULL, 'C'},
@@ -123,6 +127,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         case 'o': bad = perf_arg_word("--optimizer", optarg, optimizers, &which); break;
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
         case 'j': o->json = 1; break;
+        case 'g': o->gpu = 1; break;
         case 'L': o->link = optarg; bad = optarg[0] == '\0' || strpbrk(optarg, " \t") != NULL; break;
         case 'R': o->role = optarg; break;
         case 'G': o->registry = optarg; break;
@@ -194,6 +199,11 @@ static int quantize(const float *master, version_t *v)
 
 typedef struct case_result {
     double   changed_w;      /* fraction of W's bytes that changed, over the steps */
+    /* --gpu: medians over the steps, and the checks summed (gpu_ran: 0
+     * not asked, 1 measured, 77 skipped) */
+    double   gpu_encode_s, gpu_apply_s, gpu_copy_s;
+    uint64_t gpu_mismatched, gpu_wrong;
+    int      gpu_ran;
     double   wire_ratio;     /* delta version bytes / full version bytes */
     uint64_t full_bytes, wire_bytes, tensors_whole;
     double   encode_s, apply_s, copy_s; /* medians over the steps */
@@ -262,11 +272,16 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     uint8_t                *scratch = malloc(rows * cols + 4096);
     double                 *enc = calloc(o->steps, sizeof(double)), *app = calloc(o->steps, sizeof(double));
     double                 *cpy = calloc(o->steps, sizeof(double));
+    double                 *genc = calloc(o->steps, sizeof(double)), *gapp = calloc(o->steps, sizeof(double));
+    double                 *gcpy = calloc(o->steps, sizeof(double));
+    const uint8_t         **old_t = calloc(3 * experts, sizeof(*old_t)), **new_t = calloc(3 * experts, sizeof(*new_t));
+    uint64_t               *tensor_bytes = calloc(3 * experts, sizeof(uint64_t));
     uint64_t                changed = 0;
     int                     rc = -1;
 
     memset(res, 0, sizeof(*res));
-    if (grad == NULL || scratch == NULL || enc == NULL || app == NULL || cpy == NULL ||
+    if (grad == NULL || scratch == NULL || enc == NULL || app == NULL || cpy == NULL || genc == NULL || gapp == NULL ||
+        gcpy == NULL || old_t == NULL || new_t == NULL || tensor_bytes == NULL ||
         version_alloc(&prev, experts, rows, cols) != 0 || version_alloc(&cur, experts, rows, cols) != 0 ||
         version_alloc(&held, experts, rows, cols) != 0) {
         fprintf(stderr, "weft-perf delta: out of memory for the versions\n");
@@ -305,6 +320,37 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
         }
         res->wire_bytes += wire;
         res->full_bytes += version_bytes(&cur);
+        if (o->gpu && res->gpu_ran != 77) {
+            delta_gpu_result_t g = {0};
+            int                grc;
+
+            for (uint64_t e = 0; e < experts; e++) {
+                const uint64_t off = e * rows * cols;
+                old_t[3 * e] = prev.w + off;
+                new_t[3 * e] = cur.w + off;
+                old_t[3 * e + 1] = prev.wt + off;
+                new_t[3 * e + 1] = cur.wt + off;
+                old_t[3 * e + 2] = (const uint8_t *)(prev.scale + e * prev.scales);
+                new_t[3 * e + 2] = (const uint8_t *)(cur.scale + e * prev.scales);
+                tensor_bytes[3 * e] = tensor_bytes[3 * e + 1] = rows * cols;
+                tensor_bytes[3 * e + 2] = prev.scales * sizeof(float);
+            }
+            grc = delta_gpu_measure(old_t, new_t, tensor_bytes, (uint32_t)(3 * experts), &g);
+            if (grc == 77) {
+                fprintf(stderr, "weft-perf delta: --gpu skipped: %s\n", g.note);
+                res->gpu_ran = 77;
+            } else if (grc != 0) {
+                fprintf(stderr, "weft-perf delta: --gpu failed: %s\n", g.note);
+                goto out;
+            } else {
+                res->gpu_ran = 1;
+                genc[s] = g.encode_s;
+                gapp[s] = g.apply_s;
+                gcpy[s] = g.copy_s;
+                res->gpu_mismatched += g.mismatched_deltas;
+                res->gpu_wrong += g.wrong_bytes;
+            }
+        }
         res->wrong_bytes += wrong_between(held.w, cur.w, n) + wrong_between(held.wt, cur.wt, n) +
                             wrong_between((const uint8_t *)held.scale, (const uint8_t *)cur.scale,
                                           experts * cur.scales * sizeof(float));
@@ -321,6 +367,11 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     res->encode_s = median_of(enc, o->steps);
     res->apply_s = median_of(app, o->steps);
     res->copy_s = median_of(cpy, o->steps);
+    if (res->gpu_ran == 1) {
+        res->gpu_encode_s = median_of(genc, o->steps);
+        res->gpu_apply_s = median_of(gapp, o->steps);
+        res->gpu_copy_s = median_of(gcpy, o->steps);
+    }
     rc = 0;
 out:
     weft_optim_destroy(opt);
@@ -332,12 +383,19 @@ out:
     free(enc);
     free(app);
     free(cpy);
+    free(genc);
+    free(gapp);
+    free(gcpy);
+    free(old_t);
+    free(new_t);
+    free(tensor_bytes);
     return rc;
 }
 
 enum {
     D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
-    D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
+    D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_GPU_ENCODE_MS, D_GPU_APPLY_MS, D_GPU_COPY_MS, D_GPU_ENCODE_RATIO,
+    D_GPU_APPLY_RATIO, D_GPU_SAME, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
     D_COLUMNS
 };
 
@@ -355,6 +413,12 @@ static const perf_column_t delta_columns[D_COLUMNS] = {
     [D_COPY_MS]      = {"copy_ms", "copy_ms", 8, 2, PERF_COLUMN_DOUBLE},
     [D_ENCODE_RATIO] = {"encode_ratio_copy", "enc/copy", 9, 2, PERF_COLUMN_DOUBLE},
     [D_APPLY_RATIO]  = {"apply_ratio_copy", "apply/copy", 11, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_ENCODE_MS] = {"gpu_encode_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [D_GPU_APPLY_MS]  = {"gpu_apply_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [D_GPU_COPY_MS]   = {"gpu_copy_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [D_GPU_ENCODE_RATIO] = {"gpu_encode_ratio_copy", "gpu_enc/d2d", 12, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_APPLY_RATIO]  = {"gpu_apply_ratio_copy", "gpu_app/d2d", 12, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_SAME]      = {"gpu_deltas_equal_host", "gpu=host", 9, 0, PERF_COLUMN_BOOL},
     [D_LINK_WHOLE_MS] = {"link_whole_ms", "whole_ms", 9, 1, PERF_COLUMN_DOUBLE},
     [D_LINK_DELTA_MS] = {"link_delta_ms", "delta_ms", 9, 1, PERF_COLUMN_DOUBLE},
     [D_LINK_DELTAS]   = {"link_versions_as_deltas", NULL, 0, 0, PERF_COLUMN_UINT},
@@ -391,6 +455,10 @@ int perf_cmd_delta(int argc, char **argv)
         if (o.link != NULL) {
             printf("# link rate: %s\n", o.link);
         }
+        printf("# %s\n", o.gpu ? "gpu (--gpu): the same versions in device memory, all tensors encoded in one batch and applied\n"
+                                 "# in one batch, each against a D2D copy of the whole version (CUDA events, medians);\n"
+                                 "# gpu=host: every GPU delta byte for byte the host encoder's"
+                               : "no --gpu: the gpu columns are null");
         perf_columns_header(stdout, "", delta_columns, D_COLUMNS);
         putchar('\n');
     }
@@ -414,7 +482,7 @@ int perf_cmd_delta(int argc, char **argv)
                 failed = 1;
                 continue;
             }
-            failed |= res.wrong_bytes != 0;
+            failed |= res.wrong_bytes != 0 || res.gpu_mismatched != 0 || res.gpu_wrong != 0;
             if (o.link != NULL) {
                 int lrc = delta_link_case(&o, algo, o.lrs[l], e, r, c, &link);
 
@@ -442,11 +510,17 @@ int perf_cmd_delta(int argc, char **argv)
                     [D_COPY_MS] = {.d = res.copy_s * 1e3},
                     [D_ENCODE_RATIO] = {.d = res.encode_s / res.copy_s},
                     [D_APPLY_RATIO] = {.d = res.apply_s / res.copy_s},
+                    [D_GPU_ENCODE_MS] = {.d = res.gpu_encode_s * 1e3, .null = res.gpu_ran != 1},
+                    [D_GPU_APPLY_MS] = {.d = res.gpu_apply_s * 1e3, .null = res.gpu_ran != 1},
+                    [D_GPU_COPY_MS] = {.d = res.gpu_copy_s * 1e3, .null = res.gpu_ran != 1},
+                    [D_GPU_ENCODE_RATIO] = {.d = res.gpu_encode_s / res.gpu_copy_s, .null = res.gpu_ran != 1},
+                    [D_GPU_APPLY_RATIO] = {.d = res.gpu_apply_s / res.gpu_copy_s, .null = res.gpu_ran != 1},
+                    [D_GPU_SAME] = {.u = res.gpu_mismatched == 0, .null = res.gpu_ran != 1},
                     [D_LINK_WHOLE_MS] = {.d = link.full_s * 1e3, .null = !linked},
                     [D_LINK_DELTA_MS] = {.d = link.delta_s * 1e3, .null = !linked},
                     [D_LINK_DELTAS] = {.u = link.deltas_sent, .null = !linked},
                     [D_SPEEDUP] = {.d = link.full_s / link.delta_s, .null = !linked},
-                    [D_WRONG] = {.u = res.wrong_bytes + link.wrong_bytes},
+                    [D_WRONG] = {.u = res.wrong_bytes + link.wrong_bytes + res.gpu_wrong},
                 };
                 if (o.json) {
                     perf_json_t json;

@@ -19,6 +19,7 @@ typedef struct delta_options {
     uint64_t muon_experts, muon_rows, muon_cols;
     double   lrs[MAX_LRS];
     int      lr_count, adamw, muon, json;
+    int      gpu;      /* --gpu: the GPU codec on the same versions (delta_gpu.c) */
     const char *link; /* --link RATE (tc's syntax): the rate-limited measurement; NULL: none */
     /* Hidden: the processes of the link measurement (delta_link.c). */
     const char *role, *registry, *listen, *connect, *token;
@@ -60,6 +61,25 @@ typedef struct delta_link_result {
  */
 int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr, uint64_t experts, uint64_t rows,
                     uint64_t cols, delta_link_result_t *res);
+
+/* The GPU codec on one version's tensors (delta_gpu.c). */
+typedef struct delta_gpu_result {
+    double   encode_s, apply_s, copy_s; /* medians of a few repetitions: the batch encode, the batch apply
+                                         * (whole tensors copied), the whole version D2D */
+    uint64_t full_bytes, wire_bytes;    /* the version, and its deltas (or whole tensors) */
+    uint64_t mismatched_deltas;         /* GPU deltas not byte for byte the host encoder's */
+    uint64_t wrong_bytes;               /* the applied copy against the newer version */
+    char     note[256];                 /* why it could not run, or "" */
+} delta_gpu_result_t;
+
+/*
+ * Measures and checks the GPU codec on `count` tensors, old_t[i] → new_t[i]
+ * (host memory, bytes[i] each), adding its mismatches and wrong bytes to
+ * *res and setting its times. 0; 77 without CUDA or a GPU (res->note says
+ * which); -1 when a CUDA call failed (res->note).
+ */
+int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, const uint64_t *bytes, uint32_t count,
+                      delta_gpu_result_t *res);
 
 /* The hidden --role trainer or consumer: the process's exit status. */
 int delta_link_role(const delta_options_t *o);

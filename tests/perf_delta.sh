@@ -19,6 +19,19 @@ echo "$out" | grep -v '"wrong_bytes": 0[,}]' | grep -q . && { echo "FAIL: wrong 
 echo "$out" | grep -v '"wire_ratio": 0\.' | grep -q . && { echo "FAIL: a delta version no smaller than the full one"; fail=1; }
 [ $fail = 0 ] || exit 1
 
+# --gpu: the GPU codec on the same versions. With a GPU every GPU delta
+# must be the host encoder's and every applied byte right (weft-perf exits
+# 1 otherwise); without one the gpu columns are null and it says so.
+out=$("$perf" delta --experts 2 --shape 256x512 --optimizer adamw --lr 1e-5 --steps 2 --warmup 2 --gpu --json \
+      2>&1) || { echo "FAIL: weft-perf delta --gpu exited $?"; echo "$out"; exit 1; }
+echo "$out"
+if echo "$out" | grep -q -- "--gpu skipped"; then
+    echo "$out" | grep -q '"gpu_deltas_equal_host": null' || { echo "FAIL: skipped, yet gpu columns not null"; exit 1; }
+else
+    echo "$out" | grep -q '"gpu_deltas_equal_host": true' || { echo "FAIL: a GPU delta is not the host's"; exit 1; }
+    echo "$out" | grep -q '"gpu_encode_ratio_copy": [0-9]' || { echo "FAIL: no GPU encode time"; exit 1; }
+fi
+
 # --link: the same served over a veth link held to 100 Mbit/s between two
 # network namespaces, whole then as deltas. Needs root, ip and tc; where
 # TESTS_MUST_RUN=1 says this machine has them (CI), their absence fails.

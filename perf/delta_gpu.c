@@ -1,0 +1,282 @@
+/*
+ * weft-perf delta --gpu: the GPU codec (<weft/delta.h>, weft_delta_*_cuda)
+ * on the versions the host measurement makes. For each version, in device
+ * memory: the older and newer version's tensors (W, WT, scale_inv of every
+ * expert, one buffer each, the tensors end to end); then, each the median
+ * of a few repetitions timed by CUDA events on one stream,
+ *  - copy: the whole newer version D2D (one cudaMemcpyAsync), the ceiling
+ *    against which the issue's targets are stated;
+ *  - encode: weft_delta_encode_cuda_async of all the tensors in one batch,
+ *    each delta's capacity its tensor's size (where a delta is not
+ *    smaller, the tensor goes whole);
+ *  - apply: the deltas applied in one batch into a copy of the older
+ *    version, and the tensors that go whole copied D2D;
+ * and checks: every GPU delta equal to weft_delta_encode_host's of the
+ * same tensors, and the applied copy equal to the newer version.
+ */
+#include "config.h"
+
+#include "delta.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#define GPU_REPS 5
+
+static int cuda_ok(cudaError_t e, const char *what, delta_gpu_result_t *res)
+{
+    if (e != cudaSuccess) {
+        snprintf(res->note, sizeof(res->note), "%s: %s", what, cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+/* ms between two events recorded around `what` on st, GPU_REPS times; a
+ * `reset` before each (not timed). Returns the median in seconds or < 0. */
+typedef int (*gpu_step_fn)(void *ctx);
+
+static double timed(cudaStream_t st, gpu_step_fn reset, gpu_step_fn what, void *ctx, delta_gpu_result_t *res)
+{
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double      ms[GPU_REPS];
+    int         ok = cuda_ok(cudaEventCreate(&e0), "cudaEventCreate", res) &&
+             cuda_ok(cudaEventCreate(&e1), "cudaEventCreate", res);
+
+    for (int r = 0; r < GPU_REPS && ok; r++) {
+        float elapsed = 0;
+        ok = (reset == NULL || reset(ctx) == 0) && cuda_ok(cudaEventRecord(e0, st), "cudaEventRecord", res) &&
+             what(ctx) == 0 && cuda_ok(cudaEventRecord(e1, st), "cudaEventRecord", res) &&
+             cuda_ok(cudaEventSynchronize(e1), "cudaEventSynchronize", res) &&
+             cuda_ok(cudaEventElapsedTime(&elapsed, e0, e1), "cudaEventElapsedTime", res);
+        ms[r] = elapsed;
+    }
+    if (e0 != NULL) {
+        cudaEventDestroy(e0);
+    }
+    if (e1 != NULL) {
+        cudaEventDestroy(e1);
+    }
+    return ok ? median(ms, GPU_REPS) / 1e3 : -1.0;
+}
+
+/* One version's measurement state. */
+typedef struct gpu_case {
+    cudaStream_t              st;
+    uint32_t                  count;
+    uint64_t                  total, out_total;
+    uint8_t                  *old_v, *new_v, *held, *out; /* device */
+    uint64_t                 *offsets, *out_offsets;      /* host: each tensor's place */
+    const uint64_t           *bytes;
+    uint64_t                 *sizes, *dsizes;             /* host, device: each delta's size (0: whole) */
+    unsigned                 *dverdicts;
+    weft_delta_cuda_tensor_t *tensors;
+    weft_delta_cuda_patch_t  *patches;
+    uint32_t                  patch_count;
+    void                     *work, *apply_work;
+    size_t                    work_bytes, apply_work_bytes;
+    delta_gpu_result_t       *res;
+} gpu_case_t;
+
+static int do_copy(void *ctx)
+{
+    gpu_case_t *c = ctx;
+    return cuda_ok(cudaMemcpyAsync(c->held, c->new_v, c->total, cudaMemcpyDeviceToDevice, c->st), "copy", c->res) ? 0
+                                                                                                                 : -1;
+}
+
+static int do_encode(void *ctx)
+{
+    gpu_case_t *c = ctx;
+    return weft_delta_encode_cuda_async(c->tensors, c->count, c->dsizes, c->work, c->work_bytes, c->st) == WEFT_OK
+               ? 0
+               : -1;
+}
+
+static int do_reset(void *ctx)
+{
+    gpu_case_t *c = ctx;
+    return cuda_ok(cudaMemcpyAsync(c->held, c->old_v, c->total, cudaMemcpyDeviceToDevice, c->st), "reset", c->res)
+               ? 0
+               : -1;
+}
+
+static int do_apply(void *ctx)
+{
+    gpu_case_t *c = ctx;
+
+    if (weft_delta_apply_cuda_async(c->patches, c->patch_count, c->dverdicts, c->apply_work, c->apply_work_bytes,
+                                    c->st) != WEFT_OK) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < c->count; i++) {
+        if (c->sizes[i] == 0 &&
+            !cuda_ok(cudaMemcpyAsync(c->held + c->offsets[i], c->new_v + c->offsets[i], c->bytes[i],
+                                     cudaMemcpyDeviceToDevice, c->st),
+                     "whole tensor", c->res)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Each GPU delta against the host encoder's of the same tensors; the
+ * applied copy against the newer version. */
+static int check(gpu_case_t *c, const uint8_t *const *old_t, const uint8_t *const *new_t)
+{
+    uint8_t *host = malloc(c->out_total + 1), *got = malloc(c->out_total + 1), *back = malloc(c->total);
+    int      ok = host != NULL && got != NULL && back != NULL;
+
+    ok = ok && cuda_ok(cudaMemcpy(got, c->out, c->out_total, cudaMemcpyDeviceToHost), "download", c->res) &&
+         cuda_ok(cudaMemcpy(back, c->held, c->total, cudaMemcpyDeviceToHost), "download", c->res);
+    for (uint32_t i = 0; i < c->count && ok; i++) {
+        uint64_t      size = 0;
+        weft_status_t st = weft_delta_encode_host(old_t[i], new_t[i], c->bytes[i], host + c->out_offsets[i],
+                                                  c->bytes[i], &size);
+        if (st == WEFT_ERR_NO_SPACE) {
+            size = 0;
+        } else if (st != WEFT_OK) {
+            snprintf(c->res->note, sizeof(c->res->note), "the host encoder failed");
+            ok = 0;
+            break;
+        }
+        if (size != c->sizes[i] || (size > 0 && memcmp(host + c->out_offsets[i], got + c->out_offsets[i], size) != 0)) {
+            c->res->mismatched_deltas++;
+        }
+        for (uint64_t b = 0; b < c->bytes[i]; b++) {
+            c->res->wrong_bytes += back[c->offsets[i] + b] != new_t[i][b];
+        }
+    }
+    free(host);
+    free(got);
+    free(back);
+    return ok ? 0 : -1;
+}
+
+int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, const uint64_t *bytes, uint32_t count,
+                      delta_gpu_result_t *res)
+{
+    gpu_case_t c = {.count = count, .bytes = bytes, .res = res};
+    unsigned  *verdicts = NULL;
+    int        ok, device_count = 0;
+    double     copy_s, encode_s, apply_s;
+
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        snprintf(res->note, sizeof(res->note), "no NVIDIA driver or GPU found");
+        return 77;
+    }
+    c.offsets = calloc(count, sizeof(uint64_t));
+    c.out_offsets = calloc(count, sizeof(uint64_t));
+    c.sizes = calloc(count, sizeof(uint64_t));
+    c.tensors = calloc(count, sizeof(*c.tensors));
+    c.patches = calloc(count, sizeof(*c.patches));
+    verdicts = calloc(count, sizeof(unsigned));
+    ok = c.offsets != NULL && c.out_offsets != NULL && c.sizes != NULL && c.tensors != NULL && c.patches != NULL &&
+         verdicts != NULL;
+    if (!ok) {
+        snprintf(res->note, sizeof(res->note), "out of memory");
+    }
+    for (uint32_t i = 0; i < count && ok; i++) {
+        c.offsets[i] = c.total;
+        c.out_offsets[i] = c.out_total;
+        c.total += bytes[i];
+        c.out_total += (bytes[i] + 7) / 8 * 8; /* each delta 8-byte aligned, at most its tensor's size */
+    }
+    ok = ok && cuda_ok(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking), "cudaStreamCreate", res) &&
+         cuda_ok(cudaMalloc((void **)&c.old_v, c.total), "cudaMalloc", res) &&
+         cuda_ok(cudaMalloc((void **)&c.new_v, c.total), "cudaMalloc", res) &&
+         cuda_ok(cudaMalloc((void **)&c.held, c.total), "cudaMalloc", res) &&
+         cuda_ok(cudaMalloc((void **)&c.out, c.out_total), "cudaMalloc", res) &&
+         cuda_ok(cudaMalloc((void **)&c.dsizes, count * sizeof(uint64_t)), "cudaMalloc", res) &&
+         cuda_ok(cudaMalloc((void **)&c.dverdicts, count * sizeof(unsigned)), "cudaMalloc", res);
+    for (uint32_t i = 0; i < count && ok; i++) {
+        ok = cuda_ok(cudaMemcpy(c.old_v + c.offsets[i], old_t[i], bytes[i], cudaMemcpyHostToDevice), "upload", res) &&
+             cuda_ok(cudaMemcpy(c.new_v + c.offsets[i], new_t[i], bytes[i], cudaMemcpyHostToDevice), "upload", res);
+        c.tensors[i] = (weft_delta_cuda_tensor_t){c.old_v + c.offsets[i], c.new_v + c.offsets[i], bytes[i],
+                                                  c.out + c.out_offsets[i], bytes[i]};
+    }
+    if (ok) {
+        c.work_bytes = weft_delta_cuda_encode_work_bytes(c.tensors, count);
+        c.apply_work_bytes = weft_delta_cuda_apply_work_bytes(count);
+        ok = cuda_ok(cudaMalloc(&c.work, c.work_bytes), "cudaMalloc", res) &&
+             cuda_ok(cudaMalloc(&c.apply_work, c.apply_work_bytes), "cudaMalloc", res);
+    }
+    copy_s = ok ? timed(c.st, NULL, do_copy, &c, res) : -1.0;
+    encode_s = copy_s >= 0 ? timed(c.st, NULL, do_encode, &c, res) : -1.0;
+    ok = encode_s >= 0 && cuda_ok(cudaMemcpy(c.sizes, c.dsizes, count * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+                                  "download", res);
+    for (uint32_t i = 0; i < count && ok; i++) {
+        res->wire_bytes += c.sizes[i] > 0 ? c.sizes[i] : bytes[i];
+        if (c.sizes[i] > 0) {
+            c.patches[c.patch_count++] = (weft_delta_cuda_patch_t){
+                c.out + c.out_offsets[i], c.sizes[i],
+                {.data = c.held + c.offsets[i], .tensor_bytes = bytes[i], .row_bytes = bytes[i], .row_stride = bytes[i]}};
+        }
+    }
+    apply_s = ok ? timed(c.st, do_reset, do_apply, &c, res) : -1.0;
+    ok = apply_s >= 0 &&
+         cuda_ok(cudaMemcpy(verdicts, c.dverdicts, c.patch_count * sizeof(unsigned), cudaMemcpyDeviceToHost), "download",
+                 res);
+    for (uint32_t i = 0; i < c.patch_count && ok; i++) {
+        if (verdicts[i] != 0) {
+            snprintf(res->note, sizeof(res->note), "a GPU delta was refused by the GPU apply (verdict %u)", verdicts[i]);
+            ok = 0;
+        }
+    }
+    ok = ok && check(&c, old_t, new_t) == 0;
+    if (ok) {
+        res->copy_s = copy_s;
+        res->encode_s = encode_s;
+        res->apply_s = apply_s;
+        res->full_bytes = c.total;
+    }
+    cudaFree(c.old_v);
+    cudaFree(c.new_v);
+    cudaFree(c.held);
+    cudaFree(c.out);
+    cudaFree(c.dsizes);
+    cudaFree(c.dverdicts);
+    cudaFree(c.work);
+    cudaFree(c.apply_work);
+    if (c.st != NULL) {
+        cudaStreamDestroy(c.st);
+    }
+    free(c.offsets);
+    free(c.out_offsets);
+    free(c.sizes);
+    free(c.tensors);
+    free(c.patches);
+    free(verdicts);
+    return ok ? 0 : -1;
+}
+
+#else
+
+int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, const uint64_t *bytes, uint32_t count,
+                      delta_gpu_result_t *res)
+{
+    (void)old_t;
+    (void)new_t;
+    (void)bytes;
+    (void)count;
+    snprintf(res->note, sizeof(res->note), "libweft was built without CUDA");
+    return 77;
+}
+
+#endif
