@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include "block_sum.cuh"
 #include "checksum.h"
 #include "common/cuda_util.h"
 
@@ -30,28 +31,6 @@ __device__ uint64_t load_word(const unsigned char *p, size_t n, bool aligned)
     return word;
 }
 
-/* Adds every thread's `local` of the block (kThreads of them) to
- * *target: warps reduce with shuffles, one atomicAdd a block. Addition
- * mod 2^64 commutes, so the sum does not depend on scheduling. */
-__device__ void block_add(uint64_t local, unsigned long long *target)
-{
-    __shared__ uint64_t warp_sums[kThreads / 32];
-
-    for (int offset = 16; offset > 0; offset /= 2) {
-        local += __shfl_down_sync(0xffffffffu, local, offset);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        warp_sums[threadIdx.x / 32] = local;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint64_t block = 0;
-        for (int w = 0; w < kThreads / 32; w++) {
-            block += warp_sums[w];
-        }
-        atomicAdd(target, static_cast<unsigned long long>(block));
-    }
-}
 
 /* Grid (blocks a chunk, chunks): chunk blockIdx.y starts at
  * base + y·stride and its sum goes to sums[y]. */
@@ -68,7 +47,7 @@ __global__ void checksum_kernel(const unsigned char *base, size_t bytes, size_t 
         size_t n = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
         local += weft_checksum_term(load_word(data + 8 * i, n, aligned), i);
     }
-    block_add(local, sum);
+    weft_block_add<kThreads>(local, sum);
 }
 
 /* Grid (blocks a segment, segments): segment blockIdx.y is bytes[y]
@@ -88,7 +67,7 @@ __global__ void segments_kernel(const unsigned char *base, const uint64_t *offse
         size_t n = n_bytes - 8 * i < 8 ? n_bytes - 8 * i : 8;
         local += weft_checksum_term(load_word(data + 8 * i, n, aligned), i);
     }
-    block_add(local, sums + blockIdx.y);
+    weft_block_add<kThreads>(local, sums + blockIdx.y);
 }
 
 __global__ void segments_finalize_kernel(unsigned long long *sums, const uint64_t *bytes, uint32_t count)
@@ -148,7 +127,7 @@ __global__ void compare_kernel(const unsigned char *a, const unsigned char *b, s
             local += a[i] != b[i];
         }
     }
-    block_add(local, count);
+    weft_block_add<kThreads>(local, count);
 }
 
 /* The current device's multiprocessors, which the launches size their

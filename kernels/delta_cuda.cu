@@ -30,6 +30,7 @@
  */
 #include "config.h"
 
+#include "block_sum.cuh"
 #include "checksum.h"
 #include "common/cuda_util.h"
 #include "common/log.h"
@@ -207,25 +208,6 @@ __device__ __forceinline__ uint64_t piece_sum(const Piece &p, uint64_t at)
     return sum;
 }
 
-__device__ __forceinline__ void block_add(uint64_t local, unsigned long long *target)
-{
-    __shared__ uint64_t warp_sums[kThreads / 32];
-    for (int offset = 16; offset > 0; offset /= 2) {
-        local += __shfl_down_sync(0xffffffffu, local, offset);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        warp_sums[threadIdx.x / 32] = local;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint64_t block = 0;
-        for (int w = 0; w < kThreads / 32; w++) {
-            block += warp_sums[w];
-        }
-        atomicAdd(target, static_cast<unsigned long long>(block));
-    }
-    __syncthreads();
-}
 
 /* Whether a tensor's bytes can be read 16 at a time. */
 __device__ __forceinline__ bool vector_ok(const weft_delta_cuda_tensor_t &t)
@@ -253,7 +235,7 @@ __global__ void find_kernel(EncodeWork w, uint32_t count, uint64_t chunks)
         if (threadIdx.x == 0) {
             w.counts[g] = total;
         }
-        block_add(piece_sum(p, at), &w.sums[ti]);
+        weft_block_add<kThreads>(piece_sum(p, at), &w.sums[ti]);
     }
 }
 

@@ -309,59 +309,45 @@ END_TEST
  * refuses it, and the device target untouched. */
 START_TEST(gpu_malformed_deltas_are_refused_before_writing)
 {
-    const uint64_t      n = 3 * WEFT_DELTA_CHUNK_BYTES;
-    uint8_t            *a = malloc(n), *b = malloc(n), *back = malloc(n);
-    uint8_t            *delta = malloc(weft_delta_bytes(n, n)), *bad = malloc(weft_delta_bytes(n, n));
-    uint8_t            *dbad, *dtarget;
-    uint64_t            size = 0;
-    const uint64_t      index = WEFT_DELTA_HEADER_BYTES, offsets = index + 4 * 3;
-    weft_delta_target_t t = {.tensor_bytes = n, .row_bytes = n, .row_stride = n};
+    const uint64_t n = 3 * WEFT_DELTA_CHUNK_BYTES;
+    uint8_t       *a = malloc(n), *b = malloc(n), *back = malloc(n);
+    uint8_t       *delta = malloc(weft_delta_bytes(n, n)), *bad = malloc(weft_delta_bytes(n, n));
+    uint8_t       *dbad, *dtarget;
+    uint64_t       size = 0;
 
     ck_assert(a != NULL && b != NULL && back != NULL && delta != NULL && bad != NULL);
     make_pair(a, b, n, 0.01, 11);
     ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, n, &size), WEFT_OK);
     dtarget = to_device(a, n);
-    t.data = dtarget;
     CUDA_OK(cudaMalloc((void **)&dbad, weft_delta_bytes(n, n)));
-#define EXPECT_REFUSED(status, len)                                                            \
-    do {                                                                                       \
-        const weft_delta_target_t host_t = {.data = back, .tensor_bytes = t.tensor_bytes,      \
-                                            .row_bytes = t.row_bytes, .row_stride = t.row_stride}; \
-        memcpy(back, a, n);                                                                    \
-        ck_assert_int_eq(weft_delta_apply_host(bad, (len), &host_t, NULL), (status));          \
-        CUDA_OK(cudaMemcpy(dbad, bad, size, cudaMemcpyHostToDevice));                          \
-        ck_assert_int_eq(weft_delta_apply_cuda(dbad, (len), &t, NULL, NULL), (status));        \
-        CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));                         \
-        ck_assert_int_eq(memcmp(back, a, n), 0);                                               \
-        memcpy(bad, delta, size);                                                              \
-    } while (0)
-    memcpy(bad, delta, size);
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size - 1);             /* truncated */
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, WEFT_DELTA_HEADER_BYTES - 1);
-    bad[0] ^= 1;
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* magic */
-    bad[3] = '2';
-    EXPECT_REFUSED(WEFT_ERR_VERSION, size);                 /* "WFD2" */
-    bad[8] ^= 1;
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* tensor bytes */
-    bad[16] ^= 1;
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* change count */
-    bad[index + 4] ^= 0x10;
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* chunk 1's first change */
-    bad[offsets] = bad[offsets + 2];                         /* change 0 at change 1's offset */
-    bad[offsets + 1] = bad[offsets + 3];
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* offsets not increasing */
-    bad[offsets + 1] = 0x10;                                 /* offset 4096 + x: out of its chunk */
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);
-    t.tensor_bytes = t.row_bytes = t.row_stride = n - WEFT_DELTA_CHUNK_BYTES;
-    EXPECT_REFUSED(WEFT_ERR_CORRUPT, size);                 /* another tensor's */
-#undef EXPECT_REFUSED
+    for (int k = 0; k < DELTA_DAMAGES; k++) {
+        uint64_t            len;
+        int                 other;
+        weft_status_t       expect;
+        weft_delta_target_t t = {.data = dtarget, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+        weft_delta_target_t host_t = {.data = back, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+
+        memcpy(bad, delta, size);
+        expect = delta_damage(bad, size, k, &len, &other);
+        if (other) {
+            t.tensor_bytes = t.row_bytes = t.row_stride = n - WEFT_DELTA_CHUNK_BYTES;
+            host_t.tensor_bytes = host_t.row_bytes = host_t.row_stride = t.tensor_bytes;
+        }
+        memcpy(back, a, n);
+        ck_assert_int_eq(weft_delta_apply_host(bad, len, &host_t, NULL), expect);
+        CUDA_OK(cudaMemcpy(dbad, bad, size, cudaMemcpyHostToDevice));
+        ck_assert_msg(weft_delta_apply_cuda(dbad, len, &t, NULL, NULL) == expect, "damage %d not refused as the host", k);
+        CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));
+        ck_assert_int_eq(memcmp(back, a, n), 0);
+    }
     /* and the sound delta then applies */
-    t.tensor_bytes = t.row_bytes = t.row_stride = n;
-    CUDA_OK(cudaMemcpy(dbad, delta, size, cudaMemcpyHostToDevice));
-    ck_assert_int_eq(weft_delta_apply_cuda(dbad, size, &t, NULL, NULL), WEFT_OK);
-    CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));
-    ck_assert_int_eq(memcmp(back, b, n), 0);
+    {
+        const weft_delta_target_t t = {.data = dtarget, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+        CUDA_OK(cudaMemcpy(dbad, delta, size, cudaMemcpyHostToDevice));
+        ck_assert_int_eq(weft_delta_apply_cuda(dbad, size, &t, NULL, NULL), WEFT_OK);
+        CUDA_OK(cudaMemcpy(back, dtarget, n, cudaMemcpyDeviceToHost));
+        ck_assert_int_eq(memcmp(back, b, n), 0);
+    }
     cudaFree(dbad);
     cudaFree(dtarget);
     free(a);
