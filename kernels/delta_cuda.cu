@@ -41,6 +41,7 @@
 #include <weft/delta.h>
 
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 namespace {
@@ -300,10 +301,15 @@ __global__ void write_kernel(EncodeWork w, uint32_t count, uint64_t chunks, uint
     }
 }
 
-/* Tensors of no bytes (no chunk, so no block above): the header alone. */
-__global__ void empty_kernel(const weft_delta_cuda_tensor_t *tensors, uint32_t count, uint64_t *out_bytes)
+/* Before step 1: the checksum sums zeroed; tensors of no bytes (no
+ * chunk, so no block of steps 1 and 3) get their header alone. */
+__global__ void prepare_kernel(const weft_delta_cuda_tensor_t *tensors, uint32_t count, unsigned long long *sums,
+                               uint64_t *out_bytes)
 {
     const uint32_t ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti < count) {
+        sums[ti] = 0;
+    }
     if (ti < count && tensors[ti].bytes == 0) {
         uint32_t *h32 = reinterpret_cast<uint32_t *>(tensors[ti].out);
         uint64_t *h64 = reinterpret_cast<uint64_t *>(tensors[ti].out);
@@ -442,29 +448,31 @@ __global__ void apply_kernel(ApplyWork w, uint32_t count, uint64_t chunks, const
 
 unsigned grid_for(uint64_t chunks) { return static_cast<unsigned>(chunks == 0 ? 1 : chunks < kMaxBlocks ? chunks : kMaxBlocks); }
 
-/* The batch's first chunks, prefix sums of its tensors' chunk counts, into
- * start (host, count + 1). */
+/*
+ * The batch and its chunk starts (prefix sums of its items' chunk counts)
+ * into the workspace, laid out there as carve_* has them (the items, then
+ * the starts), in one copy from a host buffer (pageable: staged, so the
+ * caller's array may go once this returns). *chunks gets the batch's
+ * chunks in all.
+ */
 template <typename T, typename Bytes>
-uint64_t chunk_starts(const T *items, uint32_t count, Bytes bytes_of, uint64_t *start)
+weft_status_t upload(void *work, const T *items, uint32_t count, Bytes bytes_of, uint64_t *chunks, cudaStream_t st)
 {
+    const size_t items_bytes = align256(count * sizeof(T)), bytes = items_bytes + (count + 1) * sizeof(uint64_t);
+    char        *host = new (std::nothrow) char[bytes];
+
+    if (host == nullptr) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    uint64_t *start = reinterpret_cast<uint64_t *>(host + items_bytes);
+    memcpy(host, items, count * sizeof(T));
     start[0] = 0;
     for (uint32_t i = 0; i < count; i++) {
         start[i + 1] = start[i] + chunks_of(bytes_of(items[i]));
     }
-    return start[count];
-}
-
-/* The batch and its chunk starts copied into the workspace (the host
- * arrays may go once this returns: pageable copies are staged). */
-template <typename T>
-weft_status_t upload(T *dst_items, uint64_t *dst_start, const T *items, const uint64_t *start, uint32_t count,
-                     cudaStream_t st)
-{
-    weft_status_t status = WEFT_CUDA_CHECK(cudaMemcpyAsync(dst_items, items, count * sizeof(T), cudaMemcpyHostToDevice, st));
-    if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(
-            cudaMemcpyAsync(dst_start, start, (count + 1) * sizeof(uint64_t), cudaMemcpyHostToDevice, st));
-    }
+    *chunks = start[count];
+    const weft_status_t status = WEFT_CUDA_CHECK(cudaMemcpyAsync(work, host, bytes, cudaMemcpyHostToDevice, st));
+    delete[] host;
     return status;
 }
 
@@ -536,21 +544,13 @@ extern "C" weft_status_t weft_delta_encode_cuda_async(const weft_delta_cuda_tens
         weft_log_error("weft_delta_encode_cuda_async: a workspace of %zu bytes, %zu needed", work_size, need);
         return WEFT_ERR_INVALID_PARAM;
     }
-    uint64_t *start = new (std::nothrow) uint64_t[count + 1];
-    if (start == nullptr) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    const uint64_t   chunks = chunk_starts(tensors, count, tensor_bytes_of, start);
+    uint64_t         chunks = 0;
+    weft_status_t    status = upload(work, tensors, count, tensor_bytes_of, &chunks, st);
     const EncodeWork w = carve_encode(work, count, chunks > 0 ? chunks : 1);
     size_t           scan_bytes = w.scan_bytes;
-    weft_status_t    status = upload(w.tensors, w.start, tensors, start, count, st);
 
-    delete[] start;
     if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaMemsetAsync(w.sums, 0, count * sizeof(*w.sums), st));
-    }
-    if (status == WEFT_OK) {
-        empty_kernel<<<(count + 255) / 256, 256, 0, st>>>(w.tensors, count, out_bytes);
+        prepare_kernel<<<(count + 255) / 256, 256, 0, st>>>(w.tensors, count, w.sums, out_bytes);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
     if (status == WEFT_OK && chunks > 0) {
@@ -633,15 +633,10 @@ extern "C" weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch
             return WEFT_ERR_INVALID_PARAM;
         }
     }
-    uint64_t *start = new (std::nothrow) uint64_t[count + 1];
-    if (start == nullptr) {
-        return WEFT_ERR_NO_MEMORY;
-    }
-    const uint64_t  chunks = chunk_starts(patches, count, patch_bytes_of, start);
+    uint64_t        chunks = 0;
+    weft_status_t   status = upload(work, patches, count, patch_bytes_of, &chunks, st);
     const ApplyWork w = carve_apply(work, count);
-    weft_status_t   status = upload(w.patches, w.start, patches, start, count, st);
 
-    delete[] start;
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaMemsetAsync(verdicts, 0, count * sizeof(*verdicts), st));
     }
