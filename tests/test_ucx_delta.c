@@ -369,10 +369,22 @@ static void publish_and_receive(const driven_t *s, const driven_t *c, uint64_t f
     }
 }
 
-/* The server's delta counters are these. */
+/* The server's delta counters are these. A consumer reports a version
+ * once it sent its ACK, which the server's thread may not have taken yet:
+ * the counters (which only grow) are read again until they match, or
+ * one of them went past, or 10 s passed. */
 static void expect_deltas(const driven_t *s, uint64_t sent, uint64_t redone, uint64_t versions_sent)
 {
     weft_server_stats_t st = stats(s);
+
+    for (int tries = 0; tries < 1000; tries++) {
+        if ((st.deltas_sent == sent && st.deltas_redone == redone && st.versions_sent == versions_sent) ||
+            st.deltas_sent > sent || st.deltas_redone > redone || st.versions_sent > versions_sent) {
+            break;
+        }
+        usleep(10000);
+        st = stats(s);
+    }
 
     ck_assert_msg(st.deltas_sent == sent && st.deltas_redone == redone && st.versions_sent == versions_sent,
                   "deltas sent %llu (want %llu), redone %llu (want %llu), versions sent %llu (want %llu)",
