@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include "checksum.h"
+#include "delta_internal.h"
 #include "le_bytes.h"
 #include "common/log.h"
 
@@ -102,6 +103,7 @@ typedef struct encode_part {
     uint8_t       *offsets, *values; /* malloc'd: 2 and 1 bytes a change */
     uint64_t       changes, capacity, sum, base;
     int            failed;           /* no memory, or over max_changes */
+    int            summed;           /* the checksum is known: not summed here */
 } encode_part_t;
 
 static int part_reserve(encode_part_t *p, uint64_t more)
@@ -160,7 +162,9 @@ static void *encode_part_run(void *arg)
         for (; i + 8 <= n; i += 8) {
             const uint64_t wb = weft_le_load64(b + i), x = weft_le_load64(a + i) ^ wb;
 
-            p->sum += weft_checksum_term(wb, (start + i) / 8);
+            if (!p->summed) {
+                p->sum += weft_checksum_term(wb, (start + i) / 8);
+            }
             if (x != 0) {
                 if (part_reserve(p, 8) != 0) {
                     p->failed = 1;
@@ -184,7 +188,9 @@ static void *encode_part_run(void *arg)
                     p->values[p->changes++] = b[j];
                 }
             }
-            p->sum += weft_checksum_term(tail, (start + i) / 8);
+            if (!p->summed) {
+                p->sum += weft_checksum_term(tail, (start + i) / 8);
+            }
         }
         p->failed |= p->changes > p->max_changes;
     }
@@ -222,8 +228,9 @@ static int encode_threads(uint64_t bytes, uint64_t chunks)
     return n > 1 ? (int)n : 1;
 }
 
-weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data, uint64_t bytes, void *out,
-                                     uint64_t out_capacity, uint64_t *out_bytes)
+/* The encode, its checksum summed here (known NULL) or given. */
+static weft_status_t encode_host(const void *old_data, const void *new_data, uint64_t bytes, void *out,
+                                 uint64_t out_capacity, uint64_t *out_bytes, const uint64_t *known)
 {
     const uint8_t *a = old_data, *b = new_data;
     uint8_t       *o = out;
@@ -247,7 +254,7 @@ weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data,
     for (int i = 0; i < count; i++) {
         parts[i] = (encode_part_t){.a = a, .b = b, .bytes = bytes, .k0 = chunks * (uint64_t)i / (uint64_t)count,
                                    .k1 = chunks * (uint64_t)(i + 1) / (uint64_t)count, .max_changes = max_changes,
-                                   .first = o + WEFT_DELTA_HEADER_BYTES};
+                                   .first = o + WEFT_DELTA_HEADER_BYTES, .summed = known != NULL};
     }
     run_parts(parts, count);
     for (int i = 0; i < count; i++) {
@@ -290,9 +297,21 @@ weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data,
     weft_le_store32(o + 4, WEFT_DELTA_CHUNK_BYTES);
     weft_le_store64(o + 8, bytes);
     weft_le_store64(o + 16, changes);
-    weft_le_store64(o + 24, weft_checksum_final(sum, bytes));
+    weft_le_store64(o + 24, known != NULL ? *known : weft_checksum_final(sum, bytes));
     *out_bytes = size;
     return WEFT_OK;
+}
+
+weft_status_t weft_delta_encode_host(const void *old_data, const void *new_data, uint64_t bytes, void *out,
+                                     uint64_t out_capacity, uint64_t *out_bytes)
+{
+    return encode_host(old_data, new_data, bytes, out, out_capacity, out_bytes, NULL);
+}
+
+weft_status_t weft_delta_encode_host_summed(const void *old_data, const void *new_data, uint64_t bytes, void *out,
+                                            uint64_t out_capacity, uint64_t *out_bytes, uint64_t checksum)
+{
+    return encode_host(old_data, new_data, bytes, out, out_capacity, out_bytes, &checksum);
 }
 
 /* ----------------------------------------------------------------- apply */

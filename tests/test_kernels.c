@@ -1,10 +1,13 @@
-/* kernels/ on the host: the checksum reference. */
+/* kernels/ on the host: the checksum reference; the delta encoder given the
+ * checksum it would otherwise sum. */
 #include "config.h"
 
 #include "kernels/checksum.h"
+#include "kernels/delta_internal.h"
 #ifdef HAVE_CUDA
 #include "kernels/blas_api.h"
 #endif
+#include "lib/delta_inputs.h"
 #include "lib/harness.h"
 
 #include <check.h>
@@ -140,6 +143,35 @@ START_TEST(cublas_loads_whole)
 END_TEST
 #endif
 
+/* Given the new bytes' true checksum, the encoder writes the very delta it
+ * writes when it sums them itself; given another, it carries that one (a
+ * consumer's check then refuses what it applied), and nothing else moves. */
+START_TEST(delta_encode_with_a_known_checksum)
+{
+    const uint64_t n = 5 * 4096 + 77;
+    uint8_t       *a = malloc(n), *b = malloc(n), *d1 = malloc(weft_delta_bytes(n, n)), *d2 = malloc(weft_delta_bytes(n, n));
+    uint64_t       s1 = 0, s2 = 0;
+
+    ck_assert(a != NULL && b != NULL && d1 != NULL && d2 != NULL);
+    make_pair(a, b, n, 0.02, 77);
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, d1, weft_delta_bytes(n, n), &s1), WEFT_OK);
+    ck_assert_int_eq(weft_delta_encode_host_summed(a, b, n, d2, weft_delta_bytes(n, n), &s2, weft_checksum_host(b, n)),
+                     WEFT_OK);
+    ck_assert_uint_eq(s1, s2);
+    ck_assert_int_eq(memcmp(d1, d2, s1), 0);
+    ck_assert_int_eq(weft_delta_encode_host_summed(a, b, n, d2, weft_delta_bytes(n, n), &s2, 0x1234), WEFT_OK);
+    ck_assert_int_eq(memcmp(d1, d2, 24), 0);
+    ck_assert_int_eq(memcmp(d1 + 32, d2 + 32, s1 - 32), 0);
+    ck_assert(d2[24] == 0x34 && d2[25] == 0x12 && d2[26] == 0);
+    /* and no room: as the summing encoder */
+    ck_assert_int_eq(weft_delta_encode_host_summed(a, b, n, d2, 100, &s2, 0), WEFT_ERR_NO_SPACE);
+    free(a);
+    free(b);
+    free(d1);
+    free(d2);
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -149,6 +181,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, checksum_known_answers);
     tcase_add_test(tc, checksum_sees_every_bit);
     tcase_add_test(tc, checksum_sees_order_and_length);
+    tcase_add_test(tc, delta_encode_with_a_known_checksum);
 #ifndef HAVE_CUDA
     tcase_add_test(tc, checksum_cuda_without_gpu_support);
 #else

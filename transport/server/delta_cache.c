@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "transport/core/view_layout.h"
+#include "kernels/delta_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -98,7 +99,7 @@ void weft_delta_cache_fini(weft_delta_cache_t *c)
 /* One tensor's entry: its delta, or the tensor whole where that is no
  * larger. 0 when neither fits in what is left of the buffer. */
 static int encode_tensor(weft_delta_cache_t *c, weft_delta_buf_t *b, uint32_t t, const uint8_t *old_data,
-                         const uint8_t *new_data, uint64_t bytes)
+                         const uint8_t *new_data, uint64_t bytes, const uint64_t *checksum)
 {
     uint64_t                 at = align_up(b->used, ENTRY_ALIGN);
     uint64_t                 room = at <= c->capacity ? c->capacity - at : 0;
@@ -106,8 +107,13 @@ static int encode_tensor(weft_delta_cache_t *c, weft_delta_buf_t *b, uint32_t t,
     uint64_t                 n = 0;
 
     /* A capacity of the tensor's size: NO_SPACE exactly where whole is no larger. */
-    if (weft_delta_encode_host(old_data, new_data, bytes, b->data + at, bytes < room ? bytes : room, &n) ==
-        WEFT_OK) {
+    const uint64_t           cap = bytes < room ? bytes : room;
+    const weft_status_t      st = checksum != NULL
+                                      ? weft_delta_encode_host_summed(old_data, new_data, bytes, b->data + at, cap, &n,
+                                                                      *checksum)
+                                      : weft_delta_encode_host(old_data, new_data, bytes, b->data + at, cap, &n);
+
+    if (st == WEFT_OK) {
         *e = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH, .offset = at, .bytes = n};
     } else if (bytes <= room) {
         memcpy(b->data + at, new_data, bytes);
@@ -138,7 +144,11 @@ static weft_status_t encode_next(weft_delta_cache_t *c)
     if (status == WEFT_OK) {
         status = weft_registry_lease_tensor(c->reg, &c->next, t, &new_data);
     }
-    if (status == WEFT_OK && !encode_tensor(c, b, t, old_data, new_data, info.bytes)) {
+    /* The checksum the publish stored (registries created with them): the
+     * encode need not sum the tensor again. */
+    uint64_t  stored = 0;
+    const int known = status == WEFT_OK && weft_registry_tensor_checksum(c->reg, &c->next, t, &stored) == WEFT_OK;
+    if (status == WEFT_OK && !encode_tensor(c, b, t, old_data, new_data, info.bytes, known ? &stored : NULL)) {
         weft_log_info("server: the delta of version %" PRIu64 " from %" PRIu64 " does not fit in %" PRIu64
                       " bytes: it goes whole",
                       c->next.version, c->base.version, c->capacity);
