@@ -444,7 +444,7 @@ constexpr int kPlans = 64;
 
 /* What weft_muon_blas_create hands out. */
 struct Blas {
-    cublasHandle_t   h; /* the Gram blocks' pointer-array batches, and a fallback */
+    cublasHandle_t   h; /* classic cuBLAS: where cuBLASLt has no algorithm for a shape */
     cublasLtHandle_t lt;
     GemmPlan         plans[kPlans];
     int              next; /* the plan a new shape replaces when all are taken */

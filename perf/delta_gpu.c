@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "delta.h"
+#include "lib/stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,18 +35,6 @@ static int cuda_ok(cudaError_t e, const char *what, delta_gpu_result_t *res)
         return 0;
     }
     return 1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return v[n / 2];
 }
 
 /* ms between two events recorded around `what` on st, GPU_REPS times; a
@@ -73,7 +62,12 @@ static double timed(cudaStream_t st, gpu_step_fn reset, gpu_step_fn what, void *
     if (e1 != NULL) {
         cudaEventDestroy(e1);
     }
-    return ok ? median(ms, GPU_REPS) / 1e3 : -1.0;
+    if (!ok) {
+        return -1.0;
+    }
+    perf_spread_t spread;
+    perf_spread_of(ms, GPU_REPS, &spread);
+    return spread.median / 1e3;
 }
 
 /* One version's measurement state. */
