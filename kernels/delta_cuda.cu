@@ -3,30 +3,38 @@
  * encoder, and the delta applied in place into device views.
  *
  * A call takes a batch of tensors (a version's), their chunks numbered
- * one after another, so that a version is three launches and one scan,
+ * one after another, so that a version is a few launches and one scan,
  * not as many per tensor (a tensor of a few MB is encoded in microseconds:
- * launches per tensor would cost more than the work).
+ * launches per tensor would cost more than the work). The batch itself
+ * rides in the parameters of the first launches (upload_kernel): a copy
+ * from the caller's pageable array would be staged by the driver, and may
+ * wait for the stream.
+ *
+ * One warp a 4 KiB chunk: lane l holds the 16 bytes at l·16 + j·512 for
+ * j = 0..7, so each of the warp's loads is 512 contiguous bytes and a lane
+ * has 16 in flight; the chunk's changes are ordered by warp scans (piece j
+ * of every lane before piece j + 1), with no block barrier anywhere. A
+ * lane's bytes stay in registers: its bytes are picked out with shifts,
+ * never by indexing an array (which would put it in local memory).
  *
  * Encoding reads each byte of the two versions once, like the host's:
- *   1. one block a 4 KiB chunk (256 threads × 16 bytes) compares the old
- *      and new bytes, scans its threads' counts (so its changes come out
- *      in offset order) and writes them, offsets and values, into a slot
- *      of its own in the workspace (kSlotChanges changes: 6 % of a chunk,
- *      where RL steps change ~1 %); it leaves its count, and adds its part
- *      of the new bytes' checksum (a sum mod 2^64: order does not matter);
+ *   1. each chunk's changes, offsets and values, into a slot of its own in
+ *      the workspace (kSlotChanges changes: 6 % of a chunk, where RL steps
+ *      change ~1 %), its count, and its part of the new bytes' checksum (a
+ *      sum mod 2^64: order does not matter);
  *   2. CUB's device-wide scan turns the counts into each chunk's first
  *      change (across the batch; a tensor's own index subtracts its
  *      first chunk's);
- *   3. one block a chunk copies its slot to its place in the delta (a
- *      chunk whose changes overflowed its slot compares its bytes again
- *      and writes them directly), and the header is written, or nothing
- *      where the delta does not fit.
+ *   3. each chunk's slot copied to its place in the delta (a chunk whose
+ *      changes overflowed its slot compares its bytes again and writes
+ *      them directly), and the header written, or nothing where the delta
+ *      does not fit.
  * So an encode moves the two versions once plus ~9 bytes a change: about
  * what a copy of one version moves (a read and a write).
  *
- * Applying first checks the whole delta on the GPU (a block a chunk, one
- * verdict word); the scatter that follows writes only where the verdict
- * is clean, so a malformed delta writes nothing, as on the host.
+ * Applying first checks the whole delta on the GPU (a warp a chunk, one
+ * verdict word a delta); the scatter that follows writes only where the
+ * verdict is clean, so a malformed delta writes nothing, as on the host.
  */
 #include "config.h"
 
@@ -47,14 +55,23 @@
 namespace {
 
 constexpr uint32_t kMagic = 0x31444657u; /* "WFD1", as delta_host.c */
-constexpr int      kThreads = 256;
-constexpr int      kBytesAThread = 16;
-static_assert(kThreads * kBytesAThread == WEFT_DELTA_CHUNK_BYTES, "a block covers a chunk");
+constexpr int      kThreads = 256;       /* a block: 8 warps, a chunk each */
+constexpr int      kWarps = kThreads / 32;
+constexpr int      kPieceBytes = 16;                                    /* a lane's load */
+constexpr int      kPieces = WEFT_DELTA_CHUNK_BYTES / (32 * kPieceBytes); /* a lane's loads a chunk */
+static_assert(kPieces * 32 * kPieceBytes == WEFT_DELTA_CHUNK_BYTES, "a warp covers a chunk");
 constexpr uint32_t kSlotChanges = 256; /* a chunk's changes kept in the workspace */
-constexpr unsigned kMaxBlocks = 132 * 16;
+constexpr uint64_t kMaxBlocks = 1u << 20; /* beyond, warps take several chunks */
 
 uint64_t chunks_of(uint64_t bytes) { return (bytes + WEFT_DELTA_CHUNK_BYTES - 1) / WEFT_DELTA_CHUNK_BYTES; }
 size_t   align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* Blocks for a warp a chunk (and at least one). */
+unsigned grid_for(uint64_t chunks)
+{
+    const uint64_t blocks = (chunks + kWarps - 1) / kWarps;
+    return static_cast<unsigned>(blocks == 0 ? 1 : blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
 
 /* The batch's chunks numbered one after another: tensor t has chunks
  * start[t] .. start[t + 1] − 1. The tensor of chunk g, by bisection. */
@@ -71,6 +88,10 @@ __device__ __forceinline__ uint32_t tensor_of(const uint64_t *start, uint32_t co
     }
     return lo;
 }
+
+/* The chunks a warp takes: its first, and the stride between them. */
+__device__ __forceinline__ uint64_t first_chunk() { return static_cast<uint64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; }
+__device__ __forceinline__ uint64_t chunk_stride() { return static_cast<uint64_t>(gridDim.x) * kWarps; }
 
 /* The workspace of a batch's encode, carved from one allocation. */
 struct EncodeWork {
@@ -122,121 +143,144 @@ EncodeWork carve_encode(void *base, uint32_t count, uint64_t chunks)
     return w;
 }
 
-/* A thread's 16 bytes of chunk k: the old and new bytes (past the
- * tensor's end: zero in both) and which of them differ (bit i: byte i). */
-struct Piece {
-    uint8_t  a[kBytesAThread], b[kBytesAThread];
-    unsigned changed;
-    int      n; /* bytes of the piece inside the tensor */
+/* 16 bytes at `at` of a tensor of `bytes` (zero past its end), streamed:
+ * each byte of a version is read once. */
+__device__ __forceinline__ uint4 load_piece(const uint8_t *data, uint64_t bytes, uint64_t at, bool vector)
+{
+    if (vector && at + kPieceBytes <= bytes) {
+        return __ldcs(reinterpret_cast<const uint4 *>(data + at));
+    }
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < kPieceBytes; i++) {
+        if (at + i < bytes) {
+            w[i / 4] |= static_cast<uint32_t>(data[at + i]) << (8 * (i % 4));
+        }
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Bit i set where byte i of x and y differ (i = 0..3). */
+__device__ __forceinline__ unsigned differing(uint32_t x, uint32_t y)
+{
+    const uint32_t d = __vcmpne4(x, y); /* 0xff in each byte that differs */
+    return ((d >> 7) & 1u) | ((d >> 14) & 2u) | ((d >> 21) & 4u) | ((d >> 28) & 8u);
+}
+
+/* Byte i (0..15, not known at compile time) of v, from registers. */
+__device__ __forceinline__ uint8_t byte_of(const uint4 &v, int i)
+{
+    const uint32_t word = i < 8 ? (i < 4 ? v.x : v.y) : (i < 12 ? v.z : v.w);
+    return static_cast<uint8_t>(word >> (8 * (i & 3)));
+}
+
+__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v, unsigned lane)
+{
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const uint32_t u = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= static_cast<unsigned>(d)) {
+            v += u;
+        }
+    }
+    return v;
+}
+
+__device__ __forceinline__ uint64_t warp_sum(uint64_t v)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d /= 2) {
+        v += __shfl_xor_sync(0xffffffffu, v, d);
+    }
+    return v;
+}
+
+/* In-chunk offset of byte i of a lane's piece j. */
+__device__ __forceinline__ int piece_offset(int j, unsigned lane) { return j * 32 * kPieceBytes + static_cast<int>(lane) * kPieceBytes; }
+
+/* A lane's part of one chunk: its new bytes, which of them changed, and
+ * where its changes go among the chunk's (in offset order). */
+struct LaneChunk {
+    uint4    fresh[kPieces];   /* the new bytes */
+    unsigned changed[kPieces]; /* bit i: byte i of piece j differs */
+    uint32_t before[kPieces];  /* the chunk's changes ahead of piece j's */
+    uint32_t total;            /* the chunk's changes (every lane) */
 };
 
-__device__ __forceinline__ Piece load_piece(const uint8_t *old_data, const uint8_t *new_data, uint64_t bytes,
-                                            uint64_t at, bool vector)
+/* Compares chunk k of t (the whole warp calls it) and returns the lane's
+ * checksum terms of the new bytes (8-byte words, the last zero-padded, as
+ * weft_checksum_host). */
+__device__ __forceinline__ uint64_t compare_chunk(const weft_delta_cuda_tensor_t &t, uint64_t k, unsigned lane,
+                                                  LaneChunk *c)
 {
-    Piece p;
-    p.n = bytes > at ? (bytes - at < kBytesAThread ? static_cast<int>(bytes - at) : kBytesAThread) : 0;
-    if (vector && p.n == kBytesAThread) {
-        *reinterpret_cast<uint4 *>(p.a) = *reinterpret_cast<const uint4 *>(old_data + at);
-        *reinterpret_cast<uint4 *>(p.b) = *reinterpret_cast<const uint4 *>(new_data + at);
-    } else {
-        for (int i = 0; i < kBytesAThread; i++) {
-            p.a[i] = i < p.n ? old_data[at + i] : 0;
-            p.b[i] = i < p.n ? new_data[at + i] : 0;
+    const uint8_t *old_data = static_cast<const uint8_t *>(t.old_data);
+    const uint8_t *new_data = static_cast<const uint8_t *>(t.new_data);
+    const bool     vector = ((reinterpret_cast<uintptr_t>(old_data) | reinterpret_cast<uintptr_t>(new_data)) & 15) == 0;
+    const uint64_t chunk_at = k * WEFT_DELTA_CHUNK_BYTES;
+    uint4          stale[kPieces];
+    uint64_t       sum = 0;
+    uint32_t       ahead = 0;
+
+#pragma unroll
+    for (int j = 0; j < kPieces; j++) { /* every load issued before any is used */
+        stale[j] = load_piece(old_data, t.bytes, chunk_at + piece_offset(j, lane), vector);
+        c->fresh[j] = load_piece(new_data, t.bytes, chunk_at + piece_offset(j, lane), vector);
+    }
+#pragma unroll
+    for (int j = 0; j < kPieces; j++) {
+        const uint4    a = stale[j], b = c->fresh[j];
+        const uint64_t at = chunk_at + piece_offset(j, lane);
+        c->changed[j] = differing(a.x, b.x) | differing(a.y, b.y) << 4 | differing(a.z, b.z) << 8 |
+                        differing(a.w, b.w) << 12;
+        const uint32_t n = static_cast<uint32_t>(__popc(c->changed[j]));
+        const uint32_t inclusive = warp_inclusive_sum(n, lane);
+        c->before[j] = ahead + inclusive - n;
+        ahead += __shfl_sync(0xffffffffu, inclusive, 31);
+        if (at < t.bytes) {
+            sum += weft_checksum_term(b.x | static_cast<uint64_t>(b.y) << 32, at / 8);
+        }
+        if (at + 8 < t.bytes) {
+            sum += weft_checksum_term(b.z | static_cast<uint64_t>(b.w) << 32, at / 8 + 1);
         }
     }
-    p.changed = 0;
-    for (int i = 0; i < kBytesAThread; i++) {
-        p.changed |= (p.a[i] != p.b[i] ? 1u : 0u) << i;
-    }
-    return p;
-}
-
-/* The exclusive prefix of `count` over the block's threads in order, and
- * the block's total into *total (every thread). */
-__device__ __forceinline__ uint32_t block_prefix(uint32_t count, uint32_t *total)
-{
-    __shared__ uint32_t warp_totals[kThreads / 32];
-    const int           lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    uint32_t            inclusive = count;
-
-    for (int d = 1; d < 32; d *= 2) {
-        const uint32_t v = __shfl_up_sync(0xffffffffu, inclusive, d);
-        if (lane >= d) {
-            inclusive += v;
-        }
-    }
-    if (lane == 31) {
-        warp_totals[warp] = inclusive;
-    }
-    __syncthreads();
-    uint32_t before = 0, all = 0;
-    for (int w = 0; w < kThreads / 32; w++) {
-        before += w < warp ? warp_totals[w] : 0;
-        all += warp_totals[w];
-    }
-    __syncthreads(); /* warp_totals is read before a next call writes it */
-    *total = all;
-    return before + inclusive - count;
-}
-
-/* Writes the piece's changed bytes: offsets (in-chunk) and values, from
- * index `at` of the two arrays. */
-__device__ __forceinline__ void put_changes(const Piece &p, int first_offset, uint16_t *offsets, uint8_t *values,
-                                            uint32_t at)
-{
-    for (unsigned m = p.changed; m != 0; m &= m - 1) {
-        const int i = __ffs(static_cast<int>(m)) - 1;
-        offsets[at] = static_cast<uint16_t>(first_offset + i);
-        values[at] = p.b[i];
-        at++;
-    }
-}
-
-/* The piece's new bytes' checksum terms (8-byte words, zero past the end,
- * as weft_checksum_host's last partial word). */
-__device__ __forceinline__ uint64_t piece_sum(const Piece &p, uint64_t at)
-{
-    uint64_t sum = 0;
-    for (int w = 0; w < kBytesAThread / 8; w++) {
-        if (8 * w < p.n) {
-            uint64_t word = 0;
-            for (int i = 0; i < 8; i++) {
-                word |= static_cast<uint64_t>(p.b[8 * w + i]) << (8 * i);
-            }
-            sum += weft_checksum_term(word, at / 8 + static_cast<uint64_t>(w));
-        }
-    }
+    c->total = ahead;
     return sum;
 }
 
-
-/* Whether a tensor's bytes can be read 16 at a time. */
-__device__ __forceinline__ bool vector_ok(const weft_delta_cuda_tensor_t &t)
+/* Writes a lane's changes of the chunk into offsets[] and values[] (the
+ * chunk's first change at index 0). */
+__device__ __forceinline__ void put_changes(const LaneChunk &c, unsigned lane, uint16_t *offsets, uint8_t *values)
 {
-    return ((reinterpret_cast<uintptr_t>(t.old_data) | reinterpret_cast<uintptr_t>(t.new_data)) & 15) == 0;
+#pragma unroll
+    for (int j = 0; j < kPieces; j++) {
+        uint32_t at = c.before[j];
+        for (unsigned m = c.changed[j]; m != 0; m &= m - 1) {
+            const int i = __ffs(static_cast<int>(m)) - 1;
+            offsets[at] = static_cast<uint16_t>(piece_offset(j, lane) + i);
+            values[at] = byte_of(c.fresh[j], i);
+            at++;
+        }
+    }
 }
 
 /* Step 1: each chunk's changes into its slot, its count, its tensor's
  * checksum. */
-__global__ void find_kernel(EncodeWork w, uint32_t count, uint64_t chunks)
+__global__ void __launch_bounds__(kThreads) find_kernel(EncodeWork w, uint32_t count, uint64_t chunks)
 {
-    for (uint64_t g = blockIdx.x; g < chunks; g += gridDim.x) {
-        const uint32_t                  ti = tensor_of(w.start, count, g);
-        const weft_delta_cuda_tensor_t &t = w.tensors[ti];
-        const int                       first_offset = static_cast<int>(threadIdx.x) * kBytesAThread;
-        const uint64_t at = (g - w.start[ti]) * WEFT_DELTA_CHUNK_BYTES + static_cast<uint64_t>(first_offset);
-        const Piece    p = load_piece(static_cast<const uint8_t *>(t.old_data), static_cast<const uint8_t *>(t.new_data),
-                                      t.bytes, at, vector_ok(t));
-        uint32_t       total;
-        const uint32_t before = block_prefix(static_cast<uint32_t>(__popc(p.changed)), &total);
+    const unsigned lane = threadIdx.x & 31;
 
-        if (total <= kSlotChanges) {
-            put_changes(p, first_offset, w.slot_offsets + g * kSlotChanges, w.slot_values + g * kSlotChanges, before);
+    for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
+        const uint32_t ti = tensor_of(w.start, count, g);
+        LaneChunk      c;
+        const uint64_t sum = warp_sum(compare_chunk(w.tensors[ti], g - w.start[ti], lane, &c));
+
+        if (c.total <= kSlotChanges) {
+            put_changes(c, lane, w.slot_offsets + g * kSlotChanges, w.slot_values + g * kSlotChanges);
         }
-        if (threadIdx.x == 0) {
-            w.counts[g] = total;
+        if (lane == 0) {
+            w.counts[g] = c.total;
+            atomicAdd(&w.sums[ti], static_cast<unsigned long long>(sum));
         }
-        weft_block_add<kThreads>(piece_sum(p, at), &w.sums[ti]);
     }
 }
 
@@ -250,9 +294,12 @@ __device__ __forceinline__ uint64_t tensor_changes(const EncodeWork &w, uint32_t
 /* Step 3: each delta in place, from the slots (or the bytes again where a
  * chunk overflowed its slot); headers and sizes, or a size of 0 where a
  * delta does not fit in its capacity (nothing written then). */
-__global__ void write_kernel(EncodeWork w, uint32_t count, uint64_t chunks, uint64_t *out_bytes)
+__global__ void __launch_bounds__(kThreads) write_kernel(EncodeWork w, uint32_t count, uint64_t chunks,
+                                                         uint64_t *out_bytes)
 {
-    for (uint64_t g = blockIdx.x; g < chunks; g += gridDim.x) {
+    const unsigned lane = threadIdx.x & 31;
+
+    for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
         const uint32_t                  ti = tensor_of(w.start, count, g);
         const weft_delta_cuda_tensor_t &t = w.tensors[ti];
         const uint64_t                  k = g - w.start[ti], tchunks = w.start[ti + 1] - w.start[ti];
@@ -260,7 +307,7 @@ __global__ void write_kernel(EncodeWork w, uint32_t count, uint64_t chunks, uint
         const uint64_t                  size = WEFT_DELTA_HEADER_BYTES + 4 * tchunks + 3 * changes;
 
         if (size > t.out_capacity || changes > UINT32_MAX) {
-            if (k == 0 && threadIdx.x == 0) {
+            if (k == 0 && lane == 0) {
                 out_bytes[ti] = 0;
             }
             continue;
@@ -271,10 +318,10 @@ __global__ void write_kernel(EncodeWork w, uint32_t count, uint64_t chunks, uint
         uint8_t       *values = out + WEFT_DELTA_HEADER_BYTES + 4 * tchunks + 2 * changes;
         const uint64_t base = w.firsts[g] - w.firsts[w.start[ti]], n = w.counts[g];
 
-        if (threadIdx.x == 0) {
+        if (lane == 0) {
             first[k] = static_cast<uint32_t>(base);
         }
-        if (k == 0 && threadIdx.x == 0) {
+        if (k == 0 && lane == 0) {
             uint32_t *h32 = reinterpret_cast<uint32_t *>(out);
             uint64_t *h64 = reinterpret_cast<uint64_t *>(out);
             h32[0] = kMagic;
@@ -285,34 +332,55 @@ __global__ void write_kernel(EncodeWork w, uint32_t count, uint64_t chunks, uint
             out_bytes[ti] = size;
         }
         if (n <= kSlotChanges) {
-            for (uint32_t j = threadIdx.x; j < n; j += kThreads) {
+            for (uint32_t j = lane; j < n; j += 32) {
                 offsets[base + j] = w.slot_offsets[g * kSlotChanges + j];
                 values[base + j] = w.slot_values[g * kSlotChanges + j];
             }
             continue;
         }
-        const int      first_offset = static_cast<int>(threadIdx.x) * kBytesAThread;
-        const uint64_t at = k * WEFT_DELTA_CHUNK_BYTES + static_cast<uint64_t>(first_offset);
-        const Piece    p = load_piece(static_cast<const uint8_t *>(t.old_data), static_cast<const uint8_t *>(t.new_data),
-                                      t.bytes, at, vector_ok(t));
-        uint32_t       total;
-        const uint32_t before = block_prefix(static_cast<uint32_t>(__popc(p.changed)), &total);
-        put_changes(p, first_offset, offsets + base, values + base, before);
+        LaneChunk c;
+        compare_chunk(t, k, lane, &c);
+        put_changes(c, lane, offsets + base, values + base);
     }
 }
 
-/* Before step 1: the checksum sums zeroed; tensors of no bytes (no
- * chunk, so no block of steps 1 and 3) get their header alone. */
-__global__ void prepare_kernel(const weft_delta_cuda_tensor_t *tensors, uint32_t count, unsigned long long *sums,
-                               uint64_t *out_bytes)
+/*
+ * The batch, in pieces that fit a launch's parameters (CUDA 12.1 and
+ * later take 32,764 bytes of them on every GPU libweft builds for): items
+ * first .. first + n − 1 and their chunk starts (n + 1 of them).
+ */
+template <typename T, uint32_t Items> struct BatchPiece {
+    static constexpr uint32_t kItems = Items;
+    uint32_t                  first, n;
+    T                         items[Items];
+    uint64_t                  starts[Items + 1];
+};
+template <typename T> using SmallPiece = BatchPiece<T, 64>; /* within the 4 KB of older CUDA */
+template <typename T> using LargePiece = BatchPiece<T, (24 * 1024 - 8) / (sizeof(T) + 8) - 1>;
+static_assert(sizeof(LargePiece<weft_delta_cuda_patch_t>) <= 24 * 1024, "a piece within a launch's parameters");
+static_assert(sizeof(LargePiece<weft_delta_cuda_tensor_t>) <= 24 * 1024, "a piece within a launch's parameters");
+
+/* An encode batch's piece into the workspace; each tensor's checksum sum
+ * zeroed, and a tensor of no bytes (no chunk, so no warp of steps 1 and 3)
+ * given its header alone. */
+template <typename Piece>
+__global__ void upload_tensors_kernel(const __grid_constant__ Piece piece, EncodeWork w, uint64_t *out_bytes)
 {
-    const uint32_t ti = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ti < count) {
-        sums[ti] = 0;
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > piece.n) {
+        return;
     }
-    if (ti < count && tensors[ti].bytes == 0) {
-        uint32_t *h32 = reinterpret_cast<uint32_t *>(tensors[ti].out);
-        uint64_t *h64 = reinterpret_cast<uint64_t *>(tensors[ti].out);
+    w.start[piece.first + i] = piece.starts[i];
+    if (i == piece.n) {
+        return;
+    }
+    const uint32_t                  ti = piece.first + i;
+    const weft_delta_cuda_tensor_t &t = piece.items[i];
+    w.tensors[ti] = t;
+    w.sums[ti] = 0;
+    if (t.bytes == 0) {
+        uint32_t *h32 = reinterpret_cast<uint32_t *>(t.out);
+        uint64_t *h64 = reinterpret_cast<uint64_t *>(t.out);
         h32[0] = kMagic;
         h32[1] = WEFT_DELTA_CHUNK_BYTES;
         h64[1] = 0;
@@ -375,12 +443,50 @@ ApplyWork carve_apply(void *base, uint32_t count)
     return w;
 }
 
+/* An apply batch's piece into the workspace, each verdict zeroed. */
+template <typename Piece>
+__global__ void upload_patches_kernel(const __grid_constant__ Piece piece, ApplyWork w, unsigned *verdicts)
+{
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > piece.n) {
+        return;
+    }
+    w.start[piece.first + i] = piece.starts[i];
+    if (i < piece.n) {
+        w.patches[piece.first + i] = piece.items[i];
+        verdicts[piece.first + i] = 0;
+    }
+}
+
+/* The entries of chunk k of a sound delta: changes begin .. end − 1. */
+struct ChunkEntries {
+    const uint16_t *offsets;
+    const uint8_t  *values;
+    uint64_t        begin, end, changes;
+};
+
+__device__ __forceinline__ ChunkEntries entries_of(const uint8_t *delta, uint64_t k, uint64_t tchunks)
+{
+    const uint64_t  changes = reinterpret_cast<const uint64_t *>(delta)[2];
+    const uint32_t *first = reinterpret_cast<const uint32_t *>(delta + WEFT_DELTA_HEADER_BYTES);
+    ChunkEntries    e;
+    e.offsets = reinterpret_cast<const uint16_t *>(delta + WEFT_DELTA_HEADER_BYTES + 4 * tchunks);
+    e.values = delta + WEFT_DELTA_HEADER_BYTES + 4 * tchunks + 2 * changes;
+    e.begin = first[k];
+    e.end = k + 1 < tchunks ? first[k + 1] : changes;
+    e.changes = changes;
+    return e;
+}
+
 /* Every patch's header, index and offsets checked: verdicts[t] gets the
  * bits of what is wrong with patch t (0: nothing). Entries are read only
  * once the header says how many there are. Patches without a chunk have
  * their header checked by one thread each. */
-__global__ void check_kernel(ApplyWork w, uint32_t count, uint64_t chunks, unsigned *verdicts)
+__global__ void __launch_bounds__(kThreads) check_kernel(ApplyWork w, uint32_t count, uint64_t chunks,
+                                                         unsigned *verdicts)
 {
+    const unsigned lane = threadIdx.x & 31;
+
     for (uint32_t ti = blockIdx.x * blockDim.x + threadIdx.x; ti < count; ti += gridDim.x * blockDim.x) {
         const weft_delta_cuda_patch_t &p = w.patches[ti];
         const unsigned                 v = header_verdict(static_cast<const uint8_t *>(p.delta), p.delta_bytes,
@@ -389,92 +495,121 @@ __global__ void check_kernel(ApplyWork w, uint32_t count, uint64_t chunks, unsig
             atomicOr(&verdicts[ti], v);
         }
     }
-    for (uint64_t g = blockIdx.x; g < chunks; g += gridDim.x) {
+    for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
         const uint32_t                 ti = tensor_of(w.start, count, g);
         const weft_delta_cuda_patch_t &p = w.patches[ti];
         const uint8_t                 *delta = static_cast<const uint8_t *>(p.delta);
         const uint64_t                 tensor_bytes = p.target.tensor_bytes, k = g - w.start[ti];
-        const uint64_t                 tchunks = w.start[ti + 1] - w.start[ti];
 
         if (header_verdict(delta, p.delta_bytes, tensor_bytes) != 0) {
             continue;
         }
-        const uint64_t  changes = reinterpret_cast<const uint64_t *>(delta)[2];
-        const uint32_t *first = reinterpret_cast<const uint32_t *>(delta + WEFT_DELTA_HEADER_BYTES);
-        const uint16_t *offsets = reinterpret_cast<const uint16_t *>(delta + WEFT_DELTA_HEADER_BYTES + 4 * tchunks);
-        const uint64_t  begin = first[k], end = k + 1 < tchunks ? first[k + 1] : changes;
-        const uint64_t  start = k * WEFT_DELTA_CHUNK_BYTES;
-        const uint64_t  n = tensor_bytes - start < WEFT_DELTA_CHUNK_BYTES ? tensor_bytes - start : WEFT_DELTA_CHUNK_BYTES;
-        if ((k == 0 && begin != 0) || begin > end || end > changes || end - begin > n) {
-            if (threadIdx.x == 0) {
+        const ChunkEntries e = entries_of(delta, k, w.start[ti + 1] - w.start[ti]);
+        const uint64_t     start = k * WEFT_DELTA_CHUNK_BYTES;
+        const uint64_t n = tensor_bytes - start < WEFT_DELTA_CHUNK_BYTES ? tensor_bytes - start : WEFT_DELTA_CHUNK_BYTES;
+        if ((k == 0 && e.begin != 0) || e.begin > e.end || e.end > e.changes || e.end - e.begin > n) {
+            if (lane == 0) {
                 atomicOr(&verdicts[ti], kBadIndex);
             }
             continue;
         }
-        for (uint64_t j = begin + threadIdx.x; j < end; j += kThreads) {
-            if (offsets[j] >= n || (j > begin && offsets[j] <= offsets[j - 1])) {
-                atomicOr(&verdicts[ti], kBadOffset);
-            }
+        bool bad = false;
+        for (uint64_t j = e.begin + lane; j < e.end; j += 32) {
+            bad |= e.offsets[j] >= n || (j > e.begin && e.offsets[j] <= e.offsets[j - 1]);
+        }
+        if (__any_sync(0xffffffffu, bad) && lane == 0) {
+            atomicOr(&verdicts[ti], kBadOffset);
         }
     }
 }
 
 /* The scatter, for the patches check_kernel found nothing wrong with. */
-__global__ void apply_kernel(ApplyWork w, uint32_t count, uint64_t chunks, const unsigned *verdicts)
+__global__ void __launch_bounds__(kThreads) apply_kernel(ApplyWork w, uint32_t count, uint64_t chunks,
+                                                         const unsigned *verdicts)
 {
-    for (uint64_t g = blockIdx.x; g < chunks; g += gridDim.x) {
+    const unsigned lane = threadIdx.x & 31;
+
+    for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
         const uint32_t ti = tensor_of(w.start, count, g);
         if (verdicts[ti] != 0) {
             continue;
         }
         const weft_delta_cuda_patch_t &p = w.patches[ti];
-        const uint8_t                 *delta = static_cast<const uint8_t *>(p.delta);
         const weft_delta_target_t     &t = p.target;
-        const uint64_t                 k = g - w.start[ti], tchunks = w.start[ti + 1] - w.start[ti];
-        const uint64_t                 changes = reinterpret_cast<const uint64_t *>(delta)[2];
-        const uint32_t                *first = reinterpret_cast<const uint32_t *>(delta + WEFT_DELTA_HEADER_BYTES);
-        const uint16_t *offsets = reinterpret_cast<const uint16_t *>(delta + WEFT_DELTA_HEADER_BYTES + 4 * tchunks);
-        const uint8_t  *values = delta + WEFT_DELTA_HEADER_BYTES + 4 * tchunks + 2 * changes;
-        uint8_t        *data = static_cast<uint8_t *>(t.data);
-        const bool      contiguous = t.row_stride == t.row_bytes;
-        const uint64_t  begin = first[k], end = k + 1 < tchunks ? first[k + 1] : changes;
+        const uint64_t                 k = g - w.start[ti];
+        const ChunkEntries             e = entries_of(static_cast<const uint8_t *>(p.delta), k,
+                                                      w.start[ti + 1] - w.start[ti]);
+        uint8_t                       *data = static_cast<uint8_t *>(t.data);
+        const bool                     contiguous = t.row_stride == t.row_bytes;
 
-        for (uint64_t j = begin + threadIdx.x; j < end; j += kThreads) {
-            const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + offsets[j];
-            data[contiguous ? pos : pos / t.row_bytes * t.row_stride + pos % t.row_bytes] = values[j];
+        for (uint64_t j = e.begin + lane; j < e.end; j += 32) {
+            const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + e.offsets[j];
+            data[contiguous ? pos : pos / t.row_bytes * t.row_stride + pos % t.row_bytes] = e.values[j];
         }
     }
 }
 
-unsigned grid_for(uint64_t chunks) { return static_cast<unsigned>(chunks == 0 ? 1 : chunks < kMaxBlocks ? chunks : kMaxBlocks); }
-
 /*
- * The batch and its chunk starts (prefix sums of its items' chunk counts)
- * into the workspace, laid out there as carve_* has them (the items, then
- * the starts), in one copy from a host buffer (pageable: staged, so the
- * caller's array may go once this returns). *chunks gets the batch's
- * chunks in all.
+ * Enqueues the batch's pieces into the workspace (Kernel's launch for
+ * each, small or large pieces as the batch needs). The host array may go
+ * once this returns.
  */
-template <typename T, typename Bytes>
-weft_status_t upload(void *work, const T *items, uint32_t count, Bytes bytes_of, uint64_t *chunks, cudaStream_t st)
+template <template <typename> class Kernel, typename T, typename Bytes, typename... Args>
+weft_status_t upload(const T *items, uint32_t count, Bytes bytes_of, cudaStream_t st, Args... args)
 {
-    const size_t items_bytes = align256(count * sizeof(T)), bytes = items_bytes + (count + 1) * sizeof(uint64_t);
-    char        *host = new (std::nothrow) char[bytes];
+    LargePiece<T> *large = nullptr;
+    uint64_t       start = 0;
+    weft_status_t  status = WEFT_OK;
 
-    if (host == nullptr) {
-        return WEFT_ERR_NO_MEMORY;
+    for (uint32_t first = 0; first < count && status == WEFT_OK;) {
+        const uint32_t left = count - first;
+        if (left <= SmallPiece<T>::kItems) {
+            SmallPiece<T> piece;
+            piece.first = first;
+            piece.n = left;
+            for (uint32_t i = 0; i < left; i++) {
+                piece.items[i] = items[first + i];
+                piece.starts[i] = start;
+                start += chunks_of(bytes_of(items[first + i]));
+            }
+            piece.starts[left] = start;
+            Kernel<SmallPiece<T>>::launch(piece, st, args...);
+            first += left;
+        } else {
+            if (large == nullptr && (large = new (std::nothrow) LargePiece<T>) == nullptr) {
+                return WEFT_ERR_NO_MEMORY;
+            }
+            const uint32_t n = left < LargePiece<T>::kItems ? left : LargePiece<T>::kItems;
+            large->first = first;
+            large->n = n;
+            for (uint32_t i = 0; i < n; i++) {
+                large->items[i] = items[first + i];
+                large->starts[i] = start;
+                start += chunks_of(bytes_of(items[first + i]));
+            }
+            large->starts[n] = start;
+            Kernel<LargePiece<T>>::launch(*large, st, args...);
+            first += n;
+        }
+        status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
-    uint64_t *start = reinterpret_cast<uint64_t *>(host + items_bytes);
-    memcpy(host, items, count * sizeof(T));
-    start[0] = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        start[i + 1] = start[i] + chunks_of(bytes_of(items[i]));
-    }
-    *chunks = start[count];
-    const weft_status_t status = WEFT_CUDA_CHECK(cudaMemcpyAsync(work, host, bytes, cudaMemcpyHostToDevice, st));
-    delete[] host;
+    delete large;
     return status;
 }
+
+template <typename Piece> struct UploadTensors {
+    static void launch(const Piece &piece, cudaStream_t st, EncodeWork w, uint64_t *out_bytes)
+    {
+        upload_tensors_kernel<Piece><<<(piece.n + 1 + 255) / 256, 256, 0, st>>>(piece, w, out_bytes);
+    }
+};
+
+template <typename Piece> struct UploadPatches {
+    static void launch(const Piece &piece, cudaStream_t st, ApplyWork w, unsigned *verdicts)
+    {
+        upload_patches_kernel<Piece><<<(piece.n + 1 + 255) / 256, 256, 0, st>>>(piece, w, verdicts);
+    }
+};
 
 } // namespace
 
@@ -544,15 +679,14 @@ extern "C" weft_status_t weft_delta_encode_cuda_async(const weft_delta_cuda_tens
         weft_log_error("weft_delta_encode_cuda_async: a workspace of %zu bytes, %zu needed", work_size, need);
         return WEFT_ERR_INVALID_PARAM;
     }
-    uint64_t         chunks = 0;
-    weft_status_t    status = upload(work, tensors, count, tensor_bytes_of, &chunks, st);
+    uint64_t chunks = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        chunks += chunks_of(tensors[i].bytes);
+    }
     const EncodeWork w = carve_encode(work, count, chunks > 0 ? chunks : 1);
     size_t           scan_bytes = w.scan_bytes;
+    weft_status_t    status = upload<UploadTensors>(tensors, count, tensor_bytes_of, st, w, out_bytes);
 
-    if (status == WEFT_OK) {
-        prepare_kernel<<<(count + 255) / 256, 256, 0, st>>>(w.tensors, count, w.sums, out_bytes);
-        status = WEFT_CUDA_CHECK(cudaGetLastError());
-    }
     if (status == WEFT_OK && chunks > 0) {
         find_kernel<<<grid_for(chunks), kThreads, 0, st>>>(w, count, chunks);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
@@ -633,17 +767,17 @@ extern "C" weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch
             return WEFT_ERR_INVALID_PARAM;
         }
     }
-    uint64_t        chunks = 0;
-    weft_status_t   status = upload(work, patches, count, patch_bytes_of, &chunks, st);
+    uint64_t chunks = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        chunks += chunks_of(patches[i].target.tensor_bytes);
+    }
     const ApplyWork w = carve_apply(work, count);
+    weft_status_t   status = upload<UploadPatches>(patches, count, patch_bytes_of, st, w, verdicts);
 
     if (status == WEFT_OK) {
-        status = WEFT_CUDA_CHECK(cudaMemsetAsync(verdicts, 0, count * sizeof(*verdicts), st));
-    }
-    if (status == WEFT_OK) {
-        const unsigned grid = grid_for(chunks > count ? chunks : count);
-        check_kernel<<<grid, kThreads, 0, st>>>(w, count, chunks, verdicts);
-        apply_kernel<<<grid, kThreads, 0, st>>>(w, count, chunks, verdicts);
+        const uint64_t units = chunks > count ? chunks : count; /* a warp a chunk; a thread a header */
+        check_kernel<<<grid_for(units), kThreads, 0, st>>>(w, count, chunks, verdicts);
+        apply_kernel<<<grid_for(chunks), kThreads, 0, st>>>(w, count, chunks, verdicts);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
     return status;

@@ -3,14 +3,16 @@
  * on the versions the host measurement makes. For each version, in device
  * memory: the older and newer version's tensors (W, WT, scale_inv of every
  * expert, one buffer each, the tensors end to end); then, each the median
- * of a few repetitions timed by CUDA events on one stream,
+ * of a few repetitions timed by CUDA events on one stream behind a gate
+ * (gate_wait: GPU time, not the host's enqueue latency),
  *  - copy: the whole newer version D2D (one cudaMemcpyAsync), the ceiling
  *    against which the issue's targets are stated;
- *  - encode: weft_delta_encode_cuda_async of all the tensors in one batch,
- *    each delta's capacity its tensor's size (where a delta is not
- *    smaller, the tensor goes whole);
+ *  - encode: weft_delta_encode_cuda_async of all the tensors in one batch
+ *    (where a delta is not smaller than its tensor, the tensor goes whole);
  *  - apply: the deltas applied in one batch into a copy of the older
- *    version, and the tensors that go whole copied D2D;
+ *    version. Tensors that go whole are not part of it: a transport
+ *    receives them in place, as it would without deltas (the check below
+ *    copies them in, untimed, before it compares);
  * and checks: every GPU delta equal to weft_delta_encode_host's of the
  * same tensors, and the applied copy equal to the newer version.
  */
@@ -19,6 +21,8 @@
 #include "delta.h"
 #include "lib/stats.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,23 @@ static int cuda_ok(cudaError_t e, const char *what, delta_gpu_result_t *res)
     return 1;
 }
 
+/*
+ * A gate in the stream: a host function that returns only once the host
+ * has enqueued all of a measurement's work behind it, so that the events
+ * time what the GPU does (kernels back to back, as in a stream that is
+ * kept fed) and not how long the host takes to enqueue it: the encode's
+ * host side (its checks, CUB's dispatch) runs while the GPU would
+ * otherwise idle between two events. nvbench's blocking kernel does the
+ * same. The copy is timed behind the same gate.
+ */
+static void CUDART_CB gate_wait(void *arg)
+{
+    const atomic_int *open = arg;
+    while (!atomic_load(open)) {
+        sched_yield();
+    }
+}
+
 /* ms between two events recorded around `what` on st, GPU_REPS times; a
  * `reset` before each (not timed). Returns the median in seconds or < 0. */
 typedef int (*gpu_step_fn)(void *ctx);
@@ -45,16 +66,25 @@ static double timed(cudaStream_t st, gpu_step_fn reset, gpu_step_fn what, void *
 {
     cudaEvent_t e0 = NULL, e1 = NULL;
     double      ms[GPU_REPS];
+    atomic_int  open;
     int         ok = cuda_ok(cudaEventCreate(&e0), "cudaEventCreate", res) &&
              cuda_ok(cudaEventCreate(&e1), "cudaEventCreate", res);
 
     for (int r = 0; r < GPU_REPS && ok; r++) {
         float elapsed = 0;
-        ok = (reset == NULL || reset(ctx) == 0) && cuda_ok(cudaEventRecord(e0, st), "cudaEventRecord", res) &&
-             what(ctx) == 0 && cuda_ok(cudaEventRecord(e1, st), "cudaEventRecord", res) &&
-             cuda_ok(cudaEventSynchronize(e1), "cudaEventSynchronize", res) &&
+
+        atomic_store(&open, 0);
+        ok = (reset == NULL || reset(ctx) == 0) &&
+             cuda_ok(cudaLaunchHostFunc(st, gate_wait, &open), "cudaLaunchHostFunc", res) &&
+             cuda_ok(cudaEventRecord(e0, st), "cudaEventRecord", res) && what(ctx) == 0 &&
+             cuda_ok(cudaEventRecord(e1, st), "cudaEventRecord", res);
+        atomic_store(&open, 1); /* also when something failed: the stream must not stay shut */
+        ok = ok && cuda_ok(cudaEventSynchronize(e1), "cudaEventSynchronize", res) &&
              cuda_ok(cudaEventElapsedTime(&elapsed, e0, e1), "cudaEventElapsedTime", res);
         ms[r] = elapsed;
+    }
+    if (cudaStreamSynchronize(st) != cudaSuccess) { /* the gate gone before `open` leaves scope */
+        ok = 0;
     }
     if (e0 != NULL) {
         cudaEventDestroy(e0);
@@ -68,6 +98,14 @@ static double timed(cudaStream_t st, gpu_step_fn reset, gpu_step_fn what, void *
     perf_spread_t spread;
     perf_spread_of(ms, GPU_REPS, &spread);
     return spread.median / 1e3;
+}
+
+/* A delta's room: the tensor's size (a bigger delta is not worth sending)
+ * but at least a delta of no change (the encoder's minimum), 8-aligned. */
+static uint64_t delta_capacity(uint64_t bytes)
+{
+    const uint64_t floor = weft_delta_bytes(bytes, 0);
+    return ((bytes > floor ? bytes : floor) + 7) / 8 * 8;
 }
 
 /* One version's measurement state. */
@@ -115,10 +153,15 @@ static int do_apply(void *ctx)
 {
     gpu_case_t *c = ctx;
 
-    if (weft_delta_apply_cuda_async(c->patches, c->patch_count, c->dverdicts, c->apply_work, c->apply_work_bytes,
-                                    c->st) != WEFT_OK) {
-        return -1;
-    }
+    return weft_delta_apply_cuda_async(c->patches, c->patch_count, c->dverdicts, c->apply_work, c->apply_work_bytes,
+                                       c->st) == WEFT_OK
+               ? 0
+               : -1;
+}
+
+/* The tensors that go whole, received in place (not timed). */
+static int receive_whole(gpu_case_t *c)
+{
     for (uint32_t i = 0; i < c->count; i++) {
         if (c->sizes[i] == 0 &&
             !cuda_ok(cudaMemcpyAsync(c->held + c->offsets[i], c->new_v + c->offsets[i], c->bytes[i],
@@ -127,7 +170,7 @@ static int do_apply(void *ctx)
             return -1;
         }
     }
-    return 0;
+    return cuda_ok(cudaStreamSynchronize(c->st), "cudaStreamSynchronize", c->res) ? 0 : -1;
 }
 
 /* Each GPU delta against the host encoder's of the same tensors; the
@@ -190,7 +233,7 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
         c.offsets[i] = c.total;
         c.out_offsets[i] = c.out_total;
         c.total += bytes[i];
-        c.out_total += (bytes[i] + 7) / 8 * 8; /* each delta 8-byte aligned, at most its tensor's size */
+        c.out_total += delta_capacity(bytes[i]);
     }
     ok = ok && cuda_ok(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking), "cudaStreamCreate", res) &&
          cuda_ok(cudaMalloc((void **)&c.old_v, c.total), "cudaMalloc", res) &&
@@ -203,7 +246,7 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
         ok = cuda_ok(cudaMemcpy(c.old_v + c.offsets[i], old_t[i], bytes[i], cudaMemcpyHostToDevice), "upload", res) &&
              cuda_ok(cudaMemcpy(c.new_v + c.offsets[i], new_t[i], bytes[i], cudaMemcpyHostToDevice), "upload", res);
         c.tensors[i] = (weft_delta_cuda_tensor_t){c.old_v + c.offsets[i], c.new_v + c.offsets[i], bytes[i],
-                                                  c.out + c.out_offsets[i], bytes[i]};
+                                                  c.out + c.out_offsets[i], delta_capacity(bytes[i])};
     }
     if (ok) {
         c.work_bytes = weft_delta_cuda_encode_work_bytes(c.tensors, count);
@@ -216,6 +259,9 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
     ok = encode_s >= 0 && cuda_ok(cudaMemcpy(c.sizes, c.dsizes, count * sizeof(uint64_t), cudaMemcpyDeviceToHost),
                                   "download", res);
     for (uint32_t i = 0; i < count && ok; i++) {
+        if (c.sizes[i] > bytes[i]) {
+            c.sizes[i] = 0; /* not smaller: whole, as the host encoder with a capacity of the tensor's size */
+        }
         res->wire_bytes += c.sizes[i] > 0 ? c.sizes[i] : bytes[i];
         if (c.sizes[i] > 0) {
             c.patches[c.patch_count++] = (weft_delta_cuda_patch_t){
@@ -233,7 +279,7 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
             ok = 0;
         }
     }
-    ok = ok && check(&c, old_t, new_t) == 0;
+    ok = ok && receive_whole(&c) == 0 && check(&c, old_t, new_t) == 0;
     if (ok) {
         res->copy_s = copy_s;
         res->encode_s = encode_s;

@@ -122,11 +122,10 @@ WEFT_API size_t weft_delta_cuda_encode_work_bytes(const weft_delta_cuda_tensor_t
 WEFT_API size_t weft_delta_cuda_apply_work_bytes(uint32_t count);
 
 /*
- * Enqueues the encode of `count` tensors and returns. The batch (a host
- * array) is copied before the call returns (a copy from pageable memory,
- * which CUDA may make wait for the stream's earlier work); `work` (the
- * caller's) is used
- * until the stream passes the encode. When it does, out_bytes[i] (device
+ * Enqueues the encode of `count` tensors and returns, without waiting for
+ * the stream. The batch (a host array) travels in the launches'
+ * parameters, so it may go once the call returns; `work` (the caller's)
+ * is used until the stream passes the encode. When it does, out_bytes[i] (device
  * memory, or host memory the GPU can write; count words) holds tensor i's
  * delta size, or 0 where it did not fit in its out_capacity (its `out`
  * holds nothing useful then): the whole tensor is then the smaller send.
