@@ -89,6 +89,15 @@ void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch);
  */
 uint64_t weft_checksum_host_rows(const void *data, uint64_t row_bytes, uint64_t row_stride, uint64_t rows);
 
+/*
+ * The checksums of `count` tensors in host memory (tensor i: bytes[i] at
+ * data[i]) into sums[i], each weft_checksum_host's, on up to as many
+ * threads as the host has CPUs (one for each 4 MB; pieces of a tensor
+ * go to different threads). Blocks until done. 0, or -1 when out of
+ * memory (nothing set). Thread-safe.
+ */
+int weft_checksum_host_batch(const void *const *data, const uint64_t *bytes, uint32_t count, uint64_t *sums);
+
 #ifdef __cplusplus
 }
 #endif

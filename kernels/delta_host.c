@@ -363,24 +363,46 @@ static const char *check_delta(const uint8_t *d, uint64_t delta_bytes, uint64_t 
     return NULL;
 }
 
-weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
-                                    uint64_t *checksum)
+/* The checksum terms of chunk k's words of a dense tensor of `bytes`
+ * (weft_checksum_host's, before its final mix). */
+static uint64_t chunk_sum(const uint8_t *data, uint64_t bytes, uint64_t k)
+{
+    const uint64_t start = k * WEFT_DELTA_CHUNK_BYTES;
+    const uint64_t n = bytes - start < WEFT_DELTA_CHUNK_BYTES ? bytes - start : WEFT_DELTA_CHUNK_BYTES;
+    uint64_t       sum = 0, w = 0;
+
+    for (; 8 * w + 8 <= n; w++) {
+        sum += weft_checksum_term(weft_le_load64(data + start + 8 * w), start / 8 + w);
+    }
+    if (8 * w < n) {
+        sum += weft_checksum_term(weft_le_load_partial(data + start + 8 * w, n - 8 * w), start / 8 + w);
+    }
+    return sum;
+}
+
+/* weft_delta_apply_host; with `actual`, the target's checksum after the
+ * delta too. A dense target is summed chunk by chunk right after each
+ * chunk's changes are written, while they are in cache (one pass over
+ * the tensor, not an apply and then a sum); a strided one afterwards. */
+static weft_status_t apply_host(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                uint64_t *checksum, uint64_t *actual, const char *who)
 {
     const uint8_t *d = delta;
     const uint8_t *first, *offsets, *values;
-    uint64_t       chunks, changes;
+    uint64_t       chunks, changes, sum = 0;
     uint8_t       *data;
     weft_status_t  status;
     const char    *why;
+    int            dense;
 
     if (d == NULL || target == NULL || (target->data == NULL && target->tensor_bytes > 0) || target->row_bytes == 0 ||
         target->tensor_bytes % target->row_bytes != 0 || target->row_stride < target->row_bytes) {
-        weft_log_error("weft_delta_apply_host: a NULL delta or target, or rows that do not tile the tensor");
+        weft_log_error("%s: a NULL delta or target, or rows that do not tile the tensor", who);
         return WEFT_ERR_INVALID_PARAM;
     }
     why = check_delta(d, delta_bytes, target->tensor_bytes, &status);
     if (why != NULL) {
-        weft_log_error("weft_delta_apply_host: the delta is refused: %s", why);
+        weft_log_error("%s: the delta is refused: %s", who, why);
         return status;
     }
     chunks = chunks_of(target->tensor_bytes);
@@ -389,19 +411,40 @@ weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, con
     offsets = first + 4 * chunks;
     values = offsets + 2 * changes;
     data = target->data;
+    dense = target->row_stride == target->row_bytes;
     for (uint64_t k = 0; k < chunks; k++) {
         const uint64_t begin = weft_le_load32(first + 4 * k);
         const uint64_t end = k + 1 < chunks ? weft_le_load32(first + 4 * (k + 1)) : changes;
 
         for (uint64_t j = begin; j < end; j++) {
             const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + ((uint64_t)offsets[2 * j] | (uint64_t)offsets[2 * j + 1] << 8);
-            data[pos / target->row_bytes * target->row_stride + pos % target->row_bytes] = values[j];
+            data[dense ? pos : pos / target->row_bytes * target->row_stride + pos % target->row_bytes] = values[j];
         }
+        if (actual != NULL && dense) {
+            sum += chunk_sum(data, target->tensor_bytes, k);
+        }
+    }
+    if (actual != NULL) {
+        *actual = dense ? weft_checksum_final(sum, target->tensor_bytes)
+                        : weft_checksum_host_rows(data, target->row_bytes, target->row_stride,
+                                                  target->tensor_bytes / target->row_bytes);
     }
     if (checksum != NULL) {
         *checksum = weft_le_load64(d + 24);
     }
     return WEFT_OK;
+}
+
+weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                    uint64_t *checksum)
+{
+    return apply_host(delta, delta_bytes, target, checksum, NULL, "weft_delta_apply_host");
+}
+
+weft_status_t weft_delta_apply_host_summed(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                           uint64_t *carried, uint64_t *actual)
+{
+    return apply_host(delta, delta_bytes, target, carried, actual, "weft_delta_apply_host");
 }
 
 #ifndef HAVE_CUDA

@@ -16,4 +16,14 @@
 weft_status_t weft_delta_encode_host_summed(const void *old_data, const void *new_data, uint64_t bytes, void *out,
                                             uint64_t out_capacity, uint64_t *out_bytes, uint64_t checksum);
 
+/*
+ * weft_delta_apply_host, and *actual the checksum of the target's bytes
+ * once the delta is in (weft_checksum_host_rows's), summed in the same
+ * pass where the target is dense: a consumer that checks what applying
+ * gave against the carried checksum (*carried) then reads its tensor once,
+ * not twice. Neither is set when the delta is refused. Internal.
+ */
+weft_status_t weft_delta_apply_host_summed(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
+                                           uint64_t *carried, uint64_t *actual);
+
 #endif

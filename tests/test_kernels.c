@@ -172,6 +172,101 @@ START_TEST(delta_encode_with_a_known_checksum)
 }
 END_TEST
 
+/* The apply that sums the result as it goes: the same bytes as
+ * weft_delta_apply_host, and the sum weft_checksum_host_rows gives of
+ * them, dense and strided, ragged sizes included; a refused delta sets
+ * nothing. */
+START_TEST(delta_apply_summed_sums_what_it_wrote)
+{
+    static const uint64_t sizes[] = {4096, 3 * 4096 + 1000, 8 * 4096 + 13, 64 * 4096};
+
+    for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+        const uint64_t n = sizes[c], cap = weft_delta_bytes(n, n);
+        uint8_t       *a = malloc(n), *b = malloc(n), *got = malloc(n), *d = malloc(cap);
+        uint64_t       size = 0, carried = 0, actual = 0;
+
+        ck_assert(a != NULL && b != NULL && got != NULL && d != NULL);
+        make_pair(a, b, n, 0.03, 91 + (unsigned)c);
+        ck_assert_int_eq(weft_delta_encode_host(a, b, n, d, cap, &size), WEFT_OK);
+        memcpy(got, a, n);
+        weft_delta_target_t t = {.data = got, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+        ck_assert_int_eq(weft_delta_apply_host_summed(d, size, &t, &carried, &actual), WEFT_OK);
+        ck_assert_int_eq(memcmp(got, b, n), 0);
+        ck_assert_uint_eq(actual, weft_checksum_host(b, n));
+        ck_assert_uint_eq(carried, actual);
+
+        /* the same patch into rows of n / rows bytes, 24 bytes apart */
+        const uint64_t rows = n % 8 == 0 ? 8 : 1, row = n / rows, stride = row + 24;
+        uint8_t       *strided = calloc(rows, stride);
+        ck_assert(strided != NULL);
+        for (uint64_t r = 0; r < rows; r++) {
+            memcpy(strided + r * stride, a + r * row, row);
+        }
+        t = (weft_delta_target_t){.data = strided, .tensor_bytes = n, .row_bytes = row, .row_stride = stride};
+        actual = 0;
+        ck_assert_int_eq(weft_delta_apply_host_summed(d, size, &t, NULL, &actual), WEFT_OK);
+        for (uint64_t r = 0; r < rows; r++) {
+            ck_assert_int_eq(memcmp(strided + r * stride, b + r * row, row), 0);
+        }
+        ck_assert_uint_eq(actual, weft_checksum_host(b, n));
+
+        /* a byte the delta leaves alone, changed behind its back: the sum says so */
+        uint64_t spoiled = n / 2;
+        while (a[spoiled] != b[spoiled]) {
+            spoiled++;
+        }
+        memcpy(got, a, n);
+        got[spoiled] ^= 0x40;
+        t = (weft_delta_target_t){.data = got, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+        ck_assert_int_eq(weft_delta_apply_host_summed(d, size, &t, &carried, &actual), WEFT_OK);
+        ck_assert_uint_ne(actual, carried);
+
+        /* refused: nothing set, nothing written */
+        memcpy(got, a, n);
+        carried = actual = 7;
+        d[0] ^= 1;
+        ck_assert_int_eq(weft_delta_apply_host_summed(d, size, &t, &carried, &actual), WEFT_ERR_CORRUPT);
+        ck_assert_uint_eq(carried, 7);
+        ck_assert_uint_eq(actual, 7);
+        ck_assert_int_eq(memcmp(got, a, n), 0);
+        free(strided);
+        free(a);
+        free(b);
+        free(got);
+        free(d);
+    }
+}
+END_TEST
+
+/* The threaded sums: each tensor's weft_checksum_host, tensors of one
+ * piece and of several (cut at 4 MB), ragged and empty ones. */
+START_TEST(checksum_batch_matches_one_by_one)
+{
+    static const uint64_t sizes[] = {0, 1, 7, 4096, (UINT64_C(4) << 20) + 13, 3 * (UINT64_C(4) << 20), 12345, 9 << 20};
+    enum { COUNT = sizeof(sizes) / sizeof(sizes[0]) };
+    const void *data[COUNT];
+    uint64_t    bytes[COUNT], sums[COUNT];
+
+    for (int i = 0; i < COUNT; i++) {
+        uint8_t *p = malloc(sizes[i] ? sizes[i] : 1);
+        ck_assert(p != NULL);
+        for (uint64_t b = 0; b < sizes[i]; b++) {
+            p[b] = (uint8_t)(b * 131 + (uint64_t)i * 7 + (b >> 13));
+        }
+        data[i] = p;
+        bytes[i] = sizes[i];
+    }
+    ck_assert_int_eq(weft_checksum_host_batch(data, bytes, COUNT, sums), 0);
+    for (int i = 0; i < COUNT; i++) {
+        ck_assert_uint_eq(sums[i], weft_checksum_host(data[i], bytes[i]));
+    }
+    ck_assert_int_eq(weft_checksum_host_batch(data, bytes, 0, sums), 0);
+    for (int i = 0; i < COUNT; i++) {
+        free((void *)data[i]);
+    }
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -182,6 +277,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, checksum_sees_every_bit);
     tcase_add_test(tc, checksum_sees_order_and_length);
     tcase_add_test(tc, delta_encode_with_a_known_checksum);
+    tcase_add_test(tc, delta_apply_summed_sums_what_it_wrote);
+    tcase_add_test(tc, checksum_batch_matches_one_by_one);
 #ifndef HAVE_CUDA
     tcase_add_test(tc, checksum_cuda_without_gpu_support);
 #else

@@ -306,10 +306,8 @@ weft_status_t weft_remote_base_check(weft_remote_base_t *c, uint64_t version)
     }
     if (status == WEFT_OK && c->view_memory == WEFT_MEMORY_CUDA) {
         status = weft_checksum_cuda_ranges(ptrs, bytes, n, got, &c->sum_scratch);
-    } else if (status == WEFT_OK) {
-        for (uint32_t k = 0; k < n; k++) {
-            got[k] = weft_checksum_host(ptrs[k], bytes[k]);
-        }
+    } else if (status == WEFT_OK && weft_checksum_host_batch((const void *const *)ptrs, bytes, n, got) != 0) {
+        status = WEFT_ERR_NO_MEMORY;
     }
     for (uint32_t k = 0; k < n && status != WEFT_ERR_NO_MEMORY && status != WEFT_ERR_CUDA; k++) {
         const uint32_t i = which[k];

@@ -5,7 +5,7 @@
 
 #include "common/env_config.h"
 #include "common/log.h"
-#include "kernels/checksum.h"
+#include "kernels/delta_internal.h"
 #include "transport/core/delta_mode.h"
 #include "transport/core/view_layout.h"
 
@@ -204,11 +204,11 @@ static weft_status_t apply_entry(weft_remote_delta_t *d, uint32_t i)
         put_whole(d->inbox + e->offset, t);
         return WEFT_OK; /* checked as a whole version's views are (WEFT_VERIFY) */
     }
-    status = weft_delta_apply_host(d->inbox + e->offset, e->bytes, t, &want);
+    /* Applied and summed in one pass over the view. */
+    status = weft_delta_apply_host_summed(d->inbox + e->offset, e->bytes, t, &want, &got);
     if (status != WEFT_OK) {
         return WEFT_ERR_CORRUPT;
     }
-    got = weft_checksum_host_rows(t->data, t->row_bytes, t->row_stride, t->tensor_bytes / t->row_bytes);
     if (got != want) {
         weft_log_error("remote: view %u after its delta: checksum 0x%016" PRIx64 ", the version's is 0x%016" PRIx64,
                        i, got, want);
