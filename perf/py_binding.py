@@ -100,7 +100,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument("--experts", type=int, default=32, help="experts of 2048x768 FP8 bytes (default 32: 48 MiB)")
-    parser.add_argument("--copies", type=int, default=20)
+    parser.add_argument("--copies", type=int, default=100)
     parser.add_argument("--memory", choices=("host", "cuda"), default="host",
                         help="where the registry and the engine's tensor are (cuda: the cuda_ipc transport)")
     parser.add_argument("--json", action="store_true")

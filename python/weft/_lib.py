@@ -62,6 +62,9 @@ def _include_dir(library):
 def load():
     """(ffi, lib): the declarations of the headers and the library."""
     global _loaded
+    loaded = _loaded
+    if loaded is not None:  # every call after the first: no lock (an assignment is atomic)
+        return loaded
     with _lock:
         if _loaded is None:
             library = _library_path()

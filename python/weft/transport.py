@@ -128,8 +128,9 @@ class Plan(Handle):
 
     def copy(self, lease):
         """Copies the leased version into the views (complete on return)."""
-        _, lib = load()
-        check(lib.weft_plan_copy(self.handle, lease.c_lease), "weft_plan_copy")
+        status = load()[1].weft_plan_copy(self.handle, lease.c_lease)
+        if status != 0:
+            check(status, "weft_plan_copy")
 
     def receive(self, consumer, after=0, timeout=None):
         """Waits for a version newer than `after`, copies it into the views
