@@ -6,19 +6,23 @@
 
 #include <string.h>
 
+uint64_t weft_checksum_terms_host(const void *data, uint64_t at, uint64_t n)
+{
+    const unsigned char *p = (const unsigned char *)data + at;
+    uint64_t             sum = 0, w = 0;
+
+    for (; 8 * w + 8 <= n; w++) {
+        sum += weft_checksum_term(weft_le_load64(p + 8 * w), at / 8 + w);
+    }
+    if (8 * w < n) {
+        sum += weft_checksum_term(weft_le_load_partial(p + 8 * w, n - 8 * w), at / 8 + w);
+    }
+    return sum;
+}
+
 uint64_t weft_checksum_host(const void *data, size_t bytes)
 {
-    const unsigned char *p = data;
-    size_t               full = bytes / 8;
-    uint64_t             sum = 0;
-
-    for (size_t i = 0; i < full; i++) {
-        sum += weft_checksum_term(weft_le_load64(p + 8 * i), i);
-    }
-    if (bytes % 8 != 0) {
-        sum += weft_checksum_term(weft_le_load_partial(p + 8 * full, bytes % 8), full);
-    }
-    return weft_checksum_final(sum, bytes);
+    return weft_checksum_final(weft_checksum_terms_host(data, 0, bytes), bytes);
 }
 
 uint64_t weft_checksum_host_rows(const void *data, uint64_t row_bytes, uint64_t row_stride, uint64_t rows)

@@ -90,6 +90,13 @@ void weft_checksum_scratch_free(weft_checksum_scratch_t *scratch);
 uint64_t weft_checksum_host_rows(const void *data, uint64_t row_bytes, uint64_t row_stride, uint64_t rows);
 
 /*
+ * The terms of bytes [at, at + n) of a tensor at `data` (`at` a multiple
+ * of 8; a last partial word zero-padded), before weft_checksum_final:
+ * pieces of a tensor summed apart add up to weft_checksum_host's sum.
+ */
+uint64_t weft_checksum_terms_host(const void *data, uint64_t at, uint64_t n);
+
+/*
  * The checksums of `count` tensors in host memory (tensor i: bytes[i] at
  * data[i]) into sums[i], each weft_checksum_host's, on up to as many
  * threads as the host has CPUs (one for each 4 MB; pieces of a tensor

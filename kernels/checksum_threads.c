@@ -8,7 +8,6 @@
 #include "config.h"
 
 #include "checksum.h"
-#include "le_bytes.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,20 +26,6 @@ typedef struct batch {
     uint64_t           next_at;
     pthread_mutex_t    lock;
 } batch_t;
-
-/* The terms of [at, at + n) of a tensor (`at` a multiple of 8). */
-static uint64_t terms(const uint8_t *p, uint64_t at, uint64_t n)
-{
-    uint64_t sum = 0, w = 0;
-
-    for (; 8 * w + 8 <= n; w++) {
-        sum += weft_checksum_term(weft_le_load64(p + at + 8 * w), at / 8 + w);
-    }
-    if (8 * w < n) {
-        sum += weft_checksum_term(weft_le_load_partial(p + at + 8 * w, n - 8 * w), at / 8 + w);
-    }
-    return sum;
-}
 
 /* The next piece to sum, or 0 when there is none. */
 static int take(batch_t *b, uint32_t *tensor, uint64_t *at, uint64_t *n)
@@ -71,7 +56,7 @@ static void *sum_pieces(void *arg)
     uint64_t at, n;
 
     while (take(b, &t, &at, &n)) {
-        __atomic_fetch_add(&b->partial[t], terms(b->data[t], at, n), __ATOMIC_RELAXED);
+        __atomic_fetch_add(&b->partial[t], weft_checksum_terms_host(b->data[t], at, n), __ATOMIC_RELAXED);
     }
     return NULL;
 }

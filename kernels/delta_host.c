@@ -368,16 +368,9 @@ static const char *check_delta(const uint8_t *d, uint64_t delta_bytes, uint64_t 
 static uint64_t chunk_sum(const uint8_t *data, uint64_t bytes, uint64_t k)
 {
     const uint64_t start = k * WEFT_DELTA_CHUNK_BYTES;
-    const uint64_t n = bytes - start < WEFT_DELTA_CHUNK_BYTES ? bytes - start : WEFT_DELTA_CHUNK_BYTES;
-    uint64_t       sum = 0, w = 0;
 
-    for (; 8 * w + 8 <= n; w++) {
-        sum += weft_checksum_term(weft_le_load64(data + start + 8 * w), start / 8 + w);
-    }
-    if (8 * w < n) {
-        sum += weft_checksum_term(weft_le_load_partial(data + start + 8 * w, n - 8 * w), start / 8 + w);
-    }
-    return sum;
+    return weft_checksum_terms_host(data, start,
+                                    bytes - start < WEFT_DELTA_CHUNK_BYTES ? bytes - start : WEFT_DELTA_CHUNK_BYTES);
 }
 
 /* weft_delta_apply_host; with `actual`, the target's checksum after the
