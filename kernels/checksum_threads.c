@@ -8,14 +8,13 @@
 #include "config.h"
 
 #include "checksum.h"
+#include "common/pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-/* A thread for each PIECE_BYTES at least, at most THREADS_MAX of them. */
+/* A part of the job (a worker) for each PIECE_BYTES at least. */
 #define PIECE_BYTES (UINT64_C(4) << 20)
-#define THREADS_MAX 8
 
 typedef struct batch {
     const void *const *data;
@@ -49,7 +48,7 @@ static int take(batch_t *b, uint32_t *tensor, uint64_t *at, uint64_t *n)
     return found;
 }
 
-static void *sum_pieces(void *arg)
+static void sum_pieces(void *arg, uint32_t part)
 {
     batch_t *b = arg;
     uint32_t t;
@@ -58,16 +57,14 @@ static void *sum_pieces(void *arg)
     while (take(b, &t, &at, &n)) {
         __atomic_fetch_add(&b->partial[t], weft_checksum_terms_host(b->data[t], at, n), __ATOMIC_RELAXED);
     }
-    return NULL;
+    (void)part; /* every part takes pieces from the same queue */
 }
 
 int weft_checksum_host_batch(const void *const *data, const uint64_t *bytes, uint32_t count, uint64_t *sums)
 {
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    batch_t    b = {.data = data, .bytes = bytes, .count = count};
-    pthread_t  threads[THREADS_MAX];
-    uint64_t   total = 0;
-    uint32_t   want, started = 0;
+    batch_t  b = {.data = data, .bytes = bytes, .count = count};
+    uint64_t total = 0;
+    uint32_t want;
 
     for (uint32_t i = 0; i < count; i++) {
         total += bytes[i];
@@ -77,19 +74,8 @@ int weft_checksum_host_batch(const void *const *data, const uint64_t *bytes, uin
         return -1;
     }
     pthread_mutex_init(&b.lock, NULL);
-    want = (uint32_t)(total / PIECE_BYTES < THREADS_MAX ? total / PIECE_BYTES : THREADS_MAX);
-    want = want < (uint32_t)(cpus > 0 ? cpus : 1) ? want : (uint32_t)cpus;
-    /* The others on threads of their own, one here; a thread that cannot
-     * start only leaves more pieces to those that did. */
-    for (uint32_t k = 1; k < want; k++) {
-        if (pthread_create(&threads[started], NULL, sum_pieces, &b) == 0) {
-            started++;
-        }
-    }
-    sum_pieces(&b);
-    for (uint32_t k = 0; k < started; k++) {
-        (void)pthread_join(threads[k], NULL);
-    }
+    want = total / PIECE_BYTES < weft_pool_width() ? (uint32_t)(total / PIECE_BYTES) : weft_pool_width();
+    weft_pool_run(want > 0 ? want : 1, sum_pieces, &b);
     for (uint32_t i = 0; i < count; i++) {
         sums[i] = weft_checksum_final(b.partial[i], bytes[i]);
     }

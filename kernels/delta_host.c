@@ -19,12 +19,11 @@
 #include "delta_internal.h"
 #include "le_bytes.h"
 #include "common/log.h"
+#include "common/pool.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <weft/checksum.h>
 #include <weft/delta.h>
 
@@ -197,32 +196,23 @@ static void *encode_part_run(void *arg)
     return NULL;
 }
 
-/* Runs every part (one on this thread, the others on threads of their
- * own; a thread that cannot start is run here instead). */
+static void encode_part_fn(void *arg, uint32_t part)
+{
+    encode_part_run((encode_part_t *)arg + part);
+}
+
+/* Runs every part, on the library's workers and this thread. */
 static void run_parts(encode_part_t *parts, int count)
 {
-    pthread_t threads[DELTA_THREADS_MAX];
-    int       started[DELTA_THREADS_MAX] = {0};
-
-    for (int i = 1; i < count; i++) {
-        started[i] = pthread_create(&threads[i], NULL, encode_part_run, &parts[i]) == 0;
-    }
-    encode_part_run(&parts[0]);
-    for (int i = 1; i < count; i++) {
-        if (started[i]) {
-            pthread_join(threads[i], NULL);
-        } else {
-            encode_part_run(&parts[i]);
-        }
-    }
+    weft_pool_run((uint32_t)count, encode_part_fn, parts);
 }
 
 static int encode_threads(uint64_t bytes, uint64_t chunks)
 {
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t   n = bytes / DELTA_THREAD_BYTES;
+    const uint64_t cpus = weft_pool_width();
+    uint64_t       n = bytes / DELTA_THREAD_BYTES;
 
-    n = n < (uint64_t)(cpus > 0 ? cpus : 1) ? n : (uint64_t)cpus;
+    n = n < cpus ? n : cpus;
     n = n < DELTA_THREADS_MAX ? n : DELTA_THREADS_MAX;
     n = n < chunks ? n : chunks;
     return n > 1 ? (int)n : 1;

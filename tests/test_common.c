@@ -3,15 +3,18 @@
 
 #include "common/env_config.h"
 #include "common/log.h"
+#include "common/pool.h"
 #include "common/status.h"
 #include "common/text.h"
 #include "lib/harness.h"
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <weft/weft.h>
 
@@ -453,6 +456,101 @@ START_TEST(text_append_cuts_and_marks)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the pool */
+
+enum { POOL_MAX_PARTS = 64 };
+
+typedef struct pool_marks {
+    uint32_t hits[POOL_MAX_PARTS];
+    uint32_t slow_part; /* this part sleeps first (POOL_MAX_PARTS: none) */
+} pool_marks_t;
+
+static void pool_mark(void *arg, uint32_t part)
+{
+    pool_marks_t *m = arg;
+
+    if (part == m->slow_part) {
+        usleep(20000); /* the others finish first: the run must still wait for it */
+    }
+    __atomic_fetch_add(&m->hits[part], 1, __ATOMIC_RELAXED);
+}
+
+/* Every part of a run exactly once, none beyond, all done on return. */
+static int pool_run_checked(uint32_t parts, uint32_t slow_part)
+{
+    pool_marks_t m = {.slow_part = slow_part};
+
+    weft_pool_run(parts, pool_mark, &m);
+    for (uint32_t p = 0; p < POOL_MAX_PARTS; p++) {
+        if (__atomic_load_n(&m.hits[p], __ATOMIC_RELAXED) != (p < parts ? 1u : 0u)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+START_TEST(pool_runs_every_part_once)
+{
+    static const uint32_t parts[] = {0, 1, 2, 3, 7, 8, 9, POOL_MAX_PARTS};
+
+    ck_assert_uint_ge(weft_pool_width(), 1);
+    ck_assert_uint_le(weft_pool_width(), 8);
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        ck_assert_msg(pool_run_checked(parts[i], POOL_MAX_PARTS), "a run of %u parts", parts[i]);
+        ck_assert_msg(pool_run_checked(parts[i], parts[i] / 2), "a run of %u parts, one slow", parts[i]);
+    }
+}
+END_TEST
+
+static void *pool_caller(void *arg)
+{
+    int *ok = arg;
+
+    for (int r = 0; r < 200 && *ok; r++) {
+        *ok = pool_run_checked(5 + (uint32_t)(r % 7), POOL_MAX_PARTS);
+    }
+    return NULL;
+}
+
+/* Callers on several threads at once: their jobs take turns, each whole. */
+START_TEST(pool_serves_concurrent_callers)
+{
+    pthread_t threads[4];
+    int       ok[4] = {1, 1, 1, 1};
+
+    for (int t = 0; t < 4; t++) {
+        ck_assert_int_eq(pthread_create(&threads[t], NULL, pool_caller, &ok[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        ck_assert_int_eq(pthread_join(threads[t], NULL), 0);
+        ck_assert_msg(ok[t], "caller %d saw a part run twice or not at all", t);
+    }
+}
+END_TEST
+
+/* A child forked after the workers started runs jobs with workers of its
+ * own. (Not under ThreadSanitizer, which ends a child that starts threads
+ * after a multi-threaded fork.) */
+START_TEST(pool_works_after_fork)
+{
+    pid_t pid;
+    int   status = 0;
+
+#ifdef __SANITIZE_THREAD__
+    return;
+#endif
+    ck_assert(pool_run_checked(8, POOL_MAX_PARTS)); /* the parent's workers exist */
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        _exit(pool_run_checked(8, 3) && pool_run_checked(POOL_MAX_PARTS, POOL_MAX_PARTS) ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert(pool_run_checked(8, POOL_MAX_PARTS));
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -490,6 +588,12 @@ static Suite *common_suite(void)
     tcase_add_test(tc, log_off_writes_nothing);
     tcase_add_test(tc, log_file_pattern_expands_pid);
     tcase_add_test(tc, text_append_cuts_and_marks);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_add_test(tc, pool_runs_every_part_once);
+    tcase_add_test(tc, pool_serves_concurrent_callers);
+    tcase_add_test(tc, pool_works_after_fork);
     suite_add_tcase(s, tc);
     return s;
 }

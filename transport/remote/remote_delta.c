@@ -5,16 +5,15 @@
 
 #include "common/env_config.h"
 #include "common/log.h"
+#include "common/pool.h"
 #include "kernels/delta_internal.h"
 #include "transport/core/delta_mode.h"
 #include "transport/core/view_layout.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #define INBOX_ALIGN 4096u
 /* Views are applied and checked on this many threads at most (each view
@@ -236,69 +235,49 @@ weft_status_t weft_remote_delta_vouch(const weft_remote_delta_t *d, weft_wire_su
     return WEFT_OK;
 }
 
-/* A thread's share of the views: first, first + step, ... */
+/* A part's share of the views: first, first + step, ... */
 typedef struct apply_part {
     weft_remote_delta_t *d;
     uint32_t             first, step, bad;
     weft_status_t        status;
-    pthread_t            thread;
 } apply_part_t;
 
-static void *apply_part_run(void *arg)
+static void apply_part_run(void *arg, uint32_t part)
 {
-    apply_part_t *p = arg;
+    apply_part_t *p = (apply_part_t *)arg + part;
 
     for (uint32_t i = p->first; i < p->d->map_count && p->status == WEFT_OK; i += p->step) {
         p->status = apply_entry(p->d, i);
         p->bad = i;
     }
-    return NULL;
 }
 
-/* Every entry applied (views side by side on threads); the first
- * failure's status, its view in *bad. */
+/* Every entry applied (views side by side on the library's workers); the
+ * first failure's status, its view in *bad. */
 static weft_status_t apply_all(weft_remote_delta_t *d, uint32_t *bad)
 {
     apply_part_t  parts[APPLY_THREADS_MAX];
-    const long    cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t      bytes = 0;
-    uint32_t      n, started = 1;
+    uint32_t      n;
     weft_status_t status = WEFT_OK;
 
     for (uint32_t i = 0; i < d->map_count; i++) {
         bytes += d->targets[i].tensor_bytes;
     }
     n = (uint32_t)(bytes / APPLY_THREAD_BYTES);
-    n = n < (uint32_t)(cpus > 0 ? cpus : 1) ? n : (uint32_t)cpus;
+    n = n < weft_pool_width() ? n : weft_pool_width();
     n = n < APPLY_THREADS_MAX ? n : APPLY_THREADS_MAX;
     n = n < d->map_count ? n : d->map_count;
     n = n > 1 ? n : 1;
     for (uint32_t k = 0; k < n; k++) {
         parts[k] = (apply_part_t){.d = d, .first = k, .step = n, .status = WEFT_OK};
     }
-    /* The others on threads of their own, the first here; a thread that
-     * cannot start leaves its share to this one afterwards. */
-    for (uint32_t k = 1; k < n; k++) {
-        if (pthread_create(&parts[k].thread, NULL, apply_part_run, &parts[k]) != 0) {
-            break;
-        }
-        started++;
-    }
-    apply_part_run(&parts[0]);
-    for (uint32_t k = 1; k < n; k++) {
-        if (k < started) {
-            (void)pthread_join(parts[k].thread, NULL);
-        } else {
-            apply_part_run(&parts[k]);
-        }
+    weft_pool_run(n, apply_part_run, parts);
+    for (uint32_t k = 0; k < n; k++) {
         if (status == WEFT_OK && parts[k].status != WEFT_OK) {
             status = parts[k].status;
             *bad = parts[k].bad;
         }
-    }
-    if (parts[0].status != WEFT_OK) {
-        status = parts[0].status;
-        *bad = parts[0].bad;
     }
     return status;
 }
