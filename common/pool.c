@@ -59,13 +59,28 @@ static void *worker(void *unused)
     return NULL; /* not reached: workers live as long as the process */
 }
 
-/* fork(): no job runs across it (prepare takes `run`), and the child, which
- * has none of the workers, starts its own. */
-static void fork_prepare(void) { pthread_mutex_lock(&pool.run); }
-static void fork_parent(void) { pthread_mutex_unlock(&pool.run); }
+/* fork(): no job runs across it (prepare takes `run`, then `mu`, which a
+ * worker holds only briefly), and the child, which has none of the
+ * workers, starts its own with fresh condition variables (the parent's
+ * may count waiters that do not exist in the child). */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&pool.run);
+    pthread_mutex_lock(&pool.mu);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.run);
+}
+
 static void fork_child(void)
 {
     pool.workers = 0;
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pthread_mutex_unlock(&pool.mu);
     pthread_mutex_unlock(&pool.run);
 }
 
