@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,9 @@ struct lane {
     lane_entry_t     *entries;
     pthread_t         thread;
     int               running;
+    /* Odd while the thread is inside its worker's progress (see
+     * weft_ucx_lanes_sync). */
+    _Atomic uint64_t progress_gen;
 };
 
 struct weft_ucx_lanes {
@@ -106,6 +110,7 @@ struct weft_ucx_lanes {
     uint64_t    chunk, max_in_flight;
     int         done_fd; /* the server thread's wake-up */
     _Atomic int stop;
+    _Atomic uint64_t handoff; /* raised by weft_ucx_lanes_sync */
     lane_t      lane[];
 };
 
@@ -414,6 +419,21 @@ static void lane_close_all(lane_t *l)
     } while (open && weft_time_ns() < deadline);
 }
 
+/* The worker's progress, bracketed for weft_ucx_lanes_sync: the
+ * generation made odd, then the hand-off read (acquire), both seq_cst
+ * so that a sync that saw the generation even has its hand-off seen
+ * here; the generation made even (release) after. */
+static int lane_progress(lane_t *l)
+{
+    int progressed;
+
+    atomic_fetch_add(&l->progress_gen, 1);
+    (void)atomic_load(&l->all->handoff);
+    progressed = weft_ucx_progress(&l->ucx);
+    atomic_fetch_add_explicit(&l->progress_gen, 1, memory_order_release);
+    return progressed;
+}
+
 static void *lane_main(void *arg)
 {
     lane_t  *l = arg;
@@ -427,7 +447,7 @@ static void *lane_main(void *arg)
             busy |= advance_entry(e);
         }
         pthread_mutex_unlock(&l->lock);
-        if (weft_ucx_progress(&l->ucx)) {
+        if (lane_progress(l)) {
             last_work = weft_time_ns();
             busy = 1;
         }
@@ -528,6 +548,28 @@ int weft_ucx_lanes_fd(const weft_ucx_lanes_t *lanes)
 void weft_ucx_lanes_drain(weft_ucx_lanes_t *lanes)
 {
     drain_fd(lanes->done_fd);
+}
+
+/*
+ * Both directions in one (Dekker's pattern, seq_cst): the hand-off
+ * raised, then each lane's generation read until even. An even value
+ * was stored by the end of a progress, after everything UCX did in it
+ * and before; an odd one is a progress running, perhaps the one that
+ * wrote what the caller was told of, so wait for its end (progress calls
+ * are short: one pass over the worker's transports). A lane's next
+ * progress reads the hand-off after making its generation odd, so it
+ * sees the raise and everything the caller did before it.
+ */
+void weft_ucx_lanes_sync(weft_ucx_lanes_t *lanes)
+{
+    atomic_fetch_add(&lanes->handoff, 1);
+    for (uint32_t i = 0; i < lanes->count; i++) {
+        lane_t *l = &lanes->lane[i];
+
+        while (atomic_load(&l->progress_gen) & 1) {
+            (void)sched_yield();
+        }
+    }
 }
 
 void weft_ucx_lanes_stop(weft_ucx_lanes_t *lanes)

@@ -66,6 +66,23 @@ void weft_ucx_lanes_address(const weft_ucx_lanes_t *lanes, uint32_t i, const voi
 int  weft_ucx_lanes_fd(const weft_ucx_lanes_t *lanes);
 void weft_ucx_lanes_drain(weft_ucx_lanes_t *lanes);
 
+/*
+ * Orders the caller's memory with the lanes' in both directions: what
+ * UCX wrote on a lane before the call is visible to the caller after it,
+ * and what the caller wrote or read before it comes before anything UCX
+ * does on a lane after it. A consumer calls it when the server says a
+ * version's puts are done (before it reads its views) and before it asks
+ * for more puts (after it read or patched them). UCX emulates puts over
+ * some transports (TCP, and shared memory into memory it did not
+ * allocate) by copying on the target's lane threads, and the news that
+ * they are done, like the request that starts them, goes through another
+ * process (the server, over its socket): that orders nothing in this
+ * process's memory model, and ThreadSanitizer rightly sees a race. Any
+ * one thread at a time; it waits at most for the progress calls running
+ * now.
+ */
+void weft_ucx_lanes_sync(weft_ucx_lanes_t *lanes);
+
 /* Ends the threads: each releases what it still holds of its consumers
  * (keys, a close still in flight) and destroys its worker and endpoints.
  * The lane sets may be freed after. Idempotent. */

@@ -584,6 +584,10 @@ static weft_status_t redo(struct ucx_remote *r, uint64_t v)
     weft_log_warn("remote: version %" PRIu64 " from %s did not check out after its delta; asking for it whole", v,
                   r->base.server);
     weft_ctl_put_u64(&buf, v);
+    if (r->lanes != NULL) {
+        /* The patched views come before the lanes copy v in again. */
+        weft_ucx_lanes_sync(r->lanes);
+    }
     status = weft_remote_base_send(&r->base, WEFT_CTL_REDO, &buf);
     weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
@@ -623,6 +627,10 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
     last_work = weft_time_ns();
     /* The server puts into the views only when asked (a request that
      * timed out stands), so between calls they do not change. */
+    if (r->lanes != NULL) {
+        /* What we read of the views comes before the lanes copy more in. */
+        weft_ucx_lanes_sync(r->lanes);
+    }
     if (weft_remote_base_ask(&r->base, after_version, r->delta.holds) != WEFT_OK) {
         return WEFT_ERR_CONNECTION;
     }
@@ -678,6 +686,11 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             r->sending_took = weft_time_ns() - r->sending_at;
             r->sending_at = 0;
         }
+        if (r->lanes != NULL) {
+            /* The notice came through the server; what the lanes copied
+             * in is ours to read only once they are synchronized with. */
+            weft_ucx_lanes_sync(r->lanes);
+        }
         status = stage_complete(r, v);
         if (status == WEFT_OK) {
             int applied;
@@ -718,7 +731,11 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
             return WEFT_OK;
         }
         /* An older request's version: ask again. */
-        if (weft_remote_base_ask(&r->base, after_version, r->delta.holds) != WEFT_OK) {
+        if (r->lanes != NULL) {
+        /* What we read of the views comes before the lanes copy more in. */
+        weft_ucx_lanes_sync(r->lanes);
+    }
+    if (weft_remote_base_ask(&r->base, after_version, r->delta.holds) != WEFT_OK) {
             return WEFT_ERR_CONNECTION;
         }
     }
