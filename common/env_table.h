@@ -69,6 +69,12 @@ extern "C" {
       "bootstrap connection and the timeout, and UCX treats the endpoint's failure as "   \
       "unhandled)",                                                                       \
       "words:peer,none")                                                                  \
+    X(UCX_DELIVERY, "transport", "auto",                                                  \
+      "ucx: how a server's bytes reach a consumer: put (RMA puts) or am (eager active "    \
+      "messages, which the consumer never answers: UCX ends a consumer that answers an "   \
+      "emulated put on the endpoint of a server that died); auto: am where UCX would "     \
+      "emulate puts (TCP), put where it has native puts (shared memory, RDMA)",          \
+      "words:auto,am,put")                                                                \
     X(UCX_SANDBOX, "transport", "",                                                       \
       "ucx: the program in which a peer's worker addresses and memory keys are first "    \
       "handed to UCX, which may crash on forged ones (default: the installed "            \

@@ -52,6 +52,7 @@
 #include "transport/ctl/auth.h"
 #include "transport/ctl/wire.h"
 #include "transport/ucx/ucx_common.h"
+#include "transport/ucx/ucx_deliver.h"
 #include "transport/ucx/ucx_gpu.h"
 #include "transport/ucx/ucx_lanes.h"
 
@@ -438,8 +439,10 @@ static int hand_join(weft_ucx_t *ucx, const weft_ctl_buf_t *views, const char *n
 }
 
 /* The consumer spoken by hand, in a child forked before any UCX state:
- * it asks for a version after 0 and must hear SENDING(1), then
- * VERSION(1) with version 1's bytes in its buffer; it acks and leaves. */
+ * it asks for a version after 0 and must hear SENDING(1), then (over
+ * TCP, where the bytes come as active messages) SENT with the version's
+ * bytes, then VERSION(1) with version 1's bytes in its buffer once as
+ * many landed; it acks and leaves. */
 static pid_t fork_hand_consumer(int go)
 {
     pid_t pid = fork();
@@ -454,10 +457,15 @@ static pid_t fork_hand_consumer(int go)
         weft_ucx_t      ucx;
         ucp_mem_h       memh;
         int             fd;
+        weft_wire_span_t        region = {.base = (uint64_t)(uintptr_t)buf, .bytes = (uint64_t)ROWS * COLS};
+        weft_ucx_deliver_sink_t sink = {.regions = &region, .region_count = 1, .host = 1};
+        weft_ctl_cursor_t       cur;
+        uint64_t                sent;
 
         CHILD_CHECK(buf != NULL);
         CHILD_CHECK(read(go, srv.addr, sizeof(srv.addr)) == (ssize_t)sizeof(srv.addr));
         CHILD_CHECK(weft_ucx_open(&ucx, "hand consumer", 0) == WEFT_OK);
+        CHILD_CHECK(weft_ucx_deliver_sink_attach(&sink, ucx.worker) == WEFT_OK);
         CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, (uint64_t)ROWS * COLS, WEFT_MEMORY_HOST, &memh,
                                      "the hand consumer's buffer") == WEFT_OK);
         CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0);
@@ -469,10 +477,21 @@ static pid_t fork_hand_consumer(int go)
         }
         free(msg.payload);
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
-        if (msg.type != WEFT_CTL_VERSION || message_version(&msg) != 1) {
-            CHILD_FAIL("hand consumer: message %u after SENDING, not VERSION(1)", msg.type);
+        cur = (weft_ctl_cursor_t){.data = msg.payload, .length = msg.length};
+        sent = weft_ctl_get_u64(&cur);
+        if (msg.type != WEFT_CTL_SENT || cur.failed || cur.at != cur.length || sent != (uint64_t)ROWS * COLS) {
+            CHILD_FAIL("hand consumer: message %u after SENDING, not SENT(%u)", msg.type, ROWS * COLS);
         }
         free(msg.payload);
+        CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
+        if (msg.type != WEFT_CTL_VERSION || message_version(&msg) != 1) {
+            CHILD_FAIL("hand consumer: message %u after SENT, not VERSION(1)", msg.type);
+        }
+        free(msg.payload);
+        while (atomic_load(&sink.landed) < sent && weft_time_ns() < deadline) {
+            weft_ucx_progress(&ucx);
+        }
+        CHILD_CHECK(atomic_load(&sink.landed) == sent && atomic_load(&sink.refused) == 0);
         CHILD_CHECK(payload_check(buf, (uint64_t)ROWS * COLS, 1, 0) == (uint64_t)ROWS * COLS);
         CHILD_CHECK(weft_wire_send_u64(fd, &session, WEFT_CTL_ACK, 1, deadline) == WEFT_OK);
         /* Leaving: BYE, then the server closes once none of its puts can

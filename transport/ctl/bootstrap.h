@@ -42,7 +42,8 @@ typedef enum weft_ctl_type {
     WEFT_CTL_CHALLENGE = 14, /* server → consumer: its nonce and its proof of the token */
     WEFT_CTL_PROOF    = 15, /* consumer → server: the consumer's proof of the token */
     WEFT_CTL_DELTA    = 16, /* server → consumer: v came as a delta into its inbox: the map (ucx) */
-    WEFT_CTL_REDO     = 17  /* consumer → server: v's delta did not check out; send v whole (ucx) */
+    WEFT_CTL_REDO     = 17, /* consumer → server: v's delta did not check out; send v whole (ucx) */
+    WEFT_CTL_SENT     = 18  /* server → consumer: bytes delivered as active messages in all (ucx) */
 } weft_ctl_type_t;
 
 /* A set of message types, for calls that take several. */

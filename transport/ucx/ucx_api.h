@@ -28,6 +28,7 @@
     X(ucp_worker_get_efd) X(ucp_worker_arm) X(ucp_ep_create) X(ucp_ep_close_nbx)                  \
     X(ucp_ep_flush_nbx) X(ucp_ep_rkey_unpack) X(ucp_rkey_destroy) X(ucp_rkey_pack)               \
     X(ucp_rkey_buffer_release) X(ucp_mem_map) X(ucp_mem_unmap) X(ucp_mem_query) X(ucp_put_nbx)   \
+    X(ucp_am_send_nbx) X(ucp_worker_set_am_recv_handler) X(ucp_ep_print_info) X(ucp_dt_create_generic) \
     X(ucp_request_free) X(ucp_request_check_status) X(ucp_request_cancel) X(ucs_status_string)  \
     X(uct_query_components) X(uct_release_component_list) X(uct_component_query)                 \
     X(uct_md_config_read) X(uct_md_open) X(uct_md_close) X(uct_md_query)                         \
@@ -76,6 +77,10 @@ weft_status_t weft_ucx_api_load(const char **why);
 #define ucp_mem_unmap                weft_ucx_api.ucp_mem_unmap
 #define ucp_mem_query                weft_ucx_api.ucp_mem_query
 #define ucp_put_nbx                  weft_ucx_api.ucp_put_nbx
+#define ucp_am_send_nbx              weft_ucx_api.ucp_am_send_nbx
+#define ucp_worker_set_am_recv_handler weft_ucx_api.ucp_worker_set_am_recv_handler
+#define ucp_ep_print_info            weft_ucx_api.ucp_ep_print_info
+#define ucp_dt_create_generic        weft_ucx_api.ucp_dt_create_generic
 #define ucp_request_free             weft_ucx_api.ucp_request_free
 #define ucp_request_check_status     weft_ucx_api.ucp_request_check_status
 #define ucp_request_cancel           weft_ucx_api.ucp_request_cancel

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "ucx_common.h"
+#include "ucx_deliver.h"
 
 #include "common/env_config.h"
 #include "common/log.h"
@@ -65,10 +66,12 @@ static weft_status_t make_worker(weft_ucx_t *ucx)
     return status;
 }
 
-weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared)
+/* RMA for puts, AM for deliveries (ucx_deliver.h), WAKEUP for sleeping
+ * on the worker; a checker (the sandbox) asks only for RMA. */
+static weft_status_t open_context(weft_ucx_t *ucx, const char *who, int shared, uint64_t features)
 {
     ucp_params_t  params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                            .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+                            .features = features,
                             .mt_workers_shared = shared != 0};
     ucp_config_t *config;
     weft_status_t status;
@@ -102,9 +105,14 @@ weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared
     return WEFT_OK;
 }
 
-weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
+weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared)
 {
-    weft_status_t status = weft_ucx_open_context(ucx, who, shared);
+    return open_context(ucx, who, shared, UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP);
+}
+
+static weft_status_t open_with_worker(weft_ucx_t *ucx, const char *who, int shared, uint64_t features)
+{
+    weft_status_t status = open_context(ucx, who, shared, features);
 
     if (status != WEFT_OK) {
         return status;
@@ -115,6 +123,16 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
         memset(ucx, 0, sizeof(*ucx));
     }
     return status;
+}
+
+weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared)
+{
+    return open_with_worker(ucx, who, shared, UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP);
+}
+
+weft_status_t weft_ucx_open_checker(weft_ucx_t *ucx, const char *who)
+{
+    return open_with_worker(ucx, who, 0, UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP);
 }
 
 weft_status_t weft_ucx_open_worker(weft_ucx_t *ucx, const weft_ucx_t *parent)
@@ -234,6 +252,9 @@ ucs_status_ptr_t weft_ucx_put(const weft_ucx_target_t *target, const void *src, 
 
     if (region == NULL) {
         return UCS_STATUS_PTR(UCS_ERR_INVALID_ADDR);
+    }
+    if (target->by_messages) {
+        return weft_ucx_deliver_send(target->ep, src, n, dst, cb, user_data);
     }
     return ucp_put_nbx(target->ep, src, n, dst, target->rkeys[region - target->regions], &param);
 }

@@ -22,8 +22,10 @@
  *    notice).
  * 5: delta versions: VIEWS ends with the consumer's inbox, WANT carries
  *    the version its views hold, SENDING whether a delta comes, DELTA and
- *    REDO (docs/protocol.md, "Delta versions on the wire"). */
-#define WEFT_UCX_PROTOCOL 5u
+ *    REDO (docs/protocol.md, "Delta versions on the wire").
+ * 6: bytes delivered as active messages where UCX would emulate puts,
+ *    and SENT before each ROUND and notice (ucx_deliver.h). */
+#define WEFT_UCX_PROTOCOL 6u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {
@@ -43,6 +45,12 @@ weft_status_t weft_ucx_open(weft_ucx_t *ucx, const char *who, int shared);
  * workers made with weft_ucx_open_worker drive (ucx_memory.h).
  * weft_ucx_close frees it. */
 weft_status_t weft_ucx_open_context(weft_ucx_t *ucx, const char *who, int shared);
+
+/* weft_ucx_open for a process that only checks addresses and keys (the
+ * sandbox): a context without active messages, as before deliveries
+ * (UCX 1.13 asserts in ucp_worker_destroy over TCP without peer failure
+ * reports when the sandbox's context has them). */
+weft_status_t weft_ucx_open_checker(weft_ucx_t *ucx, const char *who);
 
 /* Another worker on parent's context (opened `shared`), with its error
  * mode; weft_ucx_close_worker destroys it and leaves the context. */
@@ -76,17 +84,20 @@ int weft_ucx_progress(weft_ucx_t *ucx);
  * work is already there. */
 int weft_ucx_arm(weft_ucx_t *ucx);
 
-/* Where a server's puts go: a consumer's endpoint and registered regions. */
+/* Where a server's puts go: a consumer's endpoint and registered regions,
+ * and whether the bytes go as active messages instead (ucx_deliver.h). */
 typedef struct weft_ucx_target {
     ucp_ep_h                ep;
     const weft_wire_span_t *regions;
     const ucp_rkey_h       *rkeys; /* one per region */
     uint32_t                region_count;
+    int                     by_messages;
 } weft_ucx_target_t;
 
 /*
  * Puts n bytes from src (registered as memh) to the consumer's address
- * dst, which must lie inside one of its regions. The request's completion
+ * dst, which must lie inside one of its regions (or sends them there as
+ * one active message, target->by_messages). The request's completion
  * calls cb(request, status, user_data), which frees it. Returns what
  * ucp_put_nbx returns: NULL when already done, an error pointer, or the
  * request; an address outside the regions is UCS_ERR_INVALID_ADDR.

@@ -82,6 +82,7 @@ struct weft_ucx_lane_set {
     weft_ucx_lanes_t       *lanes;
     const weft_wire_span_t *regions;
     uint32_t                region_count;
+    int                     by_messages; /* ucx_deliver.h */
     char                    name[64];
     /* connect: the addresses and keys, copied (the entries point in) */
     uint8_t                *copy;
@@ -208,7 +209,8 @@ static void post_puts(lane_entry_t *e)
     const weft_ucx_lanes_t  *all = e->lane->all;
     const weft_range_list_t *list = e->ranges;
     const weft_ucx_target_t  target = {.ep = e->ep, .regions = e->set->regions, .rkeys = e->rkeys,
-                                       .region_count = e->set->region_count};
+                                       .region_count = e->set->region_count,
+                                       .by_messages = e->set->by_messages};
 
     while (e->range < list->count && e->in_flight < all->max_in_flight && !e->put_failed) {
         const weft_copy_range_t *r = &list->ranges[e->range];
@@ -469,7 +471,8 @@ static void *lane_main(void *arg)
 /* ---------------------------------------------------------- the lanes */
 
 weft_status_t weft_ucx_lanes_create(const weft_ucx_t *ucx, uint32_t count, uint64_t chunk,
-                                    uint64_t max_in_flight, weft_ucx_lanes_t **out)
+                                    uint64_t max_in_flight, weft_ucx_deliver_sink_t *sink,
+                                    weft_ucx_lanes_t **out)
 {
     weft_ucx_lanes_t *all;
     weft_status_t     status = WEFT_OK;
@@ -505,6 +508,9 @@ weft_status_t weft_ucx_lanes_create(const weft_ucx_t *ucx, uint32_t count, uint6
             break;
         }
         status = weft_ucx_open_worker(&l->ucx, ucx);
+        if (status == WEFT_OK && sink != NULL) {
+            status = weft_ucx_deliver_sink_attach(sink, l->ucx.worker);
+        }
         if (status == WEFT_OK) {
             status = weft_ucx_status(ucp_worker_get_address(l->ucx.worker, &l->address,
                                                             &l->address_length),
@@ -618,7 +624,7 @@ void weft_ucx_lanes_destroy(weft_ucx_lanes_t *lanes)
 /* ----------------------------------------------------- one consumer */
 
 weft_status_t weft_ucx_lane_set_create(weft_ucx_lanes_t *lanes, const weft_wire_span_t *regions,
-                                       uint32_t region_count, const char *name,
+                                       uint32_t region_count, int by_messages, const char *name,
                                        weft_ucx_lane_set_t **out)
 {
     weft_ucx_lane_set_t *set = calloc(1, sizeof(*set) + lanes->count * sizeof(set->entry[0]));
@@ -629,6 +635,7 @@ weft_status_t weft_ucx_lane_set_create(weft_ucx_lanes_t *lanes, const weft_wire_
     set->lanes = lanes;
     set->regions = regions;
     set->region_count = region_count;
+    set->by_messages = by_messages;
     snprintf(set->name, sizeof(set->name), "%s", name);
     for (uint32_t i = 0; i < lanes->count; i++) {
         lane_entry_t *e = &set->entry[i];

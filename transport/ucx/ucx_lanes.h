@@ -29,6 +29,7 @@
 
 #include "transport/plan/plan_ranges.h"
 #include "ucx_common.h"
+#include "ucx_deliver.h"
 #include "transport/ctl/ucx_views.h" /* weft_ucx_blob_t, WEFT_UCX_LANES_MAX */
 
 #include <stdint.h>
@@ -49,11 +50,14 @@ weft_status_t weft_ucx_lanes_count_for(int given, uint32_t params_lanes, uint32_
  * Starts `count` (2..WEFT_UCX_LANES_MAX) lanes on ucx's context, which
  * must have been opened for shared workers (weft_ucx_open's `shared`).
  * Each lane has at most max_in_flight puts of at most `chunk` bytes in
- * flight per consumer. The lanes end with weft_ucx_lanes_destroy, after
- * the context's other users stopped using it.
+ * flight per consumer. A consumer's receive lanes pass its delivery sink
+ * (ucx_deliver.h; the server NULL): each lane's worker takes deliveries
+ * into it. The lanes end with weft_ucx_lanes_destroy, after the context's
+ * other users stopped using it.
  */
 weft_status_t weft_ucx_lanes_create(const weft_ucx_t *ucx, uint32_t count, uint64_t chunk,
-                                    uint64_t max_in_flight, weft_ucx_lanes_t **out);
+                                    uint64_t max_in_flight, weft_ucx_deliver_sink_t *sink,
+                                    weft_ucx_lanes_t **out);
 uint32_t      weft_ucx_lanes_count(const weft_ucx_lanes_t *lanes);
 
 /* Lane i's worker address (for a consumer's VIEWS), valid until destroy.
@@ -94,10 +98,11 @@ void weft_ucx_lanes_destroy(weft_ucx_lanes_t *lanes);
 
 /*
  * One consumer on every lane. `regions` (the consumer's registered memory)
- * must outlive the set; `name` is for the log.
+ * must outlive the set; by_messages: its bytes go as active messages
+ * (ucx_deliver.h), not puts; `name` is for the log.
  */
 weft_status_t weft_ucx_lane_set_create(weft_ucx_lanes_t *lanes, const weft_wire_span_t *regions,
-                                       uint32_t region_count, const char *name,
+                                       uint32_t region_count, int by_messages, const char *name,
                                        weft_ucx_lane_set_t **out);
 
 /*

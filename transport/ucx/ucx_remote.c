@@ -40,6 +40,7 @@
 #include "ucx_cuda.h"
 #include "ucx_sandbox.h"
 #include "ucx_gpu.h"
+#include "ucx_deliver.h"
 #include "ucx_lanes.h"
 #include "ucx_memory.h"
 #include "transport/plan/rounds.h"
@@ -47,6 +48,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,10 @@ struct ucx_remote {
      * from it to the notice the version before took. */
     uint64_t         sending_at, sending_took;
     weft_remote_delta_t delta; /* its inbox; delta.inbox NULL: every version whole */
+    /* Bytes the server delivers as active messages (ucx_deliver.h): what
+     * landed, and what its last SENT says it sent in all. */
+    weft_ucx_deliver_sink_t sink;
+    uint64_t         sent_bytes;
 };
 
 #define STAGE_BYTES_MIN (UINT64_C(128) << 10)
@@ -433,9 +439,12 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = r->borrowed != NULL ? weft_ucx_open_worker(&r->ucx, &r->borrowed->ucx)
                                      : weft_ucx_open(&r->ucx, "remote consumer", lanes > 1);
     }
+    if (status == WEFT_OK) {
+        status = weft_ucx_deliver_sink_attach(&r->sink, r->ucx.worker);
+    }
     if (status == WEFT_OK && lanes > 1) {
         /* Receive lanes only drive their workers: no puts of their own. */
-        status = weft_ucx_lanes_create(&r->ucx, lanes, 1, 1, &r->lanes);
+        status = weft_ucx_lanes_create(&r->ucx, lanes, 1, 1, &r->sink, &r->lanes);
     }
     if (status == WEFT_OK) {
         status = connect_back(r);
@@ -455,6 +464,10 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
         status = register_regions(r);
     }
     if (status == WEFT_OK) {
+        /* Final now; nothing is delivered before we ask. */
+        r->sink.regions = r->regions;
+        r->sink.region_count = r->region_count;
+        r->sink.host = r->region_memory != WEFT_MEMORY_CUDA;
         status = send_views(r, views, count, deadline);
     }
     if (status == WEFT_OK) {
@@ -508,6 +521,57 @@ static weft_status_t on_sending(struct ucx_remote *r, const weft_ctl_msg_t *msg,
     return WEFT_OK;
 }
 
+/* SENT(n): the server delivered n bytes in all as active messages; they
+ * are ours to read once as many landed (wait_delivered). */
+static weft_status_t on_sent(struct ucx_remote *r, const weft_ctl_msg_t *msg)
+{
+    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
+    const uint64_t    n = weft_ctl_get_u64(&cur);
+
+    if (cur.failed || cur.at != cur.length || n < r->sent_bytes) {
+        weft_log_error("remote: a malformed SENT from %s", r->base.server);
+        return WEFT_ERR_CORRUPT;
+    }
+    r->sent_bytes = n;
+    return WEFT_OK;
+}
+
+/*
+ * Before reading what the server delivered as active messages: until as
+ * many bytes landed as its SENT says (our worker driven here, the lanes'
+ * by theirs), within the handshake's timeout. WEFT_ERR_CORRUPT after a
+ * delivery the sink refused, WEFT_ERR_CONNECTION when the endpoint failed
+ * first, WEFT_ERR_TIMEOUT when they do not come.
+ */
+static weft_status_t wait_delivered(struct ucx_remote *r)
+{
+    const uint64_t deadline = weft_deadline_ns(weft_time_ns(), r->base.timeout_us);
+
+    for (;;) {
+        if (atomic_load_explicit(&r->sink.refused, memory_order_relaxed) != 0) {
+            weft_log_error("remote: %s delivered bytes outside this consumer's memory, or in a way it does not "
+                           "take; not acknowledged",
+                           r->base.server);
+            return WEFT_ERR_CORRUPT;
+        }
+        if (atomic_load_explicit(&r->sink.landed, memory_order_acquire) >= r->sent_bytes) {
+            return WEFT_OK;
+        }
+        if (r->ep_failed) {
+            weft_log_error("remote: the endpoint to %s failed before every byte it sent landed", r->base.server);
+            return WEFT_ERR_CONNECTION;
+        }
+        if (weft_time_ns() >= deadline) {
+            weft_log_error("remote: %" PRIu64 " bytes %s sent never landed",
+                           r->sent_bytes - atomic_load(&r->sink.landed), r->base.server);
+            return WEFT_ERR_TIMEOUT;
+        }
+        if (!weft_ucx_progress(&r->ucx)) {
+            (void)sched_yield();
+        }
+    }
+}
+
 /*
  * Staged device views: round k of version v is in the staging ring. Copy
  * it into the views, then tell the server that half of the ring is free.
@@ -519,8 +583,12 @@ static weft_status_t stage_round(struct ucx_remote *r, const weft_ctl_msg_t *msg
     uint64_t        v = 0;
     uint32_t        k = 0, total = 0;
     int             saved;
-    weft_status_t   status = weft_ucx_cuda_enter(r->device, &saved);
+    weft_status_t   status = wait_delivered(r);
 
+    if (status != WEFT_OK) {
+        return status;
+    }
+    status = weft_ucx_cuda_enter(r->device, &saved);
     if (status == WEFT_OK) {
         status = weft_ucx_stage_round(r->stage, msg, &v, &k, &total);
         weft_ucx_cuda_leave(r->device, saved);
@@ -615,7 +683,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
                                         uint64_t timeout_us, uint64_t *version)
 {
     struct ucx_remote *r = remote;
-    const uint32_t     extra = WEFT_CTL_TYPE_BIT(WEFT_CTL_SENDING) |
+    const uint32_t     extra = WEFT_CTL_TYPE_BIT(WEFT_CTL_SENDING) | WEFT_CTL_TYPE_BIT(WEFT_CTL_SENT) |
                            (r->stage != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_ROUND) : 0) |
                            (r->delta.inbox != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_DELTA) : 0);
     uint64_t           deadline, last_work, awake_until = 0;
@@ -670,6 +738,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         status = weft_remote_base_notice(&r->base, &v, extra, &msg);
         if (status == WEFT_INPROGRESS) {
             status = msg.type == WEFT_CTL_SENDING ? on_sending(r, &msg, &awake_until)
+                     : msg.type == WEFT_CTL_SENT  ? on_sent(r, &msg)
                      : msg.type == WEFT_CTL_DELTA ? on_delta(r, &msg)
                                                   : stage_round(r, &msg);
             free(msg.payload);
@@ -685,6 +754,12 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         if (r->sending_at != 0) {
             r->sending_took = weft_time_ns() - r->sending_at;
             r->sending_at = 0;
+        }
+        /* Delivered as messages: every byte landed first. */
+        status = wait_delivered(r);
+        if (status != WEFT_OK) {
+            weft_remote_base_disconnect(&r->base);
+            return status;
         }
         if (r->lanes != NULL) {
             /* The notice came through the server; what the lanes copied

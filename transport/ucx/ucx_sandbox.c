@@ -364,7 +364,7 @@ int weft_ucx_sandbox_main(void)
             goto out;
         }
     }
-    if (weft_ucx_open(&ucx, "sandbox", 0) != WEFT_OK) {
+    if (weft_ucx_open_checker(&ucx, "sandbox") != WEFT_OK) {
         goto out;
     }
     rc = 0;

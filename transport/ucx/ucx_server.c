@@ -309,7 +309,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     if (status == WEFT_OK && lanes > 1) {
         uint64_t puts = s->base.window / LANE_PIECE_BYTES / lanes;
 
-        status = weft_ucx_lanes_create(&s->ucx, lanes, LANE_PIECE_BYTES, puts ? puts : 1,
+        status = weft_ucx_lanes_create(&s->ucx, lanes, LANE_PIECE_BYTES, puts ? puts : 1, NULL,
                                        &s->lanes);
     }
     if (status == WEFT_OK) {

@@ -19,6 +19,7 @@
 #include "transport/ucx/ucx_common.h"
 #include "transport/ucx/ucx_cuda.h"
 #include "transport/ucx/ucx_gpu.h"
+#include "transport/ucx/ucx_deliver.h"
 #include "transport/ucx/ucx_lanes.h"
 #include "transport/ucx/ucx_sandbox.h"
 
@@ -67,6 +68,10 @@ typedef struct peer {
     ucp_ep_h            ep;
     int                 ep_failed;
     int                 ep_err_mode; /* the endpoint reports peer failures */
+    /* Its bytes go as active messages (ucx_deliver.h), and how many went
+     * since it connected (SENT tells it before each ROUND and notice). */
+    int                 by_messages;
+    uint64_t            sent_bytes;
     weft_wire_span_t   *regions;     /* its registered memory */
     ucp_rkey_h         *rkeys;       /* one per region */
     uint32_t            region_count;

@@ -178,7 +178,12 @@ static weft_status_t finish_views(peer_t *p)
     struct ucx_server          *s = p->server;
     const weft_ucx_views_msg_t *m = &p->wire;
     weft_status_t               status = connect_peer(p, m->address.data);
+    char                        who[96];
 
+    snprintf(who, sizeof(who), "consumer \"%s\"", p->base.name);
+    if (status == WEFT_OK) {
+        status = weft_ucx_deliver_choose(p->ep, p->ep_err_mode, who, &p->by_messages);
+    }
     for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
         status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m->rkeys[r].data, &p->rkeys[r]),
                                  "unpacking a consumer's key");
@@ -186,8 +191,8 @@ static weft_status_t finish_views(peer_t *p)
     /* A host registry's plain puts go on the lanes: each makes its own
      * endpoint and keys. A staging ring's rounds stay on this thread. */
     if (status == WEFT_OK && s->lanes != NULL && p->rounds.count == 0) {
-        status = weft_ucx_lane_set_create(s->lanes, p->regions, p->region_count, p->base.name,
-                                          &p->lanes);
+        status = weft_ucx_lane_set_create(s->lanes, p->regions, p->region_count, p->by_messages,
+                                          p->base.name, &p->lanes);
         /* To the consumer's receive lanes in turn, or its one worker. */
         if (status == WEFT_OK) {
             status = weft_ucx_lane_set_connect(p->lanes, m->lane_count != 0 ? m->lanes : &m->address,

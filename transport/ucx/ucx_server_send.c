@@ -56,7 +56,7 @@ static void peer_post(peer_t *p)
     struct ucx_server       *s = p->server;
     const weft_range_list_t *list = peer_ranges(p);
     const weft_ucx_target_t  target = {.ep = p->ep, .regions = p->regions, .rkeys = p->rkeys,
-                                       .region_count = p->region_count};
+                                       .region_count = p->region_count, .by_messages = p->by_messages};
     uint64_t                 window = s->base.window;
     uint64_t                 max_in_flight = window / CHUNK_BYTES ? window / CHUNK_BYTES : 1;
     /* Ranges count from the leased slot's arena, a delta's from its buffer. */
@@ -88,6 +88,33 @@ static void peer_post(peer_t *p)
 }
 
 /*
+ * Bytes that go as active messages: the flush says only that they left,
+ * so the consumer is told how many it was sent in all (SENT), and reads
+ * nothing until as many landed (ucx_deliver.h). Before each ROUND and
+ * notice, for the ranges just flushed. 0 when the consumer was dropped.
+ */
+static int send_sent(peer_t *p, const weft_range_list_t *flushed)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    if (!p->by_messages) {
+        return 1;
+    }
+    for (uint64_t i = 0; i < flushed->count; i++) {
+        p->sent_bytes += flushed->ranges[i].bytes;
+    }
+    weft_ctl_put_u64(&buf, p->sent_bytes);
+    status = weft_server_base_send(&p->base, WEFT_CTL_SENT, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "SENT was not sent");
+        return 0;
+    }
+    return 1;
+}
+
+/*
  * After a round's flush: ROUND to the consumer, then the next round
  * (state SENDING) or, after the last, stay FLUSHING for the notice.
  * 0 when the consumer was dropped.
@@ -97,6 +124,9 @@ static int send_round(peer_t *p)
     weft_ctl_buf_t buf = {0};
     weft_status_t   status;
 
+    if (!send_sent(p, peer_ranges(p))) {
+        return 0;
+    }
     weft_ucx_put_round(&buf, p->base.version, &p->rounds, p->round);
     status = weft_server_base_send(&p->base, WEFT_CTL_ROUND, &buf);
     weft_ctl_buf_free(&buf);
@@ -187,7 +217,8 @@ void weft_ucx_peer_advance(peer_t *p)
             p->state = PEER_FLUSHING;
         } else if (p->ring != NULL) {
             const weft_ucx_target_t target = {.ep = p->ep, .regions = p->regions,
-                                              .rkeys = p->rkeys, .region_count = p->region_count};
+                                              .rkeys = p->rkeys, .region_count = p->region_count,
+                                              .by_messages = p->by_messages};
             weft_status_t           status = weft_ucx_ring_advance(p->ring, &target);
 
             if (status != WEFT_OK && status != WEFT_INPROGRESS) {
@@ -241,8 +272,13 @@ void weft_ucx_peer_advance(peer_t *p)
         if (p->state != PEER_FLUSHING) {
             return; /* the next round is being sent */
         }
-        /* Every byte of v is in the consumer's memory: now tell it (a
-         * delta's map first: the consumer applies it at the notice). */
+        /* Every byte of v is in the consumer's memory (or, as messages,
+         * on its way: SENT says how many): now tell it (a delta's map
+         * first: the consumer applies it at the notice). A staged
+         * version's SENT went with its last ROUND. */
+        if (p->rounds.count == 0 && !send_sent(p, peer_ranges(p))) {
+            return;
+        }
         if (p->delta && !send_delta_map(p)) {
             return;
         }
