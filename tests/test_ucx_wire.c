@@ -421,7 +421,7 @@ static uint64_t message_version(const weft_ctl_msg_t *msg)
  * proved, WELCOME heard, its VIEWS sent, READY heard (its worker driven
  * meanwhile) and a version after 0 asked for. The connection. */
 static int hand_join(weft_ucx_t *ucx, const weft_ctl_buf_t *views, const char *name, uint64_t deadline,
-                     weft_auth_session_t *session)
+                     weft_auth_session_t *session, weft_ctl_msg_t *welcome)
 {
     weft_ctl_msg_t msg;
     int            fd;
@@ -429,7 +429,11 @@ static int hand_join(weft_ucx_t *ucx, const weft_ctl_buf_t *views, const char *n
     CHILD_CHECK(weft_ctl_connect(srv.addr, deadline, &fd) == WEFT_OK);
     CHILD_CHECK(hand_prove(fd, TOKEN, name, NULL, NULL, session) == 0);
     CHILD_CHECK(next_message(ucx, fd, session, deadline, &msg) == 0 && msg.type == WEFT_CTL_WELCOME);
-    free(msg.payload);
+    if (welcome != NULL) {
+        *welcome = msg; /* the server's worker address: the caller's */
+    } else {
+        free(msg.payload);
+    }
     CHILD_CHECK(weft_auth_send(fd, session, WEFT_CTL_VIEWS, views->data, (uint32_t)views->length, deadline) ==
                 WEFT_OK);
     CHILD_CHECK(next_message(ucx, fd, session, deadline, &msg) == 0 && msg.type == WEFT_CTL_READY);
@@ -438,12 +442,55 @@ static int hand_join(weft_ucx_t *ucx, const weft_ctl_buf_t *views, const char *n
     return fd;
 }
 
+static void stray_sent(void *request, ucs_status_t status, void *arg)
+{
+    (void)status;
+    (void)arg;
+    ucp_request_free(request);
+}
+
+/* Active messages the protocol does not have, to the server's worker at
+ * `address`: a delivery (id 1, which a server takes none of) and an id no
+ * one registered. The server must drop both and go on. */
+static void send_stray_messages(weft_ucx_t *ucx, const void *address, uint64_t deadline)
+{
+    static const uint8_t junk[4096] = {1};
+    const uint64_t       where = UINT64_C(0x1000);
+    ucp_ep_h             ep;
+    int                  reports;
+
+    CHILD_CHECK(weft_ucx_connect(ucx, address, NULL, NULL, "stray messages", &ep, &reports) == WEFT_OK);
+    for (unsigned id = 1; id <= 9; id += 8) {
+        const ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
+                                           .cb.send = stray_sent,
+                                           .flags = UCP_AM_SEND_FLAG_EAGER};
+        ucs_status_ptr_t req = ucp_am_send_nbx(ep, id, &where, sizeof(where), junk, sizeof(junk), &param);
+
+        CHILD_CHECK(!UCS_PTR_IS_ERR(req));
+    }
+    /* Flushed: both left; the server's worker sees them before our VIEWS'
+     * consequences (it drives one worker). */
+    {
+        const ucp_request_param_t none = {0};
+        ucs_status_ptr_t          flush = ucp_ep_flush_nbx(ep, &none);
+
+        CHILD_CHECK(!UCS_PTR_IS_ERR(flush));
+        while (flush != NULL && ucp_request_check_status(flush) == UCS_INPROGRESS && weft_time_ns() < deadline) {
+            weft_ucx_progress(ucx);
+        }
+        CHILD_CHECK(flush == NULL || ucp_request_check_status(flush) == UCS_OK);
+        if (flush != NULL) {
+            ucp_request_free(flush);
+        }
+    }
+}
+
 /* The consumer spoken by hand, in a child forked before any UCX state:
  * it asks for a version after 0 and must hear SENDING(1), then (over
  * TCP, where the bytes come as active messages) SENT with the version's
  * bytes, then VERSION(1) with version 1's bytes in its buffer once as
  * many landed; it acks and leaves. */
-static pid_t fork_hand_consumer(int go)
+static pid_t fork_hand_consumer(int go, int stray)
 {
     pid_t pid = fork();
 
@@ -469,7 +516,15 @@ static pid_t fork_hand_consumer(int go)
         CHILD_CHECK(weft_ucx_mem_map(ucx.context, buf, (uint64_t)ROWS * COLS, WEFT_MEMORY_HOST, &memh,
                                      "the hand consumer's buffer") == WEFT_OK);
         CHILD_CHECK(put_real_views(&ucx, memh, buf, &views) == 0);
-        fd = hand_join(&ucx, &views, "hand-consumer", deadline, &session);
+        if (stray) {
+            weft_ctl_msg_t welcome;
+
+            fd = hand_join(&ucx, &views, "hand-consumer", deadline, &session, &welcome);
+            send_stray_messages(&ucx, welcome.payload, deadline);
+            free(welcome.payload);
+        } else {
+            fd = hand_join(&ucx, &views, "hand-consumer", deadline, &session, NULL);
+        }
 
         CHILD_CHECK(next_message(&ucx, fd, &session, deadline, &msg) == 0);
         if (msg.type != WEFT_CTL_SENDING || sending_version(&msg) != 1) {
@@ -517,7 +572,23 @@ START_TEST(ucx_server_says_sending_then_the_notice)
 
     ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
     ck_assert_int_eq(pipe(go), 0);
-    consumer = fork_hand_consumer(go[0]);
+    consumer = fork_hand_consumer(go[0], 0);
+    server_start();
+    serve_version_1(consumer, go[1]);
+}
+END_TEST
+
+/* A consumer that sends the server's worker active messages of its own
+ * (a delivery, an unknown id) before it asks: the server drops them and
+ * serves it version 1 as any other. */
+START_TEST(ucx_stray_active_messages_do_not_end_the_server)
+{
+    pid_t consumer;
+    int   go[2];
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    consumer = fork_hand_consumer(go[0], 1);
     server_start();
     serve_version_1(consumer, go[1]);
 }
@@ -1307,7 +1378,7 @@ static pid_t fork_stuck_consumer(int go, int hold, int lanes)
         weft_ctl_put_u64(&views, 0); /* no inbox */
         weft_ctl_put_u64(&views, 0);
         CHILD_CHECK(!views.failed);
-        (void)hand_join(&ucx, &views, "stuck", deadline, &session); /* its connection open until the end */
+        (void)hand_join(&ucx, &views, "stuck", deadline, &session, NULL); /* its connection open until the end */
         if (lanes) {
             struct pollfd released = {.fd = hold, .events = POLLIN};
 
@@ -1539,6 +1610,7 @@ static Suite *ucx_wire_suite(void)
     tcase_add_test(tc, ucx_mutated_addresses_and_keys_over_tcp_do_not_kill_the_server);
     tcase_add_test(tc, ucx_mutated_addresses_and_keys_over_shared_memory_do_not_kill_the_server);
     tcase_add_test(tc, ucx_server_says_sending_then_the_notice);
+    tcase_add_test(tc, ucx_stray_active_messages_do_not_end_the_server);
     tcase_add_test(tc, ucx_consumer_refuses_a_malformed_sending);
     tcase_add_test(tc, ucx_consumer_refuses_a_server_without_the_token);
     tcase_add_test(tc, ucx_replayed_handshake_is_refused);

@@ -235,3 +235,35 @@ weft_status_t weft_ucx_deliver_sink_attach(weft_ucx_deliver_sink_t *sink, ucp_wo
     return weft_ucx_status(ucp_worker_set_am_recv_handler(worker, &param),
                            "setting the delivery handler");
 }
+
+static ucs_status_t deliver_refused(void *arg, const void *header, size_t header_length, void *data,
+                                    size_t length, const ucp_am_recv_param_t *param)
+{
+    static atomic_int warned;
+
+    (void)arg;
+    (void)header;
+    (void)header_length;
+    (void)data;
+    (void)param;
+    if (atomic_exchange(&warned, 1) == 0) {
+        weft_log_warn("ucx: a peer delivered %zu bytes to a server's worker, which takes none: dropped "
+                      "(logged once)",
+                      length);
+    }
+    return UCS_OK;
+}
+
+weft_status_t weft_ucx_deliver_refuse(ucp_worker_h worker)
+{
+    const ucp_am_handler_param_t param = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB,
+        .id = WEFT_UCX_AM_DELIVER,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = deliver_refused,
+    };
+
+    return weft_ucx_status(ucp_worker_set_am_recv_handler(worker, &param),
+                           "setting the refusing delivery handler");
+}

@@ -75,4 +75,14 @@ typedef struct weft_ucx_deliver_sink {
  * its receive lanes'): the handler runs on whichever thread drives it. */
 weft_status_t weft_ucx_deliver_sink_attach(weft_ucx_deliver_sink_t *sink, ucp_worker_h worker);
 
+/*
+ * A server's workers take no deliveries: this handler drops any that come
+ * (a consumer that sends them is not following the protocol; logged once
+ * a process). Registering it also gives UCX 1.13 its table of handlers:
+ * a worker of a context with active messages and no handler at all
+ * crashes on the first message that arrives (ucp_am_handler reads an
+ * empty table), where with one it drops unknown ids with a warning.
+ */
+weft_status_t weft_ucx_deliver_refuse(ucp_worker_h worker);
+
 #endif

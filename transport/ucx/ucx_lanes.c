@@ -508,8 +508,9 @@ weft_status_t weft_ucx_lanes_create(const weft_ucx_t *ucx, uint32_t count, uint6
             break;
         }
         status = weft_ucx_open_worker(&l->ucx, ucx);
-        if (status == WEFT_OK && sink != NULL) {
-            status = weft_ucx_deliver_sink_attach(sink, l->ucx.worker);
+        if (status == WEFT_OK) {
+            status = sink != NULL ? weft_ucx_deliver_sink_attach(sink, l->ucx.worker)
+                                  : weft_ucx_deliver_refuse(l->ucx.worker);
         }
         if (status == WEFT_OK) {
             status = weft_ucx_status(ucp_worker_get_address(l->ucx.worker, &l->address,

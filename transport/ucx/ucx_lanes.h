@@ -51,8 +51,8 @@ weft_status_t weft_ucx_lanes_count_for(int given, uint32_t params_lanes, uint32_
  * must have been opened for shared workers (weft_ucx_open's `shared`).
  * Each lane has at most max_in_flight puts of at most `chunk` bytes in
  * flight per consumer. A consumer's receive lanes pass its delivery sink
- * (ucx_deliver.h; the server NULL): each lane's worker takes deliveries
- * into it. The lanes end with weft_ucx_lanes_destroy, after the context's
+ * (ucx_deliver.h): each lane's worker takes deliveries into it; the
+ * server passes NULL, and its lanes' workers refuse them. The lanes end with weft_ucx_lanes_destroy, after the context's
  * other users stopped using it.
  */
 weft_status_t weft_ucx_lanes_create(const weft_ucx_t *ucx, uint32_t count, uint64_t chunk,

@@ -291,6 +291,9 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
         status = weft_ucx_open(&s->ucx, "server", lanes > 1);
     }
     if (status == WEFT_OK) {
+        status = weft_ucx_deliver_refuse(s->ucx.worker);
+    }
+    if (status == WEFT_OK) {
         status = weft_ucx_status(ucp_worker_get_address(s->ucx.worker, &s->address,
                                                         &s->address_length),
                                  "ucp_worker_get_address");
