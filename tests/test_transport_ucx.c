@@ -225,6 +225,15 @@ static void consumer_run(uint16_t port, const char *name, uint64_t last, int got
 
 static int port_pipe[2];
 
+/* In a forked server: started with a 64 MiB window, its port written to
+ * port_pipe, back once `consumers` are ready. */
+static void server_announce(server_side_t *s, uint32_t consumers)
+{
+    server_start(s, 64u << 20);
+    CHILD_CHECK(write(port_pipe[1], &s->port, sizeof(s->port)) == sizeof(s->port));
+    server_wait_ready(s, consumers);
+}
+
 static pid_t fork_server(uint32_t consumers, uint64_t versions, uint64_t window)
 {
     pid_t pid;
@@ -370,9 +379,7 @@ static void views_stay_put_between_receives(void)
         weft_server_stats_t   st;
         weft_registry_stats_t rs;
 
-        server_start(&s, 64u << 20);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
-        server_wait_ready(&s, 2);
+        server_announce(&s, 2);
         server_publish(&s, 1);
         CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK);
         for (uint64_t v = 1; v <= STAY_PUT_VERSIONS; v++) {
@@ -828,9 +835,7 @@ START_TEST(ucx_server_killed_consumer_gets_an_error_in_time)
     if (server == 0) {
         server_side_t s;
 
-        server_start(&s, 64u << 20);
-        CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
-        server_wait_ready(&s, 1);
+        server_announce(&s, 1);
         server_publish(&s, 1);
         CHILD_CHECK(weft_registry_wait_consumers(s.reg, 1, WAIT_US, NULL) == WEFT_OK);
         CHILD_CHECK(write(acked[1], "a", 1) == 1);
@@ -897,9 +902,7 @@ START_TEST(ucx_server_killed_mid_put_consumer_survives)
         if (server == 0) {
             server_side_t s;
 
-            server_start(&s, 64u << 20);
-            CHILD_CHECK(write(port_pipe[1], &s.port, sizeof(s.port)) == sizeof(s.port));
-            server_wait_ready(&s, 1);
+            server_announce(&s, 1);
             for (uint64_t v = 1;; v++) { /* killed in here */
                 server_publish(&s, v);
                 CHILD_CHECK(weft_registry_wait_consumers(s.reg, v, WAIT_US, NULL) == WEFT_OK);
