@@ -303,22 +303,21 @@ static uint8_t *read_request(size_t *length)
     return NULL;
 }
 
-/* Endpoint to `address`, every key unpacked on it, then a forced close.
- * 0, or -1 (UCX refused one). */
-static int try_address(weft_ucx_t *ucx, const void *address, const weft_ucx_blob_t *keys, uint32_t key_count)
+/* Endpoint to `address`, every key unpacked on it. 0, or -1 (UCX refused
+ * one; the endpoint, if any, is closed). */
+static int try_address(weft_ucx_t *ucx, const void *address, const weft_ucx_blob_t *keys, uint32_t key_count,
+                       ucp_ep_h *ep)
 {
-    ucp_ep_h            ep;
-    int                 reports, ok = 1;
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    ucs_status_ptr_t    closing;
+    int reports, ok = 1;
 
-    if (weft_ucx_connect(ucx, address, ignore_error, NULL, "sandbox", &ep, &reports) != WEFT_OK) {
+    if (weft_ucx_connect(ucx, address, ignore_error, NULL, "sandbox", ep, &reports) != WEFT_OK) {
         fprintf(stderr, "weft-ucx-sandbox: no endpoint to the address\n");
+        *ep = NULL;
         return -1;
     }
     for (uint32_t k = 0; k < key_count && ok; k++) {
         ucp_rkey_h         rkey;
-        const ucs_status_t unpacked = ucp_ep_rkey_unpack(ep, keys[k].data, &rkey);
+        const ucs_status_t unpacked = ucp_ep_rkey_unpack(*ep, keys[k].data, &rkey);
 
         ok = unpacked == UCS_OK;
         if (ok) {
@@ -327,14 +326,39 @@ static int try_address(weft_ucx_t *ucx, const void *address, const weft_ucx_blob
             fprintf(stderr, "weft-ucx-sandbox: key %u: %s\n", k, ucs_status_string(unpacked));
         }
     }
-    closing = ucp_ep_close_nbx(ep, &param);
-    if (closing != NULL && !UCS_PTR_IS_ERR(closing)) {
-        for (int spins = 0; spins < 100000 && ucp_request_check_status(closing) == UCS_INPROGRESS; spins++) {
-            ucp_worker_progress(ucx->worker);
-        }
-        ucp_request_free(closing);
-    }
     return ok ? 0 : -1;
+}
+
+/*
+ * The endpoints' connections run for SETTLE_NS before they close: an
+ * address may name a TCP port where something other than a UCX worker
+ * answers (a forged one did: an HTTP server's "HTTP/1.1 400" reply made
+ * UCX 1.13 assert in its connection handshake, tcp_ep.c "hdr->length <=
+ * rx_seg_size"), and that answer has to arrive here, not in the server.
+ * A peer that answers later than this still reaches the server's UCX.
+ */
+#define SETTLE_NS UINT64_C(200000000)
+
+static void settle_and_close(weft_ucx_t *ucx, ucp_ep_h *eps, uint32_t count)
+{
+    const uint64_t      until = weft_time_ns() + SETTLE_NS;
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+
+    while (weft_time_ns() < until) {
+        if (!weft_ucx_progress(ucx)) {
+            usleep(1000);
+        }
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        ucs_status_ptr_t closing = eps[i] != NULL ? ucp_ep_close_nbx(eps[i], &param) : NULL;
+
+        if (closing != NULL && !UCS_PTR_IS_ERR(closing)) {
+            for (int spins = 0; spins < 100000 && ucp_request_check_status(closing) == UCS_INPROGRESS; spins++) {
+                ucp_worker_progress(ucx->worker);
+            }
+            ucp_request_free(closing);
+        }
+    }
 }
 
 int weft_ucx_sandbox_main(void)
@@ -345,6 +369,7 @@ int weft_ucx_sandbox_main(void)
     weft_ucx_blob_t  *blobs[2] = {NULL, NULL};
     uint32_t          counts[2] = {0, 0};
     weft_ucx_t        ucx;
+    ucp_ep_h         *eps = NULL;
     int               rc = 2;
 
     if (request == NULL) {
@@ -367,10 +392,15 @@ int weft_ucx_sandbox_main(void)
     if (weft_ucx_open_checker(&ucx, "sandbox") != WEFT_OK) {
         goto out;
     }
-    rc = 0;
+    eps = calloc(counts[0] + 1, sizeof(*eps));
+    rc = eps != NULL ? 0 : 2;
     for (uint32_t a = 0; a < counts[0] && rc == 0; a++) {
-        rc = try_address(&ucx, blobs[0][a].data, blobs[1], counts[1]) == 0 ? 0 : 3;
+        rc = try_address(&ucx, blobs[0][a].data, blobs[1], counts[1], &eps[a]) == 0 ? 0 : 3;
     }
+    if (eps != NULL) {
+        settle_and_close(&ucx, eps, counts[0]);
+    }
+    free(eps);
     weft_ucx_close(&ucx);
     if (rc == 0 && write(ANSWER_FD, "ok\n", 3) != 3) {
         rc = 4;

@@ -7,7 +7,9 @@
  * cma, UCX 1.13). So before the server or a consumer hands such bytes to
  * its own UCX, weft-ucx-sandbox (a small program installed beside the
  * library) creates an endpoint to each address and unpacks each key on
- * it, with the same UCX configuration, and says whether it survived.
+ * it, with the same UCX configuration, lets the connections run for a
+ * moment (a port where another service answers makes UCX assert), and
+ * says whether it survived.
  * What survives there is then used here: the parse is the same.
  *
  * The program is $WEFT_UCX_SANDBOX, or the installed one; WEFT_UCX_SANDBOX
