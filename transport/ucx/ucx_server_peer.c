@@ -162,13 +162,21 @@ static int ranges_in_regions(const peer_t *p)
 }
 
 /* The endpoint to a consumer's worker, with peer-failure reports where
- * WEFT_UCX_ERR_MODE and its transport allow. */
+ * WEFT_UCX_ERR_MODE and its transport allow, and how bytes reach it:
+ * puts, or active messages where UCX has no native put to it
+ * (ucx_deliver.h). */
 static weft_status_t connect_peer(peer_t *p, const void *address)
 {
-    char who[96];
+    char          who[96];
+    weft_status_t status;
 
     snprintf(who, sizeof(who), "connecting to consumer \"%s\"", p->base.name);
-    return weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
+    status = weft_ucx_connect(&p->server->ucx, address, ep_error, p, who, &p->ep, &p->ep_err_mode);
+    if (status == WEFT_OK) {
+        snprintf(who, sizeof(who), "consumer \"%s\"", p->base.name);
+        status = weft_ucx_deliver_choose(p->ep, p->ep_err_mode, who, &p->by_messages);
+    }
+    return status;
 }
 
 /* The consumer's addresses and keys passed the sandbox (or none runs):
@@ -178,12 +186,7 @@ static weft_status_t finish_views(peer_t *p)
     struct ucx_server          *s = p->server;
     const weft_ucx_views_msg_t *m = &p->wire;
     weft_status_t               status = connect_peer(p, m->address.data);
-    char                        who[96];
 
-    snprintf(who, sizeof(who), "consumer \"%s\"", p->base.name);
-    if (status == WEFT_OK) {
-        status = weft_ucx_deliver_choose(p->ep, p->ep_err_mode, who, &p->by_messages);
-    }
     for (uint32_t r = 0; r < p->region_count && status == WEFT_OK; r++) {
         status = weft_ucx_status(ucp_ep_rkey_unpack(p->ep, m->rkeys[r].data, &p->rkeys[r]),
                                  "unpacking a consumer's key");
