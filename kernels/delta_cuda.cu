@@ -42,6 +42,7 @@
 #include "checksum.h"
 #include "common/cuda_util.h"
 #include "common/log.h"
+#include "delta_internal.h"
 
 #include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
@@ -398,6 +399,7 @@ enum : unsigned {
     kBadVersion = 8u, /* a delta of another layout version */
     kBadTensor = 16u, /* its chunk or tensor size is not the target's */
     kBadCount = 32u,  /* its size does not match its change count */
+    kBadSum = WEFT_DELTA_VERDICT_SUM, /* applied, but the target does not sum to the checksum it carries */
 };
 
 /* The header's verdict (0: sound) for a target of tensor_bytes. */
@@ -549,6 +551,72 @@ __global__ void __launch_bounds__(kThreads) apply_kernel(ApplyWork w, uint32_t c
     }
 }
 
+/* Logical bytes [pos, pos + n) of a target (n ≤ 8, inside the tensor)
+ * as a little-endian word, the last partial one zero-padded: one load
+ * where the word lies aligned inside a row, bytes gathered otherwise. */
+__device__ __forceinline__ uint64_t target_word(const weft_delta_target_t &t, uint64_t pos, uint64_t n)
+{
+    const uint8_t *data = static_cast<const uint8_t *>(t.data);
+    const uint64_t col = pos % t.row_bytes;
+    const uint8_t *at = data + pos / t.row_bytes * t.row_stride + col;
+
+    if (n == 8 && col + 8 <= t.row_bytes && (reinterpret_cast<uintptr_t>(at) & 7) == 0) {
+        return *reinterpret_cast<const uint64_t *>(at);
+    }
+    uint64_t word = 0;
+    for (uint64_t b = 0; b < n; b++) {
+        const uint64_t q = pos + b;
+        word |= static_cast<uint64_t>(data[q / t.row_bytes * t.row_stride + q % t.row_bytes]) << (8 * b);
+    }
+    return word;
+}
+
+/* The checksum terms of each applied target, read back after the
+ * scatter, a warp a chunk (a chunk is whole words: 4096 is a multiple of
+ * 8), into sums[t] (zeroed before). */
+__global__ void __launch_bounds__(kThreads) sum_kernel(ApplyWork w, uint32_t count, uint64_t chunks,
+                                                       const unsigned *verdicts, unsigned long long *sums)
+{
+    const unsigned lane = threadIdx.x & 31;
+
+    for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
+        const uint32_t ti = tensor_of(w.start, count, g);
+        if (verdicts[ti] != 0) {
+            continue;
+        }
+        const weft_delta_target_t &t = w.patches[ti].target;
+        const uint64_t             start = (g - w.start[ti]) * WEFT_DELTA_CHUNK_BYTES;
+        const uint64_t n = t.tensor_bytes - start < WEFT_DELTA_CHUNK_BYTES ? t.tensor_bytes - start : WEFT_DELTA_CHUNK_BYTES;
+        uint64_t       local = 0;
+
+        for (uint64_t at = 8 * lane; at < n; at += 8 * 32) {
+            local += weft_checksum_term(target_word(t, start + at, n - at < 8 ? n - at : 8), (start + at) / 8);
+        }
+        for (int offset = 16; offset > 0; offset /= 2) {
+            local += __shfl_down_sync(0xffffffffu, local, offset);
+        }
+        if (lane == 0) {
+            atomicAdd(&sums[ti], static_cast<unsigned long long>(local));
+        }
+    }
+}
+
+/* Each applied target's checksum finished, and compared with the one its
+ * delta carries (header word 3): kBadSum where they differ. */
+__global__ void sum_verdict_kernel(ApplyWork w, uint32_t count, unsigned *verdicts, unsigned long long *sums)
+{
+    const uint32_t ti = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ti >= count || verdicts[ti] != 0) {
+        return;
+    }
+    const weft_delta_cuda_patch_t &p = w.patches[ti];
+    const uint64_t                 sum = weft_checksum_final(sums[ti], p.target.tensor_bytes);
+    sums[ti] = sum;
+    if (sum != reinterpret_cast<const uint64_t *>(p.delta)[3]) {
+        verdicts[ti] = kBadSum;
+    }
+}
+
 /*
  * Enqueues the batch's pieces into the workspace (Kernel's launch for
  * each, small or large pieces as the batch needs). The host array may go
@@ -621,6 +689,7 @@ static const char *verdict_why(unsigned v)
            : (v & kBadTensor) != 0  ? "its chunk or tensor size is not this tensor's"
            : (v & kBadCount) != 0   ? "its size does not match its change count"
            : (v & kBadIndex) != 0   ? "its chunk index is out of order"
+           : (v & kBadSum) != 0     ? "applied, the target does not sum to the checksum the delta carries"
                                     : "an offset is out of its chunk or out of order";
 }
 
@@ -743,8 +812,10 @@ extern "C" weft_status_t weft_delta_encode_cuda(const void *old_data, const void
     return status;
 }
 
-extern "C" weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
-                                                     unsigned *verdicts, void *work, size_t work_size, void *stream)
+/* The apply, and where sums is not NULL each applied target summed and
+ * compared with its carried checksum (weft_delta_apply_cuda_summed_async). */
+static weft_status_t apply_batch(const weft_delta_cuda_patch_t *patches, uint32_t count, unsigned *verdicts,
+                                 uint64_t *sums, void *work, size_t work_size, void *stream)
 {
     cudaStream_t st = static_cast<cudaStream_t>(stream);
 
@@ -780,7 +851,33 @@ extern "C" weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch
         apply_kernel<<<grid_for(chunks), kThreads, 0, st>>>(w, count, chunks, verdicts);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
     }
+    if (status == WEFT_OK && sums != nullptr) {
+        unsigned long long *s = reinterpret_cast<unsigned long long *>(sums);
+        status = WEFT_CUDA_CHECK(cudaMemsetAsync(s, 0, count * sizeof(*s), st));
+        if (status == WEFT_OK) {
+            sum_kernel<<<grid_for(chunks), kThreads, 0, st>>>(w, count, chunks, verdicts, s);
+            sum_verdict_kernel<<<(count + 255) / 256, 256, 0, st>>>(w, count, verdicts, s);
+            status = WEFT_CUDA_CHECK(cudaGetLastError());
+        }
+    }
     return status;
+}
+
+extern "C" weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
+                                                     unsigned *verdicts, void *work, size_t work_size, void *stream)
+{
+    return apply_batch(patches, count, verdicts, nullptr, work, work_size, stream);
+}
+
+extern "C" weft_status_t weft_delta_apply_cuda_summed_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
+                                                            unsigned *verdicts, uint64_t *sums, void *work,
+                                                            size_t work_size, void *stream)
+{
+    if (count > 0 && sums == nullptr) {
+        weft_log_error("weft_delta_apply_cuda_summed_async: NULL sums");
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    return apply_batch(patches, count, verdicts, sums, work, work_size, stream);
 }
 
 extern "C" weft_status_t weft_delta_apply_cuda(const void *delta, uint64_t delta_bytes,

@@ -5,6 +5,10 @@
 #include <stdint.h>
 #include <weft/delta.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * The host delta encoder with the new bytes' checksum already known: a
  * registry version stores each tensor's checksum at publish, so a server
@@ -26,5 +30,29 @@ weft_status_t weft_delta_encode_host_summed(const void *old_data, const void *ne
  */
 weft_status_t weft_delta_apply_host_summed(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
                                            uint64_t *carried, uint64_t *actual);
+
+/* The verdict of a delta that was applied but whose target does not sum
+ * to the checksum it carries (weft_delta_apply_cuda_summed_async). */
+#define WEFT_DELTA_VERDICT_SUM 64u
+
+/*
+ * weft_delta_apply_cuda_async, then, on the same stream, the checksum of
+ * each applied target's bytes (weft_checksum_host_rows's: its rows read
+ * as if end to end) into sums[i] (device memory, or host memory the GPU
+ * can write; count words), compared on the GPU with the checksum its
+ * delta carries: where they differ, verdicts[i] is non-zero although the
+ * delta was applied (WEFT_DELTA_VERDICT_SUM: the target then holds
+ * neither version). A consumer
+ * so verifies a version's patched views without a second pass from the
+ * host. Same workspace as weft_delta_apply_cuda_async. Built with CUDA
+ * only.
+ */
+weft_status_t weft_delta_apply_cuda_summed_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
+                                                 unsigned *verdicts, uint64_t *sums, void *work, size_t work_bytes,
+                                                 void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

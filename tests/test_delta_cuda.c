@@ -5,14 +5,18 @@
  * included) and ragged size, from aligned and misaligned versions; the
  * same answer where a delta does not fit; the GPU apply into contiguous
  * and strided device views equal to the new version, padding untouched;
- * a malformed delta refused before it writes. Exits 77 (skipped) where no
- * GPU is present.
+ * a malformed delta refused before it writes; the summed apply a
+ * consumer verifies with (each target's checksum, rows of odd widths
+ * included, equal to the host's, and a delta applied onto the wrong
+ * bytes caught by its checksum). Exits 77 (skipped) where no GPU is
+ * present.
  */
 #include "config.h"
 
 #include "lib/delta_inputs.h"
 #include "lib/gpu_skip.h"
 #include "lib/harness.h"
+#include "kernels/delta_internal.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -255,6 +259,18 @@ END_TEST
 /* The GPU apply into a contiguous device copy of old and into rows of a
  * fused device tensor (padding between rows left alone): the new bytes,
  * and the checksum the delta carries is theirs. */
+/* A strided view read back: each row the new version's, the padding
+ * between rows untouched (0xA5). */
+static void expect_rows(const uint8_t *back, const uint8_t *want, uint64_t rows, uint64_t row_bytes, uint64_t stride)
+{
+    for (uint64_t r = 0; r < rows; r++) {
+        ck_assert_int_eq(memcmp(back + r * stride, want + r * row_bytes, row_bytes), 0);
+        for (uint64_t g = row_bytes; g < stride; g++) {
+            ck_assert_uint_eq(back[r * stride + g], 0xA5);
+        }
+    }
+}
+
 START_TEST(gpu_apply_into_contiguous_and_strided_views)
 {
     const uint64_t rows = 777, row_bytes = 96, stride = 160, n = rows * row_bytes;
@@ -287,12 +303,7 @@ START_TEST(gpu_apply_into_contiguous_and_strided_views)
             ck_assert_int_eq(weft_delta_apply_cuda(ddelta, size, &t, NULL, NULL), WEFT_OK);
         }
         CUDA_OK(cudaMemcpy(back, dfused, rows * stride, cudaMemcpyDeviceToHost));
-        for (uint64_t r = 0; r < rows; r++) {
-            ck_assert_int_eq(memcmp(back + r * stride, b + r * row_bytes, row_bytes), 0);
-            for (uint64_t g = row_bytes; g < stride; g++) {
-                ck_assert_uint_eq(back[r * stride + g], 0xA5);
-            }
-        }
+        expect_rows(back, b, rows, row_bytes, stride);
         cudaFree(ddelta);
         cudaFree(dtarget);
         cudaFree(dfused);
@@ -301,6 +312,72 @@ START_TEST(gpu_apply_into_contiguous_and_strided_views)
     free(b);
     free(delta);
     free(fused);
+    free(back);
+}
+END_TEST
+
+/* Three deltas in one summed apply: into a contiguous target, into rows
+ * of 93 bytes 131 apart (checksum words straddle rows), and into a target
+ * that does not hold the delta's old bytes: the first two applied and
+ * summed as the host sums the new version, the third caught by the
+ * checksum it carries. */
+START_TEST(gpu_summed_apply_checks_each_target)
+{
+    const uint64_t rows = 333, row_bytes = 93, stride = 131, n = rows * row_bytes;
+    uint8_t       *a = malloc(n), *b = malloc(n), *other = malloc(n), *fused = malloc(rows * stride);
+    uint8_t       *delta = malloc(weft_delta_bytes(n, n)), *back = malloc(rows * stride);
+    uint64_t       size = 0, sums[3];
+    unsigned       verdicts[3];
+    void          *work, *dverdicts, *dsums;
+
+    ck_assert(a != NULL && b != NULL && other != NULL && fused != NULL && delta != NULL && back != NULL);
+    make_pair(a, b, n, 0.02, 31);
+    memcpy(other, a, n);
+    for (uint64_t i = n / 2; i < n; i++) {
+        if (a[i] == b[i]) {
+            other[i] ^= 0x10; /* the engine wrote where the delta does not */
+            break;
+        }
+    }
+    ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, weft_delta_bytes(n, n), &size), WEFT_OK);
+    memset(fused, 0xA5, rows * stride);
+    for (uint64_t r = 0; r < rows; r++) {
+        memcpy(fused + r * stride, a + r * row_bytes, row_bytes);
+    }
+    uint8_t *ddelta = to_device(delta, size), *dflat = to_device(a, n), *dfused = to_device(fused, rows * stride);
+    uint8_t *dother = to_device(other, n);
+    const weft_delta_cuda_patch_t patches[3] = {
+        {ddelta, size, {.data = dflat, .tensor_bytes = n, .row_bytes = n, .row_stride = n}},
+        {ddelta, size, {.data = dfused, .tensor_bytes = n, .row_bytes = row_bytes, .row_stride = stride}},
+        {ddelta, size, {.data = dother, .tensor_bytes = n, .row_bytes = n, .row_stride = n}}};
+    const size_t need = weft_delta_cuda_apply_work_bytes(3);
+
+    CUDA_OK(cudaMalloc(&work, need));
+    CUDA_OK(cudaMalloc(&dverdicts, sizeof(verdicts)));
+    CUDA_OK(cudaMalloc(&dsums, sizeof(sums)));
+    ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, 3, dverdicts, dsums, work, need, NULL), WEFT_OK);
+    CUDA_OK(cudaMemcpy(verdicts, dverdicts, sizeof(verdicts), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(sums, dsums, sizeof(sums), cudaMemcpyDeviceToHost));
+    ck_assert_uint_eq(verdicts[0], 0);
+    ck_assert_uint_eq(verdicts[1], 0);
+    ck_assert_uint_eq(verdicts[2], WEFT_DELTA_VERDICT_SUM);
+    ck_assert_uint_eq(sums[0], weft_checksum_host(b, n));
+    ck_assert_uint_eq(sums[1], weft_checksum_host(b, n));
+    ck_assert_uint_ne(sums[2], weft_checksum_host(b, n));
+    CUDA_OK(cudaMemcpy(back, dfused, rows * stride, cudaMemcpyDeviceToHost));
+    expect_rows(back, b, rows, row_bytes, stride);
+    cudaFree(work);
+    cudaFree(dverdicts);
+    cudaFree(dsums);
+    cudaFree(ddelta);
+    cudaFree(dflat);
+    cudaFree(dfused);
+    cudaFree(dother);
+    free(a);
+    free(b);
+    free(other);
+    free(fused);
+    free(delta);
     free(back);
 }
 END_TEST
@@ -374,6 +451,7 @@ static Suite *delta_cuda_suite(void)
     tcase_add_test(tc, gpu_batches_encode_and_apply);
     tcase_add_test(tc, gpu_apply_into_contiguous_and_strided_views);
     tcase_add_test(tc, gpu_malformed_deltas_are_refused_before_writing);
+    tcase_add_test(tc, gpu_summed_apply_checks_each_target);
     suite_add_tcase(s, tc);
     return s;
 }

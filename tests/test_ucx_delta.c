@@ -16,7 +16,14 @@
  *   three such in a row, every version whole;
  * - WEFT_DELTA=off sends every version whole; force sends even a version
  *   whose every byte changed as a delta (its tensors whole in the inbox),
- *   here on put and receive lanes over shared memory.
+ *   here on put and receive lanes over shared memory;
+ * - with a GPU (libweft built with CUDA), the same from a GPU registry
+ *   (its deltas encoded on the GPU) and into device views (applied and
+ *   checked on the GPU, through a consumer's staging ring or not): into
+ *   device views, from a GPU registry into host views, a host registry
+ *   into device views changed under the consumer, and forced, every
+ *   tensor whole through the GPU paths. The bytes of device views are
+ *   read back to be checked.
  *
  * libweft reads its WEFT_* variables once per process, and this program
  * has read them before any case runs: the cases that need other values
@@ -31,6 +38,11 @@
 
 #include <check.h>
 #include <errno.h>
+#ifdef HAVE_CUDA
+#include "lib/gpu_skip.h"
+
+#include <cuda_runtime_api.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +158,57 @@ typedef struct driven {
 
 /* Lanes on both sides (0: WEFT_UCX_LANES, one on a small machine). */
 static uint32_t lanes;
+/* Set by a case before it forks: the server's registry on GPU 0, the
+ * consumers' views on GPU 0. */
+static int gpu_registry, device_views;
+
+/* Copies n bytes into (to_device) or out of memory that is device memory
+ * where `device` says so. */
+static void copy_bytes(void *dst, const void *src, size_t n, int device, int to_device)
+{
+    if (!device) {
+        memcpy(dst, src, n);
+        return;
+    }
+#ifdef HAVE_CUDA
+    CHILD_CHECK(cudaMemcpy(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost) ==
+                cudaSuccess);
+#else
+    (void)to_device;
+    CHILD_FAIL("device memory in a build without CUDA");
+#endif
+}
+
+/* n bytes of `device` or host memory, each `fill`. */
+static uint8_t *alloc_bytes(size_t n, int device, uint8_t fill)
+{
+    uint8_t *p = NULL;
+
+    if (!device) {
+        p = malloc(n);
+        CHILD_CHECK(p != NULL);
+        memset(p, fill, n);
+        return p;
+    }
+#ifdef HAVE_CUDA
+    CHILD_CHECK(cudaSetDevice(0) == cudaSuccess && cudaMalloc((void **)&p, n) == cudaSuccess);
+    CHILD_CHECK(cudaMemset(p, fill, n) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess);
+#else
+    CHILD_FAIL("device memory in a build without CUDA");
+#endif
+    return p;
+}
+
+static void free_bytes(uint8_t *p, int device)
+{
+#ifdef HAVE_CUDA
+    if (device) {
+        CHILD_CHECK(cudaFree(p) == cudaSuccess);
+        return;
+    }
+#endif
+    free(p);
+}
 
 /* p: publish the next version; s: the stats; q: stop. */
 static void server_main(int cmd_fd, int out_fd)
@@ -155,7 +218,9 @@ static void server_main(int cmd_fd, int out_fd)
         .field_mask = WEFT_SERVER_FIELD_TIMEOUT | (lanes ? WEFT_SERVER_FIELD_TRANSPORT : 0),
         .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 5000000,
         .transport_params = &own};
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 1};
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS | WEFT_REGISTRY_FIELD_MEMORY,
+                                 .checksums = 1, .memory = gpu_registry ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
+                                 .device = gpu_registry ? 0 : -1};
     weft_registry_h        reg;
     weft_server_h          server;
     uint16_t               port;
@@ -191,7 +256,7 @@ static void server_main(int cmd_fd, int out_fd)
                 void *data;
 
                 CHILD_CHECK(weft_registry_write_tensor(reg, t, &data) == WEFT_OK);
-                memcpy(data, current + (uint64_t)t * TENSOR_BYTES, TENSOR_BYTES);
+                copy_bytes(data, current + (uint64_t)t * TENSOR_BYTES, TENSOR_BYTES, gpu_registry, 1);
             }
             CHILD_CHECK(weft_registry_publish(reg, v, NULL) == WEFT_OK);
             reply(out_fd, NULL, 0);
@@ -217,7 +282,9 @@ static void server_main(int cmd_fd, int out_fd)
 static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
 {
     const uint64_t           pitch = padded ? COLS + PAD : COLS;
-    uint8_t                 *fused = malloc((uint64_t)TENSORS * ROWS * pitch);
+    const uint64_t           fused_bytes = (uint64_t)TENSORS * ROWS * pitch;
+    uint8_t                 *fused = alloc_bytes(fused_bytes, device_views, 0xA5);
+    uint8_t                 *seen = malloc(fused_bytes); /* the views' bytes, read back */
     uint8_t                 *expected = malloc(VERSION_BYTES);
     char                     names[TENSORS][WEFT_TENSOR_NAME_MAX], addr[64];
     weft_recv_view_t         views[TENSORS];
@@ -229,8 +296,7 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
     weft_remote_h            remote;
     uint64_t                 have = 0, arg;
 
-    CHILD_CHECK(fused != NULL && expected != NULL);
-    memset(fused, 0xA5, (uint64_t)TENSORS * ROWS * pitch);
+    CHILD_CHECK(seen != NULL && expected != NULL);
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
     for (uint32_t t = 0; t < TENSORS; t++) {
         tensor_name(names[t], sizeof(names[t]), t);
@@ -238,6 +304,10 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
                                       .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
                                       .shape = {ROWS, COLS}, .strides = {pitch, 1},
                                       .data = fused + (uint64_t)t * ROWS * pitch};
+        if (device_views) {
+            views[t].field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
+            views[t].memory = WEFT_MEMORY_CUDA;
+        }
     }
     CHILD_CHECK(weft_remote_connect(&params, views, TENSORS, &remote) == WEFT_OK);
     reply(out_fd, NULL, 0);
@@ -252,16 +322,21 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
             have = got;
             answer[0] = got;
             answer[1] = 0;
+            copy_bytes(seen, fused, fused_bytes, device_views, 0);
             for (uint64_t row = 0; row < (uint64_t)TENSORS * ROWS; row++) {
                 for (uint64_t col = 0; col < pitch; col++) {
                     uint8_t want = col < COLS ? expected[row * COLS + col] : 0xA5;
 
-                    answer[1] += fused[row * pitch + col] != want;
+                    answer[1] += seen[row * pitch + col] != want;
                 }
             }
             reply(out_fd, answer, sizeof(answer));
         } else if (cmd == 'x') {
-            fused[ROWS / 2 * pitch + 7] ^= 0x40;
+            uint8_t byte;
+
+            copy_bytes(&byte, fused + ROWS / 2 * pitch + 7, 1, device_views, 0);
+            byte ^= 0x40;
+            copy_bytes(fused + ROWS / 2 * pitch + 7, &byte, 1, device_views, 1);
             reply(out_fd, NULL, 0);
         } else {
             CHILD_CHECK(cmd == 'q');
@@ -269,7 +344,8 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
         }
     }
     CHILD_CHECK(weft_remote_close(remote) == WEFT_OK);
-    free(fused);
+    free_bytes(fused, device_views);
+    free(seen);
     free(expected);
     reply(out_fd, NULL, 0);
 }
@@ -395,7 +471,7 @@ static void expect_deltas(const driven_t *s, uint64_t sent, uint64_t redone, uin
 
 /* --------------------------------------------------------------- tests */
 
-START_TEST(ucx_consecutive_versions_go_as_small_deltas)
+static void consecutive_versions_go_as_small_deltas(void)
 {
     driven_t            s, c;
     uint16_t            port;
@@ -418,9 +494,14 @@ START_TEST(ucx_consecutive_versions_go_as_small_deltas)
     stop(&c);
     stop(&s);
 }
+
+START_TEST(ucx_consecutive_versions_go_as_small_deltas)
+{
+    consecutive_versions_go_as_small_deltas();
+}
 END_TEST
 
-START_TEST(ucx_missed_version_and_new_connection_come_whole)
+static void missed_version_and_new_connection_come_whole(void)
 {
     driven_t a, b, c, s;
     uint16_t port;
@@ -459,9 +540,14 @@ START_TEST(ucx_missed_version_and_new_connection_come_whole)
     stop(&c);
     stop(&s);
 }
+
+START_TEST(ucx_missed_version_and_new_connection_come_whole)
+{
+    missed_version_and_new_connection_come_whole();
+}
 END_TEST
 
-START_TEST(ucx_delta_onto_changed_views_is_refused_and_comes_whole)
+static void delta_onto_changed_views_is_refused_and_comes_whole(void)
 {
     driven_t s, c;
     uint16_t port;
@@ -497,7 +583,35 @@ START_TEST(ucx_delta_onto_changed_views_is_refused_and_comes_whole)
     stop(&c);
     stop(&s);
 }
+
+START_TEST(ucx_delta_onto_changed_views_is_refused_and_comes_whole)
+{
+    delta_onto_changed_views_is_refused_and_comes_whole();
+}
 END_TEST
+
+#ifdef HAVE_CUDA
+START_TEST(gpu_registry_deltas_into_device_views)
+{
+    gpu_registry = device_views = 1;
+    consecutive_versions_go_as_small_deltas();
+}
+END_TEST
+
+START_TEST(gpu_registry_missed_version_into_host_views)
+{
+    gpu_registry = 1;
+    missed_version_and_new_connection_come_whole();
+}
+END_TEST
+
+START_TEST(host_registry_delta_onto_changed_device_views)
+{
+    device_views = 1;
+    delta_onto_changed_views_is_refused_and_comes_whole();
+}
+END_TEST
+#endif
 
 /* The variable that makes this program register only the case it names,
  * run again by run_with with the environment that case needs. */
@@ -538,6 +652,14 @@ START_TEST(ucx_deltas_forced_on_lanes_over_shared_memory)
 }
 END_TEST
 
+#ifdef HAVE_CUDA
+START_TEST(gpu_deltas_forced_every_tensor_whole)
+{
+    run_with("with_deltas_forced_gpu", "force", "4M");
+}
+END_TEST
+#endif
+
 /* Registered only when run_with runs it: WEFT_DELTA=off. */
 START_TEST(with_deltas_off)
 {
@@ -557,15 +679,16 @@ END_TEST
 
 /* Registered only when run_with runs it: WEFT_DELTA=force, an inbox a
  * whole version fits in. */
-START_TEST(with_deltas_forced_on_lanes)
+/* WEFT_DELTA=force over `tls`: versions 2 to 4 as deltas, 2 (every byte
+ * changed) as a delta of every tensor whole in the inbox. */
+static void forced_deltas(const char *tls)
 {
     driven_t s, c;
     uint16_t port;
 
-    ck_assert_int_eq(setenv("UCX_TLS", "sm,self", 1), 0);
-    lanes = 2;
+    ck_assert_int_eq(setenv("UCX_TLS", tls, 1), 0);
     set_rates(5);
-    rate_of[2] = ALL; /* forced: as a delta, every tensor whole in the inbox */
+    rate_of[2] = ALL;
     s = start_server(&port);
     c = start_consumer(port, 1);
     publish_and_receive(&s, &c, 1, 4);
@@ -573,7 +696,26 @@ START_TEST(with_deltas_forced_on_lanes)
     stop(&c);
     stop(&s);
 }
+
+START_TEST(with_deltas_forced_on_lanes)
+{
+    lanes = 2;
+    forced_deltas("sm,self");
+}
 END_TEST
+
+#ifdef HAVE_CUDA
+/* Registered only when run_with runs it: WEFT_DELTA=force, a GPU registry
+ * into device views; a version whose every byte changed goes as a delta
+ * of tensors whole (from the registry's slots into the inbox, from there
+ * into the views on the GPU). */
+START_TEST(with_deltas_forced_gpu)
+{
+    gpu_registry = device_views = 1;
+    forced_deltas("tcp,self");
+}
+END_TEST
+#endif
 
 static Suite *ucx_delta_suite(void)
 {
@@ -599,6 +741,10 @@ static Suite *ucx_delta_suite(void)
     if (mode_case != NULL) {
         if (strcmp(mode_case, "with_deltas_off") == 0) {
             ADD(with_deltas_off);
+#ifdef HAVE_CUDA
+        } else if (strcmp(mode_case, "with_deltas_forced_gpu") == 0) {
+            ADD(with_deltas_forced_gpu);
+#endif
         } else {
             ADD(with_deltas_forced_on_lanes);
         }
@@ -609,6 +755,16 @@ static Suite *ucx_delta_suite(void)
     ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
     ADD(ucx_deltas_off);
     ADD(ucx_deltas_forced_on_lanes_over_shared_memory);
+#ifdef HAVE_CUDA
+    if (weft_test_gpu_count() > 0) {
+        ADD(gpu_registry_deltas_into_device_views);
+        ADD(gpu_registry_missed_version_into_host_views);
+        ADD(host_registry_delta_onto_changed_device_views);
+        ADD(gpu_deltas_forced_every_tensor_whole);
+    } else {
+        printf("test_ucx_delta: no GPU: the GPU registry and device view cases are left out\n");
+    }
+#endif
 #undef ADD
     return s;
 }

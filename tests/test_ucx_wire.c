@@ -814,7 +814,13 @@ START_TEST(ucx_malformed_handshakes_are_refused_and_the_server_goes_on)
     m.ring_half = m.region_bytes / 4;
     m.inbox_base = m.region_base;
     m.inbox_bytes = 64;
-    refused_views(&m, "an inbox beside a staging ring", MALFORMED_OR_KEYS);
+    refused_views(&m, "an inbox inside the staging ring", MALFORMED_OR_KEYS);
+    m = good_views();
+    m.regions = m.regions_written = 2; /* the same region twice: the inbox is found in the first */
+    m.ring_half = m.region_bytes / 4;
+    m.inbox_base = m.region_base;
+    m.inbox_bytes = 64;
+    refused_views(&m, "an inbox in the staging ring's region", MALFORMED_OR_KEYS);
     m = good_views();
     m.region_bytes -= 1; /* the view's last byte outside it */
     refused_views(&m, "a view outside the memory it registered",

@@ -68,13 +68,16 @@ weft_status_t weft_ucx_views_parse(const weft_ctl_msg_t *msg, weft_ucx_views_msg
     }
     out->inbox_base = weft_ctl_get_u64(&cur);
     out->inbox_bytes = weft_ctl_get_u64(&cur);
-    if (out->inbox_bytes != 0 &&
-        (out->ring_half != 0 ||
-         weft_wire_span_find(out->regions, out->region_count, out->inbox_base, out->inbox_bytes) == NULL)) {
-        cur.failed = 1;
+    if (out->inbox_bytes != 0) {
+        const weft_wire_span_t *in =
+            weft_wire_span_find(out->regions, out->region_count, out->inbox_base, out->inbox_bytes);
+
+        /* With a ring, the inbox is the region after it. */
+        cur.failed |= in == NULL || (out->ring_half != 0 && in != &out->regions[1]);
     }
     if (cur.failed || cur.at != cur.length || out->address.length == 0 || out->lane_count > WEFT_UCX_LANES_MAX ||
-        (out->ring_half != 0 && (out->region_count != 1 || out->regions[0].bytes / 2 < out->ring_half))) {
+        (out->ring_half != 0 && (out->region_count != 1u + (out->inbox_bytes != 0) ||
+                                 out->regions[0].bytes / 2 < out->ring_half))) {
         return refuse(out, WEFT_ERR_CORRUPT, "malformed views or keys", reason);
     }
     *reason = NULL;

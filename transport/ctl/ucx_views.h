@@ -10,8 +10,10 @@
  *
  * What is checked here: every length against the message, counts against
  * their limits, no empty address (UCX reads a worker address without its
- * length), a ring only in one region holding two halves, an inbox only
- * without a ring and inside one region. What cannot be:
+ * length), a ring only in region 0 holding two halves, an inbox inside
+ * one region, and with a ring that region is region 1, the only other
+ * (a staged consumer's inbox is pinned host memory of its own). What
+ * cannot be:
  * the inside of a worker address or a packed key, which UCX parses
  * without lengths of its own. Those come only from a consumer that proved
  * the token, in a message sealed for its session; a token holder can

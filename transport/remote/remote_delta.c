@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "transport/remote/remote_delta.h"
+#include "transport/remote/remote_delta_gpu.h"
 
 #include "common/env_config.h"
 #include "common/log.h"
@@ -84,18 +85,33 @@ static weft_status_t inbox_size(uint64_t bytes, uint64_t *out)
     return weft_config_size(WEFT_CONFIG_DELTA_INBOX, out);
 }
 
+/* The inbox: host memory of our own for host views, the device side's
+ * (remote_delta_gpu.h) for device views. 0, or 1 when device views take
+ * no deltas here (said at info level). */
+static weft_status_t make_inbox(weft_remote_delta_t *d, uint64_t inbox, uint32_t count, int device,
+                                weft_memory_kind_t inbox_memory)
+{
+    weft_status_t status;
+
+    if (device < 0) {
+        d->inbox = aligned_alloc(INBOX_ALIGN, inbox);
+        return d->inbox != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+    }
+    status = weft_remote_delta_gpu_create(device, count, inbox, inbox_memory, &d->gpu, &d->inbox);
+    if (status == WEFT_ERR_UNSUPPORTED) {
+        weft_log_info("remote: device views take every version whole (libweft built without CUDA)");
+    }
+    return status;
+}
+
 weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_view_t *views, uint32_t count,
-                                     weft_memory_kind_t memory)
+                                     int device, weft_memory_kind_t inbox_memory)
 {
     uint64_t bytes = 0, inbox = 0;
     weft_status_t status;
 
     memset(d, 0, sizeof(*d));
     if (weft_delta_mode() == WEFT_DELTA_OFF) {
-        return WEFT_OK;
-    }
-    if (memory != WEFT_MEMORY_HOST) {
-        weft_log_info("remote: device views take every version whole (deltas: host views only)");
         return WEFT_OK;
     }
     d->targets = calloc(count ? count : 1, sizeof(*d->targets));
@@ -117,10 +133,10 @@ weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_vie
         return status;
     }
     inbox = (inbox + INBOX_ALIGN - 1) / INBOX_ALIGN * INBOX_ALIGN;
-    d->inbox = aligned_alloc(INBOX_ALIGN, inbox);
-    if (d->inbox == NULL) {
+    status = make_inbox(d, inbox, count, device, inbox_memory);
+    if (status != WEFT_OK) {
         weft_remote_delta_fini(d);
-        return WEFT_ERR_NO_MEMORY;
+        return status == WEFT_ERR_UNSUPPORTED ? WEFT_OK : status;
     }
     d->patched = calloc(count ? count : 1, sizeof(*d->patched));
     d->carried = calloc(count ? count : 1, sizeof(*d->carried));
@@ -135,7 +151,11 @@ weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_vie
 
 void weft_remote_delta_fini(weft_remote_delta_t *d)
 {
-    free(d->inbox);
+    if (d->gpu != NULL) {
+        weft_remote_delta_gpu_destroy(d->gpu); /* and its inbox */
+    } else {
+        free(d->inbox);
+    }
     free(d->targets);
     free(d->map);
     free(d->patched);
@@ -302,7 +322,9 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
         status = WEFT_ERR_CORRUPT;
     }
     if (status == WEFT_OK) {
-        status = apply_all(d, &bad);
+        status = d->gpu != NULL ? weft_remote_delta_gpu_apply(d->gpu, d->map, d->targets, d->map_count, d->patched,
+                                                              d->carried, &bad)
+                                : apply_all(d, &bad);
         if (status != WEFT_OK) {
             weft_log_error("remote: the delta of version %" PRIu64 " does not apply to view %u", version, bad);
         }

@@ -5,7 +5,9 @@
  * its views lies (rows, <weft/delta.h>'s target); which version its views
  * hold verbatim, which it tells the server with each request; and the
  * apply, each view checked against the checksum its delta carries before
- * the version counts as received. Transport-neutral; host views only.
+ * the version counts as received. Transport-neutral. Host views are
+ * patched on the library's threads, device views on their GPU
+ * (remote_delta_gpu.h).
  * One consumer's, on its receiving thread. Internal.
  */
 #ifndef WEFT_TRANSPORT_REMOTE_REMOTE_DELTA_H
@@ -25,8 +27,11 @@
 #define WEFT_DELTA_INBOX_SHARE 16u                       /* 1/16 */
 #define WEFT_DELTA_INBOX_MIN   (UINT64_C(1) << 20)
 
+struct weft_remote_delta_gpu;
+
 typedef struct weft_remote_delta {
     uint8_t             *inbox;       /* NULL: this consumer takes no deltas */
+    struct weft_remote_delta_gpu *gpu; /* device views: the inbox's and the apply's; NULL for host views */
     uint64_t             inbox_bytes;
     uint32_t             view_count;
     weft_delta_target_t *targets;     /* per view: where its bytes lie */
@@ -45,14 +50,18 @@ typedef struct weft_remote_delta {
 } weft_remote_delta_t;
 
 /*
- * Sets up deltas for `count` host views (its inbox allocated, page
- * aligned): WEFT_DELTA=off, device views, or a view whose bytes do not lie
- * as rows of equal stride leave the inbox NULL (said at info level), and
- * every version comes whole. WEFT_ERR_NO_MEMORY; WEFT_ERR_INVALID_PARAM
- * for WEFT_DELTA or WEFT_DELTA_INBOX values that do not parse (logged).
+ * Sets up deltas for `count` views: host views (device < 0) get an inbox
+ * of host memory (page aligned); device views, all on GPU `device`, one
+ * in `inbox_memory` (the memory of the consumer's other registered
+ * regions: pinned host memory for a staged consumer, device memory for
+ * one registered directly). WEFT_DELTA=off, a view whose bytes do not
+ * lie as rows of equal stride, or device views in a build without CUDA
+ * leave the inbox NULL (said at info level), and every version comes
+ * whole. WEFT_ERR_NO_MEMORY, WEFT_ERR_CUDA; WEFT_ERR_INVALID_PARAM for
+ * WEFT_DELTA or WEFT_DELTA_INBOX values that do not parse (logged).
  */
 weft_status_t weft_remote_delta_init(weft_remote_delta_t *d, const weft_recv_view_t *views, uint32_t count,
-                                     weft_memory_kind_t memory);
+                                     int device, weft_memory_kind_t inbox_memory);
 
 void weft_remote_delta_fini(weft_remote_delta_t *d);
 

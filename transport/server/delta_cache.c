@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "transport/server/delta_cache.h"
+#include "transport/server/delta_cache_gpu.h"
 
 #include "common/log.h"
 #include "common/time_util.h"
@@ -16,9 +17,31 @@
 #define CACHE_ALIGN 4096u
 #define ENTRY_ALIGN WEFT_DELTA_ENTRY_ALIGN
 
+/* A GPU encode's steps: no batch in flight, a batch being encoded, its
+ * deltas (or tensors whole) coming into the buffer. */
+enum { GPU_IDLE, GPU_ENCODING, GPU_COPYING };
+
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
     return (x + a - 1) / a * a;
+}
+
+/* A GPU registry's encoder, when reg is one. */
+static weft_status_t init_gpu(weft_delta_cache_t *c)
+{
+    weft_arena_info_t arenas;
+    uint8_t *const    host[2] = {c->buf[0].data, c->buf[1].data};
+    weft_status_t     status = weft_registry_arena_info(c->reg, &arenas);
+
+    if (status != WEFT_OK || arenas.memory != WEFT_MEMORY_CUDA) {
+        return status;
+    }
+    c->gpu_items = calloc(WEFT_DELTA_GPU_BATCH_MAX, sizeof(*c->gpu_items));
+    c->gpu_item = calloc(WEFT_DELTA_GPU_BATCH_MAX, sizeof(*c->gpu_item));
+    if (c->gpu_items == NULL || c->gpu_item == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    return weft_delta_gpu_create(host, c->capacity, &c->gpu_scratch, &c->gpu);
 }
 
 weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
@@ -57,16 +80,30 @@ weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, 
             status = WEFT_ERR_NO_MEMORY;
         }
     }
+    if (status == WEFT_OK) {
+        status = init_gpu(c);
+    }
     if (status != WEFT_OK) {
         weft_delta_cache_fini(c);
     }
     return status;
 }
 
+/* A GPU encode's work done (it reads the leased slots and writes the
+ * buffer), before its leases go or the encode starts over. */
+static void gpu_settle(weft_delta_cache_t *c)
+{
+    if (c->gpu != NULL && c->gpu_step != GPU_IDLE) {
+        (void)weft_delta_gpu_wait(c->gpu);
+        c->gpu_step = GPU_IDLE;
+    }
+}
+
 /* The encode in progress, if any, is abandoned (its lease released). */
 static void drop_encode(weft_delta_cache_t *c)
 {
     if (c->encoding) {
+        gpu_settle(c);
         (void)weft_registry_release(c->reg, &c->next);
         c->encoding = 0;
     }
@@ -88,10 +125,13 @@ void weft_delta_cache_forget(weft_delta_cache_t *c)
 void weft_delta_cache_fini(weft_delta_cache_t *c)
 {
     weft_delta_cache_forget(c);
+    weft_delta_gpu_destroy(c->gpu); /* unpins the buffers */
     for (int i = 0; i < 2; i++) {
         free(c->buf[i].entries);
         free(c->buf[i].data);
     }
+    free(c->gpu_items);
+    free(c->gpu_item);
     free(c->dense);
     memset(c, 0, sizeof(*c));
 }
@@ -125,6 +165,21 @@ static int encode_tensor(weft_delta_cache_t *c, weft_delta_buf_t *b, uint32_t t,
     return 1;
 }
 
+/* Leases tensor t of both versions: its info and device pointers. */
+static weft_status_t lease_pair(weft_delta_cache_t *c, uint32_t t, weft_tensor_info_t *info, const void **old_data,
+                                const void **new_data)
+{
+    weft_status_t status = weft_registry_tensor_info(c->reg, t, info);
+
+    if (status == WEFT_OK) {
+        status = weft_registry_lease_tensor(c->reg, &c->base, t, old_data);
+    }
+    if (status == WEFT_OK) {
+        status = weft_registry_lease_tensor(c->reg, &c->next, t, new_data);
+    }
+    return status;
+}
+
 /* Encodes the next tensor of the encode in progress. */
 static weft_status_t encode_next(weft_delta_cache_t *c)
 {
@@ -137,13 +192,7 @@ static weft_status_t encode_next(weft_delta_cache_t *c)
     if (c->overflow) {
         return WEFT_OK; /* goes whole: its tensors are only counted through */
     }
-    status = weft_registry_tensor_info(c->reg, t, &info);
-    if (status == WEFT_OK) {
-        status = weft_registry_lease_tensor(c->reg, &c->base, t, &old_data);
-    }
-    if (status == WEFT_OK) {
-        status = weft_registry_lease_tensor(c->reg, &c->next, t, &new_data);
-    }
+    status = lease_pair(c, t, &info, &old_data, &new_data);
     /* The checksum the publish stored (registries created with them): the
      * encode need not sum the tensor again. */
     uint64_t  stored = 0;
@@ -155,6 +204,124 @@ static weft_status_t encode_next(weft_delta_cache_t *c)
         c->overflow = 1;
     }
     return status;
+}
+
+/* The next batch on the GPU: tensors from next_tensor while their
+ * shares of the scratch fit it, each share what is left of the buffer
+ * (at most the tensor: a delta no smaller goes whole). */
+static weft_status_t gpu_start_batch(weft_delta_cache_t *c)
+{
+    const weft_delta_buf_t *b = &c->buf[c->target];
+    const uint64_t          at = align_up(b->used, ENTRY_ALIGN);
+    const uint64_t          room = at <= c->capacity ? c->capacity - at : 0;
+    uint64_t                taken = 0;
+    uint32_t                n = 0, j = 0;
+    weft_status_t           status = WEFT_OK;
+
+    for (; c->next_tensor + j < c->tensor_count && j < WEFT_DELTA_GPU_BATCH_MAX; j++) {
+        weft_tensor_info_t info;
+        const void        *old_data = NULL, *new_data = NULL;
+        uint64_t           share;
+
+        status = lease_pair(c, c->next_tensor + j, &info, &old_data, &new_data);
+        if (status != WEFT_OK) {
+            return status;
+        }
+        share = info.bytes < room ? info.bytes : room;
+        share = share < c->gpu_scratch ? share : c->gpu_scratch;
+        if (share < weft_delta_bytes(info.bytes, 0)) {
+            c->gpu_item[j] = -1; /* whole, if it fits */
+            continue;
+        }
+        if (taken + align_up(share, ENTRY_ALIGN) > c->gpu_scratch) {
+            break; /* the next batch's */
+        }
+        c->gpu_items[n] = (struct weft_delta_gpu_item){.old_data = old_data, .new_data = new_data,
+                                                       .bytes = info.bytes, .capacity = share};
+        taken += align_up(share, ENTRY_ALIGN);
+        c->gpu_item[j] = (int32_t)n++;
+    }
+    c->gpu_first = c->next_tensor;
+    c->gpu_span = j;
+    status = weft_delta_gpu_encode(c->gpu, c->gpu_items, n);
+    if (status == WEFT_OK) {
+        status = weft_delta_gpu_mark(c->gpu);
+    }
+    c->gpu_step = GPU_ENCODING;
+    return status;
+}
+
+/* The batch's deltas encoded: each tensor's entry laid out in the
+ * buffer (its delta, or the tensor whole where that did not fit its
+ * share or is no larger), the copies home enqueued. */
+static weft_status_t gpu_place_batch(weft_delta_cache_t *c)
+{
+    weft_delta_buf_t *b = &c->buf[c->target];
+    weft_status_t     status = WEFT_OK;
+
+    for (uint32_t j = 0; j < c->gpu_span && status == WEFT_OK && !c->overflow; j++) {
+        const uint32_t           t = c->gpu_first + j;
+        const uint64_t           at = align_up(b->used, ENTRY_ALIGN);
+        const uint64_t           room = at <= c->capacity ? c->capacity - at : 0;
+        const uint64_t           size = c->gpu_item[j] >= 0 ? weft_delta_gpu_size(c->gpu, (uint32_t)c->gpu_item[j]) : 0;
+        weft_wire_delta_entry_t *e = &b->entries[t];
+        weft_tensor_info_t       info;
+        const void              *new_data = NULL;
+
+        status = weft_registry_tensor_info(c->reg, t, &info);
+        if (status != WEFT_OK) {
+            break;
+        }
+        if (size != 0 && size <= room) {
+            status = weft_delta_gpu_fetch_delta(c->gpu, (uint32_t)c->gpu_item[j], b->data + at);
+            *e = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH, .offset = at, .bytes = size};
+        } else if (info.bytes <= room) {
+            status = weft_registry_lease_tensor(c->reg, &c->next, t, &new_data);
+            if (status == WEFT_OK) {
+                status = weft_delta_gpu_fetch_bytes(c->gpu, new_data, info.bytes, b->data + at);
+            }
+            *e = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_WHOLE, .offset = at, .bytes = info.bytes};
+        } else {
+            weft_log_info("server: the delta of version %" PRIu64 " from %" PRIu64 " does not fit in %" PRIu64
+                          " bytes: it goes whole",
+                          c->next.version, c->base.version, c->capacity);
+            c->overflow = 1;
+            break;
+        }
+        b->used = at + e->bytes;
+    }
+    if (status == WEFT_OK) {
+        status = weft_delta_gpu_mark(c->gpu);
+    }
+    c->gpu_step = GPU_COPYING;
+    return status;
+}
+
+/* The GPU encode's next step: WEFT_INPROGRESS while the GPU works (the
+ * caller comes back later), WEFT_OK once a batch is in the buffer. */
+static weft_status_t gpu_encode_next(weft_delta_cache_t *c)
+{
+    weft_status_t status;
+
+    if (c->overflow) {
+        c->next_tensor = c->tensor_count; /* goes whole */
+        return WEFT_OK;
+    }
+    if (c->gpu_step == GPU_IDLE) {
+        status = gpu_start_batch(c);
+        return status == WEFT_OK ? WEFT_INPROGRESS : status;
+    }
+    status = weft_delta_gpu_ready(c->gpu);
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (c->gpu_step == GPU_ENCODING) {
+        status = gpu_place_batch(c);
+        return status == WEFT_OK ? WEFT_INPROGRESS : status;
+    }
+    c->gpu_step = GPU_IDLE;
+    c->next_tensor = c->overflow ? c->tensor_count : c->gpu_first + c->gpu_span;
+    return WEFT_OK;
 }
 
 /* The encode is over: its buffer current (unless it overflowed), its
@@ -221,12 +388,17 @@ weft_status_t weft_delta_cache_update(weft_delta_cache_t *c, uint64_t latest, un
         status = start_encode(c, reading);
     }
     while (status == WEFT_OK && c->encoding && c->next_tensor < c->tensor_count) {
-        status = encode_next(c);
+        status = c->gpu != NULL ? gpu_encode_next(c) : encode_next(c);
+        if (status == WEFT_INPROGRESS) {
+            status = WEFT_OK; /* the GPU's turn: looked at again next call */
+            break;
+        }
         if (weft_time_ns() >= until) {
             break;
         }
     }
     if (c->encoding && (status != WEFT_OK || c->next_tensor == c->tensor_count)) {
+        gpu_settle(c);
         finish_encode(c, status);
     }
     return status;

@@ -20,7 +20,12 @@
  * others between tensors. The other buffer is encoded into only when no
  * consumer's puts read it (the caller says which are read).
  *
- * Host registries only. On the server's thread. Internal.
+ * A GPU registry's deltas are encoded on its GPU a batch of tensors at a
+ * time and brought into the same host buffers (delta_cache_gpu.h); the
+ * update then only enqueues and polls, and the server's thread goes on
+ * serving while the GPU works.
+ *
+ * On the server's thread (a GPU registry's GPU current). Internal.
  */
 #ifndef WEFT_TRANSPORT_SERVER_DELTA_CACHE_H
 #define WEFT_TRANSPORT_SERVER_DELTA_CACHE_H
@@ -63,11 +68,24 @@ typedef struct weft_delta_cache {
     weft_lease_t      next;
     uint32_t          next_tensor;
     uint64_t          encode_start_ns, encode_ns; /* the last complete encode's time */
+    /* A GPU registry's encode (NULL for a host registry's): the batch in
+     * flight, tensors gpu_first .. gpu_first + gpu_span − 1, gpu_item[j]
+     * the encode's item of tensor gpu_first + j (−1: too small a share
+     * for a delta: whole), and its step (GPU_* in delta_cache.c). */
+    struct weft_delta_gpu        *gpu;
+    struct weft_delta_gpu_item   *gpu_items;
+    int32_t                      *gpu_item;
+    uint64_t                      gpu_scratch;
+    uint32_t                      gpu_first, gpu_span;
+    int                           gpu_step;
 } weft_delta_cache_t;
 
 /*
  * Prepares a cache of two buffers of `capacity` bytes each for reg (a host
- * registry); nothing is leased until the first update. WEFT_ERR_NO_MEMORY.
+ * registry, or a GPU registry whose GPU is current: its encoder's scratch
+ * made there); nothing is leased until the first update.
+ * WEFT_ERR_NO_MEMORY, WEFT_ERR_CUDA; WEFT_ERR_UNSUPPORTED for a GPU
+ * registry in a build without CUDA.
  */
 weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
                                     uint64_t capacity);

@@ -19,11 +19,14 @@
  * its half, and the version is acknowledged only after its last round's
  * copy completed.
  *
- * Host views also get an inbox (remote/remote_delta.h), one more
- * registered region: a server that sends deltas puts there, instead of
- * into the views, the delta of each tensor from the version the views
- * hold; the DELTA before the notice says where each lies, and the views
- * are patched and checked at the notice. A delta that does not check out
+ * Views also get an inbox (remote/remote_delta.h), one more registered
+ * region in the memory of the others (host memory for host views and
+ * staged device views, device memory for device views registered
+ * directly): a server that sends deltas puts there, instead of into the
+ * views (or the ring), the delta of each tensor from the version the
+ * views hold; the DELTA before the notice says where each lies, and the
+ * views are patched and checked at the notice (device views on their
+ * GPU). A delta that does not check out
  * is answered with REDO, and the version comes again whole.
  */
 #include "config.h"
@@ -449,13 +452,14 @@ static weft_status_t ucx_remote_connect(const weft_remote_params_t *p,
     if (status == WEFT_OK) {
         status = connect_back(r);
     }
-    /* Deltas into host views of our own memory: UCX's (borrowed) is one
-     * region, its own. */
-    if (status == WEFT_OK && r->borrowed == NULL) {
-        status = weft_remote_delta_init(&r->delta, views, (uint32_t)count, r->memory);
-    }
     if (status == WEFT_OK) {
         status = receive_memory(r, views, count);
+    }
+    /* Deltas into views of our own memory (UCX's, borrowed, is one
+     * region, its own), the inbox in the memory of the other regions. */
+    if (status == WEFT_OK && r->borrowed == NULL) {
+        status = weft_remote_delta_init(&r->delta, views, (uint32_t)count,
+                                        r->memory == WEFT_MEMORY_CUDA ? r->device : -1, r->region_memory);
     }
     if (status == WEFT_OK && r->delta.inbox != NULL) {
         status = add_inbox_region(r);
@@ -620,7 +624,8 @@ static weft_status_t stage_round(struct ucx_remote *r, const weft_ctl_msg_t *msg
  * round of v was copied (a version of no bytes has none). */
 static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
 {
-    if (r->stage == NULL || r->bytes == 0 ||
+    /* A delta came into the inbox, not through the ring. */
+    if (r->stage == NULL || r->bytes == 0 || r->delta.map_version == v ||
         (r->round_version == v && r->round_next == r->round_total)) {
         return WEFT_OK;
     }

@@ -265,7 +265,7 @@ static weft_status_t ucx_server_create(weft_registry_h reg, const weft_server_pa
     s->slot_bytes = rs.slot_bytes;
     s->memory = arenas.memory;
     s->device = arenas.device;
-    s->delta_mode = s->memory == WEFT_MEMORY_CUDA ? WEFT_DELTA_OFF : weft_delta_mode();
+    s->delta_mode = weft_delta_mode();
 
     /* The parameters and the address first: a bad one is the caller's
      * error, whatever UCX would say of registering the slots. */

@@ -57,7 +57,7 @@ void weft_ucx_delta_refresh(struct ucx_server *s)
     int           takers = 0;
     weft_status_t status;
 
-    if (s->delta_mode == WEFT_DELTA_OFF || s->memory == WEFT_MEMORY_CUDA) {
+    if (s->delta_mode == WEFT_DELTA_OFF) {
         return;
     }
     for (uint32_t i = 0; i < s->base.peer_count; i++) {

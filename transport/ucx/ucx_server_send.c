@@ -41,11 +41,25 @@ static const weft_range_list_t *peer_ranges(const peer_t *p)
     return p->rounds.count != 0 ? &p->rounds.round[p->round].puts : &p->base.plan->ranges;
 }
 
+/* The version goes in rounds through the consumer's staging ring (a
+ * delta goes into its inbox, whole). */
+static int in_rounds(const peer_t *p)
+{
+    return p->rounds.count != 0 && !p->delta;
+}
+
+/* The version's bytes go through the server's bounce ring (a GPU
+ * registry's slots UCX cannot read; a delta is in host memory). */
+static int through_ring(const peer_t *p)
+{
+    return p->ring != NULL && !p->delta;
+}
+
 /* Starts putting the ranges of peer_ranges() from the first. */
 static void peer_start_ranges(peer_t *p)
 {
     p->range = p->range_offset = 0;
-    if (p->ring != NULL) {
+    if (through_ring(p)) {
         weft_ucx_ring_start(p->ring, peer_ranges(p), p->arena);
     }
 }
@@ -195,7 +209,7 @@ void weft_ucx_peer_advance(peer_t *p)
     }
     /* A round goes into the half of the ring that round - 2 used: only
      * once the consumer copied that one out. */
-    if (p->state == PEER_SENDING && p->rounds.count != 0 && p->round >= 2 &&
+    if (p->state == PEER_SENDING && in_rounds(p) && p->round >= 2 &&
         p->rounds_done + 1 < p->round) {
         return;
     }
@@ -215,7 +229,7 @@ void weft_ucx_peer_advance(peer_t *p)
             /* Each lane flushed its endpoint: every byte is there. */
             p->lanes_ns = weft_time_ns() - p->sending_ns;
             p->state = PEER_FLUSHING;
-        } else if (p->ring != NULL) {
+        } else if (through_ring(p)) {
             const weft_ucx_target_t target = {.ep = p->ep, .regions = p->regions,
                                               .rkeys = p->rkeys, .region_count = p->region_count,
                                               .by_messages = p->by_messages};
@@ -266,7 +280,7 @@ void weft_ucx_peer_advance(peer_t *p)
             return;
         }
         /* A round is in the consumer's ring: tell it, go on with the next. */
-        if (p->rounds.count != 0 && !send_round(p)) {
+        if (in_rounds(p) && !send_round(p)) {
             return;
         }
         if (p->state != PEER_FLUSHING) {
@@ -276,7 +290,7 @@ void weft_ucx_peer_advance(peer_t *p)
          * on its way: SENT says how many): now tell it (a delta's map
          * first: the consumer applies it at the notice). A staged
          * version's SENT went with its last ROUND. */
-        if (p->rounds.count == 0 && !send_sent(p, peer_ranges(p))) {
+        if (!in_rounds(p) && !send_sent(p, peer_ranges(p))) {
             return;
         }
         if (p->delta && !send_delta_map(p)) {
