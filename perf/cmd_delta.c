@@ -53,6 +53,8 @@ static int delta_usage(FILE *out)
                  "                     namespace to a consumer in another over a veth link held\n"
                  "                     to RATE by tc (e.g. 1gbit), whole then as deltas; needs\n"
                  "                     root, ip and tc (skipped otherwise)\n"
+                 "  --link-gpu         with --link: the server's registry and the consumer's views\n"
+                 "                     in GPU memory (GPU 0), the deltas encoded and applied there\n"
                  "  --gpu              also the GPU codec on the same versions: a version's tensors\n"
                  "                     encoded in one batch and applied in one batch in device\n"
                  "                     memory, against a D2D copy of the version; every GPU delta\n"
@@ -94,11 +96,12 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {"warmup", required_argument, NULL, 'w'},
         {"link", required_argument, NULL, 'L'},    {"gpu", no_argument, NULL, 'g'},
+        {"link-gpu", no_argument, NULL, 'K'},
         /* Hidden: the link measurement's processes (delta_link.c). */
         {"role", required_argument, NULL, 'R'},    {"registry", required_argument, NULL, 'G'},
         {"listen", required_argument, NULL, 'I'},  {"connect", required_argument, NULL, 'C'},
         {"token", required_argument, NULL, 'T'},   {"role-optimizer", required_argument, NULL, 'O'},
-        {"role-lr", required_argument, NULL, 'r'},
+        {"role-lr", required_argument, NULL, 'r'}, {"role-gpu", no_argument, NULL, 'U'},
         {NULL, 0, NULL, 0},
     };
     static const perf_arg_word_t optimizers[] = {{"adamw", 0}, {"muon", 1}, {"both", 2}, {NULL, 0}};
@@ -128,6 +131,8 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
         case 'j': o->json = 1; break;
         case 'g': o->gpu = 1; break;
+        case 'K': o->link_gpu = 1; break;
+        case 'U': o->role_gpu = 1; break;
         case 'L': o->link = optarg; bad = optarg[0] == '\0' || strpbrk(optarg, " \t") != NULL; break;
         case 'R': o->role = optarg; break;
         case 'G': o->registry = optarg; break;
@@ -146,6 +151,10 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
     }
     if (optind != argc) {
         fprintf(stderr, "weft-perf delta: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o->link_gpu && o->link == NULL) {
+        fprintf(stderr, "weft-perf delta: --link-gpu needs --link RATE\n");
         return 2;
     }
     o->adamw = which != 1;
@@ -453,7 +462,7 @@ int perf_cmd_delta(int argc, char **argv)
                                 "the rate by tc;\n# whole_ms and delta_ms: median update (publish to acknowledged, "
                                 "every byte checked) with WEFT_DELTA=off, then auto");
         if (o.link != NULL) {
-            printf("# link rate: %s\n", o.link);
+            printf("# link rate: %s, registry and views in %s memory\n", o.link, o.link_gpu ? "GPU" : "host");
         }
         printf("# %s\n", o.gpu ? "gpu (--gpu): the same versions in device memory, all tensors encoded in one batch and applied\n"
                                  "# in one batch, each against a D2D copy of the whole version (CUDA events, medians);\n"
@@ -532,6 +541,7 @@ int perf_cmd_delta(int argc, char **argv)
                     perf_json_int(&json, "steps", (int64_t)o.steps);
                     if (o.link != NULL) {
                         perf_json_str(&json, "link_rate", o.link);
+                        perf_json_str(&json, "link_memory", o.link_gpu ? "gpu" : "host");
                     }
                     perf_columns_json(&json, "", delta_columns, D_COLUMNS, cells);
                     perf_json_str(&json, "libweft", weft_version());

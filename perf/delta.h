@@ -21,9 +21,10 @@ typedef struct delta_options {
     int      lr_count, adamw, muon, json;
     int      gpu;      /* --gpu: the GPU codec on the same versions (delta_gpu.c) */
     const char *link; /* --link RATE (tc's syntax): the rate-limited measurement; NULL: none */
+    int         link_gpu; /* --link-gpu: its registry and views in GPU 0's memory */
     /* Hidden: the processes of the link measurement (delta_link.c). */
     const char *role, *registry, *listen, *connect, *token;
-    int         role_muon;
+    int         role_muon, role_gpu;
     double      role_lr;
 } delta_options_t;
 

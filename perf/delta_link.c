@@ -15,10 +15,16 @@
  * the registry's checksums (WEFT_VERIFY) and, after the last, compares
  * its views byte for byte with the registry's latest version (both
  * namespaces see the same /dev/shm).
+ *
+ * With --link-gpu the registry is on GPU 0 (the versions quantized on
+ * the host, then copied in: the writer is not what is timed) and the
+ * consumer's views are device memory of GPU 0: the server encodes its
+ * deltas on the GPU and the consumer applies and checks them there.
  */
 #include "config.h"
 
 #include "delta.h"
+#include "lib/gpu_buf.h"
 #include "ucx.h"
 
 #include <stdio.h>
@@ -35,8 +41,14 @@
 /* A case's tensors: per expert W [rows, cols], WT [cols, rows] (e4m3)
  * and the scales [⌈rows/128⌉, ⌈cols/128⌉] (FP32), in that order. */
 typedef struct link_tensors {
-    uint64_t experts, rows, cols, scales;
+    uint64_t experts, rows, cols;
 } link_tensors_t;
+
+/* An expert's scales. */
+static uint64_t scale_count(const link_tensors_t *t)
+{
+    return ((t->rows + BLOCK - 1) / BLOCK) * ((t->cols + BLOCK - 1) / BLOCK);
+}
 
 static uint32_t tensor_count(const link_tensors_t *t)
 {
@@ -72,9 +84,13 @@ static int ok(weft_status_t status, const char *what)
 
 /* ------------------------------------------------------------ trainer */
 
-/* The masters of the step just taken, quantized into a new version. */
-static int write_version(weft_registry_h reg, const link_tensors_t *t, const float *master)
+/* The masters of the step just taken, quantized into a new version
+ * (through `stage`, host memory of one expert's tensors, for a GPU
+ * registry). */
+static int write_version(weft_registry_h reg, const link_tensors_t *t, const float *master, int gpu, uint8_t *stage)
 {
+    const uint64_t n = t->rows * t->cols, scale_bytes = scale_count(t) * sizeof(float);
+
     if (!ok(weft_registry_write_begin(reg, LINK_STEP_US, NULL), "weft_registry_write_begin")) {
         return -1;
     }
@@ -87,8 +103,13 @@ static int write_version(weft_registry_h reg, const link_tensors_t *t, const flo
             !ok(weft_registry_write_tensor(reg, (uint32_t)(3 * e + 2), &scale), "weft_registry_write_tensor")) {
             return -1;
         }
-        m = (weft_quant_matrix_t){.x = master + e * t->rows * t->cols, .w = w, .wt = wt, .scale_inv = scale};
+        m = (weft_quant_matrix_t){.x = master + e * n, .w = gpu ? stage : w, .wt = gpu ? stage + n : wt,
+                                  .scale_inv = gpu ? stage + 2 * n : scale};
         if (!ok(weft_quant_host(NULL, WEFT_DTYPE_FP32, t->rows, t->cols, &m, 1), "weft_quant_host")) {
+            return -1;
+        }
+        if (gpu && (perf_gpu_upload(w, stage, n) != 0 || perf_gpu_upload(wt, stage + n, n) != 0 ||
+                    perf_gpu_upload(scale, stage + 2 * n, scale_bytes) != 0)) {
             return -1;
         }
     }
@@ -129,11 +150,12 @@ static int serve(const delta_options_t *o, const link_tensors_t *t, weft_registr
     const uint64_t      n = t->experts * t->rows * t->cols;
     float              *grad = malloc(n * sizeof(float)), *master = NULL;
     uint64_t           *ns = calloc(o->steps, sizeof(*ns));
+    uint8_t            *stage = o->role_gpu ? malloc(2 * t->rows * t->cols + scale_count(t) * sizeof(float)) : NULL;
     weft_optim_h        opt = NULL;
     weft_server_stats_t before = {0}, after;
     int                 rc = -1;
 
-    if (grad == NULL || ns == NULL) {
+    if (grad == NULL || ns == NULL || (o->role_gpu && stage == NULL)) {
         fprintf(stderr, "weft-perf delta: out of memory\n");
         goto out;
     }
@@ -149,7 +171,7 @@ static int serve(const delta_options_t *o, const link_tensors_t *t, weft_registr
             fprintf(stderr, "weft-perf delta: step %llu failed\n", (unsigned long long)(v - 2));
             goto out;
         }
-        if (write_version(reg, t, master) != 0) {
+        if (write_version(reg, t, master, o->role_gpu, stage) != 0) {
             goto out;
         }
         if (v == 2 && !ok(weft_server_get_stats(server, &before), "weft_server_get_stats")) {
@@ -195,13 +217,16 @@ out:
     weft_optim_destroy(opt);
     free(grad);
     free(ns);
+    free(stage);
     return rc;
 }
 
 static int trainer_role(const delta_options_t *o, const link_tensors_t *t)
 {
     char                   listen[128];
-    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 1};
+    weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS | WEFT_REGISTRY_FIELD_MEMORY,
+                                 .checksums = 1, .memory = o->role_gpu ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
+                                 .device = o->role_gpu ? 0 : -1};
     weft_server_params_t   sp = {.field_mask = WEFT_SERVER_FIELD_TIMEOUT, .transport = WEFT_TRANSPORT_UCX,
                                  .listen = listen, .token = o->token, .timeout_us = LINK_STEP_US};
     weft_registry_h        reg = NULL;
@@ -279,8 +304,23 @@ static uint64_t compare_with_registry(const delta_options_t *o, const link_tenso
             wrong = UINT64_MAX;
             break;
         }
-        for (uint64_t b = 0; b < bytes; b++) {
-            wrong += buf[at + b] != data[b];
+        if (o->role_gpu) {
+            /* The registry's GPU memory, read back through its mapping here. */
+            uint8_t *host = malloc(bytes);
+
+            if (host == NULL || perf_gpu_download(host, data, bytes) != 0) {
+                free(host);
+                wrong = UINT64_MAX;
+                break;
+            }
+            for (uint64_t b = 0; b < bytes; b++) {
+                wrong += buf[at + b] != host[b];
+            }
+            free(host);
+        } else {
+            for (uint64_t b = 0; b < bytes; b++) {
+                wrong += buf[at + b] != data[b];
+            }
         }
         at += bytes;
     }
@@ -297,7 +337,7 @@ static int consumer_role(const delta_options_t *o, const link_tensors_t *t)
                                .timeout_us = (uint64_t)LINK_READY_MS * 1000};
     weft_recv_view_t    *views = calloc(count, sizeof(*views));
     char               (*names)[WEFT_TENSOR_NAME_MAX] = calloc(count, sizeof(*names));
-    uint8_t             *buf = NULL;
+    uint8_t             *buf = NULL, *device = NULL; /* the views' memory; device memory with --link-gpu */
     uint64_t             bytes = 0, last = 0, wrong;
     weft_remote_h        remote = NULL;
     int                  rc = 1;
@@ -311,6 +351,10 @@ static int consumer_role(const delta_options_t *o, const link_tensors_t *t)
         tensor_desc(t, i, names[i], sizeof(names[i]), &d);
         views[i] = (weft_recv_view_t){.name = names[i], .role = d.role, .dtype = d.dtype, .ndim = 2,
                                       .shape = {d.shape[0], d.shape[1]}, .data = (void *)(uintptr_t)bytes};
+        if (o->role_gpu) {
+            views[i].field_mask = WEFT_RECV_VIEW_FIELD_MEMORY;
+            views[i].memory = WEFT_MEMORY_CUDA;
+        }
         bytes += tensor_bytes(&d);
     }
     buf = malloc(bytes);
@@ -319,8 +363,11 @@ static int consumer_role(const delta_options_t *o, const link_tensors_t *t)
         goto out;
     }
     memset(buf, 0, bytes);
+    if (o->role_gpu && perf_gpu_alloc(0, bytes, (void **)&device) != 0) {
+        goto out;
+    }
     for (uint32_t i = 0; i < count; i++) {
-        views[i].data = buf + (uintptr_t)views[i].data;
+        views[i].data = (device != NULL ? device : buf) + (uintptr_t)views[i].data;
     }
     if (!ok(weft_remote_connect(&rp, views, count, &remote), "weft_remote_connect")) {
         goto out;
@@ -333,6 +380,9 @@ static int consumer_role(const delta_options_t *o, const link_tensors_t *t)
         }
         last = got;
     }
+    if (device != NULL && perf_gpu_download(buf, device, bytes) != 0) {
+        goto out;
+    }
     wrong = compare_with_registry(o, t, buf, last);
     printf("received %llu wrong %llu\n", (unsigned long long)last, (unsigned long long)wrong);
     fflush(stdout);
@@ -342,6 +392,9 @@ out:
     free(views);
     free(names);
     free(buf);
+    if (device != NULL) {
+        perf_gpu_free(device);
+    }
     return rc;
 }
 
@@ -470,7 +523,7 @@ int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     ucx_ctx_t       ctx;
     ucx_transport_t tr;
     char            e_text[24], shape[48], lr_text[32], steps[24], warmup[24], threads[24];
-    const char     *case_args[16];
+    const char     *case_args[20];
     int             k = 0, rc = -1;
     uint64_t        full_ns = 0, delta_ns = 0, d0, b0, f0, w0 = 0, w1 = 0, full_bytes = 0;
     ssize_t         self;
@@ -484,6 +537,10 @@ int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
                      info.compiled ? "not found at run time" : "not in this build");
             return 77;
         }
+    }
+    if (o->link_gpu && perf_gpu_count() == 0) {
+        snprintf(res->note, sizeof(res->note), "--link-gpu needs a GPU");
+        return 77;
     }
     memset(&ctx, 0, sizeof(ctx));
     ctx.runner.name = "weft-perf delta";
@@ -516,6 +573,9 @@ int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     if (o->threads != 0) {
         case_args[k++] = "--threads";
         case_args[k++] = threads;
+    }
+    if (o->link_gpu) {
+        case_args[k++] = "--role-gpu";
     }
     case_args[k] = NULL;
     if (ucx_netns_setup(&ctx, &tr, res->note, sizeof(res->note)) != 0) {
