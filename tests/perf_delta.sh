@@ -2,7 +2,7 @@
 # weft-perf delta on small shapes: real AdamW and Muon steps on the host,
 # each version sent as deltas (or whole) into a held copy: 0 wrong bytes,
 # fewer bytes on the wire than the full version, every JSON key there;
-# then --link (below).
+# then --link and --link-gpu (below).
 set -u
 : "${top_builddir:=..}"
 perf="$top_builddir/perf/weft-perf"
@@ -56,4 +56,18 @@ echo "$out" | grep -q '"link_rate": "100mbit"' || { echo "FAIL: no link rate"; e
 echo "$out" | grep -q '"link_versions_as_deltas": 3[,}]' || { echo "FAIL: not every version after the first went as a delta"; exit 1; }
 echo "$out" | grep -q '"speedup_rate_limited": [0-9]' || { echo "FAIL: no speedup measured"; exit 1; }
 echo "$out" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: wrong bytes"; exit 1; }
+
+# --link-gpu: from a GPU registry into device views (deltas encoded and
+# applied on the GPU); where there is no GPU it says so and is skipped.
+out=$("$perf" delta --experts 2 --shape 512x1024 --optimizer adamw --lr 1e-5 --steps 3 --warmup 2 \
+      --link 100mbit --link-gpu --json 2>"$err") || {
+    echo "FAIL: weft-perf delta --link-gpu exited $?"; cat "$err"; echo "$out"; exit 1; }
+echo "$out"
+if grep -q -- "--link skipped: --link-gpu needs a GPU" "$err"; then
+    echo "perf_delta: --link-gpu not run (no GPU)"
+    exit 0
+fi
+echo "$out" | grep -q '"link_memory": "gpu"' || { echo "FAIL: --link-gpu not in GPU memory"; cat "$err"; exit 1; }
+echo "$out" | grep -q '"link_versions_as_deltas": 3[,}]' || { echo "FAIL: --link-gpu: not every version after the first went as a delta"; cat "$err"; exit 1; }
+echo "$out" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: --link-gpu: wrong bytes"; exit 1; }
 exit 0

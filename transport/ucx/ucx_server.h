@@ -129,8 +129,8 @@ struct ucx_server {
     weft_ucx_lanes_t *lanes;       /* host registry with more than one lane */
 
     /* Delta versions: the cache (made when the first consumer with an
-     * inbox is ready; host registries with WEFT_DELTA not off), its
-     * memory registered for the puts. */
+     * inbox is ready, WEFT_DELTA not off; a GPU registry's encoded on its
+     * GPU), its memory registered for the puts. */
     weft_delta_mode_t  delta_mode;
     weft_delta_cache_t delta;
     int                delta_made;
