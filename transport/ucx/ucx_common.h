@@ -24,8 +24,10 @@
  *    the version its views hold, SENDING whether a delta comes, DELTA and
  *    REDO (docs/protocol.md, "Delta versions on the wire").
  * 6: bytes delivered as active messages where UCX would emulate puts,
- *    and SENT before each ROUND and notice (ucx_deliver.h). */
-#define WEFT_UCX_PROTOCOL 6u
+ *    and SENT before each ROUND and notice (ucx_deliver.h).
+ * 7: a staged consumer's VIEWS may carry an inbox, the region after its
+ *    ring; its deltas go into the inbox, not in ROUNDs. */
+#define WEFT_UCX_PROTOCOL 7u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {
