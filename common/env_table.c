@@ -35,7 +35,9 @@ static int config_known(const char *name, size_t len)
     return 0;
 }
 
-/* Appends the names of unknown WEFT_* variables to config.unknown. */
+/* Appends the names of unknown WEFT_* variables to config.unknown. The
+ * WEFT_PERF_* ones are weft-perf's own (read by the tool, not by the
+ * library): not unknown, and not the library's to list. */
 static void config_collect_unknown(void)
 {
     size_t used = 0, capacity = 0;
@@ -44,7 +46,7 @@ static void config_collect_unknown(void)
         const char *eq = strchr(*env, '=');
         size_t      len = eq ? (size_t)(eq - *env) : strlen(*env);
 
-        if (strncmp(*env, "WEFT_", 5) != 0 || config_known(*env, len)) {
+        if (strncmp(*env, "WEFT_", 5) != 0 || strncmp(*env, "WEFT_PERF_", 10) == 0 || config_known(*env, len)) {
             continue;
         }
         if (used + len + 3 > capacity) {
