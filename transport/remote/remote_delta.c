@@ -86,8 +86,8 @@ static weft_status_t inbox_size(uint64_t bytes, uint64_t *out)
 }
 
 /* The inbox: host memory of our own for host views, the device side's
- * (remote_delta_gpu.h) for device views. 0, or 1 when device views take
- * no deltas here (said at info level). */
+ * (remote_delta_gpu.h) for device views. WEFT_ERR_UNSUPPORTED (said at
+ * info level) when device views take no deltas in this build. */
 static weft_status_t make_inbox(weft_remote_delta_t *d, uint64_t inbox, uint32_t count, int device,
                                 weft_memory_kind_t inbox_memory)
 {
