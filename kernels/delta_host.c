@@ -450,6 +450,15 @@ weft_status_t weft_delta_encode_cuda_async(const weft_delta_cuda_tensor_t *tenso
     return WEFT_ERR_UNSUPPORTED;
 }
 
+weft_status_t weft_delta_encode_cuda_with_checksums_async(const weft_delta_cuda_tensor_t *tensors,
+                                                          const uint64_t *checksums, uint32_t count,
+                                                          uint64_t *out_bytes, void *work, size_t work_bytes,
+                                                          void *stream)
+{
+    (void)tensors, (void)checksums, (void)count, (void)out_bytes, (void)work, (void)work_bytes, (void)stream;
+    return WEFT_ERR_UNSUPPORTED;
+}
+
 weft_status_t weft_delta_encode_cuda(const void *old_data, const void *new_data, uint64_t bytes, void *out,
                                      uint64_t out_capacity, uint64_t *out_bytes, void *stream)
 {

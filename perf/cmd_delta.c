@@ -210,7 +210,7 @@ typedef struct case_result {
     double   changed_w;      /* fraction of W's bytes that changed, over the steps */
     /* --gpu: medians over the steps, and the checks summed (gpu_ran: 0
      * not asked, 1 measured, 77 skipped) */
-    double   gpu_encode_s, gpu_apply_s, gpu_copy_s;
+    double   gpu_encode_s, gpu_apply_s, gpu_copy_s, gpu_encode_stored_s;
     uint64_t gpu_mismatched, gpu_wrong;
     int      gpu_ran;
     double   wire_ratio;     /* delta version bytes / full version bytes */
@@ -282,6 +282,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     double                 *enc = calloc(o->steps, sizeof(double)), *app = calloc(o->steps, sizeof(double));
     double                 *cpy = calloc(o->steps, sizeof(double));
     double                 *genc = calloc(o->steps, sizeof(double)), *gapp = calloc(o->steps, sizeof(double));
+    double                 *gens = calloc(o->steps, sizeof(double));
     double                 *gcpy = calloc(o->steps, sizeof(double));
     const uint8_t         **old_t = calloc(3 * experts, sizeof(*old_t)), **new_t = calloc(3 * experts, sizeof(*new_t));
     uint64_t               *tensor_bytes = calloc(3 * experts, sizeof(uint64_t));
@@ -290,7 +291,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
 
     memset(res, 0, sizeof(*res));
     if (grad == NULL || scratch == NULL || enc == NULL || app == NULL || cpy == NULL || genc == NULL || gapp == NULL ||
-        gcpy == NULL || old_t == NULL || new_t == NULL || tensor_bytes == NULL ||
+        gcpy == NULL || gens == NULL || old_t == NULL || new_t == NULL || tensor_bytes == NULL ||
         version_alloc(&prev, experts, rows, cols) != 0 || version_alloc(&cur, experts, rows, cols) != 0 ||
         version_alloc(&held, experts, rows, cols) != 0) {
         fprintf(stderr, "weft-perf delta: out of memory for the versions\n");
@@ -354,6 +355,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
             } else {
                 res->gpu_ran = 1;
                 genc[s] = g.encode_s;
+                gens[s] = g.encode_stored_s;
                 gapp[s] = g.apply_s;
                 gcpy[s] = g.copy_s;
                 res->gpu_mismatched += g.mismatched_deltas;
@@ -378,6 +380,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     res->copy_s = median_of(cpy, o->steps);
     if (res->gpu_ran == 1) {
         res->gpu_encode_s = median_of(genc, o->steps);
+        res->gpu_encode_stored_s = median_of(gens, o->steps);
         res->gpu_apply_s = median_of(gapp, o->steps);
         res->gpu_copy_s = median_of(gcpy, o->steps);
     }
@@ -393,6 +396,7 @@ out:
     free(app);
     free(cpy);
     free(genc);
+    free(gens);
     free(gapp);
     free(gcpy);
     free(old_t);
@@ -404,7 +408,7 @@ out:
 enum {
     D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
     D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_GPU_ENCODE_MS, D_GPU_APPLY_MS, D_GPU_COPY_MS, D_GPU_ENCODE_RATIO,
-    D_GPU_APPLY_RATIO, D_GPU_SAME, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
+    D_GPU_APPLY_RATIO, D_GPU_ENCODE_STORED_MS, D_GPU_ENCODE_STORED_RATIO, D_GPU_SAME, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
     D_COLUMNS
 };
 
@@ -427,6 +431,8 @@ static const perf_column_t delta_columns[D_COLUMNS] = {
     [D_GPU_COPY_MS]   = {"gpu_copy_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
     [D_GPU_ENCODE_RATIO] = {"gpu_encode_ratio_copy", "gpu_enc/d2d", 12, 2, PERF_COLUMN_DOUBLE},
     [D_GPU_APPLY_RATIO]  = {"gpu_apply_ratio_copy", "gpu_app/d2d", 12, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_ENCODE_STORED_MS] = {"gpu_encode_stored_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [D_GPU_ENCODE_STORED_RATIO] = {"gpu_encode_stored_ratio_copy", "gpu_enc_st/d2d", 15, 2, PERF_COLUMN_DOUBLE},
     [D_GPU_SAME]      = {"gpu_deltas_equal_host", "gpu=host", 9, 0, PERF_COLUMN_BOOL},
     [D_LINK_WHOLE_MS] = {"link_whole_ms", "whole_ms", 9, 1, PERF_COLUMN_DOUBLE},
     [D_LINK_DELTA_MS] = {"link_delta_ms", "delta_ms", 9, 1, PERF_COLUMN_DOUBLE},
@@ -524,6 +530,9 @@ int perf_cmd_delta(int argc, char **argv)
                     [D_GPU_COPY_MS] = {.d = res.gpu_copy_s * 1e3, .null = res.gpu_ran != 1},
                     [D_GPU_ENCODE_RATIO] = {.d = res.gpu_encode_s / res.gpu_copy_s, .null = res.gpu_ran != 1},
                     [D_GPU_APPLY_RATIO] = {.d = res.gpu_apply_s / res.gpu_copy_s, .null = res.gpu_ran != 1},
+                    [D_GPU_ENCODE_STORED_MS] = {.d = res.gpu_encode_stored_s * 1e3, .null = res.gpu_ran != 1},
+                    [D_GPU_ENCODE_STORED_RATIO] = {.d = res.gpu_encode_stored_s / res.gpu_copy_s,
+                                                   .null = res.gpu_ran != 1},
                     [D_GPU_SAME] = {.u = res.gpu_mismatched == 0, .null = res.gpu_ran != 1},
                     [D_LINK_WHOLE_MS] = {.d = link.full_s * 1e3, .null = !linked},
                     [D_LINK_DELTA_MS] = {.d = link.delta_s * 1e3, .null = !linked},

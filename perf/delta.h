@@ -67,6 +67,7 @@ int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
 typedef struct delta_gpu_result {
     double   encode_s, apply_s, copy_s; /* medians of a few repetitions: the batch encode, the batch apply
                                          * (whole tensors copied), the whole version D2D */
+    double   encode_stored_s;           /* the encode given the checksums a registry stores (not summed) */
     uint64_t full_bytes, wire_bytes;    /* the version, and its deltas (or whole tensors) */
     uint64_t mismatched_deltas;         /* GPU deltas not byte for byte the host encoder's */
     uint64_t wrong_bytes;               /* the applied copy against the newer version */

@@ -8,8 +8,9 @@
  * a malformed delta refused before it writes; the summed apply a
  * consumer verifies with (each target's checksum, rows of odd widths
  * included, equal to the host's, and a delta applied onto the wrong
- * bytes caught by its checksum). Exits 77 (skipped) where no GPU is
- * present.
+ * bytes caught by its checksum); batches of many tensors, encoded summing
+ * their bytes or given their checksums (a wrong one carried and caught).
+ * Exits 77 (skipped) where no GPU is present.
  */
 #include "config.h"
 
@@ -382,6 +383,116 @@ START_TEST(gpu_summed_apply_checks_each_target)
 }
 END_TEST
 
+/*
+ * A batch of many tensors (more than one launch's piece of them, so the
+ * pieces' chunk and group numbering meet), several of more than one
+ * group of the encoder's second step (and ragged), one at a rate whose
+ * chunks overflow their slots: the deltas equal the host's, encoded
+ * summing the bytes and given the checksums; given a wrong checksum, a
+ * delta carries it and the summed apply refuses what it gave.
+ */
+#define MANY 400
+
+START_TEST(gpu_many_tensors_and_given_checksums)
+{
+    uint8_t                  *a[MANY], *b[MANY], *da[MANY], *db[MANY], *dout[MANY];
+    uint64_t                  n[MANY], host_size[MANY], sums[MANY], back_sizes[MANY], *dsizes = NULL;
+    weft_delta_cuda_tensor_t  tensors[MANY];
+    uint8_t                  *host = NULL, *got = NULL;
+    void                     *work = NULL;
+    size_t                    work_bytes;
+    uint64_t                  seed = 77, most = 0;
+
+    for (int i = 0; i < MANY; i++) {
+        /* a few of 1..3 groups of 256 chunks, ragged; the rest small, some empty */
+        n[i] = i % 97 == 5 ? (uint64_t)(256 + 300 * (i % 3)) * WEFT_DELTA_CHUNK_BYTES + 77 * (uint64_t)i
+                           : rng_next(&seed) % (3 * WEFT_DELTA_CHUNK_BYTES);
+        n[i] = i % 50 == 7 ? 0 : n[i];
+        most = n[i] > most ? n[i] : most;
+        a[i] = malloc(n[i] + 1);
+        b[i] = malloc(n[i] + 1);
+        ck_assert(a[i] != NULL && b[i] != NULL);
+        make_pair(a[i], b[i], n[i], i == 102 ? 0.2 : 0.0125, 500 + (uint64_t)i);
+        da[i] = to_device(a[i], n[i]);
+        db[i] = to_device(b[i], n[i]);
+        CUDA_OK(cudaMalloc((void **)&dout[i], weft_delta_bytes(n[i], n[i])));
+        tensors[i] = (weft_delta_cuda_tensor_t){da[i], db[i], n[i], dout[i], weft_delta_bytes(n[i], n[i])};
+        sums[i] = weft_checksum_host(b[i], n[i]);
+    }
+    host = malloc(weft_delta_bytes(most, most));
+    got = malloc(weft_delta_bytes(most, most));
+    ck_assert(host != NULL && got != NULL);
+    work_bytes = weft_delta_cuda_encode_work_bytes(tensors, MANY);
+    CUDA_OK(cudaMalloc(&work, work_bytes));
+    CUDA_OK(cudaMalloc((void **)&dsizes, sizeof(back_sizes)));
+    for (int given = 0; given < 2; given++) {
+        CUDA_OK(cudaMemset(dsizes, 0xFF, sizeof(back_sizes)));
+        ck_assert_int_eq(given ? weft_delta_encode_cuda_with_checksums_async(tensors, sums, MANY, dsizes, work,
+                                                                             work_bytes, NULL)
+                               : weft_delta_encode_cuda_async(tensors, MANY, dsizes, work, work_bytes, NULL),
+                         WEFT_OK);
+        CUDA_OK(cudaMemcpy(back_sizes, dsizes, sizeof(back_sizes), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < MANY; i++) {
+            ck_assert_int_eq(weft_delta_encode_host(a[i], b[i], n[i], host, tensors[i].out_capacity, &host_size[i]),
+                             WEFT_OK);
+            ck_assert_msg(back_sizes[i] == host_size[i], "tensor %d (%llu bytes, given %d): size %llu, host %llu", i,
+                          (unsigned long long)n[i], given, (unsigned long long)back_sizes[i],
+                          (unsigned long long)host_size[i]);
+            CUDA_OK(cudaMemcpy(got, dout[i], host_size[i], cudaMemcpyDeviceToHost));
+            ck_assert_msg(memcmp(got, host, host_size[i]) == 0, "tensor %d (given %d): the GPU's delta differs", i,
+                          given);
+        }
+    }
+    ck_assert_int_eq(weft_delta_encode_cuda_with_checksums_async(tensors, NULL, MANY, dsizes, work, work_bytes, NULL),
+                     WEFT_ERR_INVALID_PARAM);
+
+    /* A wrong checksum given for tensor 5: carried, and caught by the apply. */
+    {
+        const int                     i = 5;
+        const uint64_t                wrong = sums[i] ^ 1;
+        uint64_t                      carried = 0, sum = 0;
+        unsigned                      verdict = 0, *dverdict = NULL;
+        uint64_t                     *dsum = NULL;
+        void                         *apply_work = NULL;
+        const size_t                  apply_bytes = weft_delta_cuda_apply_work_bytes(1);
+        uint8_t                      *dtarget = to_device(a[i], n[i]);
+        const weft_delta_cuda_patch_t patch = {
+            dout[i], host_size[i], {.data = dtarget, .tensor_bytes = n[i], .row_bytes = n[i], .row_stride = n[i]}};
+
+        ck_assert_uint_gt(n[i], 256 * WEFT_DELTA_CHUNK_BYTES);
+        ck_assert_int_eq(weft_delta_encode_cuda_with_checksums_async(&tensors[i], &wrong, 1, dsizes, work, work_bytes,
+                                                                     NULL),
+                         WEFT_OK);
+        CUDA_OK(cudaMemcpy(&carried, dout[i] + 24, sizeof(carried), cudaMemcpyDeviceToHost));
+        ck_assert_uint_eq(carried, wrong);
+        CUDA_OK(cudaMalloc(&apply_work, apply_bytes));
+        CUDA_OK(cudaMalloc((void **)&dverdict, sizeof(verdict)));
+        CUDA_OK(cudaMalloc((void **)&dsum, sizeof(sum)));
+        ck_assert_int_eq(weft_delta_apply_cuda_summed_async(&patch, 1, dverdict, dsum, apply_work, apply_bytes, NULL),
+                         WEFT_OK);
+        CUDA_OK(cudaMemcpy(&verdict, dverdict, sizeof(verdict), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&sum, dsum, sizeof(sum), cudaMemcpyDeviceToHost));
+        ck_assert_uint_eq(verdict, WEFT_DELTA_VERDICT_SUM);
+        ck_assert_uint_eq(sum, sums[i]); /* applied: the new bytes, whose checksum is not the one given */
+        cudaFree(apply_work);
+        cudaFree(dverdict);
+        cudaFree(dsum);
+        cudaFree(dtarget);
+    }
+    for (int i = 0; i < MANY; i++) {
+        cudaFree(da[i]);
+        cudaFree(db[i]);
+        cudaFree(dout[i]);
+        free(a[i]);
+        free(b[i]);
+    }
+    free(host);
+    free(got);
+    cudaFree(work);
+    cudaFree(dsizes);
+}
+END_TEST
+
 /* The host test's damaged deltas, on the GPU: each refused as the host
  * refuses it, and the device target untouched. */
 START_TEST(gpu_malformed_deltas_are_refused_before_writing)
@@ -452,6 +563,7 @@ static Suite *delta_cuda_suite(void)
     tcase_add_test(tc, gpu_apply_into_contiguous_and_strided_views);
     tcase_add_test(tc, gpu_malformed_deltas_are_refused_before_writing);
     tcase_add_test(tc, gpu_summed_apply_checks_each_target);
+    tcase_add_test(tc, gpu_many_tensors_and_given_checksums);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -236,8 +236,11 @@ static weft_status_t gpu_start_batch(weft_delta_cache_t *c)
         if (taken + align_up(share, ENTRY_ALIGN) > c->gpu_scratch) {
             break; /* the next batch's */
         }
+        uint64_t stored = 0;
+        const int known = weft_registry_tensor_checksum(c->reg, &c->next, c->next_tensor + j, &stored) == WEFT_OK;
         c->gpu_items[n] = (struct weft_delta_gpu_item){.old_data = old_data, .new_data = new_data,
-                                                       .bytes = info.bytes, .capacity = share};
+                                                       .bytes = info.bytes, .capacity = share,
+                                                       .checksum = stored, .known = known};
         taken += align_up(share, ENTRY_ALIGN);
         c->gpu_item[j] = (int32_t)n++;
     }

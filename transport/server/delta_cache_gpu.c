@@ -24,6 +24,7 @@ struct weft_delta_gpu {
     cudaStream_t             stream;
     cudaEvent_t              mark;
     weft_delta_cuda_tensor_t batch[WEFT_DELTA_GPU_BATCH_MAX];
+    uint64_t                 checksums[WEFT_DELTA_GPU_BATCH_MAX]; /* the stored ones, where all are known */
     uint32_t                 count;
 };
 
@@ -101,10 +102,13 @@ weft_status_t weft_delta_gpu_encode(weft_delta_gpu_t *g, const weft_delta_gpu_it
     if (n > WEFT_DELTA_GPU_BATCH_MAX) {
         return WEFT_ERR_INVALID_PARAM;
     }
+    int known = 1;
     for (uint32_t i = 0; i < n; i++) {
         g->batch[i] = (weft_delta_cuda_tensor_t){.old_data = items[i].old_data, .new_data = items[i].new_data,
                                                  .bytes = items[i].bytes, .out = g->scratch + at,
                                                  .out_capacity = items[i].capacity};
+        g->checksums[i] = items[i].checksum;
+        known &= items[i].known != 0;
         at += (items[i].capacity + 63) / 64 * 64; /* deltas start 64-byte aligned */
     }
     if (at > g->scratch_bytes) {
@@ -130,7 +134,9 @@ weft_status_t weft_delta_gpu_encode(weft_delta_gpu_t *g, const weft_delta_gpu_it
 
         status = WEFT_CUDA_CHECK(cudaHostGetDevicePointer((void **)&sizes, g->sizes, 0));
         if (status == WEFT_OK) {
-            status = weft_delta_encode_cuda_async(g->batch, n, sizes, g->work, g->work_bytes, g->stream);
+            status = known ? weft_delta_encode_cuda_with_checksums_async(g->batch, g->checksums, n, sizes, g->work,
+                                                                 g->work_bytes, g->stream)
+                           : weft_delta_encode_cuda_async(g->batch, n, sizes, g->work, g->work_bytes, g->stream);
         }
     }
     return status;

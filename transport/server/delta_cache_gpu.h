@@ -23,12 +23,15 @@
 
 typedef struct weft_delta_gpu weft_delta_gpu_t;
 
-/* A tensor of a batch: its two versions (device memory) and how much of
- * the scratch its delta may take. */
+/* A tensor of a batch: its two versions (device memory), how much of
+ * the scratch its delta may take, and the newer version's checksum where
+ * the registry stored one (then not summed again). */
 typedef struct weft_delta_gpu_item {
     const void *old_data, *new_data;
     uint64_t    bytes;
     uint64_t    capacity;
+    uint64_t    checksum;
+    int         known; /* 1: checksum holds the stored one */
 } weft_delta_gpu_item_t;
 
 /* Tensors a batch holds at most. */
@@ -51,7 +54,9 @@ void weft_delta_gpu_destroy(weft_delta_gpu_t *g);
  * item i's delta into the scratch at the sum of the capacities before it,
  * each rounded up to 64 (that sum at most the scratch). When ready,
  * weft_delta_gpu_size(i) is its size, 0 where it did not fit its
- * capacity. WEFT_ERR_NO_MEMORY, WEFT_ERR_CUDA (logged).
+ * capacity. Where every item's checksum is known, the deltas carry
+ * them and the bytes are not summed. WEFT_ERR_NO_MEMORY, WEFT_ERR_CUDA
+ * (logged).
  */
 weft_status_t weft_delta_gpu_encode(weft_delta_gpu_t *g, const weft_delta_gpu_item_t *items, uint32_t n);
 
