@@ -79,20 +79,30 @@ unsigned grid_for(uint64_t chunks)
     return static_cast<unsigned>(blocks == 0 ? 1 : blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-/* The batch's chunks numbered one after another: tensor t has chunks
- * start[t] .. start[t + 1] − 1. The tensor of chunk g, by bisection. */
-__device__ __forceinline__ uint32_t tensor_of(const uint64_t *start, uint32_t count, uint64_t g)
+/* The last i < n with first[i] <= x, by bisection: first[] is
+ * non-decreasing and first[0] <= x (where items' numbered units begin:
+ * the tensor of a chunk, the chunk of a change). An item with no unit
+ * begins where the next does, so the last such i is the one holding x. */
+template <typename T>
+__device__ __forceinline__ uint32_t holder_of(const T *first, uint32_t n, uint64_t x)
 {
-    uint32_t lo = 0, hi = count; /* start[lo] <= g < start[hi] */
+    uint32_t lo = 0, hi = n; /* first[lo] <= x < first[hi] */
     while (hi - lo > 1) {
         const uint32_t mid = (lo + hi) / 2;
-        if (start[mid] <= g) {
+        if (first[mid] <= x) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
     return lo;
+}
+
+/* The batch's chunks numbered one after another: tensor t has chunks
+ * start[t] .. start[t + 1] − 1. The tensor of chunk g. */
+__device__ __forceinline__ uint32_t tensor_of(const uint64_t *start, uint32_t count, uint64_t g)
+{
+    return holder_of(start, count, g);
 }
 
 /* The chunks a warp takes: its first, and the stride between them. */
@@ -381,15 +391,7 @@ __global__ void __launch_bounds__(kThreads) place_kernel(EncodeWork w, uint32_t 
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const unsigned long long e = e0 + static_cast<unsigned long long>(u) * kThreads;
-                uint32_t                 lo = 0, hi = kGroupChunks; /* locals[lo] <= e: the chunk holding e is the last such */
-                while (hi - lo > 1) {
-                    const uint32_t mid = (lo + hi) / 2;
-                    if (locals[mid] <= e) {
-                        lo = mid;
-                    } else {
-                        hi = mid;
-                    }
-                }
+                const uint32_t           lo = holder_of(locals, kGroupChunks, e); /* the chunk holding change e */
                 copy[u] = e < group_changes && ns[lo] <= kSlotChanges;
                 if (copy[u]) {
                     const uint64_t slot = (chunk0 + lo) * kSlotChanges + (e - locals[lo]);

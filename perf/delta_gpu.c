@@ -155,8 +155,8 @@ static int do_encode(void *ctx)
 static int do_encode_stored(void *ctx)
 {
     gpu_case_t *c = ctx;
-    return weft_delta_encode_cuda_with_checksums_async(c->tensors, c->checksums, c->count, c->dsizes, c->work, c->work_bytes,
-                                               c->st) == WEFT_OK
+    return weft_delta_encode_cuda_with_checksums_async(c->tensors, c->checksums, c->count, c->dsizes, c->work,
+                                                       c->work_bytes, c->st) == WEFT_OK
                ? 0
                : -1;
 }

@@ -135,7 +135,7 @@ weft_status_t weft_delta_gpu_encode(weft_delta_gpu_t *g, const weft_delta_gpu_it
         status = WEFT_CUDA_CHECK(cudaHostGetDevicePointer((void **)&sizes, g->sizes, 0));
         if (status == WEFT_OK) {
             status = known ? weft_delta_encode_cuda_with_checksums_async(g->batch, g->checksums, n, sizes, g->work,
-                                                                 g->work_bytes, g->stream)
+                                                                         g->work_bytes, g->stream)
                            : weft_delta_encode_cuda_async(g->batch, n, sizes, g->work, g->work_bytes, g->stream);
         }
     }
