@@ -112,7 +112,7 @@ __device__ __forceinline__ uint64_t chunk_stride() { return static_cast<uint64_t
 
 constexpr uint32_t kGroupChunks = kThreads; /* step 2: a block's chunks, a thread each */
 constexpr int      kFindParts = 2;         /* step 1: a lane's pieces of a chunk in two parts */
-constexpr int      kFindBlocksPerSm = 3;   /* step 1: registers for three blocks an SM */
+constexpr int      kFindBlocksPerSm = 3;   /* step 1: registers for at least three blocks an SM */
 constexpr unsigned kPlaceSplit = 2;        /* step 2: blocks a group */
 constexpr unsigned kWarpChunks = kGroupChunks / (kWarps * kPlaceSplit); /* step 2: a warp's chunks */
 constexpr int      kPlaceInFlight = 4;     /* step 2: changes a lane copies at a time */
@@ -319,9 +319,10 @@ __device__ __forceinline__ uint4 load_version_piece(const uint8_t *data, uint64_
  * its tensor's checksum (unless known), and its tensor's and group's
  * totals. A lane's pieces are taken in kFindParts parts, each part's
  * loads issued together and its changes written as soon as they are
- * placed (a change's place never depends on a later part): half the
- * registers of holding a lane's whole chunk, so three blocks fit an SM
- * instead of two, and more of the versions' bytes are in flight. */
+ * placed (a change's place never depends on a later part): about half
+ * the registers of holding a lane's whole chunk (64 against 117), so
+ * three or four blocks fit an SM instead of two, and more of the
+ * versions' bytes are in flight. */
 __device__ __forceinline__ void find_chunk(const EncodeWork &w, uint32_t count, uint64_t g, unsigned lane)
 {
     constexpr int     kPartPieces = kPieces / kFindParts;
@@ -334,13 +335,13 @@ __device__ __forceinline__ void find_chunk(const EncodeWork &w, uint32_t count, 
     const bool vector = ((reinterpret_cast<uintptr_t>(old_data) | reinterpret_cast<uintptr_t>(new_data)) & 15) == 0;
     /* A whole aligned chunk (all but a tensor's last, as a rule): its
      * loads at constant offsets from one address, no bounds checks. */
-    const bool     whole = vector && chunk_at + WEFT_DELTA_CHUNK_BYTES <= bytes;
-    const uint8_t *lane_old = old_data + chunk_at + lane * kPieceBytes;
-    const uint8_t *lane_new = new_data + chunk_at + lane * kPieceBytes;
-    uint16_t  *offsets = w.slot_offsets + g * kSlotChanges;
-    uint8_t   *values = w.slot_values + g * kSlotChanges;
-    uint32_t   ahead = 0; /* the chunk's changes in the pieces before */
-    uint64_t   sum = 0;
+    const bool        whole = vector && chunk_at + WEFT_DELTA_CHUNK_BYTES <= bytes;
+    const uint8_t    *lane_old = old_data + chunk_at + lane * kPieceBytes;
+    const uint8_t    *lane_new = new_data + chunk_at + lane * kPieceBytes;
+    uint16_t         *offsets = w.slot_offsets + g * kSlotChanges;
+    uint8_t          *values = w.slot_values + g * kSlotChanges;
+    uint32_t          ahead = 0; /* the chunk's changes in the pieces before */
+    uint64_t          sum = 0;
 
 #pragma unroll
     for (int part = 0; part < kFindParts; part++) {
