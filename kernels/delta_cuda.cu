@@ -82,10 +82,9 @@ unsigned grid_for(uint64_t chunks)
 
 /* The last i < n with first[i] <= x, by bisection: first[] is
  * non-decreasing and first[0] <= x (where items' numbered units begin:
- * the tensor of a chunk, the chunk of a change). An item with no unit
- * begins where the next does, so the last such i is the one holding x. */
-template <typename T>
-__device__ __forceinline__ uint32_t holder_of(const T *first, uint32_t n, uint64_t x)
+ * the tensor of a chunk or of a group). An item with no unit begins
+ * where the next does, so the last such i is the one holding x. */
+__device__ __forceinline__ uint32_t holder_of(const uint64_t *first, uint32_t n, uint64_t x)
 {
     uint32_t lo = 0, hi = n; /* first[lo] <= x < first[hi] */
     while (hi - lo > 1) {
@@ -234,6 +233,39 @@ __device__ __forceinline__ uint64_t warp_sum(uint64_t v)
 /* In-chunk offset of byte i of a lane's piece j. */
 __device__ __forceinline__ int piece_offset(int j, unsigned lane) { return j * 32 * kPieceBytes + static_cast<int>(lane) * kPieceBytes; }
 
+/* Piece j of a lane's chunk compared, old bytes a, new b (every lane of
+ * the warp calls it, pieces in order): bit i of the result set where
+ * byte i changed; *place: where the lane's first change of the piece goes
+ * among the chunk's; *ahead: the chunk's changes before the piece, then
+ * after it. */
+__device__ __forceinline__ unsigned compare_piece(const uint4 &a, const uint4 &b, unsigned lane, uint32_t *ahead,
+                                                  uint32_t *place)
+{
+    const unsigned changed = differing(a.x, b.x) | differing(a.y, b.y) << 4 | differing(a.z, b.z) << 8 |
+                             differing(a.w, b.w) << 12;
+    const uint32_t n = static_cast<uint32_t>(__popc(changed));
+    const uint32_t inclusive = warp_inclusive_sum(n, lane);
+
+    *place = *ahead + inclusive - n;
+    *ahead += __shfl_sync(0xffffffffu, inclusive, 31);
+    return changed;
+}
+
+/* The lane's changes of piece j (new bytes b) into offsets[] and
+ * values[] from index place on; InSlot: only those that fit a slot
+ * (kSlotChanges). */
+template <bool InSlot>
+__device__ __forceinline__ void put_piece(unsigned changed, const uint4 &b, int j, unsigned lane, uint32_t place,
+                                          uint16_t *offsets, uint8_t *values)
+{
+    for (unsigned m = changed; m != 0 && (!InSlot || place < kSlotChanges); m &= m - 1) {
+        const int i = __ffs(static_cast<int>(m)) - 1;
+        offsets[place] = static_cast<uint16_t>(piece_offset(j, lane) + i);
+        values[place] = byte_of(b, i);
+        place++;
+    }
+}
+
 /* A lane's part of one chunk: its new bytes, which of them changed, and
  * where its changes go among the chunk's (in offset order). */
 struct LaneChunk {
@@ -243,18 +275,15 @@ struct LaneChunk {
     uint32_t total;            /* the chunk's changes (every lane) */
 };
 
-/* Compares chunk k of t (the whole warp calls it) and returns the lane's
- * checksum terms of the new bytes (8-byte words, the last zero-padded, as
- * weft_checksum_host). */
-__device__ __forceinline__ uint64_t compare_chunk(const weft_delta_cuda_tensor_t &t, uint64_t k, unsigned lane,
-                                                  LaneChunk *c, bool sum_it = true)
+/* Compares chunk k of t (the whole warp calls it). */
+__device__ __forceinline__ void compare_chunk(const weft_delta_cuda_tensor_t &t, uint64_t k, unsigned lane,
+                                              LaneChunk *c)
 {
     const uint8_t *old_data = static_cast<const uint8_t *>(t.old_data);
     const uint8_t *new_data = static_cast<const uint8_t *>(t.new_data);
     const bool     vector = ((reinterpret_cast<uintptr_t>(old_data) | reinterpret_cast<uintptr_t>(new_data)) & 15) == 0;
     const uint64_t chunk_at = k * WEFT_DELTA_CHUNK_BYTES;
     uint4          stale[kPieces];
-    uint64_t       sum = 0;
     uint32_t       ahead = 0;
 
 #pragma unroll
@@ -264,23 +293,9 @@ __device__ __forceinline__ uint64_t compare_chunk(const weft_delta_cuda_tensor_t
     }
 #pragma unroll
     for (int j = 0; j < kPieces; j++) {
-        const uint4    a = stale[j], b = c->fresh[j];
-        const uint64_t at = chunk_at + piece_offset(j, lane);
-        c->changed[j] = differing(a.x, b.x) | differing(a.y, b.y) << 4 | differing(a.z, b.z) << 8 |
-                        differing(a.w, b.w) << 12;
-        const uint32_t n = static_cast<uint32_t>(__popc(c->changed[j]));
-        const uint32_t inclusive = warp_inclusive_sum(n, lane);
-        c->before[j] = ahead + inclusive - n;
-        ahead += __shfl_sync(0xffffffffu, inclusive, 31);
-        if (sum_it && at < t.bytes) {
-            sum += weft_checksum_term(b.x | static_cast<uint64_t>(b.y) << 32, at / 8);
-        }
-        if (sum_it && at + 8 < t.bytes) {
-            sum += weft_checksum_term(b.z | static_cast<uint64_t>(b.w) << 32, at / 8 + 1);
-        }
+        c->changed[j] = compare_piece(stale[j], c->fresh[j], lane, &ahead, &c->before[j]);
     }
     c->total = ahead;
-    return sum;
 }
 
 /* Writes a lane's changes of the chunk into offsets[] and values[] (the
@@ -289,13 +304,7 @@ __device__ __forceinline__ void put_changes(const LaneChunk &c, unsigned lane, u
 {
 #pragma unroll
     for (int j = 0; j < kPieces; j++) {
-        uint32_t at = c.before[j];
-        for (unsigned m = c.changed[j]; m != 0; m &= m - 1) {
-            const int i = __ffs(static_cast<int>(m)) - 1;
-            offsets[at] = static_cast<uint16_t>(piece_offset(j, lane) + i);
-            values[at] = byte_of(c.fresh[j], i);
-            at++;
-        }
+        put_piece<false>(c.changed[j], c.fresh[j], j, lane, c.before[j], offsets, values);
     }
 }
 
@@ -362,13 +371,9 @@ __device__ __forceinline__ void find_chunk(const EncodeWork &w, uint32_t count, 
         for (int q = 0; q < kPartPieces; q++) {
             const int      j = part * kPartPieces + q;
             const uint4    a = stale[q], b = fresh[q];
-            const unsigned changed = differing(a.x, b.x) | differing(a.y, b.y) << 4 | differing(a.z, b.z) << 8 |
-                                     differing(a.w, b.w) << 12;
-            const uint32_t n = static_cast<uint32_t>(__popc(changed));
-            const uint32_t inclusive = warp_inclusive_sum(n, lane);
-            uint32_t       place = ahead + inclusive - n;
+            uint32_t       place;
+            const unsigned changed = compare_piece(a, b, lane, &ahead, &place);
 
-            ahead += __shfl_sync(0xffffffffu, inclusive, 31);
             if (sum_it) {
                 const uint64_t at = chunk_at + piece_offset(j, lane);
                 if (at < bytes) {
@@ -380,12 +385,7 @@ __device__ __forceinline__ void find_chunk(const EncodeWork &w, uint32_t count, 
             }
             /* Past the slot's end the chunk has overflowed: step 2
              * compares it again, so the rest is not kept. */
-            for (unsigned m = changed; m != 0 && place < kSlotChanges; m &= m - 1) {
-                const int i = __ffs(static_cast<int>(m)) - 1;
-                offsets[place] = static_cast<uint16_t>(piece_offset(j, lane) + i);
-                values[place] = byte_of(b, i);
-                place++;
-            }
+            put_piece<true>(changed, b, j, lane, place, offsets, values);
         }
     }
     if (sum_it) {
@@ -532,7 +532,7 @@ __global__ void __launch_bounds__(kThreads) place_kernel(EncodeWork w, uint32_t 
         for (uint32_t i = warp * kPlaceSplit + split; i < kGroupChunks && k0 + i < tchunks; i += kWarps * kPlaceSplit) {
             if (ns[i] > kSlotChanges) {
                 LaneChunk c;
-                compare_chunk(t, k0 + i, lane, &c, false);
+                compare_chunk(t, k0 + i, lane, &c);
                 put_changes(c, lane, offsets + carry + locals[i], values + carry + locals[i]);
             }
         }
