@@ -744,11 +744,11 @@ __global__ void __launch_bounds__(kThreads) apply_kernel(ApplyWork w, uint32_t c
         const ChunkEntries             e = entries_of(static_cast<const uint8_t *>(p.delta), k,
                                                       w.start[ti + 1] - w.start[ti]);
         uint8_t                       *data = static_cast<uint8_t *>(t.data);
-        const bool                     contiguous = t.row_stride == t.row_bytes;
+        const bool                     contiguous = t.row_stride == t.row_bytes && t.transpose_rows == 0;
 
         for (uint64_t j = e.begin + lane; j < e.end; j += 32) {
             const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + e.offsets[j];
-            data[contiguous ? pos : pos / t.row_bytes * t.row_stride + pos % t.row_bytes] = e.values[j];
+            data[contiguous ? pos : weft_delta_target_offset(&t, pos)] = e.values[j];
         }
     }
 }
@@ -804,7 +804,8 @@ __global__ void __launch_bounds__(kThreads) sum_kernel(ApplyWork w, uint32_t cou
 }
 
 /* Each applied target's checksum finished, and compared with the one its
- * delta carries (header word 3): kBadSum where they differ. */
+ * delta carries (header word 3): kBadSum where they differ. Not for a
+ * transposed target: its delta carries W's, and the caller compares. */
 __global__ void sum_verdict_kernel(ApplyWork w, uint32_t count, unsigned *verdicts, unsigned long long *sums)
 {
     const uint32_t ti = blockIdx.x * blockDim.x + threadIdx.x;
@@ -814,7 +815,7 @@ __global__ void sum_verdict_kernel(ApplyWork w, uint32_t count, unsigned *verdic
     const weft_delta_cuda_patch_t &p = w.patches[ti];
     const uint64_t                 sum = weft_checksum_final(sums[ti], p.target.tensor_bytes);
     sums[ti] = sum;
-    if (sum != reinterpret_cast<const uint64_t *>(p.delta)[3]) {
+    if (p.target.transpose_rows == 0 && sum != reinterpret_cast<const uint64_t *>(p.delta)[3]) {
         verdicts[ti] = kBadSum;
     }
 }
@@ -896,11 +897,7 @@ static const char *verdict_why(unsigned v)
                                     : "an offset is out of its chunk or out of order";
 }
 
-static bool target_sound(const weft_delta_target_t *t)
-{
-    return (t->data != nullptr || t->tensor_bytes == 0) && t->row_bytes != 0 && t->tensor_bytes % t->row_bytes == 0 &&
-           t->row_stride >= t->row_bytes;
-}
+static bool target_sound(const weft_delta_target_t *t) { return weft_delta_target_sound(t) != 0; }
 
 static uint64_t item_bytes_of(const EncodeItem &item) { return item.t.bytes; }
 static uint64_t patch_bytes_of(const weft_delta_cuda_patch_t &p) { return p.target.tensor_bytes; }
@@ -1063,11 +1060,12 @@ static weft_status_t apply_batch(const weft_delta_cuda_patch_t *patches, uint32_
     for (uint32_t i = 0; i < count; i++) {
         if (patches[i].delta == nullptr || (reinterpret_cast<uintptr_t>(patches[i].delta) & 7) != 0 ||
             !target_sound(&patches[i].target)) {
-            weft_log_error("weft_delta_apply_cuda_async: patch %u: a NULL or unaligned delta, or rows that do not "
-                           "tile the tensor",
+            weft_log_error("weft_delta_apply_cuda_async: patch %u: a NULL or unaligned delta, or rows or transposed "
+                           "matrices that do not tile the tensor",
                            i);
             return WEFT_ERR_INVALID_PARAM;
         }
+
     }
     uint64_t chunks = 0;
     for (uint32_t i = 0; i < count; i++) {
@@ -1124,8 +1122,8 @@ extern "C" weft_status_t weft_delta_apply_cuda(const void *delta, uint64_t delta
     weft_status_t status;
 
     if (delta == nullptr || target == nullptr || !target_sound(target) || (reinterpret_cast<uintptr_t>(delta) & 7) != 0) {
-        weft_log_error("weft_delta_apply_cuda: a NULL or unaligned delta, a NULL target, or rows that do not tile "
-                       "the tensor");
+        weft_log_error("weft_delta_apply_cuda: a NULL or unaligned delta, a NULL target, or rows or transposed "
+                       "matrices that do not tile the tensor");
         return WEFT_ERR_INVALID_PARAM;
     }
     if (delta_bytes < WEFT_DELTA_HEADER_BYTES) {

@@ -363,6 +363,21 @@ static uint64_t chunk_sum(const uint8_t *data, uint64_t bytes, uint64_t k)
                                     bytes - start < WEFT_DELTA_CHUNK_BYTES ? bytes - start : WEFT_DELTA_CHUNK_BYTES);
 }
 
+int weft_delta_target_sound(const weft_delta_target_t *t)
+{
+    const uint64_t n = t->transpose_rows, k = t->transpose_cols;
+
+    if ((t->data == NULL && t->tensor_bytes > 0) || t->row_bytes == 0 || t->tensor_bytes % t->row_bytes != 0 ||
+        t->row_stride < t->row_bytes) {
+        return 0;
+    }
+    if (n == 0 || k == 0) {
+        return n == 0 && k == 0;
+    }
+    /* n·k overflows exactly when it exceeds what the tensor can hold. */
+    return n <= UINT64_MAX / k && t->tensor_bytes % (n * k) == 0;
+}
+
 /* weft_delta_apply_host; with `actual`, the target's checksum after the
  * delta too. A dense target is summed chunk by chunk right after each
  * chunk's changes are written, while they are in cache (one pass over
@@ -378,9 +393,8 @@ static weft_status_t apply_host(const void *delta, uint64_t delta_bytes, const w
     const char    *why;
     int            dense;
 
-    if (d == NULL || target == NULL || (target->data == NULL && target->tensor_bytes > 0) || target->row_bytes == 0 ||
-        target->tensor_bytes % target->row_bytes != 0 || target->row_stride < target->row_bytes) {
-        weft_log_error("%s: a NULL delta or target, or rows that do not tile the tensor", who);
+    if (d == NULL || target == NULL || !weft_delta_target_sound(target)) {
+        weft_log_error("%s: a NULL delta or target, or rows or transposed matrices that do not tile the tensor", who);
         return WEFT_ERR_INVALID_PARAM;
     }
     why = check_delta(d, delta_bytes, target->tensor_bytes, &status);
@@ -394,14 +408,16 @@ static weft_status_t apply_host(const void *delta, uint64_t delta_bytes, const w
     offsets = first + 4 * chunks;
     values = offsets + 2 * changes;
     data = target->data;
-    dense = target->row_stride == target->row_bytes;
+    /* A transposed target's changes fall across the tensor, not in the
+     * chunk just written: summed afterwards, as a strided one. */
+    dense = target->row_stride == target->row_bytes && target->transpose_rows == 0;
     for (uint64_t k = 0; k < chunks; k++) {
         const uint64_t begin = weft_le_load32(first + 4 * k);
         const uint64_t end = k + 1 < chunks ? weft_le_load32(first + 4 * (k + 1)) : changes;
 
         for (uint64_t j = begin; j < end; j++) {
             const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + ((uint64_t)offsets[2 * j] | (uint64_t)offsets[2 * j + 1] << 8);
-            data[dense ? pos : pos / target->row_bytes * target->row_stride + pos % target->row_bytes] = values[j];
+            data[weft_delta_target_offset(target, pos)] = values[j];
         }
         if (actual != NULL && dense) {
             sum += chunk_sum(data, target->tensor_bytes, k);

@@ -31,6 +31,30 @@ weft_status_t weft_delta_encode_host_summed(const void *old_data, const void *ne
 weft_status_t weft_delta_apply_host_summed(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
                                            uint64_t *carried, uint64_t *actual);
 
+/* Whether a target is one weft_delta_target_t's contract allows: its
+ * data there, rows that tile the tensor, and matrices that do where it is
+ * transposed. */
+int weft_delta_target_sound(const weft_delta_target_t *target);
+
+#ifdef __CUDACC__
+#define WEFT_DELTA_HOST_DEVICE __host__ __device__
+#else
+#define WEFT_DELTA_HOST_DEVICE
+#endif
+
+/* Where the delta's byte `pos` lies in a sound target's memory (bytes
+ * from target->data): transposed, then laid out in rows. The host's
+ * apply and the GPU's scatter both place bytes by it. */
+static inline WEFT_DELTA_HOST_DEVICE uint64_t weft_delta_target_offset(const weft_delta_target_t *t, uint64_t pos)
+{
+    if (t->transpose_rows != 0) {
+        const uint64_t n = t->transpose_rows, k = t->transpose_cols, in = pos % (n * k);
+
+        pos += in % k * n + in / k - in;
+    }
+    return t->row_stride == t->row_bytes ? pos : pos / t->row_bytes * t->row_stride + pos % t->row_bytes;
+}
+
 /* The verdict of a delta that was applied but whose target does not sum
  * to the checksum it carries (weft_delta_apply_cuda_summed_async). */
 #define WEFT_DELTA_VERDICT_SUM 64u
@@ -44,8 +68,9 @@ weft_status_t weft_delta_apply_host_summed(const void *delta, uint64_t delta_byt
  * delta was applied (WEFT_DELTA_VERDICT_SUM: the target then holds
  * neither version). A consumer
  * so verifies a version's patched views without a second pass from the
- * host. Same workspace as weft_delta_apply_cuda_async. Built with CUDA
- * only.
+ * host. A transposed target's sum is not compared (its delta carries
+ * W's checksum, not its own): the caller compares sums[i] with WT's.
+ * Same workspace as weft_delta_apply_cuda_async. Built with CUDA only.
  */
 weft_status_t weft_delta_apply_cuda_summed_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
                                                  unsigned *verdicts, uint64_t *sums, void *work, size_t work_bytes,

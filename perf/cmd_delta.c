@@ -58,7 +58,9 @@ static int delta_usage(FILE *out)
                  "  --gpu              also the GPU codec on the same versions: a version's tensors\n"
                  "                     encoded in one batch and applied in one batch in device\n"
                  "                     memory, against a D2D copy of the version; every GPU delta\n"
-                 "                     checked against the host encoder's (skipped without a GPU)\n"
+                 "                     checked against the host encoder's (skipped without a GPU);\n"
+                 "                     paired: only W and the scales encoded, each WT patched by\n"
+                 "                     its W's delta transposed\n"
                  "  --json             one JSON object per case instead of the table\n");
     return out == stdout ? 0 : 2;
 }
@@ -211,6 +213,8 @@ typedef struct case_result {
     /* --gpu: medians over the steps, and the checks summed (gpu_ran: 0
      * not asked, 1 measured, 77 skipped) */
     double   gpu_encode_s, gpu_apply_s, gpu_copy_s, gpu_encode_stored_s;
+    double   gpu_encode_paired_s, gpu_apply_paired_s; /* WT patched by W's delta (delta_gpu.h) */
+    uint64_t gpu_wire_paired_bytes;                   /* summed over the steps, as wire_bytes */
     uint64_t gpu_mismatched, gpu_wrong;
     int      gpu_ran;
     double   wire_ratio;     /* delta version bytes / full version bytes */
@@ -284,6 +288,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     double                 *genc = calloc(o->steps, sizeof(double)), *gapp = calloc(o->steps, sizeof(double));
     double                 *gens = calloc(o->steps, sizeof(double));
     double                 *gcpy = calloc(o->steps, sizeof(double));
+    double                 *gpenc = calloc(o->steps, sizeof(double)), *gpapp = calloc(o->steps, sizeof(double));
     const uint8_t         **old_t = calloc(3 * experts, sizeof(*old_t)), **new_t = calloc(3 * experts, sizeof(*new_t));
     uint64_t               *tensor_bytes = calloc(3 * experts, sizeof(uint64_t));
     uint64_t                changed = 0;
@@ -291,7 +296,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
 
     memset(res, 0, sizeof(*res));
     if (grad == NULL || scratch == NULL || enc == NULL || app == NULL || cpy == NULL || genc == NULL || gapp == NULL ||
-        gcpy == NULL || gens == NULL || old_t == NULL || new_t == NULL || tensor_bytes == NULL ||
+        gcpy == NULL || gens == NULL || gpenc == NULL || gpapp == NULL || old_t == NULL || new_t == NULL || tensor_bytes == NULL ||
         version_alloc(&prev, experts, rows, cols) != 0 || version_alloc(&cur, experts, rows, cols) != 0 ||
         version_alloc(&held, experts, rows, cols) != 0) {
         fprintf(stderr, "weft-perf delta: out of memory for the versions\n");
@@ -345,7 +350,7 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
                 tensor_bytes[3 * e] = tensor_bytes[3 * e + 1] = rows * cols;
                 tensor_bytes[3 * e + 2] = prev.scales * sizeof(float);
             }
-            grc = delta_gpu_measure(old_t, new_t, tensor_bytes, (uint32_t)(3 * experts), &g);
+            grc = delta_gpu_measure(old_t, new_t, tensor_bytes, (uint32_t)(3 * experts), rows, cols, &g);
             if (grc == 77) {
                 fprintf(stderr, "weft-perf delta: --gpu skipped: %s\n", g.note);
                 res->gpu_ran = 77;
@@ -358,6 +363,9 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
                 gens[s] = g.encode_stored_s;
                 gapp[s] = g.apply_s;
                 gcpy[s] = g.copy_s;
+                gpenc[s] = g.encode_paired_s;
+                gpapp[s] = g.apply_paired_s;
+                res->gpu_wire_paired_bytes += g.wire_paired_bytes;
                 res->gpu_mismatched += g.mismatched_deltas;
                 res->gpu_wrong += g.wrong_bytes;
             }
@@ -383,6 +391,8 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
         res->gpu_encode_stored_s = median_of(gens, o->steps);
         res->gpu_apply_s = median_of(gapp, o->steps);
         res->gpu_copy_s = median_of(gcpy, o->steps);
+        res->gpu_encode_paired_s = median_of(gpenc, o->steps);
+        res->gpu_apply_paired_s = median_of(gpapp, o->steps);
     }
     rc = 0;
 out:
@@ -399,6 +409,8 @@ out:
     free(gens);
     free(gapp);
     free(gcpy);
+    free(gpenc);
+    free(gpapp);
     free(old_t);
     free(new_t);
     free(tensor_bytes);
@@ -408,7 +420,8 @@ out:
 enum {
     D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
     D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_GPU_ENCODE_MS, D_GPU_APPLY_MS, D_GPU_COPY_MS, D_GPU_ENCODE_RATIO,
-    D_GPU_APPLY_RATIO, D_GPU_ENCODE_STORED_MS, D_GPU_ENCODE_STORED_RATIO, D_GPU_SAME, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
+    D_GPU_APPLY_RATIO, D_GPU_ENCODE_STORED_MS, D_GPU_ENCODE_STORED_RATIO, D_GPU_PAIRED_ENCODE_MS,
+    D_GPU_PAIRED_ENCODE_RATIO, D_GPU_PAIRED_APPLY_MS, D_GPU_PAIRED_APPLY_RATIO, D_GPU_PAIRED_WIRE, D_GPU_SAME, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
     D_COLUMNS
 };
 
@@ -433,6 +446,11 @@ static const perf_column_t delta_columns[D_COLUMNS] = {
     [D_GPU_APPLY_RATIO]  = {"gpu_apply_ratio_copy", "gpu_app/d2d", 12, 2, PERF_COLUMN_DOUBLE},
     [D_GPU_ENCODE_STORED_MS] = {"gpu_encode_stored_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
     [D_GPU_ENCODE_STORED_RATIO] = {"gpu_encode_stored_ratio_copy", "gpu_enc_st/d2d", 15, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_PAIRED_ENCODE_MS] = {"gpu_encode_paired_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [D_GPU_PAIRED_ENCODE_RATIO] = {"gpu_encode_paired_ratio_copy", "gpu_enc_pair/d2d", 17, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_PAIRED_APPLY_MS] = {"gpu_apply_paired_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [D_GPU_PAIRED_APPLY_RATIO] = {"gpu_apply_paired_ratio_copy", "gpu_app_pair/d2d", 17, 2, PERF_COLUMN_DOUBLE},
+    [D_GPU_PAIRED_WIRE] = {"wire_ratio_paired", "wire_pair", 10, 4, PERF_COLUMN_G},
     [D_GPU_SAME]      = {"gpu_deltas_equal_host", "gpu=host", 9, 0, PERF_COLUMN_BOOL},
     [D_LINK_WHOLE_MS] = {"link_whole_ms", "whole_ms", 9, 1, PERF_COLUMN_DOUBLE},
     [D_LINK_DELTA_MS] = {"link_delta_ms", "delta_ms", 9, 1, PERF_COLUMN_DOUBLE},
@@ -472,6 +490,7 @@ int perf_cmd_delta(int argc, char **argv)
         }
         printf("# %s\n", o.gpu ? "gpu (--gpu): the same versions in device memory, all tensors encoded in one batch and applied\n"
                                  "# in one batch, each against a D2D copy of the whole version (CUDA events, medians);\n"
+                                 "# pair: only W and the scales encoded, each WT patched by its W's delta transposed;\n"
                                  "# gpu=host: every GPU delta byte for byte the host encoder's"
                                : "no --gpu: the gpu columns are null");
         perf_columns_header(stdout, "", delta_columns, D_COLUMNS);
@@ -533,6 +552,14 @@ int perf_cmd_delta(int argc, char **argv)
                     [D_GPU_ENCODE_STORED_MS] = {.d = res.gpu_encode_stored_s * 1e3, .null = res.gpu_ran != 1},
                     [D_GPU_ENCODE_STORED_RATIO] = {.d = res.gpu_encode_stored_s / res.gpu_copy_s,
                                                    .null = res.gpu_ran != 1},
+                    [D_GPU_PAIRED_ENCODE_MS] = {.d = res.gpu_encode_paired_s * 1e3, .null = res.gpu_ran != 1},
+                    [D_GPU_PAIRED_ENCODE_RATIO] = {.d = res.gpu_encode_paired_s / res.gpu_copy_s,
+                                                   .null = res.gpu_ran != 1},
+                    [D_GPU_PAIRED_APPLY_MS] = {.d = res.gpu_apply_paired_s * 1e3, .null = res.gpu_ran != 1},
+                    [D_GPU_PAIRED_APPLY_RATIO] = {.d = res.gpu_apply_paired_s / res.gpu_copy_s,
+                                                  .null = res.gpu_ran != 1},
+                    [D_GPU_PAIRED_WIRE] = {.d = (double)res.gpu_wire_paired_bytes / (double)res.full_bytes,
+                                           .null = res.gpu_ran != 1},
                     [D_GPU_SAME] = {.u = res.gpu_mismatched == 0, .null = res.gpu_ran != 1},
                     [D_LINK_WHOLE_MS] = {.d = link.full_s * 1e3, .null = !linked},
                     [D_LINK_DELTA_MS] = {.d = link.delta_s * 1e3, .null = !linked},

@@ -68,6 +68,11 @@ typedef struct delta_gpu_result {
     double   encode_s, apply_s, copy_s; /* medians of a few repetitions: the batch encode, the batch apply
                                          * (whole tensors copied), the whole version D2D */
     double   encode_stored_s;           /* the encode given the checksums a registry stores (not summed) */
+    /* The same with WT patched by W's delta, transposed: only W and the
+     * scales encoded (given their checksums), WT's views patched from W's
+     * deltas; wire_paired_bytes what crosses then. */
+    double   encode_paired_s, apply_paired_s;
+    uint64_t wire_paired_bytes;
     uint64_t full_bytes, wire_bytes;    /* the version, and its deltas (or whole tensors) */
     uint64_t mismatched_deltas;         /* GPU deltas not byte for byte the host encoder's */
     uint64_t wrong_bytes;               /* the applied copy against the newer version */
@@ -77,11 +82,13 @@ typedef struct delta_gpu_result {
 /*
  * Measures and checks the GPU codec on `count` tensors, old_t[i] → new_t[i]
  * (host memory, bytes[i] each), adding its mismatches and wrong bytes to
- * *res and setting its times. 0; 77 without CUDA or a GPU (res->note says
- * which); -1 when a CUDA call failed (res->note).
+ * *res and setting its times. The tensors are experts' W, WT and scales
+ * in turn (count a multiple of 3), W [rows, cols]: the paired case
+ * patches each WT with its W's delta. 0; 77 without CUDA or a GPU
+ * (res->note says which); -1 when a CUDA call failed (res->note).
  */
 int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, const uint64_t *bytes, uint32_t count,
-                      delta_gpu_result_t *res);
+                      uint64_t rows, uint64_t cols, delta_gpu_result_t *res);
 
 /* The hidden --role trainer or consumer: the process's exit status. */
 int delta_link_role(const delta_options_t *o);

@@ -16,8 +16,13 @@
  *    version. Tensors that go whole are not part of it: a transport
  *    receives them in place, as it would without deltas (the check below
  *    copies them in, untimed, before it compares);
- * and checks: every GPU delta (both encodes') equal to
- * weft_delta_encode_host's of the same tensors, and the applied copy
+ *  - paired: the encode given the checksums of only the W and scale
+ *    tensors, and the apply of each W's delta into its W and, transposed,
+ *    into its WT (<weft/delta.h>'s transposed targets): the FP8 writer's
+ *    WT is W's bytes transposed, so WT needs no delta of its own (where W
+ *    goes whole, so does its WT);
+ * and checks: every GPU delta (all encodes') equal to
+ * weft_delta_encode_host's of the same tensors, and each applied copy
  * equal to the newer version.
  */
 #include "config.h"
@@ -132,6 +137,10 @@ typedef struct gpu_case {
     uint8_t                  *stored_got;                 /* host: the deltas of the encode given them */
     weft_delta_cuda_patch_t  *patches;
     uint32_t                  patch_count;
+    /* The paired case: W and scale tensors only (own[j]: tensor index). */
+    weft_delta_cuda_tensor_t *own_tensors;
+    uint64_t                 *own_checksums;
+    uint32_t                 *own, own_count;
     void                     *work, *apply_work;
     size_t                    work_bytes, apply_work_bytes;
     delta_gpu_result_t       *res;
@@ -161,6 +170,15 @@ static int do_encode_stored(void *ctx)
                : -1;
 }
 
+static int do_encode_paired(void *ctx)
+{
+    gpu_case_t *c = ctx;
+    return weft_delta_encode_cuda_with_checksums_async(c->own_tensors, c->own_checksums, c->own_count, c->dsizes,
+                                                       c->work, c->work_bytes, c->st) == WEFT_OK
+               ? 0
+               : -1;
+}
+
 static int do_reset(void *ctx)
 {
     gpu_case_t *c = ctx;
@@ -179,11 +197,11 @@ static int do_apply(void *ctx)
                : -1;
 }
 
-/* The tensors that go whole, received in place (not timed). */
-static int receive_whole(gpu_case_t *c)
+/* The tensors that go whole (sizes[i] 0), received in place (not timed). */
+static int receive_whole(gpu_case_t *c, const uint64_t *sizes)
 {
     for (uint32_t i = 0; i < c->count; i++) {
-        if (c->sizes[i] == 0 &&
+        if (sizes[i] == 0 &&
             !cuda_ok(cudaMemcpyAsync(c->held + c->offsets[i], c->new_v + c->offsets[i], c->bytes[i],
                                      cudaMemcpyDeviceToDevice, c->st),
                      "whole tensor", c->res)) {
@@ -191,6 +209,36 @@ static int receive_whole(gpu_case_t *c)
         }
     }
     return cuda_ok(cudaStreamSynchronize(c->st), "cudaStreamSynchronize", c->res) ? 0 : -1;
+}
+
+/* The paired case's check: each W and scale delta of the paired encode
+ * (at its tensor's place in `out`, sizes[] per own tensor) against the
+ * first encode's, which check() holds to the host's; the applied copy
+ * against the newer version. */
+static int check_paired(gpu_case_t *c, const uint64_t *sizes, const uint8_t *const *new_t)
+{
+    const uint8_t *first = c->stored_got;
+    uint8_t       *got = malloc(c->out_total + 1), *back = malloc(c->total);
+    int            ok = got != NULL && back != NULL;
+
+    ok = ok && cuda_ok(cudaMemcpy(got, c->out, c->out_total, cudaMemcpyDeviceToHost), "download", c->res) &&
+         cuda_ok(cudaMemcpy(back, c->held, c->total, cudaMemcpyDeviceToHost), "download", c->res);
+    for (uint32_t j = 0; j < c->own_count && ok; j++) {
+        const uint32_t i = c->own[j];
+        const uint64_t size = sizes[j] > c->bytes[i] ? 0 : sizes[j];
+
+        if (size != c->sizes[i] || (size > 0 && memcmp(got + c->out_offsets[i], first + c->out_offsets[i], size) != 0)) {
+            c->res->mismatched_deltas++;
+        }
+    }
+    for (uint32_t i = 0; i < c->count && ok; i++) {
+        for (uint64_t b = 0; b < c->bytes[i]; b++) {
+            c->res->wrong_bytes += back[c->offsets[i] + b] != new_t[i][b];
+        }
+    }
+    free(got);
+    free(back);
+    return ok ? 0 : -1;
 }
 
 /* Each GPU delta against the host encoder's of the same tensors; the
@@ -229,8 +277,85 @@ static int check(gpu_case_t *c, const uint8_t *const *old_t, const uint8_t *cons
     return ok ? 0 : -1;
 }
 
+/*
+ * The paired case (after the first, whose deltas in stored_got check()
+ * held to the host's): W and scale tensors encoded given their
+ * checksums, then each W's delta applied into its W and, transposed, its
+ * WT. Sets res's paired figures; 0, or -1 (res->note).
+ */
+static int measure_paired(gpu_case_t *c, uint64_t rows, uint64_t cols, const uint8_t *const *new_t)
+{
+    delta_gpu_result_t *res = c->res;
+    uint64_t           *own_sizes = calloc(c->count, sizeof(uint64_t)), *sizes = calloc(c->count, sizeof(uint64_t));
+    unsigned           *verdicts = calloc(c->count, sizeof(unsigned));
+    double              encode_s = -1.0, apply_s = -1.0;
+    int                 ok = own_sizes != NULL && sizes != NULL && verdicts != NULL;
+
+    c->own_count = 0;
+    for (uint32_t i = 0; i < c->count && ok; i++) {
+        if (i % 3 != 1) { /* W or scale_inv: WT comes from W */
+            c->own[c->own_count] = i;
+            c->own_tensors[c->own_count] = c->tensors[i];
+            c->own_checksums[c->own_count++] = c->checksums[i];
+        }
+    }
+    ok = ok && cuda_ok(cudaMemset(c->out, 0, c->out_total), "cudaMemset", res);
+    encode_s = ok ? timed(c->st, NULL, do_encode_paired, c, res) : -1.0;
+    ok = encode_s >= 0 && cuda_ok(cudaMemcpy(own_sizes, c->dsizes, c->own_count * sizeof(uint64_t),
+                                             cudaMemcpyDeviceToHost),
+                                  "download", res);
+    c->patch_count = 0;
+    res->wire_paired_bytes = 0;
+    for (uint32_t j = 0; j < c->own_count && ok; j++) {
+        const uint32_t i = c->own[j];
+        const uint64_t size = own_sizes[j] > c->bytes[i] ? 0 : own_sizes[j];
+        uint8_t       *delta = c->out + c->out_offsets[i];
+
+        sizes[i] = size;
+        res->wire_paired_bytes += size > 0 ? size : c->bytes[i];
+        if (size > 0) {
+            c->patches[c->patch_count++] = (weft_delta_cuda_patch_t){
+                delta, size,
+                {.data = c->held + c->offsets[i], .tensor_bytes = c->bytes[i], .row_bytes = c->bytes[i],
+                 .row_stride = c->bytes[i]}};
+        }
+        if (i % 3 == 0) { /* W: its WT, patched by the same delta or whole */
+            sizes[i + 1] = size;
+            if (size > 0) {
+                c->patches[c->patch_count++] = (weft_delta_cuda_patch_t){
+                    delta, size,
+                    {.data = c->held + c->offsets[i + 1], .tensor_bytes = c->bytes[i + 1],
+                     .row_bytes = c->bytes[i + 1], .row_stride = c->bytes[i + 1], .transpose_rows = rows,
+                     .transpose_cols = cols}};
+            } else {
+                res->wire_paired_bytes += c->bytes[i + 1];
+            }
+        }
+    }
+    apply_s = ok ? timed(c->st, do_reset, do_apply, c, res) : -1.0;
+    ok = apply_s >= 0 && cuda_ok(cudaMemcpy(verdicts, c->dverdicts, c->patch_count * sizeof(unsigned),
+                                            cudaMemcpyDeviceToHost),
+                                 "download", res);
+    for (uint32_t k = 0; k < c->patch_count && ok; k++) {
+        if (verdicts[k] != 0) {
+            snprintf(res->note, sizeof(res->note), "a paired delta was refused by the GPU apply (verdict %u)",
+                     verdicts[k]);
+            ok = 0;
+        }
+    }
+    ok = ok && receive_whole(c, sizes) == 0 && check_paired(c, own_sizes, new_t) == 0;
+    if (ok) {
+        res->encode_paired_s = encode_s;
+        res->apply_paired_s = apply_s;
+    }
+    free(own_sizes);
+    free(sizes);
+    free(verdicts);
+    return ok ? 0 : -1;
+}
+
 int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, const uint64_t *bytes, uint32_t count,
-                      delta_gpu_result_t *res)
+                      uint64_t rows, uint64_t cols, delta_gpu_result_t *res)
 {
     gpu_case_t c = {.count = count, .bytes = bytes, .res = res};
     unsigned  *verdicts = NULL;
@@ -247,11 +372,18 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
     c.tensors = calloc(count, sizeof(*c.tensors));
     c.patches = calloc(count, sizeof(*c.patches));
     c.checksums = calloc(count, sizeof(uint64_t));
+    c.own_tensors = calloc(count, sizeof(*c.own_tensors));
+    c.own_checksums = calloc(count, sizeof(uint64_t));
+    c.own = calloc(count, sizeof(uint32_t));
     verdicts = calloc(count, sizeof(unsigned));
     ok = c.offsets != NULL && c.out_offsets != NULL && c.sizes != NULL && c.tensors != NULL && c.patches != NULL &&
-         c.checksums != NULL && verdicts != NULL;
+         c.checksums != NULL && c.own_tensors != NULL && c.own_checksums != NULL && c.own != NULL && verdicts != NULL;
     if (!ok) {
         snprintf(res->note, sizeof(res->note), "out of memory");
+    }
+    if (ok && count % 3 != 0) {
+        snprintf(res->note, sizeof(res->note), "not experts' W, WT and scale tensors in turn");
+        ok = 0;
     }
     for (uint32_t i = 0; i < count && ok; i++) {
         c.offsets[i] = c.total;
@@ -311,7 +443,8 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
             ok = 0;
         }
     }
-    ok = ok && receive_whole(&c) == 0 && check(&c, old_t, new_t) == 0;
+    ok = ok && receive_whole(&c, c.sizes) == 0 && check(&c, old_t, new_t) == 0;
+    ok = ok && measure_paired(&c, rows, cols, new_t) == 0;
     if (ok) {
         res->copy_s = copy_s;
         res->encode_s = encode_s;
@@ -336,6 +469,9 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
     free(c.tensors);
     free(c.patches);
     free(c.checksums);
+    free(c.own_tensors);
+    free(c.own_checksums);
+    free(c.own);
     free(c.stored_got);
     free(verdicts);
     return ok ? 0 : -1;
@@ -344,8 +480,10 @@ int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, 
 #else
 
 int delta_gpu_measure(const uint8_t *const *old_t, const uint8_t *const *new_t, const uint64_t *bytes, uint32_t count,
-                      delta_gpu_result_t *res)
+                      uint64_t rows, uint64_t cols, delta_gpu_result_t *res)
 {
+    (void)rows;
+    (void)cols;
     (void)old_t;
     (void)new_t;
     (void)bytes;

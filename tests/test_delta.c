@@ -2,8 +2,9 @@
  * Delta versions on the host (<weft/delta.h>): round trips byte-exact on
  * random and adversarial data (none changed, all changed, changes at chunk
  * edges, NaN and special FP8 bytes, ragged sizes), into contiguous and
- * strided targets; the full tensor chosen where a delta is not smaller; a
- * malformed, truncated or damaged delta refused before it writes, and any
+ * strided targets, and W's delta into WT (transposed targets); the full
+ * tensor chosen where a delta is not smaller; a malformed, truncated or
+ * damaged delta refused before it writes, and any
  * single flipped bit of a delta either refused or caught by the checksum.
  */
 #include "config.h"
@@ -151,6 +152,73 @@ START_TEST(strided_target)
 }
 END_TEST
 
+/* W's delta applied to WT (a transposed target): matrices of ragged
+ * shapes that straddle chunks, contiguous and strided WT, every byte of
+ * WT right, the gaps of a strided one untouched; targets whose matrices
+ * do not tile the tensor refused. */
+START_TEST(transposed_target)
+{
+    static const uint64_t shapes[][3] = {{1, 1, 1}, {3, 37, 129}, {2, 64, 200}, {1, 1000, 7}, {4, 129, 129}};
+
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        const uint64_t e = shapes[si][0], rows = shapes[si][1], cols = shapes[si][2], n = e * rows * cols;
+        const uint64_t stride = rows + 13; /* WT's rows are W's columns: `rows` bytes each */
+        uint8_t       *a = malloc(n), *b = malloc(n), *at = malloc(n), *bt = malloc(n), *wt = malloc(n);
+        uint8_t       *fused = malloc(n / rows * stride), *delta = malloc(weft_delta_bytes(n, n));
+        uint64_t       size = 0, carried = 0;
+
+        ck_assert(a != NULL && b != NULL && at != NULL && bt != NULL && wt != NULL && fused != NULL && delta != NULL);
+        make_pair(a, b, n, si % 2 ? 0.3 : 0.0125, 40 + si);
+        transpose_matrices(a, at, e, rows, cols);
+        transpose_matrices(b, bt, e, rows, cols);
+        ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, weft_delta_bytes(n, n), &size), WEFT_OK);
+
+        weft_delta_target_t t = {.data = wt, .tensor_bytes = n, .row_bytes = n, .row_stride = n,
+                                 .transpose_rows = rows, .transpose_cols = cols};
+        memcpy(wt, at, n);
+        ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, &carried), WEFT_OK);
+        ck_assert_int_eq(memcmp(wt, bt, n), 0);
+        ck_assert_uint_eq(carried, weft_checksum_host(b, n)); /* W's, as the contract says */
+
+        t = (weft_delta_target_t){.data = fused, .tensor_bytes = n, .row_bytes = rows, .row_stride = stride,
+                                  .transpose_rows = rows, .transpose_cols = cols};
+        memset(fused, 0xA5, n / rows * stride);
+        for (uint64_t r = 0; r < n / rows; r++) {
+            memcpy(fused + r * stride, at + r * rows, rows);
+        }
+        ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_OK);
+        for (uint64_t r = 0; r < n / rows; r++) {
+            ck_assert_int_eq(memcmp(fused + r * stride, bt + r * rows, rows), 0);
+            for (uint64_t g = rows; g < stride; g++) {
+                ck_assert_uint_eq(fused[r * stride + g], 0xA5);
+            }
+        }
+
+        /* Not a target: one dimension without the other, or matrices that
+         * do not tile the tensor. Nothing written. */
+        memcpy(wt, at, n);
+        t = (weft_delta_target_t){.data = wt, .tensor_bytes = n, .row_bytes = n, .row_stride = n,
+                                  .transpose_rows = rows, .transpose_cols = 0};
+        ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_ERR_INVALID_PARAM);
+        t.transpose_rows = 0;
+        t.transpose_cols = cols;
+        ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_ERR_INVALID_PARAM);
+        t.transpose_rows = rows + 1;
+        ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_ERR_INVALID_PARAM);
+        t.transpose_rows = UINT64_MAX / 2; /* rows × cols overflows */
+        ck_assert_int_eq(weft_delta_apply_host(delta, size, &t, NULL), WEFT_ERR_INVALID_PARAM);
+        ck_assert_int_eq(memcmp(wt, at, n), 0);
+        free(a);
+        free(b);
+        free(at);
+        free(bt);
+        free(wt);
+        free(fused);
+        free(delta);
+    }
+}
+END_TEST
+
 /* A damaged delta writes nothing: truncated, another magic or version,
  * another tensor size, an index or offset out of order. */
 START_TEST(malformed_deltas_are_refused_before_writing)
@@ -235,7 +303,7 @@ START_TEST(argument_errors)
     ck_assert_int_eq(weft_delta_encode_host(x, NULL, 8, out, sizeof(out), &v), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_delta_encode_host(x, x, 8, NULL, sizeof(out), &v), WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_delta_encode_host(x, x, 8, out, WEFT_DELTA_HEADER_BYTES, &v), WEFT_ERR_NO_SPACE);
-    ck_assert_int_eq(weft_delta_apply_host(NULL, 8, &(weft_delta_target_t){x, 8, 8, 8}, NULL),
+    ck_assert_int_eq(weft_delta_apply_host(NULL, 8, &(weft_delta_target_t){.data = x, .tensor_bytes = 8, .row_bytes = 8, .row_stride = 8}, NULL),
                      WEFT_ERR_INVALID_PARAM);
     ck_assert_int_eq(weft_delta_apply_host(out, 8, NULL, NULL), WEFT_ERR_INVALID_PARAM);
 }
@@ -251,6 +319,7 @@ static Suite *delta_suite(void)
     tcase_add_test(tc, none_and_all_changed);
     tcase_add_test(tc, edges_and_special_bytes);
     tcase_add_test(tc, strided_target);
+    tcase_add_test(tc, transposed_target);
     tcase_add_test(tc, malformed_deltas_are_refused_before_writing);
     tcase_add_test(tc, every_flipped_bit_is_caught);
     tcase_add_test(tc, argument_errors);

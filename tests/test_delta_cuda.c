@@ -4,7 +4,8 @@
  * every rate (chunks whose changes overflow the encoder's per-chunk slot
  * included) and ragged size, from aligned and misaligned versions; the
  * same answer where a delta does not fit; the GPU apply into contiguous
- * and strided device views equal to the new version, padding untouched;
+ * and strided device views equal to the new version, padding untouched,
+ * and W's delta into WT's views (transposed) equal to the new WT;
  * a malformed delta refused before it writes; the summed apply a
  * consumer verifies with (each target's checksum, rows of odd widths
  * included, equal to the host's, and a delta applied onto the wrong
@@ -317,6 +318,91 @@ START_TEST(gpu_apply_into_contiguous_and_strided_views)
 }
 END_TEST
 
+/* W's delta applied on the GPU to W and, transposed, to WT in one batch
+ * (a contiguous WT of ragged matrices, and a strided one): each byte as
+ * the host's transposed apply gives it; summed, each transposed view's
+ * sum WT's checksum (its delta carries W's: not compared there). */
+START_TEST(gpu_apply_into_transposed_views)
+{
+    const uint64_t e = 3, rows = 37, cols = 1029, n = e * rows * cols, stride = rows + 27;
+    uint8_t       *a = malloc(n), *b = malloc(n), *at = malloc(n), *bt = malloc(n), *back = malloc(n / rows * stride);
+    uint8_t       *fused = malloc(n / rows * stride), *delta = malloc(weft_delta_bytes(n, n));
+    uint64_t       size = 0;
+    unsigned       verdicts[3];
+    void          *work, *dverdicts, *dsums;
+
+    ck_assert(a != NULL && b != NULL && at != NULL && bt != NULL && back != NULL && fused != NULL && delta != NULL);
+    for (int pass = 0; pass < 2; pass++) {
+        make_pair(a, b, n, pass == 0 ? 0.0125 : 0.4, 51 + pass);
+        transpose_matrices(a, at, e, rows, cols);
+        transpose_matrices(b, bt, e, rows, cols);
+        ck_assert_int_eq(weft_delta_encode_host(a, b, n, delta, weft_delta_bytes(n, n), &size), WEFT_OK);
+        memset(fused, 0xA5, n / rows * stride);
+        for (uint64_t r = 0; r < n / rows; r++) {
+            memcpy(fused + r * stride, at + r * rows, rows);
+        }
+        uint8_t *ddelta = to_device(delta, size), *dw = to_device(a, n), *dwt = to_device(at, n);
+        uint8_t *dfused = to_device(fused, n / rows * stride);
+        const weft_delta_cuda_patch_t patches[3] = {
+            {ddelta, size, {.data = dw, .tensor_bytes = n, .row_bytes = n, .row_stride = n}},
+            {ddelta, size,
+             {.data = dwt, .tensor_bytes = n, .row_bytes = n, .row_stride = n, .transpose_rows = rows,
+              .transpose_cols = cols}},
+            {ddelta, size,
+             {.data = dfused, .tensor_bytes = n, .row_bytes = rows, .row_stride = stride, .transpose_rows = rows,
+              .transpose_cols = cols}}};
+        const size_t need = weft_delta_cuda_apply_work_bytes(3);
+
+        CUDA_OK(cudaMalloc(&work, need));
+        CUDA_OK(cudaMalloc(&dverdicts, sizeof(verdicts)));
+        CUDA_OK(cudaMalloc(&dsums, 3 * sizeof(uint64_t)));
+        uint64_t sums[3];
+
+        if (pass == 0) {
+            ck_assert_int_eq(weft_delta_apply_cuda_async(patches, 3, dverdicts, work, need, NULL), WEFT_OK);
+        } else {
+            /* Summed: W's view against the checksum its delta carries,
+             * the transposed ones only summed, for the caller to compare
+             * with WT's own. */
+            ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, 3, dverdicts, dsums, work, need, NULL),
+                             WEFT_OK);
+            CUDA_OK(cudaMemcpy(sums, dsums, sizeof(sums), cudaMemcpyDeviceToHost));
+            ck_assert_uint_eq(sums[0], weft_checksum_host(b, n));
+            ck_assert_uint_eq(sums[1], weft_checksum_host(bt, n));
+            ck_assert_uint_eq(sums[2], weft_checksum_host(bt, n));
+        }
+        CUDA_OK(cudaMemcpy(verdicts, dverdicts, sizeof(verdicts), cudaMemcpyDeviceToHost));
+        ck_assert_uint_eq(verdicts[0] | verdicts[1] | verdicts[2], 0);
+        CUDA_OK(cudaMemcpy(back, dw, n, cudaMemcpyDeviceToHost));
+        ck_assert_int_eq(memcmp(back, b, n), 0);
+        CUDA_OK(cudaMemcpy(back, dwt, n, cudaMemcpyDeviceToHost));
+        ck_assert_int_eq(memcmp(back, bt, n), 0);
+        CUDA_OK(cudaMemcpy(back, dfused, n / rows * stride, cudaMemcpyDeviceToHost));
+        expect_rows(back, bt, n / rows, rows, stride);
+        {
+            /* Matrices that do not tile the tensor: refused, as on the host. */
+            const weft_delta_target_t t = {.data = dwt, .tensor_bytes = n, .row_bytes = n, .row_stride = n,
+                                           .transpose_rows = rows + 1, .transpose_cols = cols};
+            ck_assert_int_eq(weft_delta_apply_cuda(ddelta, size, &t, NULL, NULL), WEFT_ERR_INVALID_PARAM);
+        }
+        cudaFree(work);
+        cudaFree(dverdicts);
+        cudaFree(dsums);
+        cudaFree(ddelta);
+        cudaFree(dw);
+        cudaFree(dwt);
+        cudaFree(dfused);
+    }
+    free(a);
+    free(b);
+    free(at);
+    free(bt);
+    free(back);
+    free(fused);
+    free(delta);
+}
+END_TEST
+
 /* Three deltas in one summed apply: into a contiguous target, into rows
  * of 93 bytes 131 apart (checksum words straddle rows), and into a target
  * that does not hold the delta's old bytes: the first two applied and
@@ -561,6 +647,7 @@ static Suite *delta_cuda_suite(void)
     tcase_add_test(tc, gpu_no_space_as_the_host);
     tcase_add_test(tc, gpu_batches_encode_and_apply);
     tcase_add_test(tc, gpu_apply_into_contiguous_and_strided_views);
+    tcase_add_test(tc, gpu_apply_into_transposed_views);
     tcase_add_test(tc, gpu_malformed_deltas_are_refused_before_writing);
     tcase_add_test(tc, gpu_summed_apply_checks_each_target);
     tcase_add_test(tc, gpu_many_tensors_and_given_checksums);

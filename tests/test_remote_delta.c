@@ -4,7 +4,10 @@
  * (contiguous, rows of one stride, padded, dimensions of size 1 with any
  * stride; not others), the DELTA checked against the inbox and the
  * views, patches and whole tensors applied into strided views and
- * checked (on threads where there is enough), a delta for a base the
+ * checked (on threads where there is enough), a WT's view patched by
+ * its W's delta transposed and checked against WT's own checksum (a
+ * wrong one, or matrices that do not tile the view, refused), a delta
+ * for a base the
  * views do not hold refused, the VERSION's checksums vouched for without
  * a second reading (and a carried checksum that is not the version's
  * refused), and the checksum of rows equal to that of the same bytes end
@@ -230,6 +233,59 @@ START_TEST(a_delta_for_other_bytes_is_refused)
 }
 END_TEST
 
+/* A WT's entry (PATCH_T): its W's delta, applied transposed into WT's
+ * view and checked against WT's checksum, which the entry carries. */
+START_TEST(wt_patch_is_w_delta_transposed)
+{
+    static uint8_t          w[BYTES], wt[BYTES];
+    uint8_t                 older[BYTES], newer[BYTES], older_t[BYTES], newer_t[BYTES];
+    weft_recv_view_t        views[2] = {{.name = "w", .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                         .shape = {ROWS, COLS}, .data = w},
+                                        {.name = "wt", .role = WEFT_ROLE_WT, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                         .shape = {COLS, ROWS}, .data = wt}};
+    weft_remote_delta_t     d;
+    weft_wire_delta_entry_t e[2];
+    weft_ctl_buf_t          buf;
+    weft_ctl_msg_t          msg;
+    uint64_t                n = 0;
+    int                     applied;
+
+    version_bytes(older, 0, 1);
+    version_bytes(newer, 0, 2);
+    for (uint64_t r = 0; r < ROWS; r++) {
+        for (uint64_t c = 0; c < COLS; c++) {
+            older_t[c * ROWS + r] = older[r * COLS + c];
+            newer_t[c * ROWS + r] = newer[r * COLS + c];
+        }
+    }
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, -1, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_int_eq(weft_delta_encode_host(older, newer, BYTES, d.inbox, BYTES, &n), WEFT_OK);
+    e[0] = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH, .offset = 0, .bytes = n};
+    e[1] = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH_T, .offset = 0, .bytes = n, .rows = ROWS,
+                                     .cols = COLS, .checksum = weft_checksum_host(newer_t, BYTES)};
+    for (int k = 0; k < 3; k++) {
+        /* 0: as sent; 1: another checksum; 2: matrices that do not tile WT. */
+        memcpy(w, older, BYTES);
+        memcpy(wt, older_t, BYTES);
+        e[1].checksum ^= k == 1;
+        e[1].rows = k == 2 ? ROWS + 1 : ROWS;
+        memset(&buf, 0, sizeof(buf));
+        weft_wire_put_delta(&buf, 2, 1, e, 2);
+        msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+        ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+        d.holds = 1;
+        ck_assert_int_eq(weft_remote_delta_apply(&d, 2, &applied), k == 0 ? WEFT_OK : WEFT_ERR_CORRUPT);
+        ck_assert_int_eq(applied, 1);
+        ck_assert_int_eq(memcmp(w, newer, BYTES), 0);
+        ck_assert_int_eq(memcmp(wt, k == 2 ? older_t : newer_t, BYTES), 0); /* 1: applied, then caught */
+        ck_assert_uint_eq(d.holds, k == 0 ? 2 : 0);
+        e[1].checksum ^= k == 1;
+        weft_ctl_buf_free(&buf);
+    }
+    weft_remote_delta_fini(&d);
+}
+END_TEST
+
 START_TEST(malformed_deltas_are_refused)
 {
     weft_remote_delta_t     d;
@@ -257,7 +313,7 @@ START_TEST(malformed_deltas_are_refused)
     /* An unknown kind. */
     memset(&buf, 0, sizeof(buf));
     e[1].offset = 4096;
-    e[0].kind = 3;
+    e[0].kind = 4;
     weft_wire_put_delta(&buf, 2, 1, e, 2);
     msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
     ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_ERR_CORRUPT);
@@ -506,6 +562,7 @@ static Suite *remote_delta_suite(void)
     tcase_add_test(tc, a_delta_applies_into_strided_views);
     tcase_add_test(tc, a_delta_for_other_bytes_is_refused);
     tcase_add_test(tc, malformed_deltas_are_refused);
+    tcase_add_test(tc, wt_patch_is_w_delta_transposed);
     tcase_add_test(tc, patched_views_are_vouched_for_without_a_second_reading);
     tcase_add_test(tc, many_views_apply_on_threads);
     tcase_add_test(tc, the_checksum_of_rows_is_that_of_their_bytes);

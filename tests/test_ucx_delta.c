@@ -14,6 +14,9 @@
  * - a consumer whose views changed under it (the delta then applies to
  *   the wrong bytes) refuses the delta and gets the version whole; after
  *   three such in a row, every version whole;
+ * - an expert's W and WT (WT W's bytes transposed): WT is patched by W's
+ *   delta, transposed, which crosses once; a WT view changed under the
+ *   consumer fails WT's checksum and the version comes whole;
  * - WEFT_DELTA=off sends every version whole; force sends even a version
  *   whose every byte changed as a delta (its tensors whole in the inbox),
  *   here on put and receive lanes over shared memory;
@@ -100,6 +103,25 @@ static void step_bytes(uint8_t *data, uint32_t t, uint64_t v)
     }
 }
 
+/* Set by a case before it forks: tensors 1, 3, ... are the WT of the
+ * tensor before them (same expert, [COLS, ROWS], its bytes transposed). */
+static int paired;
+
+static int is_wt(uint32_t t)
+{
+    return paired && t % 2 == 1;
+}
+
+static uint64_t rows_of(uint32_t t)
+{
+    return is_wt(t) ? COLS : ROWS;
+}
+
+static uint64_t cols_of(uint32_t t)
+{
+    return is_wt(t) ? ROWS : COLS;
+}
+
 /* Every tensor's bytes as they are in version `to`, from `from` (0: none). */
 static void advance(uint8_t *tensors, uint64_t from, uint64_t to)
 {
@@ -111,6 +133,15 @@ static void advance(uint8_t *tensors, uint64_t from, uint64_t to)
         }
         for (uint64_t v = from == 0 ? 2 : from + 1; v <= to; v++) {
             step_bytes(data, t, v);
+        }
+        if (is_wt(t)) { /* the writer's WT: W's bytes transposed */
+            const uint8_t *w = data - TENSOR_BYTES;
+
+            for (uint64_t r = 0; r < ROWS; r++) {
+                for (uint64_t c = 0; c < COLS; c++) {
+                    data[c * ROWS + r] = w[r * COLS + c];
+                }
+            }
         }
     }
 }
@@ -234,8 +265,9 @@ static void server_main(int cmd_fd, int out_fd)
     CHILD_CHECK(weft_registry_create(name, &rp, &reg) == WEFT_OK);
     for (uint32_t t = 0; t < TENSORS; t++) {
         char               tname[WEFT_TENSOR_NAME_MAX];
-        weft_tensor_desc_t d = {.name = tname, .expert = (int32_t)t, .role = WEFT_ROLE_W,
-                                .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2, .shape = {ROWS, COLS}};
+        weft_tensor_desc_t d = {.name = tname, .expert = (int32_t)(paired ? t / 2 : t),
+                                .role = is_wt(t) ? WEFT_ROLE_WT : WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3,
+                                .ndim = 2, .shape = {rows_of(t), cols_of(t)}};
 
         tensor_name(tname, sizeof(tname), t);
         CHILD_CHECK(weft_registry_declare(reg, &d, NULL) == WEFT_OK);
@@ -278,11 +310,16 @@ static void server_main(int cmd_fd, int out_fd)
 /* ----------------------------------------------------------- consumer */
 
 /* r(after): receive, answer the version and its wrong bytes; x: change
- * one byte of the first view (its engine wrote into it); q: close. */
+ * one byte of the first view (its engine wrote into it), y: of the
+ * second; q: close. Each view's rows are `padded` apart in one buffer. */
 static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
 {
-    const uint64_t           pitch = padded ? COLS + PAD : COLS;
-    const uint64_t           fused_bytes = (uint64_t)TENSORS * ROWS * pitch;
+    uint64_t                 pitch[TENSORS], at[TENSORS + 1] = {0};
+    for (uint32_t t = 0; t < TENSORS; t++) {
+        pitch[t] = cols_of(t) + (padded ? PAD : 0);
+        at[t + 1] = at[t] + rows_of(t) * pitch[t];
+    }
+    const uint64_t           fused_bytes = at[TENSORS];
     uint8_t                 *fused = alloc_bytes(fused_bytes, device_views, 0xA5);
     uint8_t                 *seen = malloc(fused_bytes); /* the views' bytes, read back */
     uint8_t                 *expected = malloc(VERSION_BYTES);
@@ -301,9 +338,10 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
     for (uint32_t t = 0; t < TENSORS; t++) {
         tensor_name(names[t], sizeof(names[t]), t);
         views[t] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = names[t],
-                                      .role = WEFT_ROLE_W, .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
-                                      .shape = {ROWS, COLS}, .strides = {pitch, 1},
-                                      .data = fused + (uint64_t)t * ROWS * pitch};
+                                      .role = is_wt(t) ? WEFT_ROLE_WT : WEFT_ROLE_W,
+                                      .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                      .shape = {rows_of(t), cols_of(t)}, .strides = {pitch[t], 1},
+                                      .data = fused + at[t]};
         if (device_views) {
             views[t].field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
             views[t].memory = WEFT_MEMORY_CUDA;
@@ -323,20 +361,24 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
             answer[0] = got;
             answer[1] = 0;
             copy_bytes(seen, fused, fused_bytes, device_views, 0);
-            for (uint64_t row = 0; row < (uint64_t)TENSORS * ROWS; row++) {
-                for (uint64_t col = 0; col < pitch; col++) {
-                    uint8_t want = col < COLS ? expected[row * COLS + col] : 0xA5;
+            for (uint32_t t = 0; t < TENSORS; t++) {
+                for (uint64_t row = 0; row < rows_of(t); row++) {
+                    for (uint64_t col = 0; col < pitch[t]; col++) {
+                        uint8_t want = col < cols_of(t) ? expected[t * TENSOR_BYTES + row * cols_of(t) + col] : 0xA5;
 
-                    answer[1] += seen[row * pitch + col] != want;
+                        answer[1] += seen[at[t] + row * pitch[t] + col] != want;
+                    }
                 }
             }
             reply(out_fd, answer, sizeof(answer));
-        } else if (cmd == 'x') {
-            uint8_t byte;
+        } else if (cmd == 'x' || cmd == 'y') {
+            const uint32_t t = cmd == 'x' ? 0 : 1;
+            uint8_t       *p = fused + at[t] + rows_of(t) / 2 * pitch[t] + 7;
+            uint8_t        byte;
 
-            copy_bytes(&byte, fused + ROWS / 2 * pitch + 7, 1, device_views, 0);
+            copy_bytes(&byte, p, 1, device_views, 0);
             byte ^= 0x40;
-            copy_bytes(fused + ROWS / 2 * pitch + 7, &byte, 1, device_views, 1);
+            copy_bytes(p, &byte, 1, device_views, 1);
             reply(out_fd, NULL, 0);
         } else {
             CHILD_CHECK(cmd == 'q');
@@ -590,7 +632,54 @@ START_TEST(ucx_delta_onto_changed_views_is_refused_and_comes_whole)
 }
 END_TEST
 
+/* Experts' W and WT: each WT patched by its W's delta, which crosses once
+ * (about half the bytes of the deltas of every tensor); then a WT view
+ * changed under the consumer: W's delta applies, WT's checksum tells,
+ * and the version comes whole. */
+static void wt_patched_by_w_delta(void)
+{
+    driven_t            s, c;
+    uint16_t            port;
+    weft_server_stats_t st;
+    const uint64_t      own = 4 * VERSION_BYTES * 5 / 1000 * 3; /* every tensor's own deltas, 3 bytes a change */
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    paired = 1;
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    publish_and_receive(&s, &c, 1, 5);
+    expect_deltas(&s, 4, 0, 5);
+    st = stats(&s);
+    ck_assert_msg(st.delta_bytes < own * 6 / 10 && st.delta_bytes > own * 4 / 10,
+                  "the deltas took %llu bytes; every tensor's own would take about %llu",
+                  (unsigned long long)st.delta_bytes, (unsigned long long)own);
+    send_cmd(c.cmd, 'y', 0);
+    read_all(c.out, NULL, 0);
+    publish(&s);
+    receive(&c, 5, 6);
+    expect_deltas(&s, 4, 1, 6);
+    publish(&s);
+    receive(&c, 6, 7);
+    expect_deltas(&s, 5, 1, 7);
+    stop(&c);
+    stop(&s);
+}
+
+START_TEST(ucx_wt_patched_by_w_delta)
+{
+    wt_patched_by_w_delta();
+}
+END_TEST
+
 #ifdef HAVE_CUDA
+START_TEST(gpu_registry_wt_patched_into_device_views)
+{
+    gpu_registry = device_views = 1;
+    wt_patched_by_w_delta();
+}
+END_TEST
+
 START_TEST(gpu_registry_deltas_into_device_views)
 {
     gpu_registry = device_views = 1;
@@ -753,11 +842,13 @@ static Suite *ucx_delta_suite(void)
     ADD(ucx_consecutive_versions_go_as_small_deltas);
     ADD(ucx_missed_version_and_new_connection_come_whole);
     ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
+    ADD(ucx_wt_patched_by_w_delta);
     ADD(ucx_deltas_off);
     ADD(ucx_deltas_forced_on_lanes_over_shared_memory);
 #ifdef HAVE_CUDA
     if (weft_test_gpu_count() > 0) {
         ADD(gpu_registry_deltas_into_device_views);
+        ADD(gpu_registry_wt_patched_into_device_views);
         ADD(gpu_registry_missed_version_into_host_views);
         ADD(host_registry_delta_onto_changed_device_views);
         ADD(gpu_deltas_forced_every_tensor_whole);

@@ -67,12 +67,25 @@ WEFT_API weft_status_t weft_delta_encode_host(const void *old_data, const void *
  * Where a delta is applied: the tensor's bytes as rows of row_bytes bytes,
  * each row_stride bytes apart in `data` (a strided view of a fused engine
  * tensor); row_bytes = row_stride = tensor bytes for a contiguous one.
+ *
+ * Transposed: with transpose_rows = N and transpose_cols = K (both 0: not
+ * transposed), the delta is one of matrices of N × K bytes, row-major
+ * and end to end (an FP8 W, [..., N, K]), and the target holds each of
+ * them transposed (its WT, [..., K, N]): the delta's byte e·N·K + r·K + c
+ * is the target's byte e·N·K + c·N + r (then laid out in rows as above).
+ * Why: the FP8 writer's WT holds W's bytes transposed (<weft/quant.h>),
+ * so WT changes where W does, and W's delta patches both: a producer
+ * encodes, and a wire carries, one delta for the two. The delta's
+ * checksum is W's then, not the target's: the caller compares the
+ * target's with WT's own.
  */
 typedef struct weft_delta_target {
     void    *data;
     uint64_t tensor_bytes;
-    uint64_t row_bytes;  /* > 0, divides tensor_bytes */
-    uint64_t row_stride; /* ≥ row_bytes */
+    uint64_t row_bytes;      /* > 0, divides tensor_bytes */
+    uint64_t row_stride;     /* ≥ row_bytes */
+    uint64_t transpose_rows; /* 0 with transpose_cols, or N > 0 with N·K dividing tensor_bytes */
+    uint64_t transpose_cols; /* K */
 } weft_delta_target_t;
 
 /*
@@ -84,8 +97,9 @@ typedef struct weft_delta_target {
  * WEFT_ERR_VERSION for another layout version. *checksum (may be NULL)
  * gets the checksum the delta carries, for the caller to compare with the
  * target's after applying (weft_checksum_host): a delta applied to the
- * wrong older bytes is detected only there. WEFT_ERR_INVALID_PARAM for NULL
- * pointers or a bad target.
+ * wrong older bytes is detected only there (a transposed target's is
+ * compared with WT's own checksum instead). WEFT_ERR_INVALID_PARAM for
+ * NULL pointers or a bad target.
  */
 WEFT_API weft_status_t weft_delta_apply_host(const void *delta, uint64_t delta_bytes, const weft_delta_target_t *target,
                                              uint64_t *checksum);

@@ -266,11 +266,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         msg.type = WEFT_CTL_DELTA;
         if (weft_wire_get_delta(&msg, inbox, &v, &base, &e, &count) == WEFT_OK) {
-            if (msg.length != 20 + 20 * (size_t)count) {
+            if (msg.length != 20 + 44 * (size_t)count) {
                 abort();
             }
             for (uint32_t i = 0; i < count; i++) {
-                if ((e[i].kind != WEFT_WIRE_DELTA_PATCH && e[i].kind != WEFT_WIRE_DELTA_WHOLE) ||
+                if ((e[i].kind != WEFT_WIRE_DELTA_PATCH && e[i].kind != WEFT_WIRE_DELTA_WHOLE &&
+                     e[i].kind != WEFT_WIRE_DELTA_PATCH_T) ||
                     e[i].offset > inbox || e[i].bytes > inbox - e[i].offset) {
                     abort();
                 }

@@ -35,6 +35,19 @@ static inline uint64_t naive_changes(const uint8_t *a, const uint8_t *b, uint64_
     return c;
 }
 
+/* wt: each of the `count` matrices of w (rows × cols bytes, row-major,
+ * end to end) transposed, as the FP8 writer lays out WT. */
+static inline void transpose_matrices(const uint8_t *w, uint8_t *wt, uint64_t count, uint64_t rows, uint64_t cols)
+{
+    for (uint64_t e = 0; e < count; e++) {
+        for (uint64_t r = 0; r < rows; r++) {
+            for (uint64_t c = 0; c < cols; c++) {
+                wt[e * rows * cols + c * rows + r] = w[e * rows * cols + r * cols + c];
+            }
+        }
+    }
+}
+
 /* The damaged deltas every apply must refuse before it writes, made from
  * a sound delta of a 3-chunk tensor (`size` bytes, copied into `bad`
  * first): damage k (0 .. DELTA_DAMAGES − 1) on `bad`, the length to hand

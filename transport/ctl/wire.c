@@ -142,10 +142,13 @@ void weft_wire_put_delta(weft_ctl_buf_t *buf, uint64_t version, uint64_t base,
         weft_ctl_put_u32(buf, entries[i].kind);
         weft_ctl_put_u64(buf, entries[i].offset);
         weft_ctl_put_u64(buf, entries[i].bytes);
+        weft_ctl_put_u64(buf, entries[i].rows);
+        weft_ctl_put_u64(buf, entries[i].cols);
+        weft_ctl_put_u64(buf, entries[i].checksum);
     }
 }
 
-#define DELTA_ENTRY_WIRE_BYTES 20u /* u32 kind, u64 offset, u64 bytes */
+#define DELTA_ENTRY_WIRE_BYTES 44u /* u32 kind, u64 offset, bytes, rows, cols, checksum */
 
 weft_status_t weft_wire_get_delta(const weft_ctl_msg_t *msg, uint64_t inbox_bytes, uint64_t *version,
                                   uint64_t *base, weft_wire_delta_entry_t **entries, uint32_t *count)
@@ -169,7 +172,11 @@ weft_status_t weft_wire_get_delta(const weft_ctl_msg_t *msg, uint64_t inbox_byte
         e[i].kind = weft_ctl_get_u32(&cur);
         e[i].offset = weft_ctl_get_u64(&cur);
         e[i].bytes = weft_ctl_get_u64(&cur);
-        cur.failed |= (e[i].kind != WEFT_WIRE_DELTA_PATCH && e[i].kind != WEFT_WIRE_DELTA_WHOLE) ||
+        e[i].rows = weft_ctl_get_u64(&cur);
+        e[i].cols = weft_ctl_get_u64(&cur);
+        e[i].checksum = weft_ctl_get_u64(&cur);
+        cur.failed |= (e[i].kind != WEFT_WIRE_DELTA_PATCH && e[i].kind != WEFT_WIRE_DELTA_WHOLE &&
+                       e[i].kind != WEFT_WIRE_DELTA_PATCH_T) ||
                       e[i].offset > inbox_bytes || e[i].bytes > inbox_bytes - e[i].offset;
     }
     if (cur.failed) {

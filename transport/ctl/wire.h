@@ -19,7 +19,9 @@
  * DELTA: u64 version, u64 base (the version the delta applies to), u32
  *          count, and per view of the consumer's, in its order: u32 kind
  *          (WEFT_WIRE_DELTA_*), u64 offset into the consumer's inbox, u64
- *          bytes. Sent just before the VERSION it applies to.
+ *          bytes, u64 rows, u64 cols, u64 checksum (the last three for
+ *          PATCH_T, 0 otherwise). Sent just before the VERSION it applies
+ *          to.
  * Views (inside each transport's VIEWS): u32 count, then per view str
  *          name, u32 role, u32 dtype, u32 ndim, 4 × u64 shape, 4 × u64
  *          strides (elements, explicit even when contiguous), u64 address.
@@ -73,12 +75,21 @@ weft_status_t weft_wire_get_want(const weft_ctl_msg_t *msg, uint64_t *after, uin
 /* How one view's part of a delta version lies in the inbox. */
 enum {
     WEFT_WIRE_DELTA_PATCH = 1, /* a delta of the tensor (<weft/delta.h>) to apply to the base's bytes */
-    WEFT_WIRE_DELTA_WHOLE = 2  /* the tensor's bytes, whole (its delta was no smaller) */
+    WEFT_WIRE_DELTA_WHOLE = 2, /* the tensor's bytes, whole (its delta was no smaller) */
+    /* A WT's: its W's delta, applied transposed (<weft/delta.h>'s
+     * transposed targets: W's matrices rows × cols), then checked
+     * against `checksum`, WT's own (the delta carries W's). */
+    WEFT_WIRE_DELTA_PATCH_T = 3
 };
 
 typedef struct weft_wire_delta_entry {
     uint32_t kind;
-    uint64_t offset, bytes; /* in the inbox */
+    uint64_t offset, bytes;           /* in the inbox */
+    uint64_t rows, cols, checksum;    /* PATCH_T */
+    /* Not on the wire: set by the server where this view's bytes are the
+     * previous view's (a WT patched by the W delta just before it): put
+     * once, at the same place in the inbox. */
+    uint32_t shares_previous;
 } weft_wire_delta_entry_t;
 
 void weft_wire_put_delta(weft_ctl_buf_t *buf, uint64_t version, uint64_t base,

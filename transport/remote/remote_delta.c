@@ -204,12 +204,14 @@ static void put_whole(const uint8_t *src, const weft_delta_target_t *t)
     }
 }
 
-/* One view's entry: applied (a patch, checked against its checksum) or
- * copied (whole). */
+/* One view's entry: applied (a patch, checked against its checksum; a
+ * WT's patch, its W's delta transposed, against WT's checksum) or copied
+ * (whole). */
 static weft_status_t apply_entry(weft_remote_delta_t *d, uint32_t i)
 {
     const weft_wire_delta_entry_t *e = &d->map[i];
-    const weft_delta_target_t     *t = &d->targets[i];
+    weft_delta_target_t            view = d->targets[i];
+    const weft_delta_target_t     *t = &view;
     uint64_t                       want, got;
     weft_status_t                  status;
 
@@ -223,10 +225,17 @@ static weft_status_t apply_entry(weft_remote_delta_t *d, uint32_t i)
         put_whole(d->inbox + e->offset, t);
         return WEFT_OK; /* checked as a whole version's views are (WEFT_VERIFY) */
     }
+    if (e->kind == WEFT_WIRE_DELTA_PATCH_T) {
+        view.transpose_rows = e->rows;
+        view.transpose_cols = e->cols;
+    }
     /* Applied and summed in one pass over the view. */
     status = weft_delta_apply_host_summed(d->inbox + e->offset, e->bytes, t, &want, &got);
     if (status != WEFT_OK) {
         return WEFT_ERR_CORRUPT;
+    }
+    if (e->kind == WEFT_WIRE_DELTA_PATCH_T) {
+        want = e->checksum; /* the delta carries W's */
     }
     if (got != want) {
         weft_log_error("remote: view %u after its delta: checksum 0x%016" PRIx64 ", the version's is 0x%016" PRIx64,

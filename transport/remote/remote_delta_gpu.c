@@ -164,6 +164,17 @@ static weft_status_t check_map(weft_remote_delta_gpu_t *g, const weft_wire_delta
         if (!whole && t->tensor_bytes != 0) {
             g->patches[n] = (weft_delta_cuda_patch_t){.delta = g->device_inbox + e->offset,
                                                       .delta_bytes = e->bytes, .target = *t};
+            if (e->kind == WEFT_WIRE_DELTA_PATCH_T) { /* its W's delta, transposed */
+                g->patches[n].target.transpose_rows = e->rows;
+                g->patches[n].target.transpose_cols = e->cols;
+                if (!weft_delta_target_sound(&g->patches[n].target)) {
+                    weft_log_error("remote: view %u: W's matrices of %" PRIu64 " x %" PRIu64
+                                   " bytes do not tile it",
+                                   i, e->rows, e->cols);
+                    *bad = i;
+                    return WEFT_ERR_CORRUPT;
+                }
+            }
             g->which[n++] = i;
         }
     }
@@ -236,6 +247,15 @@ weft_status_t weft_remote_delta_gpu_apply(weft_remote_delta_gpu_t *g, const weft
                            g->host_verdicts[k],
                            g->host_verdicts[k] == WEFT_DELTA_VERDICT_SUM ? "its bytes after it are not the checksum it carries"
                                                       : "malformed or not this view's");
+            *bad = i;
+            status = WEFT_ERR_CORRUPT;
+            break;
+        }
+        /* A WT's sum against WT's checksum: its delta, W's, carries W's
+         * and the GPU compared none. */
+        if (map[i].kind == WEFT_WIRE_DELTA_PATCH_T && g->host_sums[k] != map[i].checksum) {
+            weft_log_error("remote: view %u after its W's delta: checksum 0x%016" PRIx64 ", the version's is 0x%016" PRIx64,
+                           i, g->host_sums[k], map[i].checksum);
             *bad = i;
             status = WEFT_ERR_CORRUPT;
             break;

@@ -40,7 +40,9 @@ void weft_remote_delta_gpu_destroy(weft_remote_delta_gpu_t *g);
 /*
  * Applies map[0 .. count) (entries in the inbox, inside it: the wire
  * parse checked) into targets[0 .. count) (device memory): a PATCH is
- * checked, scattered and its view summed on the GPU, a WHOLE copied in.
+ * checked, scattered and its view summed on the GPU, a PATCH_T the same
+ * transposed (its sum then compared with the entry's checksum here), a
+ * WHOLE copied in.
  * WEFT_OK: patched[i] is 1 and carried[i] the checksum of each patched
  * view, which equals the one its delta carries. WEFT_ERR_CORRUPT (*bad
  * the view, why logged): an entry that is not its view's size or not

@@ -21,9 +21,100 @@
  * deltas (or tensors whole) coming into the buffer. */
 enum { GPU_IDLE, GPU_ENCODING, GPU_COPYING };
 
+/* A batch tensor's gpu_item where it has no item: whole; a WT that its
+ * W's delta may patch (decided when the batch is placed). */
+enum { GPU_ITEM_WHOLE = -1, GPU_ITEM_PAIRED = -2 };
+
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
     return (x + a - 1) / a * a;
+}
+
+/* What pairs a W with its WT: the same layer and expert. */
+typedef struct pair_key {
+    int32_t            layer, expert;
+    weft_tensor_role_t role;
+    uint32_t           tensor;
+} pair_key_t;
+
+static int pair_key_order(const void *a, const void *b)
+{
+    const pair_key_t *x = a, *y = b;
+
+    if (x->layer != y->layer) {
+        return x->layer < y->layer ? -1 : 1;
+    }
+    if (x->expert != y->expert) {
+        return x->expert < y->expert ? -1 : 1;
+    }
+    return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
+}
+
+/* Whether wt's bytes can be w's transposed: both dense bytes of the same
+ * count, w [..., N, K] and wt [..., K, N]. */
+static int transposes(const weft_tensor_info_t *w, const weft_tensor_info_t *wt)
+{
+    const uint32_t n = w->ndim;
+
+    if (n < 2 || wt->ndim != n || weft_dtype_size(w->dtype) != 1 || weft_dtype_size(wt->dtype) != 1 ||
+        w->bytes != wt->bytes || w->shape[n - 2] != wt->shape[n - 1] || w->shape[n - 1] != wt->shape[n - 2]) {
+        return 0;
+    }
+    for (uint32_t d = 0; d + 2 < n; d++) {
+        if (w->shape[d] != wt->shape[d]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* c->pair: each WT whose layer and expert hold exactly one W and one WT,
+ * the W declared first (its delta is made before the WT comes), both
+ * dense and transposed shapes. */
+static weft_status_t find_pairs(weft_delta_cache_t *c)
+{
+    pair_key_t   *keys = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*keys));
+    uint32_t      n = 0;
+    weft_status_t status = keys != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+
+    for (uint32_t t = 0; t < c->tensor_count; t++) {
+        c->pair[t] = -1;
+    }
+    for (uint32_t t = 0; t < c->tensor_count && status == WEFT_OK; t++) {
+        weft_tensor_info_t info;
+
+        status = weft_registry_tensor_info(c->reg, t, &info);
+        if (status == WEFT_OK && c->dense[t] && (info.role == WEFT_ROLE_W || info.role == WEFT_ROLE_WT)) {
+            keys[n++] = (pair_key_t){.layer = info.layer, .expert = info.expert, .role = info.role, .tensor = t};
+        }
+    }
+    qsort(keys, n, sizeof(*keys), pair_key_order);
+    for (uint32_t i = 0, end; i < n && status == WEFT_OK; i = end) {
+        uint32_t           ws = 0, wts = 0, w = 0, wt = 0;
+        weft_tensor_info_t wi, wti;
+
+        for (end = i; end < n && keys[end].layer == keys[i].layer && keys[end].expert == keys[i].expert; end++) {
+            if (keys[end].role == WEFT_ROLE_W) {
+                ws++, w = keys[end].tensor;
+            } else {
+                wts++, wt = keys[end].tensor;
+            }
+        }
+        if (ws != 1 || wts != 1 || w > wt) {
+            continue;
+        }
+        status = weft_registry_tensor_info(c->reg, w, &wi);
+        if (status == WEFT_OK) {
+            status = weft_registry_tensor_info(c->reg, wt, &wti);
+        }
+        if (status == WEFT_OK && transposes(&wi, &wti)) {
+            c->pair[wt] = (int32_t)w;
+            c->pair_rows[wt] = wi.shape[wi.ndim - 2];
+            c->pair_cols[wt] = wi.shape[wi.ndim - 1];
+        }
+    }
+    free(keys);
+    return status;
 }
 
 /* A GPU registry's encoder, when reg is one. */
@@ -56,7 +147,10 @@ weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, 
     status = weft_registry_tensor_count(reg, &c->tensor_count);
     c->capacity = align_up(capacity ? capacity : 1, CACHE_ALIGN);
     c->dense = calloc(c->tensor_count ? c->tensor_count : 1, 1);
-    if (status == WEFT_OK && c->dense == NULL) {
+    c->pair = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->pair));
+    c->pair_rows = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->pair_rows));
+    c->pair_cols = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->pair_cols));
+    if (status == WEFT_OK && (c->dense == NULL || c->pair == NULL || c->pair_rows == NULL || c->pair_cols == NULL)) {
         status = WEFT_ERR_NO_MEMORY;
     }
     for (uint32_t t = 0; t < c->tensor_count && status == WEFT_OK; t++) {
@@ -72,6 +166,9 @@ weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, 
             c->dense[t] = memcmp(dense, info.strides, info.ndim * sizeof(*dense)) == 0 &&
                           info.bytes == elements * weft_dtype_size(info.dtype);
         }
+    }
+    if (status == WEFT_OK) {
+        status = find_pairs(c);
     }
     for (int i = 0; i < 2 && status == WEFT_OK; i++) {
         c->buf[i].entries = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->buf[i].entries));
@@ -133,6 +230,9 @@ void weft_delta_cache_fini(weft_delta_cache_t *c)
     free(c->gpu_items);
     free(c->gpu_item);
     free(c->dense);
+    free(c->pair);
+    free(c->pair_rows);
+    free(c->pair_cols);
     memset(c, 0, sizeof(*c));
 }
 
@@ -165,6 +265,28 @@ static int encode_tensor(weft_delta_cache_t *c, weft_delta_buf_t *b, uint32_t t,
     return 1;
 }
 
+/*
+ * A WT whose W's delta is in the buffer (W came first): its entry is that
+ * delta, to apply transposed and check against WT's stored checksum
+ * (PATCH_T): WT is neither read nor sent. 0 where it has no such W, W
+ * went whole, or the version stores no checksum for it: it is encoded,
+ * or goes whole, as any tensor.
+ */
+static int pair_entry(weft_delta_cache_t *c, weft_delta_buf_t *b, uint32_t t)
+{
+    const int32_t w = c->pair[t];
+    uint64_t      stored = 0;
+
+    if (w < 0 || b->entries[w].kind != WEFT_WIRE_DELTA_PATCH ||
+        weft_registry_tensor_checksum(c->reg, &c->next, t, &stored) != WEFT_OK) {
+        return 0;
+    }
+    b->entries[t] = (weft_wire_delta_entry_t){.kind = WEFT_WIRE_DELTA_PATCH_T, .offset = b->entries[w].offset,
+                                              .bytes = b->entries[w].bytes, .rows = c->pair_rows[t],
+                                              .cols = c->pair_cols[t], .checksum = stored};
+    return 1;
+}
+
 /* Leases tensor t of both versions: its info and device pointers. */
 static weft_status_t lease_pair(weft_delta_cache_t *c, uint32_t t, weft_tensor_info_t *info, const void **old_data,
                                 const void **new_data)
@@ -191,6 +313,9 @@ static weft_status_t encode_next(weft_delta_cache_t *c)
 
     if (c->overflow) {
         return WEFT_OK; /* goes whole: its tensors are only counted through */
+    }
+    if (pair_entry(c, b, t)) {
+        return WEFT_OK;
     }
     status = lease_pair(c, t, &info, &old_data, &new_data);
     /* The checksum the publish stored (registries created with them): the
@@ -227,17 +352,21 @@ static weft_status_t gpu_start_batch(weft_delta_cache_t *c)
         if (status != WEFT_OK) {
             return status;
         }
+        uint64_t  stored = 0;
+        const int known = weft_registry_tensor_checksum(c->reg, &c->next, c->next_tensor + j, &stored) == WEFT_OK;
+        if (known && c->pair[c->next_tensor + j] >= 0) {
+            c->gpu_item[j] = GPU_ITEM_PAIRED; /* its W's delta, if W's is one */
+            continue;
+        }
         share = info.bytes < room ? info.bytes : room;
         share = share < c->gpu_scratch ? share : c->gpu_scratch;
         if (share < weft_delta_bytes(info.bytes, 0)) {
-            c->gpu_item[j] = -1; /* whole, if it fits */
+            c->gpu_item[j] = GPU_ITEM_WHOLE; /* if it fits */
             continue;
         }
         if (taken + align_up(share, ENTRY_ALIGN) > c->gpu_scratch) {
             break; /* the next batch's */
         }
-        uint64_t stored = 0;
-        const int known = weft_registry_tensor_checksum(c->reg, &c->next, c->next_tensor + j, &stored) == WEFT_OK;
         c->gpu_items[n] = (struct weft_delta_gpu_item){.old_data = old_data, .new_data = new_data,
                                                        .bytes = info.bytes, .capacity = share,
                                                        .checksum = stored, .known = known};
@@ -271,6 +400,9 @@ static weft_status_t gpu_place_batch(weft_delta_cache_t *c)
         weft_tensor_info_t       info;
         const void              *new_data = NULL;
 
+        if (c->gpu_item[j] == GPU_ITEM_PAIRED && pair_entry(c, b, t)) {
+            continue; /* nothing of its own in the buffer */
+        }
         status = weft_registry_tensor_info(c->reg, t, &info);
         if (status != WEFT_OK) {
             break;
@@ -439,7 +571,12 @@ int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64
             return 0;
         }
         out[i] = b->entries[views[i].tensor];
-        sum = align_up(sum, ENTRY_ALIGN) + out[i].bytes;
+        /* A WT right after its W shares W's bytes in the inbox. */
+        out[i].shares_previous = i > 0 && out[i].kind == WEFT_WIRE_DELTA_PATCH_T &&
+                                 out[i - 1].kind == WEFT_WIRE_DELTA_PATCH && out[i - 1].offset == out[i].offset;
+        if (!out[i].shares_previous) {
+            sum = align_up(sum, ENTRY_ALIGN) + out[i].bytes;
+        }
     }
     *which = c->current;
     *bytes = sum;

@@ -20,6 +20,10 @@
  * others between tensors. The other buffer is encoded into only when no
  * consumer's puts read it (the caller says which are read).
  *
+ * An expert's WT (the FP8 writer's: W's bytes transposed) is not encoded
+ * where its W's delta can patch it, transposed (PATCH_T, checked by WT's
+ * stored checksum): half the version is read and sent.
+ *
  * A GPU registry's deltas are encoded on its GPU a batch of tensors at a
  * time and brought into the same host buffers (delta_cache_gpu.h); the
  * update then only enqueues and polls, and the server's thread goes on
@@ -59,6 +63,12 @@ typedef struct weft_delta_cache {
      * consumer applies a delta in its view's element order; others (padded
      * or other strides in the registry) go whole, in the plan's ranges. */
     uint8_t          *dense;
+    /* Per registry tensor: for a WT, the index of its W (same layer and
+     * expert, transposed shape, both dense bytes), whose delta patches
+     * it transposed (PATCH_T) where the version stores WT's checksum to
+     * check it by; -1 otherwise. pair_rows, pair_cols: W's matrices. */
+    int32_t          *pair;
+    uint64_t         *pair_rows, *pair_cols;
     int               current;   /* the complete buffer consumers are sent; -1: none */
     weft_lease_t      base;      /* the version consumers hold (the last one encoded to) */
     int               has_base;
@@ -128,7 +138,8 @@ void weft_delta_cache_forget(weft_delta_cache_t *c);
  * alignment, when the current buffer has holds → version, the sum is at
  * most room, and (mode auto) smaller than the views' whole bytes `whole`;
  * 0 otherwise (the version goes whole), also when a view's tensor is not
- * dense in the registry.
+ * dense in the registry. A WT's PATCH_T right after its W's PATCH is
+ * marked shares_previous and not counted: its bytes are W's, put once.
  */
 int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,
                              const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room,

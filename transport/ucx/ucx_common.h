@@ -26,8 +26,10 @@
  * 6: bytes delivered as active messages where UCX would emulate puts,
  *    and SENT before each ROUND and notice (ucx_deliver.h).
  * 7: a staged consumer's VIEWS may carry an inbox, the region after its
- *    ring; its deltas go into the inbox, not in ROUNDs. */
-#define WEFT_UCX_PROTOCOL 7u
+ *    ring; its deltas go into the inbox, not in ROUNDs.
+ * 8: DELTA entries carry rows, cols and a checksum: a WT's view may be
+ *    patched by its W's delta, transposed (PATCH_T, ctl/wire.h). */
+#define WEFT_UCX_PROTOCOL 8u
 
 /* A UCX context with RMA, and one worker (serialized use). */
 typedef struct weft_ucx {

@@ -127,6 +127,10 @@ int weft_ucx_peer_delta(peer_t *p)
     for (uint32_t i = 0; i < plan->view_count; i++) {
         weft_wire_delta_entry_t *e = &p->delta_map[i];
 
+        if (e->shares_previous) {
+            e->offset = p->delta_map[i - 1].offset; /* W's delta, put once */
+            continue;
+        }
         at = (at + WEFT_DELTA_ENTRY_ALIGN - 1) / WEFT_DELTA_ENTRY_ALIGN * WEFT_DELTA_ENTRY_ALIGN;
         if (e->bytes != 0) {
             p->delta_puts.ranges[p->delta_puts.count++] = (weft_copy_range_t){
