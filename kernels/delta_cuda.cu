@@ -727,6 +727,46 @@ __global__ void __launch_bounds__(kThreads) check_kernel(ApplyWork w, uint32_t c
     }
 }
 
+/*
+ * A transposed target's offsets without a 64-bit division a change
+ * (emulated, ~100 instructions, three of them in weft_delta_target_offset):
+ * the chunk's first byte is placed once (matrix, row r0, column c0 of W),
+ * and a change `offset` bytes further is column c0 + offset carried into
+ * the rows below, a few subtractions where W's rows are at least
+ * kSteppedCols bytes (a chunk spans at most 4096 / kSteppedCols + 1 of
+ * them). Narrower matrices take the general formula.
+ */
+constexpr uint64_t kSteppedCols = 512;
+
+struct TransposedStart {
+    uint64_t matrix;  /* the first byte of the chunk's first matrix */
+    uint64_t r0, c0;  /* the chunk's first byte in it: W's row and column */
+};
+
+__device__ __forceinline__ TransposedStart transposed_start(const weft_delta_target_t &t, uint64_t pos)
+{
+    const uint64_t in = pos % (t.transpose_rows * t.transpose_cols);
+    return TransposedStart{pos - in, in / t.transpose_cols, in % t.transpose_cols};
+}
+
+__device__ __forceinline__ uint64_t transposed_offset(const weft_delta_target_t &t, const TransposedStart &at,
+                                                      uint64_t offset)
+{
+    const uint64_t n = t.transpose_rows, k = t.transpose_cols;
+    uint64_t       matrix = at.matrix, r = at.r0, c = at.c0 + offset;
+
+    while (c >= k) {
+        c -= k;
+        r++;
+    }
+    while (r >= n) { /* the chunk goes on into the next matrix */
+        r -= n;
+        matrix += n * k;
+    }
+    const uint64_t pos = matrix + c * n + r; /* in WT's bytes */
+    return t.row_stride == t.row_bytes ? pos : pos / t.row_bytes * t.row_stride + pos % t.row_bytes;
+}
+
 /* The scatter, for the patches check_kernel found nothing wrong with. */
 __global__ void __launch_bounds__(kThreads) apply_kernel(ApplyWork w, uint32_t count, uint64_t chunks,
                                                          const unsigned *verdicts)
@@ -746,6 +786,13 @@ __global__ void __launch_bounds__(kThreads) apply_kernel(ApplyWork w, uint32_t c
         uint8_t                       *data = static_cast<uint8_t *>(t.data);
         const bool                     contiguous = t.row_stride == t.row_bytes && t.transpose_rows == 0;
 
+        if (t.transpose_cols >= kSteppedCols) {
+            const TransposedStart at = transposed_start(t, k * WEFT_DELTA_CHUNK_BYTES);
+            for (uint64_t j = e.begin + lane; j < e.end; j += 32) {
+                data[transposed_offset(t, at, e.offsets[j])] = e.values[j];
+            }
+            continue;
+        }
         for (uint64_t j = e.begin + lane; j < e.end; j += 32) {
             const uint64_t pos = k * WEFT_DELTA_CHUNK_BYTES + e.offsets[j];
             data[contiguous ? pos : weft_delta_target_offset(&t, pos)] = e.values[j];

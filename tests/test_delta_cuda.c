@@ -322,9 +322,9 @@ END_TEST
  * (a contiguous WT of ragged matrices, and a strided one): each byte as
  * the host's transposed apply gives it; summed, each transposed view's
  * sum WT's checksum (its delta carries W's: not compared there). */
-START_TEST(gpu_apply_into_transposed_views)
+static void transposed_views(uint64_t e, uint64_t rows, uint64_t cols)
 {
-    const uint64_t e = 3, rows = 37, cols = 1029, n = e * rows * cols, stride = rows + 27;
+    const uint64_t n = e * rows * cols, stride = rows + 27;
     uint8_t       *a = malloc(n), *b = malloc(n), *at = malloc(n), *bt = malloc(n), *back = malloc(n / rows * stride);
     uint8_t       *fused = malloc(n / rows * stride), *delta = malloc(weft_delta_bytes(n, n));
     uint64_t       size = 0;
@@ -400,6 +400,16 @@ START_TEST(gpu_apply_into_transposed_views)
     free(back);
     free(fused);
     free(delta);
+}
+
+/* W's rows of 1029 bytes (the scatter steps from each chunk's first
+ * byte; chunks straddle matrices), of exactly the 512 it steps from, and
+ * of 300 (matrices smaller than a chunk: the general formula). */
+START_TEST(gpu_apply_into_transposed_views)
+{
+    transposed_views(3, 37, 1029);
+    transposed_views(2, 100, 512);
+    transposed_views(5, 7, 300);
 }
 END_TEST
 
