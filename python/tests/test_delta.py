@@ -1,6 +1,7 @@
 """Delta versions from Python: FP8 bytes of two versions, the delta
 applied in place to a held copy (contiguous, and expert views of a fused
-tensor), None where the tensor whole is no larger, damage refused."""
+tensor), W's delta applied to WT (transposed), None where the tensor
+whole is no larger, damage refused."""
 
 import numpy as np
 import pytest
@@ -53,3 +54,22 @@ def test_a_damaged_delta_or_the_wrong_older_bytes_are_refused():
     with pytest.raises(weft.WeftError) as err:
         weft.delta_apply(delta, other)
     assert err.value.name == "WEFT_ERR_CORRUPT"
+
+
+def test_w_delta_patches_wt_transposed():
+    old, new = versions(rows=96, cols=700)
+    delta = weft.delta_encode(old, new)
+    held_t = np.ascontiguousarray(old.T)
+    want = weft.checksum(np.ascontiguousarray(new.T))
+    weft.delta_apply(delta, held_t, transposed=(96, 700), checksum=want)
+    assert np.array_equal(held_t, new.T)
+    stale = np.ascontiguousarray(old.T)
+    stale[3, 5] ^= 1  # WT's bytes not the older version's: WT's checksum tells
+    with pytest.raises(weft.WeftError) as err:
+        weft.delta_apply(delta, stale, transposed=(96, 700), checksum=want)
+    assert err.value.name == "WEFT_ERR_CORRUPT"
+    with pytest.raises(ValueError):
+        weft.delta_apply(delta, np.ascontiguousarray(old.T), transposed=(96, 700))
+    with pytest.raises(weft.WeftError) as err:  # matrices that do not tile WT
+        weft.delta_apply(delta, np.ascontiguousarray(old.T), transposed=(97, 700), verify=False)
+    assert err.value.name == "WEFT_ERR_INVALID_PARAM"

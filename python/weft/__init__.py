@@ -7,14 +7,14 @@ copies on the data path. See the package README and help(weft.Registry).
 
 from ._errors import WeftError
 from ._lib import load as _load
-from .delta import delta_apply, delta_encode
+from .delta import checksum, delta_apply, delta_encode
 from .optim import Group, Optimizer, RegistryWriter
 from .quant import e4m3_decode, e4m3_encode, quantize
 from .registry import Consumer, Lease, Registry, TensorInfo, Writer
 from .transport import Plan, Remote, Server, View
 
 __all__ = ["WeftError", "Registry", "Writer", "Lease", "Consumer", "TensorInfo", "Plan", "Server", "Remote", "View", "quantize",
-           "e4m3_encode", "e4m3_decode", "Optimizer", "Group", "RegistryWriter", "delta_encode", "delta_apply",
+           "e4m3_encode", "e4m3_decode", "Optimizer", "Group", "RegistryWriter", "checksum", "delta_encode", "delta_apply",
            "version", "info"]
 
 

@@ -21,6 +21,15 @@ def _host_bytes(array, name):
     return ref, n
 
 
+def checksum(array):
+    """The checksum (<weft/checksum.h>) of a contiguous host array's bytes:
+    what a registry stores for a tensor at publish, and what a delta
+    carries of its new version."""
+    ffi, lib = load()
+    ref, n = _host_bytes(array, "array")
+    return lib.weft_checksum_host(ffi.cast("void *", ref.ptr), n)
+
+
 def delta_encode(old, new):
     """The delta from `old` to `new` (host arrays of the same number of
     bytes) as a NumPy uint8 array, or None when it would not be smaller
@@ -40,14 +49,20 @@ def delta_encode(old, new):
     return out[:size[0]].copy()
 
 
-def delta_apply(delta, target, verify=True):
+def delta_apply(delta, target, verify=True, transposed=None, checksum=None):
     """Applies `delta` (from delta_encode) in place to `target`, which must
     hold the older bytes: a contiguous host array, or a 2-D one whose rows
     are apart (a slice of a fused tensor). A malformed delta raises
     WeftError (WEFT_ERR_CORRUPT) and changes nothing; with `verify`, the
     result's checksum is held against the one the delta carries, and a
     mismatch (a delta applied to other bytes than its older version's)
-    raises WeftError(WEFT_ERR_CORRUPT). Returns that checksum."""
+    raises WeftError(WEFT_ERR_CORRUPT). Returns that checksum.
+
+    transposed=(rows, cols): `delta` is W's (matrices of rows x cols
+    bytes) and `target` holds W transposed (WT, as the FP8 writer lays it
+    out): WT is patched where W changed. The delta carries W's checksum,
+    so verifying takes WT's own as `checksum` (weft.checksum of the new
+    WT, or the one a registry stored)."""
     ffi, lib = load()
     delta = np.ascontiguousarray(delta, dtype=np.uint8)
     ref = _tensors.array_ref(target)
@@ -63,15 +78,19 @@ def delta_apply(delta, target, verify=True):
         n = ref.shape[0] * row_bytes
     else:
         raise ValueError("target must be contiguous, or 2-D with contiguous rows")
+    if transposed is not None and verify and checksum is None:
+        raise ValueError("a transposed apply is verified against WT's own checksum: pass checksum= or verify=False")
     t = ffi.new("weft_delta_target_t *")
     t.data, t.tensor_bytes, t.row_bytes, t.row_stride = ffi.cast("void *", ref.ptr), n, row_bytes, row_stride
+    if transposed is not None:
+        t.transpose_rows, t.transpose_cols = transposed
     carried = ffi.new("uint64_t *")
     check(lib.weft_delta_apply_host(ffi.cast("void *", delta.ctypes.data), delta.nbytes, t, carried),
           "weft_delta_apply_host")
     if verify:
         raw = np.asarray(target).view(np.uint8) if ref.contiguous() else np.ascontiguousarray(target).view(np.uint8)
         got = lib.weft_checksum_host(ffi.cast("void *", np.ascontiguousarray(raw).ctypes.data), n)
-        if got != carried[0]:
+        if got != (carried[0] if checksum is None else checksum):
             raise WeftError(lib.WEFT_ERR_CORRUPT, "weft_delta_apply_host",
                             "the bytes after the delta are not the version it was made for")
     return carried[0]
