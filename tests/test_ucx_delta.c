@@ -16,7 +16,9 @@
  *   three such in a row, every version whole;
  * - an expert's W and WT (WT W's bytes transposed): WT is patched by W's
  *   delta, transposed, which crosses once; a WT view changed under the
- *   consumer fails WT's checksum and the version comes whole;
+ *   consumer fails WT's checksum and the version comes whole; a
+ *   producer whose WT is not W's transpose gets one version whole, then
+ *   each WT's own delta;
  * - WEFT_DELTA=off sends every version whole; force sends even a version
  *   whose every byte changed as a delta (its tensors whole in the inbox),
  *   here on put and receive lanes over shared memory;
@@ -106,6 +108,9 @@ static void step_bytes(uint8_t *data, uint32_t t, uint64_t v)
 /* Set by a case before it forks: tensors 1, 3, ... are the WT of the
  * tensor before them (same expert, [COLS, ROWS], its bytes transposed). */
 static int paired;
+/* With paired: WT's bytes are its own, not W's transposed (a producer
+ * other than libweft's writer). */
+static int wt_own_bytes;
 
 static int is_wt(uint32_t t)
 {
@@ -134,7 +139,7 @@ static void advance(uint8_t *tensors, uint64_t from, uint64_t to)
         for (uint64_t v = from == 0 ? 2 : from + 1; v <= to; v++) {
             step_bytes(data, t, v);
         }
-        if (is_wt(t)) { /* the writer's WT: W's bytes transposed */
+        if (is_wt(t) && !wt_own_bytes) { /* the writer's WT: W's bytes transposed */
             const uint8_t *w = data - TENSOR_BYTES;
 
             for (uint64_t r = 0; r < ROWS; r++) {
@@ -672,11 +677,53 @@ START_TEST(ucx_wt_patched_by_w_delta)
 }
 END_TEST
 
+/* A producer whose WT is not its W's transpose: version 2's WT views do
+ * not check out after W's delta, the consumer says so in its REDO, the
+ * version comes whole, and from then on each WT goes as its own delta
+ * (about as many bytes as every tensor's own). */
+static void wt_not_transposed_goes_as_its_own_delta(void)
+{
+    driven_t            s, c;
+    uint16_t            port;
+    weft_server_stats_t st;
+    uint64_t            before;
+    const uint64_t      own = 2 * VERSION_BYTES * 5 / 1000 * 3; /* two versions' deltas of every tensor */
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    paired = wt_own_bytes = 1;
+    s = start_server(&port);
+    c = start_consumer(port, 0);
+    publish_and_receive(&s, &c, 1, 2);
+    expect_deltas(&s, 0, 1, 2);
+    before = stats(&s).delta_bytes;
+    publish_and_receive(&s, &c, 3, 4);
+    expect_deltas(&s, 2, 1, 4);
+    st = stats(&s);
+    ck_assert_msg(st.delta_bytes - before > own * 9 / 10, "versions 3 and 4 took %llu delta bytes, want about %llu",
+                  (unsigned long long)(st.delta_bytes - before), (unsigned long long)own);
+    stop(&c);
+    stop(&s);
+}
+
+START_TEST(ucx_wt_not_transposed_goes_as_its_own_delta)
+{
+    wt_not_transposed_goes_as_its_own_delta();
+}
+END_TEST
+
 #ifdef HAVE_CUDA
 START_TEST(gpu_registry_wt_patched_into_device_views)
 {
     gpu_registry = device_views = 1;
     wt_patched_by_w_delta();
+}
+END_TEST
+
+START_TEST(gpu_registry_wt_not_transposed_into_device_views)
+{
+    gpu_registry = device_views = 1;
+    wt_not_transposed_goes_as_its_own_delta();
 }
 END_TEST
 
@@ -843,12 +890,14 @@ static Suite *ucx_delta_suite(void)
     ADD(ucx_missed_version_and_new_connection_come_whole);
     ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
     ADD(ucx_wt_patched_by_w_delta);
+    ADD(ucx_wt_not_transposed_goes_as_its_own_delta);
     ADD(ucx_deltas_off);
     ADD(ucx_deltas_forced_on_lanes_over_shared_memory);
 #ifdef HAVE_CUDA
     if (weft_test_gpu_count() > 0) {
         ADD(gpu_registry_deltas_into_device_views);
         ADD(gpu_registry_wt_patched_into_device_views);
+        ADD(gpu_registry_wt_not_transposed_into_device_views);
         ADD(gpu_registry_missed_version_into_host_views);
         ADD(host_registry_delta_onto_changed_device_views);
         ADD(gpu_deltas_forced_every_tensor_whole);

@@ -42,7 +42,9 @@ typedef enum weft_ctl_type {
     WEFT_CTL_CHALLENGE = 14, /* server → consumer: its nonce and its proof of the token */
     WEFT_CTL_PROOF    = 15, /* consumer → server: the consumer's proof of the token */
     WEFT_CTL_DELTA    = 16, /* server → consumer: v came as a delta into its inbox: the map (ucx) */
-    WEFT_CTL_REDO     = 17, /* consumer → server: v's delta did not check out; send v whole (ucx) */
+    /* consumer → server: v's delta did not check out; send v whole (ucx).
+     * u64 v, u32 flags (bit 0: a WT's view patched by its W's delta). */
+    WEFT_CTL_REDO     = 17,
     WEFT_CTL_SENT     = 18  /* server → consumer: bytes delivered as active messages in all (ucx) */
 } weft_ctl_type_t;
 

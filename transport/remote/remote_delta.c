@@ -317,6 +317,7 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
     uint32_t      bad = 0;
 
     *applied = 0;
+    d->failed_transposed = 0;
     if (d->patched != NULL) {
         memset(d->patched, 0, d->view_count);
     }
@@ -336,6 +337,7 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
                                 : apply_all(d, &bad);
         if (status != WEFT_OK) {
             weft_log_error("remote: the delta of version %" PRIu64 " does not apply to view %u", version, bad);
+            d->failed_transposed = bad < d->map_count && d->map[bad].kind == WEFT_WIRE_DELTA_PATCH_T;
         }
     }
     free(d->map);

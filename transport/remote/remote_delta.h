@@ -43,6 +43,9 @@ typedef struct weft_remote_delta {
     uint64_t                 map_version, map_base;
     weft_wire_delta_entry_t *map;
     uint32_t                 map_count;
+    /* The last apply failed at a WT's view patched by its W's delta
+     * (PATCH_T): its REDO says so, and the server stops pairing. */
+    int                  failed_transposed;
     /* The last apply's: per view, whether a patch made it and was checked
      * (its bytes summed), and the checksum that patch carried. */
     uint8_t                 *patched;

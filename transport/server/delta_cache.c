@@ -277,7 +277,7 @@ static int pair_entry(weft_delta_cache_t *c, weft_delta_buf_t *b, uint32_t t)
     const int32_t w = c->pair[t];
     uint64_t      stored = 0;
 
-    if (w < 0 || b->entries[w].kind != WEFT_WIRE_DELTA_PATCH ||
+    if (w < 0 || c->unpaired || b->entries[w].kind != WEFT_WIRE_DELTA_PATCH ||
         weft_registry_tensor_checksum(c->reg, &c->next, t, &stored) != WEFT_OK) {
         return 0;
     }
@@ -354,7 +354,7 @@ static weft_status_t gpu_start_batch(weft_delta_cache_t *c)
         }
         uint64_t  stored = 0;
         const int known = weft_registry_tensor_checksum(c->reg, &c->next, c->next_tensor + j, &stored) == WEFT_OK;
-        if (known && c->pair[c->next_tensor + j] >= 0) {
+        if (known && !c->unpaired && c->pair[c->next_tensor + j] >= 0) {
             c->gpu_item[j] = GPU_ITEM_PAIRED; /* its W's delta, if W's is one */
             continue;
         }
@@ -537,6 +537,16 @@ weft_status_t weft_delta_cache_update(weft_delta_cache_t *c, uint64_t latest, un
         finish_encode(c, status);
     }
     return status;
+}
+
+void weft_delta_cache_unpair(weft_delta_cache_t *c, const char *who)
+{
+    if (!c->unpaired) {
+        weft_log_warn("server: consumer \"%s\": a WT patched by its W's delta did not check out: every WT goes as "
+                      "its own delta from the next version on",
+                      who);
+    }
+    c->unpaired = 1;
 }
 
 int weft_delta_cache_busy(const weft_delta_cache_t *c)

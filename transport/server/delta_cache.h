@@ -69,6 +69,7 @@ typedef struct weft_delta_cache {
      * check it by; -1 otherwise. pair_rows, pair_cols: W's matrices. */
     int32_t          *pair;
     uint64_t         *pair_rows, *pair_cols;
+    int               unpaired;  /* weft_delta_cache_unpair was called: no PATCH_T any more */
     int               current;   /* the complete buffer consumers are sent; -1: none */
     weft_lease_t      base;      /* the version consumers hold (the last one encoded to) */
     int               has_base;
@@ -125,6 +126,12 @@ int weft_delta_cache_busy(const weft_delta_cache_t *c);
  * the version goes whole.)
  */
 int weft_delta_cache_coming(const weft_delta_cache_t *c, uint64_t holds, uint64_t latest);
+
+/* A consumer (`who`, for the log) said a WT patched by its W's delta did
+ * not check out: every WT is encoded on its own from the next encode on
+ * (for the cache's life), as for a producer whose WT is not W's
+ * transpose; an engine that wrote into a WT view costs only that. */
+void weft_delta_cache_unpair(weft_delta_cache_t *c, const char *who);
 
 /* Releases the leases (no consumer takes deltas now): the producer has
  * its slots again; the next update starts over. */

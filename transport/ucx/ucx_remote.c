@@ -657,6 +657,9 @@ static weft_status_t redo(struct ucx_remote *r, uint64_t v)
     weft_log_warn("remote: version %" PRIu64 " from %s did not check out after its delta; asking for it whole", v,
                   r->base.server);
     weft_ctl_put_u64(&buf, v);
+    /* Bit 0: it was a WT patched by its W's delta (the server stops
+     * pairing: that WT may not be its W's transpose). */
+    weft_ctl_put_u32(&buf, r->delta.failed_transposed ? 1u : 0u);
     if (r->lanes != NULL) {
         /* The patched views come before the lanes copy v in again. */
         weft_ucx_lanes_sync(r->lanes);

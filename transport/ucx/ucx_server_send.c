@@ -419,6 +419,7 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
 {
     weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
     const uint64_t    v = weft_ctl_get_u64(&cur);
+    const uint32_t    flags = cur.at < cur.length ? weft_ctl_get_u32(&cur) : 0;
 
     if (cur.failed || cur.at != cur.length || v != p->base.version || p->state != PEER_ACKING || !p->delta) {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
@@ -428,6 +429,13 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
                   "; sending it whole",
                   p->base.name, v);
     weft_server_base_stats_add(&p->server->base, &p->server->base.stats.deltas_redone, 1);
+    if ((flags & 1u) != 0) {
+        /* A WT patched by its W's delta did not check out: either an
+         * engine wrote into that view, or the producer's WT is not its
+         * W's transpose (not libweft's FP8 writer). The second would fail
+         * every version, so from here each WT is encoded on its own. */
+        weft_delta_cache_unpair(&p->server->delta, p->base.name);
+    }
     if (++p->redos >= DELTA_REDOS_MAX) {
         weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes "
                       "to it whole from here",
