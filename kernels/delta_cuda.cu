@@ -763,8 +763,7 @@ __device__ __forceinline__ uint64_t transposed_offset(const weft_delta_target_t 
         r -= n;
         matrix += n * k;
     }
-    const uint64_t pos = matrix + c * n + r; /* in WT's bytes */
-    return t.row_stride == t.row_bytes ? pos : pos / t.row_bytes * t.row_stride + pos % t.row_bytes;
+    return weft_delta_row_offset(&t, matrix + c * n + r); /* WT's byte */
 }
 
 /* The scatter, for the patches check_kernel found nothing wrong with. */

@@ -42,6 +42,13 @@ int weft_delta_target_sound(const weft_delta_target_t *target);
 #define WEFT_DELTA_HOST_DEVICE
 #endif
 
+/* Where the target's own byte `pos` (in its tensor's order) lies in its
+ * memory: its rows row_stride apart. */
+static inline WEFT_DELTA_HOST_DEVICE uint64_t weft_delta_row_offset(const weft_delta_target_t *t, uint64_t pos)
+{
+    return t->row_stride == t->row_bytes ? pos : pos / t->row_bytes * t->row_stride + pos % t->row_bytes;
+}
+
 /* Where the delta's byte `pos` lies in a sound target's memory (bytes
  * from target->data): transposed, then laid out in rows. The host's
  * apply and the GPU's scatter both place bytes by it. */
@@ -52,7 +59,7 @@ static inline WEFT_DELTA_HOST_DEVICE uint64_t weft_delta_target_offset(const wef
 
         pos += in % k * n + in / k - in;
     }
-    return t->row_stride == t->row_bytes ? pos : pos / t->row_bytes * t->row_stride + pos % t->row_bytes;
+    return weft_delta_row_offset(t, pos);
 }
 
 /* The verdict of a delta that was applied but whose target does not sum

@@ -211,6 +211,17 @@ static int receive_whole(gpu_case_t *c, const uint64_t *sizes)
     return cuda_ok(cudaStreamSynchronize(c->st), "cudaStreamSynchronize", c->res) ? 0 : -1;
 }
 
+/* The applied copy `back` (the held version, read back) against the newer
+ * version: its wrong bytes added to the result. */
+static void count_wrong(gpu_case_t *c, const uint8_t *back, const uint8_t *const *new_t)
+{
+    for (uint32_t i = 0; i < c->count; i++) {
+        for (uint64_t b = 0; b < c->bytes[i]; b++) {
+            c->res->wrong_bytes += back[c->offsets[i] + b] != new_t[i][b];
+        }
+    }
+}
+
 /* The paired case's check: each W and scale delta of the paired encode
  * (at its tensor's place in `out`, sizes[] per own tensor) against the
  * first encode's, which check() holds to the host's; the applied copy
@@ -231,10 +242,8 @@ static int check_paired(gpu_case_t *c, const uint64_t *sizes, const uint8_t *con
             c->res->mismatched_deltas++;
         }
     }
-    for (uint32_t i = 0; i < c->count && ok; i++) {
-        for (uint64_t b = 0; b < c->bytes[i]; b++) {
-            c->res->wrong_bytes += back[c->offsets[i] + b] != new_t[i][b];
-        }
+    if (ok) {
+        count_wrong(c, back, new_t);
     }
     free(got);
     free(back);
@@ -267,9 +276,9 @@ static int check(gpu_case_t *c, const uint8_t *const *old_t, const uint8_t *cons
         if (size > 0 && memcmp(host + c->out_offsets[i], c->stored_got + c->out_offsets[i], size) != 0) {
             c->res->mismatched_deltas++; /* the encode given the stored checksums */
         }
-        for (uint64_t b = 0; b < c->bytes[i]; b++) {
-            c->res->wrong_bytes += back[c->offsets[i] + b] != new_t[i][b];
-        }
+    }
+    if (ok) {
+        count_wrong(c, back, new_t);
     }
     free(host);
     free(got);

@@ -21,13 +21,17 @@ def _host_bytes(array, name):
     return ref, n
 
 
+def _checksum_of(array):
+    ffi, lib = load()
+    ref, n = _host_bytes(array, "array")
+    return lib.weft_checksum_host(ffi.cast("void *", ref.ptr), n)
+
+
 def checksum(array):
     """The checksum (<weft/checksum.h>) of a contiguous host array's bytes:
     what a registry stores for a tensor at publish, and what a delta
     carries of its new version."""
-    ffi, lib = load()
-    ref, n = _host_bytes(array, "array")
-    return lib.weft_checksum_host(ffi.cast("void *", ref.ptr), n)
+    return _checksum_of(array)
 
 
 def delta_encode(old, new):
@@ -88,9 +92,7 @@ def delta_apply(delta, target, verify=True, transposed=None, checksum=None):
     check(lib.weft_delta_apply_host(ffi.cast("void *", delta.ctypes.data), delta.nbytes, t, carried),
           "weft_delta_apply_host")
     if verify:
-        raw = np.asarray(target).view(np.uint8) if ref.contiguous() else np.ascontiguousarray(target).view(np.uint8)
-        got = lib.weft_checksum_host(ffi.cast("void *", np.ascontiguousarray(raw).ctypes.data), n)
-        if got != (carried[0] if checksum is None else checksum):
+        if _checksum_of(np.ascontiguousarray(target)) != (carried[0] if checksum is None else checksum):
             raise WeftError(lib.WEFT_ERR_CORRUPT, "weft_delta_apply_host",
                             "the bytes after the delta are not the version it was made for")
     return carried[0]
