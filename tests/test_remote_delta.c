@@ -537,6 +537,20 @@ START_TEST(the_server_cache_encodes_dense_tensors_between_puts)
     ck_assert_uint_eq(c.base.version, 3);
     ck_assert_int_eq(weft_delta_cache_entries(&c, 2, 3, &dense_view, 1, BYTES, UINT64_C(1) << 20, &which, &e, &bytes),
                      1);
+    /* Versions 4 and 5 published before the server's turn read 4: the
+     * encode takes 5, the newest, and a consumer offered 4 waits for it
+     * (its lease would take 5 too). */
+    publish_cached(reg, 4);
+    publish_cached(reg, 5);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 4, 0, 0), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_busy(&c), 1);
+    ck_assert_uint_eq(c.next.version, 5);
+    ck_assert_int_eq(weft_delta_cache_coming(&c, 3, 4), 1);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 5, 0, UINT64_MAX / 2), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_busy(&c), 0);
+    ck_assert_int_eq(weft_delta_cache_coming(&c, 3, 5), 0);
+    ck_assert_int_eq(weft_delta_cache_entries(&c, 3, 5, &dense_view, 1, BYTES, UINT64_C(1) << 20, &which, &e, &bytes),
+                     1);
     /* The base and nothing else leased; none once forgotten. */
     {
         weft_registry_stats_t st;

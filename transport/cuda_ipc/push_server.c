@@ -439,7 +439,7 @@ static void *server_main(void *arg)
         n = weft_server_base_poll_fds(&s->base, fds);
         weft_server_base_sleep(&s->base, fds, n, what_to_wait_for(s, &after), after);
         weft_server_base_poll_events(&s->base, fds, n);
-        weft_server_base_start_versions(&s->base);
+        weft_server_base_start_versions(&s->base, weft_server_base_latest(&s->base));
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_check_deadline(peer_at(s, i));
         }

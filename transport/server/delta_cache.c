@@ -473,7 +473,9 @@ int weft_delta_cache_coming(const weft_delta_cache_t *c, uint64_t holds, uint64_
     if (c->mode == WEFT_DELTA_OFF || !c->has_base || holds == 0 || c->base.version != holds) {
         return 0;
     }
-    return c->encoding && c->next.version == latest;
+    /* The encode may have leased a version newer than `latest`: the
+     * consumer's lease would take that one too. */
+    return c->encoding && c->next.version >= latest;
 }
 
 int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,

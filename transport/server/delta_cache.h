@@ -121,7 +121,8 @@ int weft_delta_cache_busy(const weft_delta_cache_t *c);
 
 /*
  * 1 when a consumer holding `holds` should wait before it is sent
- * `latest`: the delta holds → latest is being encoded. (One that cannot
+ * `latest`: the delta from holds to latest, or to a newer version, is
+ * being encoded. (One that cannot
  * start, its buffer still read by a consumer's puts, is not waited for:
  * the version goes whole.)
  */

@@ -520,10 +520,8 @@ void weft_server_base_poll_events(weft_server_base_t *s, const struct pollfd *fd
     }
 }
 
-void weft_server_base_start_versions(weft_server_base_t *s)
+void weft_server_base_start_versions(weft_server_base_t *s, uint64_t latest)
 {
-    uint64_t latest = weft_server_base_latest(s);
-
     if (latest == 0) {
         return;
     }

@@ -214,8 +214,9 @@ uint64_t weft_server_base_want_floor(const weft_server_peer_t *p);
 uint32_t weft_server_base_poll_fds(const weft_server_base_t *s, struct pollfd *fds);
 void     weft_server_base_poll_events(weft_server_base_t *s, const struct pollfd *fds, uint32_t n);
 
-/* Offers the latest version, if any, to every peer (peer_ops->start). */
-void weft_server_base_start_versions(weft_server_base_t *s);
+/* Offers `latest` (weft_server_base_latest, read once by the caller for
+ * its whole turn), if any, to every peer (peer_ops->start). */
+void weft_server_base_start_versions(weft_server_base_t *s, uint64_t latest);
 
 /* Removes the peers that peer_ops->reap freed. */
 void weft_server_base_reap(weft_server_base_t *s);

@@ -90,7 +90,7 @@ static void *server_main(void *arg)
     }
     while (!atomic_load(&s->base.stop)) {
         uint32_t          n, ready = 0;
-        uint64_t          after = UINT64_MAX;
+        uint64_t          after = UINT64_MAX, latest;
         weft_server_base_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVER_VERSION : WEFT_SERVER_SOCKETS;
 
         /* Puts in flight need progress, not sleep, lanes that just got a
@@ -142,8 +142,12 @@ static void *server_main(void *arg)
         }
         weft_ucx_progress(&s->ucx);
         weft_server_base_poll_events(&s->base, fds + 1, n - 1);
-        weft_ucx_delta_refresh(s);
-        weft_server_base_start_versions(&s->base);
+        /* One reading of the latest version for the delta cache and the
+         * offers: one published between two readings would otherwise be
+         * offered before its delta was begun, and go whole. */
+        latest = weft_server_base_latest(&s->base);
+        weft_ucx_delta_refresh(s, latest);
+        weft_server_base_start_versions(&s->base, latest);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             weft_ucx_peer_advance(peer_at(s, i));
         }

@@ -179,9 +179,10 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg);
 
 /* ucx_server_delta.c: delta versions. */
 
-/* Keeps the delta cache at the latest version while a consumer that takes
- * deltas is served: a time-bounded share of an encode each turn. */
-void weft_ucx_delta_refresh(struct ucx_server *s);
+/* Keeps the delta cache at `latest` (the registry's latest version, as
+ * this turn offers it) while a consumer that takes deltas is served: a
+ * time-bounded share of an encode each turn. */
+void weft_ucx_delta_refresh(struct ucx_server *s, uint64_t latest);
 
 /* 1 while an encode is under way (the server thread does not sleep). */
 int weft_ucx_delta_busy(const struct ucx_server *s);

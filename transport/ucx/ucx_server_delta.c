@@ -51,7 +51,7 @@ static int make_delta_cache(struct ucx_server *s)
     return 1;
 }
 
-void weft_ucx_delta_refresh(struct ucx_server *s)
+void weft_ucx_delta_refresh(struct ucx_server *s, uint64_t latest)
 {
     unsigned      reading = 0;
     int           takers = 0;
@@ -83,7 +83,7 @@ void weft_ucx_delta_refresh(struct ucx_server *s)
     if (!s->delta_made && !make_delta_cache(s)) {
         return;
     }
-    status = weft_delta_cache_update(&s->delta, weft_server_base_latest(&s->base), reading, DELTA_ENCODE_NS);
+    status = weft_delta_cache_update(&s->delta, latest, reading, DELTA_ENCODE_NS);
     if (status != WEFT_OK) {
         weft_log_warn("server: the delta of the latest version was not made (%s): it goes whole",
                       weft_status_string(status));
