@@ -15,7 +15,8 @@
  *   the wrong bytes) refuses the delta and gets the version whole; after
  *   three such in a row, every version whole;
  * - an expert's W and WT (WT W's bytes transposed): WT is patched by W's
- *   delta, transposed, which crosses once; a WT view changed under the
+ *   delta, transposed, which crosses once (also where the WT view comes
+ *   before the W view); a WT view changed under the
  *   consumer fails WT's checksum and the version comes whole; a
  *   producer whose WT is not W's transpose gets one version whole, then
  *   each WT's own delta;
@@ -111,6 +112,9 @@ static int paired;
 /* With paired: WT's bytes are its own, not W's transposed (a producer
  * other than libweft's writer). */
 static int wt_own_bytes;
+/* With paired: the consumer declares each expert's WT view before its W
+ * view (its bytes still come once). */
+static int wt_first;
 
 static int is_wt(uint32_t t)
 {
@@ -340,16 +344,18 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
 
     CHILD_CHECK(seen != NULL && expected != NULL);
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    for (uint32_t t = 0; t < TENSORS; t++) {
+    for (uint32_t k = 0; k < TENSORS; k++) {
+        const uint32_t t = paired && wt_first ? k ^ 1 : k; /* view k is tensor t's */
+
         tensor_name(names[t], sizeof(names[t]), t);
-        views[t] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = names[t],
+        views[k] = (weft_recv_view_t){.field_mask = WEFT_RECV_VIEW_FIELD_STRIDES, .name = names[t],
                                       .role = is_wt(t) ? WEFT_ROLE_WT : WEFT_ROLE_W,
                                       .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
                                       .shape = {rows_of(t), cols_of(t)}, .strides = {pitch[t], 1},
                                       .data = fused + at[t]};
         if (device_views) {
-            views[t].field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
-            views[t].memory = WEFT_MEMORY_CUDA;
+            views[k].field_mask |= WEFT_RECV_VIEW_FIELD_MEMORY;
+            views[k].memory = WEFT_MEMORY_CUDA;
         }
     }
     CHILD_CHECK(weft_remote_connect(&params, views, TENSORS, &remote) == WEFT_OK);
@@ -677,6 +683,15 @@ START_TEST(ucx_wt_patched_by_w_delta)
 }
 END_TEST
 
+/* The same with each WT view declared before its W view: W's delta still
+ * crosses once, for both. */
+START_TEST(ucx_wt_view_before_its_w_view)
+{
+    wt_first = 1;
+    wt_patched_by_w_delta();
+}
+END_TEST
+
 /* A producer whose WT is not its W's transpose: version 2's WT views do
  * not check out after W's delta, the consumer says so in its REDO, the
  * version comes whole, and from then on each WT goes as its own delta
@@ -890,6 +905,7 @@ static Suite *ucx_delta_suite(void)
     ADD(ucx_missed_version_and_new_connection_come_whole);
     ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
     ADD(ucx_wt_patched_by_w_delta);
+    ADD(ucx_wt_view_before_its_w_view);
     ADD(ucx_wt_not_transposed_goes_as_its_own_delta);
     ADD(ucx_deltas_off);
     ADD(ucx_deltas_forced_on_lanes_over_shared_memory);

@@ -86,10 +86,11 @@ typedef struct weft_wire_delta_entry {
     uint32_t kind;
     uint64_t offset, bytes;           /* in the inbox */
     uint64_t rows, cols, checksum;    /* PATCH_T */
-    /* Not on the wire: set by the server where this view's bytes are the
-     * previous view's (a WT patched by the W delta just before it): put
-     * once, at the same place in the inbox. */
-    uint32_t shares_previous;
+    /* Not on the wire: set by the server where this view's bytes are view
+     * shared_view's (a WT patched by its W's delta, wherever the W view
+     * lies among the consumer's views): put once, at one place in the
+     * inbox. */
+    uint32_t shares, shared_view;
 } weft_wire_delta_entry_t;
 
 void weft_wire_put_delta(weft_ctl_buf_t *buf, uint64_t version, uint64_t base,

@@ -64,7 +64,9 @@ weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, 
     c->pair = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->pair));
     c->pair_rows = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->pair_rows));
     c->pair_cols = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->pair_cols));
-    if (status == WEFT_OK && (c->dense == NULL || c->pair == NULL || c->pair_rows == NULL || c->pair_cols == NULL)) {
+    c->view_of = calloc(c->tensor_count ? c->tensor_count : 1, sizeof(*c->view_of));
+    if (status == WEFT_OK && (c->dense == NULL || c->pair == NULL || c->pair_rows == NULL || c->pair_cols == NULL ||
+                              c->view_of == NULL)) {
         status = WEFT_ERR_NO_MEMORY;
     }
     for (uint32_t t = 0; t < c->tensor_count && status == WEFT_OK; t++) {
@@ -147,6 +149,7 @@ void weft_delta_cache_fini(weft_delta_cache_t *c)
     free(c->pair);
     free(c->pair_rows);
     free(c->pair_cols);
+    free(c->view_of);
     memset(c, 0, sizeof(*c));
 }
 
@@ -478,7 +481,7 @@ int weft_delta_cache_coming(const weft_delta_cache_t *c, uint64_t holds, uint64_
     return c->encoding && c->next.version >= latest;
 }
 
-int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,
+int weft_delta_cache_entries(weft_delta_cache_t *c, uint64_t holds, uint64_t version,
                              const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room,
                              int *which, weft_wire_delta_entry_t *out, uint64_t *bytes)
 {
@@ -496,11 +499,20 @@ int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64
         if (views[i].tensor >= c->tensor_count || !c->dense[views[i].tensor]) {
             return 0;
         }
-        out[i] = b->entries[views[i].tensor];
-        /* A WT right after its W shares W's bytes in the inbox. */
-        out[i].shares_previous = i > 0 && out[i].kind == WEFT_WIRE_DELTA_PATCH_T &&
-                                 out[i - 1].kind == WEFT_WIRE_DELTA_PATCH && out[i - 1].offset == out[i].offset;
-        if (!out[i].shares_previous) {
+        c->view_of[views[i].tensor] = i;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        const uint32_t t = views[i].tensor;
+        const int32_t  w = c->pair[t];
+        const uint32_t wv = w >= 0 ? c->view_of[w] : 0;
+
+        out[i] = b->entries[t];
+        /* A WT whose W is among the views shares W's bytes in the inbox. */
+        out[i].shares = out[i].kind == WEFT_WIRE_DELTA_PATCH_T && w >= 0 && wv < count &&
+                        views[wv].tensor == (uint32_t)w && b->entries[w].kind == WEFT_WIRE_DELTA_PATCH &&
+                        b->entries[w].offset == out[i].offset;
+        out[i].shared_view = out[i].shares ? wv : 0;
+        if (!out[i].shares) {
             sum = align_up(sum, ENTRY_ALIGN) + out[i].bytes;
         }
     }

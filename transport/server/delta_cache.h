@@ -70,6 +70,10 @@ typedef struct weft_delta_cache {
     int32_t          *pair;
     uint64_t         *pair_rows, *pair_cols;
     int               unpaired;  /* weft_delta_cache_unpair was called: no PATCH_T any more */
+    /* Per registry tensor: the index of its view in the last call of
+     * weft_delta_cache_entries (scratch; stale entries are told by the
+     * view's tensor not matching). */
+    uint32_t         *view_of;
     int               current;   /* the complete buffer consumers are sent; -1: none */
     weft_lease_t      base;      /* the version consumers hold (the last one encoded to) */
     int               has_base;
@@ -146,10 +150,11 @@ void weft_delta_cache_forget(weft_delta_cache_t *c);
  * alignment, when the current buffer has holds → version, the sum is at
  * most room, and (mode auto) smaller than the views' whole bytes `whole`;
  * 0 otherwise (the version goes whole), also when a view's tensor is not
- * dense in the registry. A WT's PATCH_T right after its W's PATCH is
- * marked shares_previous and not counted: its bytes are W's, put once.
+ * dense in the registry. A WT's PATCH_T whose W's PATCH is among the
+ * views (before or after it) is marked shares, shared_view that view,
+ * and not counted: its bytes are W's, put once.
  */
-int weft_delta_cache_entries(const weft_delta_cache_t *c, uint64_t holds, uint64_t version,
+int weft_delta_cache_entries(weft_delta_cache_t *c, uint64_t holds, uint64_t version,
                              const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room,
                              int *which, weft_wire_delta_entry_t *out, uint64_t *bytes);
 

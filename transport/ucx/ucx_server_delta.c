@@ -127,9 +127,8 @@ int weft_ucx_peer_delta(peer_t *p)
     for (uint32_t i = 0; i < plan->view_count; i++) {
         weft_wire_delta_entry_t *e = &p->delta_map[i];
 
-        if (e->shares_previous) {
-            e->offset = p->delta_map[i - 1].offset; /* W's delta, put once */
-            continue;
+        if (e->shares) {
+            continue; /* below, once its W's place is known */
         }
         at = (at + WEFT_DELTA_ENTRY_ALIGN - 1) / WEFT_DELTA_ENTRY_ALIGN * WEFT_DELTA_ENTRY_ALIGN;
         if (e->bytes != 0) {
@@ -138,6 +137,11 @@ int weft_ucx_peer_delta(peer_t *p)
         }
         e->offset = at; /* from here: where it lies in the inbox */
         at += e->bytes;
+    }
+    for (uint32_t i = 0; i < plan->view_count; i++) {
+        if (p->delta_map[i].shares) {
+            p->delta_map[i].offset = p->delta_map[p->delta_map[i].shared_view].offset; /* W's delta, put once */
+        }
     }
     return 1;
 }
