@@ -4,14 +4,16 @@
  *
  * For each optimizer and learning rate: expert masters ~N(0, 0.02) step
  * with libweft's optimizer (host placement) on random gradients; after
- * each step the FP8 writer makes the version (W, WT, scale_inv); each
- * tensor's delta from the previous version is encoded (the tensor whole
- * where that is no larger), applied to a copy of the previous version,
- * and the copy compared with the version byte for byte. Reported: the
- * changed fraction of W's bytes, the bytes a delta version puts on the
- * wire against the full version, encode and apply time against a copy of
- * the full version's bytes (memcpy, the ceiling of any host transfer),
- * and the wrong bytes.
+ * each step the FP8 writer makes the version (W, WT, scale_inv); its
+ * delta from the previous version is encoded as libweft's transports
+ * send it (W's delta once, for W and, transposed, WT; the scales'; a
+ * tensor whole where that is no larger), applied to a copy of the
+ * previous version, and the copy compared with the version byte for
+ * byte. Reported: the changed fraction of W's bytes, the bytes a delta
+ * version puts on the wire against the full version (and had every
+ * tensor its own delta), encode and apply time against a copy of the
+ * full version's bytes (memcpy, the ceiling of any host transfer), and
+ * the wrong bytes.
  *
  * With --link RATE, each case is also served over a link held to RATE
  * between two network namespaces, whole and as deltas (delta_link.c):
@@ -217,43 +219,104 @@ typedef struct case_result {
     uint64_t gpu_wire_paired_bytes;                   /* summed over the steps, as wire_bytes */
     uint64_t gpu_mismatched, gpu_wrong;
     int      gpu_ran;
-    double   wire_ratio;     /* delta version bytes / full version bytes */
+    double   wire_ratio;     /* delta version bytes / full version bytes, as the transports send them */
     uint64_t full_bytes, wire_bytes, tensors_whole;
+    uint64_t wire_per_tensor_bytes; /* had every tensor its own delta (WT's not W's) */
     double   encode_s, apply_s, copy_s; /* medians over the steps */
     uint64_t wrong_bytes;
 } case_result_t;
 
-/* Sends one tensor from `old` to `new` as a delta (or whole) into the
- * consumer's copy `held`; adds its wire bytes and times. */
-static int send_tensor(const void *old_data, const void *new_data, uint64_t bytes, void *held, uint8_t *scratch,
-                       uint64_t *wire, uint64_t *whole, double *encode_s, double *apply_s)
-{
-    uint64_t      size = 0, carried = 0;
-    double        t0 = delta_now_s(), t1, t2;
-    weft_status_t st = weft_delta_encode_host(old_data, new_data, bytes, scratch, bytes, &size);
+/* What sending a version took: its wire bytes as the transports send
+ * them and as each tensor's own delta would be, the tensors sent whole,
+ * and the encode and apply times. */
+typedef struct send_totals {
+    uint64_t wire, wire_per_tensor, whole;
+    double   encode_s, apply_s;
+} send_totals_t;
 
-    t1 = delta_now_s();
+/* The delta from old_data to new_data into scratch, timed: WEFT_OK, or
+ * WEFT_ERR_NO_SPACE where the tensor whole is no larger. */
+static weft_status_t encode_timed(const void *old_data, const void *new_data, uint64_t bytes, uint8_t *scratch,
+                                  uint64_t *size, send_totals_t *tot)
+{
+    const double  t0 = delta_now_s();
+    weft_status_t st = weft_delta_encode_host(old_data, new_data, bytes, scratch, bytes, size);
+
+    tot->encode_s += delta_now_s() - t0;
+    return st;
+}
+
+static int apply_timed(const uint8_t *scratch, uint64_t size, const weft_delta_target_t *t, send_totals_t *tot)
+{
+    const double t0 = delta_now_s();
+    uint64_t     carried = 0;
+    int          rc = weft_delta_apply_host(scratch, size, t, &carried) == WEFT_OK ? 0 : -1;
+
+    tot->apply_s += delta_now_s() - t0;
+    return rc;
+}
+
+static void send_whole(const void *new_data, uint64_t bytes, void *held, send_totals_t *tot)
+{
+    const double t0 = delta_now_s();
+
+    memcpy(held, new_data, bytes);
+    tot->apply_s += delta_now_s() - t0;
+    tot->wire += bytes;
+    tot->wire_per_tensor += bytes;
+    tot->whole += 1;
+}
+
+/* Sends one tensor from `old` to `new` as a delta (or whole) into the
+ * consumer's copy `held`. */
+static int send_tensor(const void *old_data, const void *new_data, uint64_t bytes, void *held, uint8_t *scratch,
+                       send_totals_t *tot)
+{
+    const weft_delta_target_t t = {.data = held, .tensor_bytes = bytes, .row_bytes = bytes, .row_stride = bytes};
+    uint64_t                  size = 0;
+    weft_status_t             st = encode_timed(old_data, new_data, bytes, scratch, &size, tot);
+
     if (st == WEFT_ERR_NO_SPACE) {
-        memcpy(held, new_data, bytes); /* whole: no smaller as a delta */
-        *wire += bytes;
-        *whole += 1;
-        *encode_s += t1 - t0;
-        *apply_s += delta_now_s() - t1;
+        send_whole(new_data, bytes, held, tot);
         return 0;
     }
-    if (st != WEFT_OK) {
+    if (st != WEFT_OK || apply_timed(scratch, size, &t, tot) != 0) {
         return -1;
     }
-    {
-        const weft_delta_target_t t = {.data = held, .tensor_bytes = bytes, .row_bytes = bytes, .row_stride = bytes};
-        if (weft_delta_apply_host(scratch, size, &t, &carried) != WEFT_OK) {
-            return -1;
-        }
+    tot->wire += size;
+    tot->wire_per_tensor += size;
+    return 0;
+}
+
+/* An expert's W [rows, cols] and WT as libweft's transports send them
+ * (docs/protocol.md, "W's delta for WT"): W's delta once, applied to W
+ * and, transposed, to WT (the writer's WT is W's bytes transposed);
+ * where W goes whole, WT as its own delta. WT's own delta is also
+ * encoded, untimed, for wire_per_tensor. */
+static int send_w_and_wt(const uint8_t *old_w, const uint8_t *new_w, const uint8_t *old_wt, const uint8_t *new_wt,
+                         uint64_t rows, uint64_t cols, uint8_t *held_w, uint8_t *held_wt, uint8_t *scratch,
+                         send_totals_t *tot)
+{
+    const uint64_t            n = rows * cols;
+    const weft_delta_target_t w = {.data = held_w, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
+    const weft_delta_target_t wt = {.data = held_wt, .tensor_bytes = n, .row_bytes = n, .row_stride = n,
+                                    .transpose_rows = rows, .transpose_cols = cols};
+    uint64_t                  size = 0, own = 0;
+    weft_status_t             st = encode_timed(old_w, new_w, n, scratch, &size, tot);
+
+    if (st == WEFT_ERR_NO_SPACE) {
+        send_whole(new_w, n, held_w, tot);
+        return send_tensor(old_wt, new_wt, n, held_wt, scratch, tot);
     }
-    t2 = delta_now_s();
-    *wire += size;
-    *encode_s += t1 - t0;
-    *apply_s += t2 - t1;
+    if (st != WEFT_OK || apply_timed(scratch, size, &w, tot) != 0 || apply_timed(scratch, size, &wt, tot) != 0) {
+        return -1;
+    }
+    st = weft_delta_encode_host(old_wt, new_wt, n, scratch, n, &own);
+    if (st != WEFT_OK && st != WEFT_ERR_NO_SPACE) {
+        return -1;
+    }
+    tot->wire += size;
+    tot->wire_per_tensor += size + (st == WEFT_OK ? own : n);
     return 0;
 }
 
@@ -313,8 +376,8 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     memcpy(held.wt, prev.wt, n);
     memcpy(held.scale, prev.scale, experts * prev.scales * sizeof(float));
     for (uint64_t s = 0; s < o->steps; s++) {
-        uint64_t wire = 0;
-        double   t0;
+        send_totals_t tot = {0};
+        double        t0;
 
         if (delta_optim_step(opt, grad, n, s) != 0 || quantize(master, &cur) != 0) {
             fprintf(stderr, "weft-perf delta: step %llu failed\n", (unsigned long long)s);
@@ -323,17 +386,19 @@ static int run_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
         changed += wrong_between(prev.w, cur.w, n);
         for (uint64_t e = 0; e < experts; e++) {
             const uint64_t off = e * rows * cols, sb = prev.scales * sizeof(float);
-            if (send_tensor(prev.w + off, cur.w + off, rows * cols, held.w + off, scratch, &wire, &res->tensors_whole,
-                            &enc[s], &app[s]) != 0 ||
-                send_tensor(prev.wt + off, cur.wt + off, rows * cols, held.wt + off, scratch, &wire,
-                            &res->tensors_whole, &enc[s], &app[s]) != 0 ||
+            if (send_w_and_wt(prev.w + off, cur.w + off, prev.wt + off, cur.wt + off, rows, cols, held.w + off,
+                              held.wt + off, scratch, &tot) != 0 ||
                 send_tensor(prev.scale + e * prev.scales, cur.scale + e * prev.scales, sb, held.scale + e * prev.scales,
-                            scratch, &wire, &res->tensors_whole, &enc[s], &app[s]) != 0) {
+                            scratch, &tot) != 0) {
                 fprintf(stderr, "weft-perf delta: a delta failed\n");
                 goto out;
             }
         }
-        res->wire_bytes += wire;
+        enc[s] = tot.encode_s;
+        app[s] = tot.apply_s;
+        res->tensors_whole += tot.whole;
+        res->wire_bytes += tot.wire;
+        res->wire_per_tensor_bytes += tot.wire_per_tensor;
         res->full_bytes += version_bytes(&cur);
         if (o->gpu && res->gpu_ran != 77) {
             delta_gpu_result_t g = {0};
@@ -418,7 +483,7 @@ out:
 }
 
 enum {
-    D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
+    D_OPTIMIZER, D_LR, D_SHAPE, D_CHANGED, D_WIRE, D_WIRE_PER_TENSOR, D_WIRE_BYTES, D_FULL_BYTES, D_WHOLE, D_ENCODE_MS, D_APPLY_MS,
     D_COPY_MS, D_ENCODE_RATIO, D_APPLY_RATIO, D_GPU_ENCODE_MS, D_GPU_APPLY_MS, D_GPU_COPY_MS, D_GPU_ENCODE_RATIO,
     D_GPU_APPLY_RATIO, D_GPU_ENCODE_STORED_MS, D_GPU_ENCODE_STORED_RATIO, D_GPU_PAIRED_ENCODE_MS,
     D_GPU_PAIRED_ENCODE_RATIO, D_GPU_PAIRED_APPLY_MS, D_GPU_PAIRED_APPLY_RATIO, D_GPU_PAIRED_WIRE, D_GPU_SAME, D_LINK_WHOLE_MS, D_LINK_DELTA_MS, D_LINK_DELTAS, D_SPEEDUP, D_WRONG,
@@ -431,6 +496,7 @@ static const perf_column_t delta_columns[D_COLUMNS] = {
     [D_SHAPE]        = {"shape", "shape", -14, 0, PERF_COLUMN_TEXT},
     [D_CHANGED]      = {"w_bytes_changed", "W_changed", 10, 4, PERF_COLUMN_G},
     [D_WIRE]         = {"wire_ratio", "wire_ratio", 11, 4, PERF_COLUMN_G},
+    [D_WIRE_PER_TENSOR] = {"wire_ratio_per_tensor", "per_tensor", 11, 4, PERF_COLUMN_G},
     [D_WIRE_BYTES]   = {"wire_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
     [D_FULL_BYTES]   = {"full_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
     [D_WHOLE]        = {"tensors_sent_whole", NULL, 0, 0, PERF_COLUMN_UINT},
@@ -477,7 +543,9 @@ int perf_cmd_delta(int argc, char **argv)
         printf("# delta versions on the host: each version's W, WT (e4m3) and scale_inv against the previous\n"
                "# one's, after a real optimizer step (libweft's, host placement) on N(0, 1e-2) gradients, %llu\n"
                "# warm-up steps first; each\n"
-               "# tensor a delta (32 B + 4 B a 4 KiB chunk + 3 B a changed byte) or whole when that is no larger;\n"
+               "# tensor a delta (32 B + 4 B a 4 KiB chunk + 3 B a changed byte) or whole when that is no larger,\n"
+               "# WT patched by its W's delta transposed, as libweft's transports send them (wire_ratio);\n"
+               "# per_tensor: the wire had every tensor, WT too, its own delta;\n"
                "# times: medians over %llu steps of a whole version's encode or apply, against memcpy of its bytes;\n"
                "# %s\n",
                (unsigned long long)o.warmup, (unsigned long long)o.steps,
@@ -536,6 +604,7 @@ int perf_cmd_delta(int argc, char **argv)
                     [D_SHAPE] = {.text = shape},
                     [D_CHANGED] = {.d = res.changed_w},
                     [D_WIRE] = {.d = res.wire_ratio},
+                    [D_WIRE_PER_TENSOR] = {.d = (double)res.wire_per_tensor_bytes / (double)res.full_bytes},
                     [D_WIRE_BYTES] = {.u = res.wire_bytes},
                     [D_FULL_BYTES] = {.u = res.full_bytes},
                     [D_WHOLE] = {.u = res.tensors_whole},

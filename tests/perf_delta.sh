@@ -17,6 +17,11 @@ done
 echo "$out" | grep -v '"wrong_bytes": 0[,}]' | grep -q . && { echo "FAIL: wrong bytes"; fail=1; }
 # Fewer bytes than the full version: the ratio starts with "0.".
 echo "$out" | grep -v '"wire_ratio": 0\.' | grep -q . && { echo "FAIL: a delta version no smaller than the full one"; fail=1; }
+# W's delta patching WT: fewer bytes than every tensor's own delta.
+echo "$out" | awk '{ w = $0; sub(/.*"wire_ratio": /, "", w); sub(/,.*/, "", w);
+                     p = $0; if (!sub(/.*"wire_ratio_per_tensor": /, "", p)) { bad = 1; next }
+                     sub(/,.*/, "", p); if (w + 0 >= p + 0) bad = 1 }
+                   END { exit bad }' || { echo "FAIL: wire_ratio not below wire_ratio_per_tensor"; fail=1; }
 [ $fail = 0 ] || exit 1
 
 # --gpu: the GPU codec on the same versions. With a GPU every GPU delta
