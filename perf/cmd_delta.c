@@ -63,7 +63,9 @@ static int delta_usage(FILE *out)
                  "                     checked against the host encoder's (skipped without a GPU);\n"
                  "                     paired: only W and the scales encoded, each WT patched by\n"
                  "                     its W's delta transposed\n"
-                 "  --json             one JSON object per case instead of the table\n");
+                 "  --json             one JSON object per case instead of the table; with --gpu a\n"
+                 "                     second one, device cuda: the paired GPU codec under the\n"
+                 "                     same keys (against a D2D copy), with --link-gpu's link\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -525,6 +527,79 @@ static const perf_column_t delta_columns[D_COLUMNS] = {
     [D_WRONG]        = {"wrong_bytes", "wrong", 6, 0, PERF_COLUMN_UINT},
 };
 
+/* With --gpu and --json, a second object per case, device "cuda": the
+ * paired GPU codec (as the ucx server encodes a GPU registry's versions
+ * and a consumer applies them into device views) under the same keys as
+ * the host codec's, against a D2D copy of the version; the link figures
+ * there when the link ran from GPU memory (--link-gpu). */
+enum {
+    G_OPTIMIZER, G_LR, G_SHAPE, G_CHANGED, G_WIRE, G_WIRE_BYTES, G_FULL_BYTES, G_ENCODE_MS, G_APPLY_MS, G_COPY_MS,
+    G_ENCODE_RATIO, G_APPLY_RATIO, G_SAME, G_LINK_WHOLE_MS, G_LINK_DELTA_MS, G_LINK_DELTAS, G_SPEEDUP, G_WRONG,
+    G_COLUMNS
+};
+
+static const perf_column_t gpu_columns[G_COLUMNS] = {
+    [G_OPTIMIZER]     = {"optimizer", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [G_LR]            = {"lr", NULL, 0, 0, PERF_COLUMN_G},
+    [G_SHAPE]         = {"shape", NULL, 0, 0, PERF_COLUMN_TEXT},
+    [G_CHANGED]       = {"w_bytes_changed", NULL, 0, 4, PERF_COLUMN_G},
+    [G_WIRE]          = {"wire_ratio", NULL, 0, 4, PERF_COLUMN_G},
+    [G_WIRE_BYTES]    = {"wire_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [G_FULL_BYTES]    = {"full_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+    [G_ENCODE_MS]     = {"encode_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [G_APPLY_MS]      = {"apply_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [G_COPY_MS]       = {"copy_ms", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [G_ENCODE_RATIO]  = {"encode_ratio_copy", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [G_APPLY_RATIO]   = {"apply_ratio_copy", NULL, 0, 3, PERF_COLUMN_DOUBLE},
+    [G_SAME]          = {"deltas_equal_host", NULL, 0, 0, PERF_COLUMN_BOOL},
+    [G_LINK_WHOLE_MS] = {"link_whole_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [G_LINK_DELTA_MS] = {"link_delta_ms", NULL, 0, 1, PERF_COLUMN_DOUBLE},
+    [G_LINK_DELTAS]   = {"link_versions_as_deltas", NULL, 0, 0, PERF_COLUMN_UINT},
+    [G_SPEEDUP]       = {"speedup_rate_limited", NULL, 0, 2, PERF_COLUMN_DOUBLE},
+    [G_WRONG]         = {"wrong_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
+};
+
+static void print_gpu_case(const delta_options_t *o, const char *optimizer, double lr, const char *shape,
+                           const case_result_t *res, const delta_link_result_t *link, int linked)
+{
+    const uint64_t    wire = res->gpu_wire_paired_bytes;
+    const perf_cell_t cells[G_COLUMNS] = {
+        [G_OPTIMIZER] = {.text = optimizer},
+        [G_LR] = {.d = lr},
+        [G_SHAPE] = {.text = shape},
+        [G_CHANGED] = {.d = res->changed_w},
+        [G_WIRE] = {.d = (double)wire / (double)res->full_bytes},
+        [G_WIRE_BYTES] = {.u = wire},
+        [G_FULL_BYTES] = {.u = res->full_bytes},
+        [G_ENCODE_MS] = {.d = res->gpu_encode_paired_s * 1e3},
+        [G_APPLY_MS] = {.d = res->gpu_apply_paired_s * 1e3},
+        [G_COPY_MS] = {.d = res->gpu_copy_s * 1e3},
+        [G_ENCODE_RATIO] = {.d = res->gpu_encode_paired_s / res->gpu_copy_s},
+        [G_APPLY_RATIO] = {.d = res->gpu_apply_paired_s / res->gpu_copy_s},
+        [G_SAME] = {.u = res->gpu_mismatched == 0},
+        [G_LINK_WHOLE_MS] = {.d = link->full_s * 1e3, .null = !linked},
+        [G_LINK_DELTA_MS] = {.d = link->delta_s * 1e3, .null = !linked},
+        [G_LINK_DELTAS] = {.u = link->deltas_sent, .null = !linked},
+        [G_SPEEDUP] = {.d = link->full_s / link->delta_s, .null = !linked},
+        [G_WRONG] = {.u = res->gpu_wrong + (linked ? link->wrong_bytes : 0)},
+    };
+    perf_json_t json;
+
+    perf_json_begin(&json, stdout);
+    perf_json_str(&json, "command", "delta");
+    perf_json_str(&json, "device", "cuda");
+    perf_json_str(&json, "codec", "paired");
+    perf_json_int(&json, "warmup_steps", (int64_t)o->warmup);
+    perf_json_int(&json, "steps", (int64_t)o->steps);
+    if (linked) {
+        perf_json_str(&json, "link_rate", o->link);
+        perf_json_str(&json, "link_memory", "gpu");
+    }
+    perf_columns_json(&json, "", gpu_columns, G_COLUMNS, cells);
+    perf_json_str(&json, "libweft", weft_version());
+    perf_json_end(&json);
+}
+
 int perf_cmd_delta(int argc, char **argv)
 {
     delta_options_t o;
@@ -598,6 +673,10 @@ int perf_cmd_delta(int argc, char **argv)
                 failed |= linked && link.wrong_bytes != 0;
             }
             {
+                /* With the GPU's own object, the link figures of a link
+                 * from GPU memory, and its wrong bytes, are that one's. */
+                const int         gpu_object = o.json && res.gpu_ran == 1;
+                const int         link_here = linked && !(gpu_object && o.link_gpu);
                 const perf_cell_t cells[D_COLUMNS] = {
                     [D_OPTIMIZER] = {.text = which == 0 ? "adamw" : "muon"},
                     [D_LR] = {.d = o.lrs[l]},
@@ -630,11 +709,12 @@ int perf_cmd_delta(int argc, char **argv)
                     [D_GPU_PAIRED_WIRE] = {.d = (double)res.gpu_wire_paired_bytes / (double)res.full_bytes,
                                            .null = res.gpu_ran != 1},
                     [D_GPU_SAME] = {.u = res.gpu_mismatched == 0, .null = res.gpu_ran != 1},
-                    [D_LINK_WHOLE_MS] = {.d = link.full_s * 1e3, .null = !linked},
-                    [D_LINK_DELTA_MS] = {.d = link.delta_s * 1e3, .null = !linked},
-                    [D_LINK_DELTAS] = {.u = link.deltas_sent, .null = !linked},
-                    [D_SPEEDUP] = {.d = link.full_s / link.delta_s, .null = !linked},
-                    [D_WRONG] = {.u = res.wrong_bytes + link.wrong_bytes + res.gpu_wrong},
+                    [D_LINK_WHOLE_MS] = {.d = link.full_s * 1e3, .null = !link_here},
+                    [D_LINK_DELTA_MS] = {.d = link.delta_s * 1e3, .null = !link_here},
+                    [D_LINK_DELTAS] = {.u = link.deltas_sent, .null = !link_here},
+                    [D_SPEEDUP] = {.d = link.full_s / link.delta_s, .null = !link_here},
+                    [D_WRONG] = {.u = res.wrong_bytes + (link_here ? link.wrong_bytes : 0) +
+                                      (gpu_object ? 0 : res.gpu_wrong)},
                 };
                 if (o.json) {
                     perf_json_t json;
@@ -644,13 +724,17 @@ int perf_cmd_delta(int argc, char **argv)
                     perf_json_str(&json, "device", "host");
                     perf_json_int(&json, "warmup_steps", (int64_t)o.warmup);
                     perf_json_int(&json, "steps", (int64_t)o.steps);
-                    if (o.link != NULL) {
+                    if (o.link != NULL && link_here) {
                         perf_json_str(&json, "link_rate", o.link);
                         perf_json_str(&json, "link_memory", o.link_gpu ? "gpu" : "host");
                     }
                     perf_columns_json(&json, "", delta_columns, D_COLUMNS, cells);
                     perf_json_str(&json, "libweft", weft_version());
                     perf_json_end(&json);
+                    if (gpu_object) {
+                        print_gpu_case(&o, which == 0 ? "adamw" : "muon", o.lrs[l], shape, &res, &link,
+                                       linked && o.link_gpu);
+                    }
                 } else {
                     perf_columns_row(stdout, "", delta_columns, D_COLUMNS, cells);
                     putchar('\n');

@@ -35,6 +35,13 @@ if echo "$out" | grep -q -- "--gpu skipped"; then
 else
     echo "$out" | grep -q '"gpu_deltas_equal_host": true' || { echo "FAIL: a GPU delta is not the host's"; exit 1; }
     echo "$out" | grep -q '"gpu_encode_ratio_copy": [0-9]' || { echo "FAIL: no GPU encode time"; exit 1; }
+    # The GPU's own object: the paired codec under the host's keys.
+    gpu=$(echo "$out" | grep '"device": "cuda"')
+    for key in optimizer lr wire_ratio encode_ratio_copy apply_ratio_copy speedup_rate_limited wrong_bytes; do
+        echo "$gpu" | grep -q "\"$key\": " || { echo "FAIL: the cuda object has no $key"; exit 1; }
+    done
+    echo "$gpu" | grep -q '"deltas_equal_host": true' || { echo "FAIL: a paired GPU delta is not the host's"; exit 1; }
+    echo "$gpu" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: the GPU codec's wrong bytes"; exit 1; }
 fi
 
 # --link: the same served over a veth link held to 100 Mbit/s between two
