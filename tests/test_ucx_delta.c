@@ -735,6 +735,13 @@ START_TEST(gpu_registry_wt_patched_into_device_views)
 }
 END_TEST
 
+START_TEST(gpu_registry_wt_view_before_its_w_view_into_device_views)
+{
+    gpu_registry = device_views = wt_first = 1;
+    wt_patched_by_w_delta();
+}
+END_TEST
+
 START_TEST(gpu_registry_wt_not_transposed_into_device_views)
 {
     gpu_registry = device_views = 1;
@@ -913,6 +920,7 @@ static Suite *ucx_delta_suite(void)
     if (weft_test_gpu_count() > 0) {
         ADD(gpu_registry_deltas_into_device_views);
         ADD(gpu_registry_wt_patched_into_device_views);
+        ADD(gpu_registry_wt_view_before_its_w_view_into_device_views);
         ADD(gpu_registry_wt_not_transposed_into_device_views);
         ADD(gpu_registry_missed_version_into_host_views);
         ADD(host_registry_delta_onto_changed_device_views);
