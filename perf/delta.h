@@ -44,6 +44,33 @@ int delta_optim_make(const delta_options_t *o, weft_optim_algo_t algo, double lr
 /* Step s of a case (after the warm-up), its gradient into grad. 0 or -1. */
 int delta_optim_step(weft_optim_h opt, float *grad, uint64_t n, uint64_t s);
 
+/* One case of the host codec, and of the GPU codec with --gpu. */
+typedef struct delta_case_result {
+    double   changed_w;      /* fraction of W's bytes that changed, over the steps */
+    /* --gpu: medians over the steps, and the checks summed (gpu_ran: 0
+     * not asked, 1 measured, 77 skipped) */
+    double   gpu_encode_s, gpu_apply_s, gpu_copy_s, gpu_encode_stored_s;
+    double   gpu_encode_paired_s, gpu_apply_paired_s; /* WT patched by W's delta (delta_gpu.h) */
+    uint64_t gpu_wire_paired_bytes;                   /* summed over the steps, as wire_bytes */
+    uint64_t gpu_mismatched, gpu_wrong;
+    int      gpu_ran;
+    double   wire_ratio;     /* delta version bytes / full version bytes, as the transports send them */
+    uint64_t full_bytes, wire_bytes, tensors_whole;
+    uint64_t wire_per_tensor_bytes; /* had every tensor its own delta (WT's not W's) */
+    double   encode_s, apply_s, copy_s; /* medians over the steps */
+    uint64_t wrong_bytes;
+} delta_case_result_t;
+
+/*
+ * The host codec on a case: AdamW or Muon at lr on `experts` rows×cols
+ * matrices, o->steps versions after the first, each sent as a delta into
+ * a copy and checked; with o->gpu also the GPU codec (delta_gpu_measure).
+ * 0 and *res (its wrong bytes and mismatches counted, not failed on);
+ * -1 when a step, an allocation or a codec call failed (said why).
+ */
+int delta_host_case(const delta_options_t *o, weft_optim_algo_t algo, double lr, uint64_t experts, uint64_t rows,
+                    uint64_t cols, delta_case_result_t *res);
+
 /* The link measurement's result for one case. */
 typedef struct delta_link_result {
     double   full_s, delta_s;    /* median update time (publish → acknowledged), whole and as deltas */
