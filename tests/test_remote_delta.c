@@ -567,6 +567,96 @@ START_TEST(the_server_cache_encodes_dense_tensors_between_puts)
 }
 END_TEST
 
+/* Version v of an expert's W [ROWS, COLS] (tensor 0: byte k is k * 7,
+ * plus v where k % 50 == v) and its WT (tensor 1: W's bytes transposed,
+ * as the FP8 writer makes it). */
+static void publish_pair(weft_registry_h reg, uint64_t v)
+{
+    uint8_t *w, *wt;
+
+    ck_assert_int_eq(weft_registry_write_begin(reg, 1000000, NULL), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 0, (void **)&w), WEFT_OK);
+    ck_assert_int_eq(weft_registry_write_tensor(reg, 1, (void **)&wt), WEFT_OK);
+    for (uint64_t r = 0; r < ROWS; r++) {
+        for (uint64_t c = 0; c < COLS; c++) {
+            const uint64_t k = r * COLS + c;
+
+            w[k] = (uint8_t)(k * 7 + (k % 50 == v ? v : 0));
+            wt[c * ROWS + r] = w[k];
+        }
+    }
+    ck_assert_int_eq(weft_registry_publish(reg, v, NULL), WEFT_OK);
+}
+
+/* A WT's entry shares its W's bytes, counted once, whether the consumer
+ * declared the W view before or after it; without the W view, WT's
+ * entry carries them itself. */
+START_TEST(the_server_cache_puts_w_bytes_once_for_wt_in_any_view_order)
+{
+    const weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS, .checksums = 1};
+    const weft_plan_view_t       w_first[2] = {{.tensor = 0}, {.tensor = 1}}, wt_first[2] = {{.tensor = 1}, {.tensor = 0}};
+    char                         name[64];
+    weft_registry_h              reg;
+    weft_delta_cache_t           c;
+    weft_wire_delta_entry_t      e[2];
+    uint64_t                     bytes_w_first = 0, bytes_wt_first = 0, bytes_wt_alone = 0;
+    int                          which = -1;
+
+    snprintf(name, sizeof(name), "t-delta-pair-%d", (int)getpid());
+    weft_registry_unlink(name);
+    ck_assert_int_eq(weft_registry_create(name, &rp, &reg), WEFT_OK);
+    for (uint32_t t = 0; t < 2; t++) {
+        const weft_tensor_desc_t d = {.name = t ? "model.layers.0.mlp.experts.0.wt" : "model.layers.0.mlp.experts.0.w",
+                                      .expert = 0, .role = t ? WEFT_ROLE_WT : WEFT_ROLE_W,
+                                      .dtype = WEFT_DTYPE_FP8_E4M3, .ndim = 2,
+                                      .shape = {t ? COLS : ROWS, t ? ROWS : COLS}};
+
+        ck_assert_int_eq(weft_registry_declare(reg, &d, NULL), WEFT_OK);
+    }
+    ck_assert_int_eq(weft_registry_seal(reg), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_init(&c, reg, WEFT_DELTA_AUTO, UINT64_C(1) << 20), WEFT_OK);
+    ck_assert_int_eq(c.pair[1], 0);
+    publish_pair(reg, 1);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 1, 0, UINT64_MAX / 2), WEFT_OK);
+    publish_pair(reg, 2);
+    ck_assert_int_eq(weft_delta_cache_update(&c, 2, 0, UINT64_MAX / 2), WEFT_OK);
+    ck_assert_int_eq(weft_delta_cache_busy(&c), 0);
+
+    ck_assert_int_eq(weft_delta_cache_entries(&c, 1, 2, w_first, 2, 2 * BYTES, UINT64_C(1) << 20, &which, e,
+                                              &bytes_w_first),
+                     1);
+    ck_assert_int_eq(e[0].kind, WEFT_WIRE_DELTA_PATCH);
+    ck_assert_int_eq(e[1].kind, WEFT_WIRE_DELTA_PATCH_T);
+    ck_assert_int_eq(e[0].shares, 0);
+    ck_assert_int_eq(e[1].shares, 1);
+    ck_assert_uint_eq(e[1].shared_view, 0);
+    ck_assert_uint_eq(e[1].rows, ROWS);
+    ck_assert_uint_eq(e[1].cols, COLS);
+    ck_assert_uint_eq(bytes_w_first, e[0].bytes);
+
+    ck_assert_int_eq(weft_delta_cache_entries(&c, 1, 2, wt_first, 2, 2 * BYTES, UINT64_C(1) << 20, &which, e,
+                                              &bytes_wt_first),
+                     1);
+    ck_assert_int_eq(e[0].kind, WEFT_WIRE_DELTA_PATCH_T);
+    ck_assert_int_eq(e[0].shares, 1);
+    ck_assert_uint_eq(e[0].shared_view, 1);
+    ck_assert_int_eq(e[1].shares, 0);
+    ck_assert_uint_eq(bytes_wt_first, bytes_w_first);
+
+    ck_assert_int_eq(weft_delta_cache_entries(&c, 1, 2, wt_first, 1, BYTES, UINT64_C(1) << 20, &which, e,
+                                              &bytes_wt_alone),
+                     1);
+    ck_assert_int_eq(e[0].kind, WEFT_WIRE_DELTA_PATCH_T);
+    ck_assert_int_eq(e[0].shares, 0);
+    ck_assert_uint_eq(bytes_wt_alone, e[0].bytes);
+    ck_assert_uint_eq(bytes_wt_alone, bytes_w_first);
+
+    weft_delta_cache_fini(&c);
+    ck_assert_int_eq(weft_registry_close(reg), WEFT_OK);
+    weft_registry_unlink(name);
+}
+END_TEST
+
 static Suite *remote_delta_suite(void)
 {
     Suite *s = suite_create("remote_delta");
@@ -581,6 +671,7 @@ static Suite *remote_delta_suite(void)
     tcase_add_test(tc, many_views_apply_on_threads);
     tcase_add_test(tc, the_checksum_of_rows_is_that_of_their_bytes);
     tcase_add_test(tc, the_server_cache_encodes_dense_tensors_between_puts);
+    tcase_add_test(tc, the_server_cache_puts_w_bytes_once_for_wt_in_any_view_order);
     suite_add_tcase(s, tc);
     return s;
 }
