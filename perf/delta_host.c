@@ -59,7 +59,6 @@ static int quantize(const float *master, version_t *v)
     return 0;
 }
 
-
 /* What sending a version took: its wire bytes as the transports send
  * them and as each tensor's own delta would be, the tensors sent whole,
  * and the encode and apply times. */
@@ -101,12 +100,18 @@ static void send_whole(const void *new_data, uint64_t bytes, void *held, send_to
     tot->whole += 1;
 }
 
+/* A contiguous tensor of `bytes` bytes at `data`, as a delta's target. */
+static weft_delta_target_t contiguous(void *data, uint64_t bytes)
+{
+    return (weft_delta_target_t){.data = data, .tensor_bytes = bytes, .row_bytes = bytes, .row_stride = bytes};
+}
+
 /* Sends one tensor from `old` to `new` as a delta (or whole) into the
  * consumer's copy `held`. */
 static int send_tensor(const void *old_data, const void *new_data, uint64_t bytes, void *held, uint8_t *scratch,
                        send_totals_t *tot)
 {
-    const weft_delta_target_t t = {.data = held, .tensor_bytes = bytes, .row_bytes = bytes, .row_stride = bytes};
+    const weft_delta_target_t t = contiguous(held, bytes);
     uint64_t                  size = 0;
     weft_status_t             st = encode_timed(old_data, new_data, bytes, scratch, &size, tot);
 
@@ -132,12 +137,13 @@ static int send_w_and_wt(const uint8_t *old_w, const uint8_t *new_w, const uint8
                          send_totals_t *tot)
 {
     const uint64_t            n = rows * cols;
-    const weft_delta_target_t w = {.data = held_w, .tensor_bytes = n, .row_bytes = n, .row_stride = n};
-    const weft_delta_target_t wt = {.data = held_wt, .tensor_bytes = n, .row_bytes = n, .row_stride = n,
-                                    .transpose_rows = rows, .transpose_cols = cols};
+    const weft_delta_target_t w = contiguous(held_w, n);
+    weft_delta_target_t       wt = contiguous(held_wt, n);
     uint64_t                  size = 0, own = 0;
     weft_status_t             st = encode_timed(old_w, new_w, n, scratch, &size, tot);
 
+    wt.transpose_rows = rows;
+    wt.transpose_cols = cols;
     if (st == WEFT_ERR_NO_SPACE) {
         send_whole(new_w, n, held_w, tot);
         return send_tensor(old_wt, new_wt, n, held_wt, scratch, tot);
