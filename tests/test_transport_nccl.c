@@ -1,7 +1,9 @@
 /*
- * The nccl transport across processes on two GPUs: a server over a GPU
- * registry on GPU 0, remote consumers receiving into device views on GPU
- * 1 through 127.0.0.1. Exact bytes over many versions (strided views into
+ * The nccl transport across processes: a server over a GPU registry on
+ * GPU 0, remote consumers receiving into device views on GPU 1 through
+ * 127.0.0.1; with one GPU, on GPU 0 too, each consumer under an
+ * NCCL_HOSTID of its own, so that NCCL takes it for another host and
+ * carries the bytes through its network transport (sockets on loopback). Exact bytes over many versions (strided views into
  * fused tensors, contiguous scale tensors), the same through NCCL's
  * network (socket) path with P2P and shared memory disabled, a version
  * cut into many sends and groups by a small window, a wrong token and a
@@ -9,7 +11,7 @@
  * registry refused, a consumer killed mid-stream (the others go on, the
  * server records it, a restarted one rejoins and gets the next version),
  * a server killed (the consumer gets an error in time and keeps what it
- * had). Exits 77 (skipped) without NCCL or with fewer than two GPUs.
+ * had). Exits 77 (skipped) without NCCL or without a GPU.
  *
  * Every process that uses CUDA is forked before it touches CUDA: the test
  * process itself never does (Check forks each test from the runner), so
@@ -45,7 +47,6 @@
 #define TOKEN       "nccl-s3cret"
 #define WAIT_US     30000000u
 #define SERVER_GPU  0
-#define CONSUMER_GPU 1
 #define W_BYTES     ((uint64_t)ROWS * COLS)
 #define S_BYTES     ((uint64_t)S_ROWS * S_COLS * 4)
 
@@ -60,6 +61,20 @@ static void tensor_name(char *buf, size_t size, uint32_t t)
 static uint64_t tensor_bytes(uint32_t t)
 {
     return t < W_TENSORS ? W_BYTES : S_BYTES;
+}
+
+/* The consumers' GPU: GPU 1, or with one GPU the server's, where each
+ * consumer runs under consumer_host_id (set by the suite). */
+static int         consumer_gpu = 1;
+static const char *consumer_host_id;
+
+/* In a consumer's process, before NCCL starts there: its GPU. */
+static int consumer_side_gpu(void)
+{
+    if (consumer_host_id != NULL) {
+        CHILD_CHECK(setenv("NCCL_HOSTID", consumer_host_id, 1) == 0);
+    }
+    return consumer_gpu;
 }
 
 /* ------------------------------------------------------------- server */
@@ -262,7 +277,7 @@ static void consumer_run(uint16_t port, const char *name, uint64_t pad, uint64_t
     uint64_t        v = 0;
     weft_status_t   status;
 
-    status = consumer_connect(&c, port, TOKEN, name, CONSUMER_GPU, pad);
+    status = consumer_connect(&c, port, TOKEN, name, consumer_side_gpu(), pad);
     if (status != WEFT_OK) {
         CHILD_FAIL("consumer %s: connect: %s", name, weft_status_string(status));
     }
@@ -397,10 +412,11 @@ START_TEST(nccl_wrong_token_same_gpu_and_host_registry_are_refused)
                                         .token = TOKEN};
 
         server_start(&s, 64u << 20);
-        CHILD_CHECK(consumer_connect(&c, s.port, "not-the-token", "intruder", CONSUMER_GPU, PAD) ==
+        CHILD_CHECK(consumer_connect(&c, s.port, "not-the-token", "intruder", consumer_gpu, PAD) ==
                         WEFT_ERR_AUTH);
         consumer_free(&c);
-        /* Views on the server's GPU: NCCL cannot put both ranks there. */
+        /* Views on the server's GPU under the server's NCCL host id (this
+         * process's): NCCL cannot put both ranks there. */
         CHILD_CHECK(consumer_connect(&c, s.port, TOKEN, "same-gpu", SERVER_GPU, PAD) ==
                         WEFT_ERR_UNSUPPORTED);
         consumer_free(&c);
@@ -484,7 +500,7 @@ START_TEST(nccl_consumer_killed_others_go_on_restarted_rejoins)
         uint64_t        got = 0;
         weft_status_t   status;
 
-        status = consumer_connect(&c, port, TOKEN, "victim-restarted", CONSUMER_GPU, PAD);
+        status = consumer_connect(&c, port, TOKEN, "victim-restarted", consumer_side_gpu(), PAD);
         if (status != WEFT_OK) {
             CHILD_FAIL("restarted consumer: connect: %s", weft_status_string(status));
         }
@@ -537,7 +553,7 @@ START_TEST(nccl_server_killed_consumer_gets_an_error_in_time)
         struct timespec ts;
         weft_status_t   status;
 
-        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "orphan", CONSUMER_GPU, PAD) == WEFT_OK);
+        CHILD_CHECK(consumer_connect(&c, port, TOKEN, "orphan", consumer_side_gpu(), PAD) == WEFT_OK);
         CHILD_CHECK(weft_remote_receive(c.remote, 0, WAIT_US, &got) == WEFT_OK && got == 1);
         CHILD_CHECK(consumer_wrong(&c, 1) == 0);
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -589,9 +605,15 @@ static Suite *transport_nccl_suite(void)
         return NULL;
     }
     gpus = weft_test_gpu_count();
-    if (gpus < 2) {
-        printf("test_transport_nccl: %d GPU(s); the nccl transport needs two\n", gpus);
+    if (gpus < 1) {
+        printf("test_transport_nccl: no GPU\n");
         return NULL;
+    }
+    if (gpus == 1) {
+        consumer_gpu = SERVER_GPU;
+        consumer_host_id = "weft-test-consumer";
+        printf("test_transport_nccl: one GPU: the consumers on the server's, as another NCCL host "
+               "(NCCL_HOSTID=%s: NCCL's network transport)\n", consumer_host_id);
     }
     /* Bootstrap and socket traffic on loopback, unless told otherwise. */
     setenv("NCCL_SOCKET_IFNAME", "lo", 0);

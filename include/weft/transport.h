@@ -258,9 +258,11 @@ typedef struct weft_server_params {
  * is visible in this process (WEFT_ERR_UNSUPPORTED for a host registry,
  * WEFT_ERR_NO_DEVICE otherwise); the server thread makes that GPU its
  * current device and sends from it. NCCL refuses two ranks of one
- * communicator on one GPU, so consumers must receive on another GPU than
- * the registry's (such a consumer is refused with WEFT_ERR_UNSUPPORTED;
- * use cuda_ipc on one GPU). Each consumer gets a communicator of its own
+ * communicator on one GPU of one host, so a consumer receiving on the
+ * registry's GPU is refused with WEFT_ERR_UNSUPPORTED (use cuda_ipc on
+ * one GPU) unless its NCCL_HOSTID differs from the server's process's:
+ * NCCL then takes it for another host and moves the bytes through its
+ * network transport. Each consumer gets a communicator of its own
  * (the server is rank 0), made while it connects.
  * cuda_ipc (push): consumers on this node, in other processes, whose
  * views are device memory from cudaMalloc (what PyTorch's caching
@@ -374,7 +376,8 @@ typedef struct weft_remote_params {
  * the views; the log has its reason), WEFT_ERR_CONNECTION,
  * WEFT_ERR_TIMEOUT, WEFT_ERR_UCX, WEFT_ERR_NCCL, WEFT_ERR_CUDA,
  * WEFT_ERR_UNSUPPORTED (the transport is not built in, a memory kind it
- * cannot reach, an nccl consumer on the server's GPU).
+ * cannot reach, an nccl consumer on the server's GPU under the server's
+ * NCCL host id).
  */
 WEFT_API weft_status_t weft_remote_connect(const weft_remote_params_t *params,
                                            const weft_recv_view_t *views, size_t count,

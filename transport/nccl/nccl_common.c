@@ -7,6 +7,7 @@
 #include "common/log.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum xfer_state {
@@ -73,6 +74,13 @@ void weft_nccl_abort(ncclComm_t comm, const char *who)
     if (result != ncclSuccess && result != ncclInProgress) {
         weft_log_warn("nccl: %s: ncclCommAbort failed: %s", who, ncclGetErrorString(result));
     }
+}
+
+const char *weft_nccl_host_id(void)
+{
+    const char *id = getenv("NCCL_HOSTID");
+
+    return id != NULL ? id : "";
 }
 
 weft_status_t weft_nccl_device_uuid(int device, uint8_t uuid[WEFT_NCCL_UUID_BYTES])

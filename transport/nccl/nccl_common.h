@@ -5,8 +5,9 @@
  *
  * Messages (besides the shared payloads of ctl/wire.h):
  *   WELCOME: empty.
- *   VIEWS:   blob the UUID of the consumer's GPU (16 bytes); the views
- *            (device addresses of the consumer).
+ *   VIEWS:   blob the UUID of the consumer's GPU (16 bytes), blob its
+ *            NCCL host id (weft_nccl_host_id; empty when unset; protocol
+ *            2); the views (device addresses of the consumer).
  *   READY:   u32 consumer id, u64 bytes per version, u64 ranges, blob the
  *            ncclUniqueId of the consumer's communicator (the server is
  *            rank 0), u64 window, then per range u64 destination address,
@@ -33,10 +34,11 @@
 
 /* "NC" and the protocol's version: a ucx consumer is told it is another
  * transport. */
-#define WEFT_NCCL_PROTOCOL    0x4E430001u
+#define WEFT_NCCL_PROTOCOL    0x4E430002u
 #define WEFT_NCCL_GROUP_OPS   64u
 #define WEFT_NCCL_MIN_WINDOW  (UINT64_C(64) << 10)
 #define WEFT_NCCL_UUID_BYTES  16u
+#define WEFT_NCCL_HOST_ID_MAX 255u
 
 /* Logs an NCCL failure (with ncclGetLastError) and translates it:
  * ncclSystemError and ncclRemoteError (a peer or link failed) give
@@ -56,6 +58,15 @@ void weft_nccl_abort(ncclComm_t comm, const char *who);
 
 /* 16 bytes that name a GPU across processes. */
 weft_status_t weft_nccl_device_uuid(int device, uint8_t uuid[WEFT_NCCL_UUID_BYTES]);
+
+/*
+ * This process's NCCL_HOSTID ("" when unset; at most
+ * WEFT_NCCL_HOST_ID_MAX bytes are used), from which NCCL derives the
+ * host of its ranks. NCCL refuses two ranks of one communicator on one
+ * GPU of one host; ranks whose host ids differ count as on two hosts and
+ * talk through NCCL's network transport, even on one GPU.
+ */
+const char *weft_nccl_host_id(void);
 
 /* One version's transfer on one side. */
 typedef struct weft_nccl_xfer {

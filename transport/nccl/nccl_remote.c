@@ -120,7 +120,12 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
     if (status != WEFT_OK) {
         return status;
     }
+    const char     *host_id = weft_nccl_host_id();
+    const size_t    host_id_length = strlen(host_id);
+
     weft_ctl_put_blob(&buf, uuid, sizeof(uuid));
+    weft_ctl_put_blob(&buf, host_id,
+                      (uint32_t)(host_id_length < WEFT_NCCL_HOST_ID_MAX ? host_id_length : WEFT_NCCL_HOST_ID_MAX));
     weft_wire_put_views(&buf, views, count);
     status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
     weft_ctl_buf_free(&buf);

@@ -18,8 +18,11 @@
  * (kernels in flight quit), its lease released once its stream is idle.
  * The others go on.
  *
- * NCCL refuses two ranks of one communicator on one GPU: a consumer whose
- * views are on the registry's GPU is refused (WEFT_ERR_UNSUPPORTED).
+ * NCCL refuses two ranks of one communicator on one GPU of one host: a
+ * consumer whose views are on the registry's GPU is refused
+ * (WEFT_ERR_UNSUPPORTED) unless its NCCL host id differs from ours (then
+ * NCCL takes the two ranks for two hosts and moves the bytes through its
+ * network transport, as it would between nodes).
  */
 #include "config.h"
 
@@ -65,6 +68,7 @@ struct nccl_server {
     weft_server_base_t base; /* socket, token, timeout, window, thread, stats */
     int          device;
     uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
+    char         host_id[WEFT_NCCL_HOST_ID_MAX + 1]; /* our NCCL_HOSTID, "" when unset */
 };
 
 static const weft_plan_ops_t remote_plan_ops = {
@@ -161,21 +165,26 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     weft_ctl_cursor_t  cur = {.data = msg->payload, .length = msg->length};
     weft_recv_view_t   *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
-    uint32_t            view_count = 0, uuid_length;
-    const void         *uuid;
+    uint32_t            view_count = 0, uuid_length, host_id_length;
+    const void         *uuid, *host_id;
     ncclUniqueId        id;
     weft_ctl_buf_t      tail = {0};
     weft_status_t       status;
 
     uuid = weft_ctl_get_blob(&cur, &uuid_length);
-    if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES) {
+    host_id = weft_ctl_get_blob(&cur, &host_id_length);
+    if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES || host_id_length > WEFT_NCCL_HOST_ID_MAX) {
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_CORRUPT, "malformed views");
         return WEFT_ERR_CORRUPT;
     }
-    if (memcmp(uuid, s->uuid, WEFT_NCCL_UUID_BYTES) == 0) {
+    /* NCCL's own rule (one GPU, one host id: a duplicate GPU), checked
+     * here, before anything is registered, with a clearer message. */
+    if (memcmp(uuid, s->uuid, WEFT_NCCL_UUID_BYTES) == 0 && host_id_length == strlen(s->host_id) &&
+        memcmp(host_id, s->host_id, host_id_length) == 0) {
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_UNSUPPORTED,
-               "its views are on the server's GPU: NCCL needs another GPU for the consumer "
-               "(use the cuda_ipc transport on one GPU)");
+               "its views are on the server's GPU, under the same NCCL host id: NCCL refuses two "
+               "ranks on one GPU (use the cuda_ipc transport on one GPU, or give the consumer an "
+               "NCCL_HOSTID of its own to go through NCCL's network transport)");
         return WEFT_ERR_UNSUPPORTED;
     }
     status = weft_wire_get_views(&cur, WEFT_MEMORY_CUDA, &views, &names, &view_count);
@@ -480,6 +489,11 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
     status = weft_server_gpu_registry(reg, "nccl", "use ucx", &s->device);
     if (status == WEFT_OK) {
         status = weft_nccl_device_uuid(s->device, s->uuid);
+    }
+    if (status == WEFT_OK) {
+        const char *host_id = weft_nccl_host_id();
+
+        snprintf(s->host_id, sizeof(s->host_id), "%.*s", (int)WEFT_NCCL_HOST_ID_MAX, host_id);
     }
     if (status == WEFT_OK) {
         status = weft_server_base_listen(&s->base, params->listen);
