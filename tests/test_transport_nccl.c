@@ -3,10 +3,11 @@
  * GPU 0, remote consumers receiving into device views on GPU 1 through
  * 127.0.0.1; with one GPU, on GPU 0 too, each consumer under an
  * NCCL_HOSTID of its own, so that NCCL takes it for another host and
- * carries the bytes through its network transport (sockets on loopback). Exact bytes over many versions (strided views into
- * fused tensors, contiguous scale tensors), the same through NCCL's
- * network (socket) path with P2P and shared memory disabled, a version
- * cut into many sends and groups by a small window, a wrong token and a
+ * carries the bytes through its network transport (sockets on loopback).
+ * Exact bytes over many versions (strided views into fused tensors,
+ * contiguous scale tensors), the same through NCCL's network (socket)
+ * path with P2P and shared memory disabled, a version cut into many sends
+ * and groups by a small window, a wrong token and a
  * consumer on the server's GPU refused with nothing registered, a host
  * registry refused, a consumer killed mid-stream (the others go on, the
  * server records it, a restarted one rejoins and gets the next version),

@@ -7,6 +7,7 @@
 #include "common/log.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,11 +77,12 @@ void weft_nccl_abort(ncclComm_t comm, const char *who)
     }
 }
 
-const char *weft_nccl_host_id(void)
+uint32_t weft_nccl_host_id(char id[WEFT_NCCL_HOST_ID_MAX + 1])
 {
-    const char *id = getenv("NCCL_HOSTID");
+    const char *env = getenv("NCCL_HOSTID");
 
-    return id != NULL ? id : "";
+    snprintf(id, WEFT_NCCL_HOST_ID_MAX + 1, "%s", env != NULL ? env : "");
+    return (uint32_t)strlen(id);
 }
 
 weft_status_t weft_nccl_device_uuid(int device, uint8_t uuid[WEFT_NCCL_UUID_BYTES])

@@ -60,13 +60,13 @@ void weft_nccl_abort(ncclComm_t comm, const char *who);
 weft_status_t weft_nccl_device_uuid(int device, uint8_t uuid[WEFT_NCCL_UUID_BYTES]);
 
 /*
- * This process's NCCL_HOSTID ("" when unset; at most
- * WEFT_NCCL_HOST_ID_MAX bytes are used), from which NCCL derives the
- * host of its ranks. NCCL refuses two ranks of one communicator on one
- * GPU of one host; ranks whose host ids differ count as on two hosts and
- * talk through NCCL's network transport, even on one GPU.
+ * This process's NCCL_HOSTID into id ("" when unset; its first
+ * WEFT_NCCL_HOST_ID_MAX bytes), from which NCCL derives the host of its
+ * ranks; returns its length. NCCL refuses two ranks of one communicator
+ * on one GPU of one host; ranks whose host ids differ count as on two
+ * hosts and talk through NCCL's network transport, even on one GPU.
  */
-const char *weft_nccl_host_id(void);
+uint32_t weft_nccl_host_id(char id[WEFT_NCCL_HOST_ID_MAX + 1]);
 
 /* One version's transfer on one side. */
 typedef struct weft_nccl_xfer {

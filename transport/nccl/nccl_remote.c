@@ -115,17 +115,15 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
     weft_ctl_buf_t buf = {0};
     weft_ctl_msg_t msg;
     uint8_t         uuid[WEFT_NCCL_UUID_BYTES];
+    char            host_id[WEFT_NCCL_HOST_ID_MAX + 1];
+    const uint32_t  host_id_length = weft_nccl_host_id(host_id);
     weft_status_t   status = weft_nccl_device_uuid(r->device, uuid);
 
     if (status != WEFT_OK) {
         return status;
     }
-    const char     *host_id = weft_nccl_host_id();
-    const size_t    host_id_length = strlen(host_id);
-
     weft_ctl_put_blob(&buf, uuid, sizeof(uuid));
-    weft_ctl_put_blob(&buf, host_id,
-                      (uint32_t)(host_id_length < WEFT_NCCL_HOST_ID_MAX ? host_id_length : WEFT_NCCL_HOST_ID_MAX));
+    weft_ctl_put_blob(&buf, host_id, host_id_length);
     weft_wire_put_views(&buf, views, count);
     status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
     weft_ctl_buf_free(&buf);

@@ -490,11 +490,7 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
     if (status == WEFT_OK) {
         status = weft_nccl_device_uuid(s->device, s->uuid);
     }
-    if (status == WEFT_OK) {
-        const char *host_id = weft_nccl_host_id();
-
-        snprintf(s->host_id, sizeof(s->host_id), "%.*s", (int)WEFT_NCCL_HOST_ID_MAX, host_id);
-    }
+    (void)weft_nccl_host_id(s->host_id);
     if (status == WEFT_OK) {
         status = weft_server_base_listen(&s->base, params->listen);
     }
