@@ -81,13 +81,13 @@ extern "C" {
       "weft-ucx-sandbox); off: hand them to UCX in this process",                        \
       "any")                                                                              \
     X(DELTA, "transport", "auto",                                                         \
-      "delta versions (ucx, host registries into host views): auto (a consumer whose "    \
+      "delta versions (ucx, nccl; host and GPU registries): auto (a consumer whose "      \
       "views hold the version before gets only the bytes that changed, where that is "   \
       "smaller), off (every version whole), force (a delta even where it is no smaller; " \
       "for tests)",                                                                       \
       "words:auto,off,force")                                                             \
     X(DELTA_INBOX, "transport", "auto",                                                   \
-      "ucx: host memory a consumer receives deltas into (K, M, G suffixes; 0: no "        \
+      "ucx, nccl: the memory a consumer receives deltas into (K, M, G suffixes; 0: no "   \
       "deltas); a version whose delta does not fit comes whole; auto: a sixteenth of "    \
       "its version's bytes, at least 1M",                                                 \
       "words:auto|size:0:")                                                               \

@@ -657,6 +657,72 @@ START_TEST(the_server_cache_puts_w_bytes_once_for_wt_in_any_view_order)
 }
 END_TEST
 
+/*
+ * A server that sends a delta's pieces one after the other (nccl) lays
+ * the entries out in the consumer's inbox (weft_delta_inbox_layout); the
+ * consumer, from the DELTA alone, finds the same places in the same
+ * order (weft_remote_delta_places): each W's delta once, also for its WT
+ * whether the WT's view comes after the W's or before it. Entries that
+ * overlap in the inbox are refused.
+ */
+START_TEST(the_consumer_finds_the_servers_pieces_from_the_delta_alone)
+{
+    /* As weft_delta_cache_entries gives them: offsets into the cache's
+     * buffer; view 1 is view 0's WT, view 3 is view 4's. */
+    weft_wire_delta_entry_t map[5] = {
+        {.kind = WEFT_WIRE_DELTA_PATCH, .offset = 0, .bytes = 1000},
+        {.kind = WEFT_WIRE_DELTA_PATCH_T, .offset = 0, .bytes = 1000, .shares = 1, .shared_view = 0},
+        {.kind = WEFT_WIRE_DELTA_WHOLE, .offset = 1024, .bytes = 300},
+        {.kind = WEFT_WIRE_DELTA_PATCH_T, .offset = 2048, .bytes = 200, .shares = 1, .shared_view = 4},
+        {.kind = WEFT_WIRE_DELTA_PATCH, .offset = 2048, .bytes = 200},
+    };
+    weft_copy_range_t       ranges[5];
+    weft_range_list_t       puts = {.ranges = ranges, .capacity = 5};
+    static uint8_t          inbox[UINT64_C(1) << 16];
+    weft_remote_delta_t     d = {.inbox = inbox, .inbox_bytes = sizeof(inbox), .view_count = 5};
+    uint64_t                offsets[5], sizes[5];
+    uint32_t                count = 99;
+    weft_ctl_buf_t          buf = {0};
+    weft_ctl_msg_t          msg;
+
+    ck_assert_uint_eq(weft_delta_inbox_layout(map, 5, 0, &puts), 1344 + 200);
+    ck_assert_uint_eq(puts.count, 3);
+    /* Each piece from the cache (src) to its place in the inbox (dst). */
+    ck_assert_uint_eq(ranges[0].src, 0);
+    ck_assert_uint_eq((uintptr_t)ranges[0].dst, 0);
+    ck_assert_uint_eq(ranges[1].src, 1024);
+    ck_assert_uint_eq((uintptr_t)ranges[1].dst, 1024);
+    ck_assert_uint_eq(ranges[2].src, 2048);
+    ck_assert_uint_eq((uintptr_t)ranges[2].dst, 1344);
+    ck_assert_uint_eq(map[1].offset, 0);
+    ck_assert_uint_eq(map[3].offset, 1344);
+
+    weft_wire_put_delta(&buf, 2, 1, map, 5);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    ck_assert_int_eq(weft_remote_delta_places(&d, offsets, sizes, &count), WEFT_OK);
+    ck_assert_uint_eq(count, puts.count);
+    for (uint32_t k = 0; k < count; k++) {
+        ck_assert_uint_eq(offsets[k], (uintptr_t)ranges[k].dst);
+        ck_assert_uint_eq(sizes[k], ranges[k].bytes);
+    }
+    weft_ctl_buf_free(&buf);
+    free(d.map);
+
+    /* Two entries that overlap: the map is refused. */
+    map[2].offset = 1300;
+    memset(&buf, 0, sizeof(buf));
+    weft_wire_put_delta(&buf, 2, 1, map, 5);
+    msg = (weft_ctl_msg_t){.type = WEFT_CTL_DELTA, .length = (uint32_t)buf.length, .payload = buf.data};
+    d.map = NULL;
+    ck_assert_int_eq(weft_remote_delta_on_map(&d, &msg), WEFT_OK);
+    ck_assert_int_eq(weft_remote_delta_places(&d, offsets, sizes, &count), WEFT_ERR_CORRUPT);
+    ck_assert_uint_eq(count, 0);
+    weft_ctl_buf_free(&buf);
+    free(d.map);
+}
+END_TEST
+
 static Suite *remote_delta_suite(void)
 {
     Suite *s = suite_create("remote_delta");
@@ -672,6 +738,7 @@ static Suite *remote_delta_suite(void)
     tcase_add_test(tc, the_checksum_of_rows_is_that_of_their_bytes);
     tcase_add_test(tc, the_server_cache_encodes_dense_tensors_between_puts);
     tcase_add_test(tc, the_server_cache_puts_w_bytes_once_for_wt_in_any_view_order);
+    tcase_add_test(tc, the_consumer_finds_the_servers_pieces_from_the_delta_alone);
     suite_add_tcase(s, tc);
     return s;
 }

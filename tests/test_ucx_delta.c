@@ -30,6 +30,16 @@
  *   into device views changed under the consumer, and forced, every
  *   tensor whole through the GPU paths. The bytes of device views are
  *   read back to be checked.
+ * - with a GPU and NCCL, the nccl transport (a GPU registry into device
+ *   views, the pieces of each delta sent by NCCL into the consumer's
+ *   inbox on its GPU): small deltas and a version whole, a WT patched by
+ *   its W's delta (its view first or not), a WT view changed under the
+ *   consumer and views changed three times in a row, a producer whose WT
+ *   is not its W's transpose, a new connection whole, and forced. The
+ *   consumer runs under an NCCL_HOSTID of its own, so one GPU serves both
+ *   ranks through NCCL's network transport. (The nccl server sends every
+ *   version to every consumer unasked: a consumer cannot skip one, so
+ *   the missed-version case is ucx's alone.)
  *
  * libweft reads its WEFT_* variables once per process, and this program
  * has read them before any case runs: the cases that need other values
@@ -198,6 +208,9 @@ typedef struct driven {
 
 /* Lanes on both sides (0: WEFT_UCX_LANES, one on a small machine). */
 static uint32_t lanes;
+/* Set by a case before it forks: the transport (nccl: a GPU registry,
+ * device views, the consumer under an NCCL host id of its own). */
+static weft_transport_t transport = WEFT_TRANSPORT_UCX;
 /* Set by a case before it forks: the server's registry on GPU 0, the
  * consumers' views on GPU 0. */
 static int gpu_registry, device_views;
@@ -256,7 +269,7 @@ static void server_main(int cmd_fd, int out_fd)
     const weft_ucx_server_params_t own = {.field_mask = WEFT_UCX_SERVER_FIELD_LANES, .lanes = lanes};
     weft_server_params_t           params = {
         .field_mask = WEFT_SERVER_FIELD_TIMEOUT | (lanes ? WEFT_SERVER_FIELD_TRANSPORT : 0),
-        .transport = WEFT_TRANSPORT_UCX, .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 5000000,
+        .transport = transport, .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 5000000,
         .transport_params = &own};
     weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS | WEFT_REGISTRY_FIELD_MEMORY,
                                  .checksums = 1, .memory = gpu_registry ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
@@ -336,7 +349,7 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
     weft_recv_view_t         views[TENSORS];
     weft_ucx_remote_params_t own = {.field_mask = WEFT_UCX_REMOTE_FIELD_LANES, .lanes = lanes};
     weft_remote_params_t     params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | (lanes ? WEFT_REMOTE_FIELD_TRANSPORT : 0),
-                                       .transport = WEFT_TRANSPORT_UCX, .server = addr, .token = TOKEN,
+                                       .transport = transport, .server = addr, .token = TOKEN,
                                        .name = padded ? "padded" : "contiguous", .timeout_us = 5000000,
                                        .transport_params = &own};
     weft_remote_h            remote;
@@ -344,6 +357,11 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
 
     CHILD_CHECK(seen != NULL && expected != NULL);
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    if (transport == WEFT_TRANSPORT_NCCL) {
+        /* Before NCCL starts here: another host to NCCL, even on the
+         * server's GPU (nccl_common.h, weft_nccl_host_id). */
+        CHILD_CHECK(setenv("NCCL_HOSTID", "weft-test-delta-consumer", 1) == 0);
+    }
     for (uint32_t k = 0; k < TENSORS; k++) {
         const uint32_t t = paired && wt_first ? k ^ 1 : k; /* view k is tensor t's */
 
@@ -769,6 +787,73 @@ START_TEST(host_registry_delta_onto_changed_device_views)
     delta_onto_changed_views_is_refused_and_comes_whole();
 }
 END_TEST
+
+/* nccl: a GPU registry into device views. */
+static void over_nccl(void)
+{
+    transport = WEFT_TRANSPORT_NCCL;
+    gpu_registry = device_views = 1;
+}
+
+START_TEST(nccl_consecutive_versions_go_as_small_deltas)
+{
+    over_nccl();
+    consecutive_versions_go_as_small_deltas();
+}
+END_TEST
+
+START_TEST(nccl_delta_onto_changed_views_is_refused_and_comes_whole)
+{
+    over_nccl();
+    delta_onto_changed_views_is_refused_and_comes_whole();
+}
+END_TEST
+
+START_TEST(nccl_wt_patched_by_w_delta)
+{
+    over_nccl();
+    wt_patched_by_w_delta();
+}
+END_TEST
+
+START_TEST(nccl_wt_view_before_its_w_view)
+{
+    over_nccl();
+    wt_first = 1;
+    wt_patched_by_w_delta();
+}
+END_TEST
+
+START_TEST(nccl_wt_not_transposed_goes_as_its_own_delta)
+{
+    over_nccl();
+    wt_not_transposed_goes_as_its_own_delta();
+}
+END_TEST
+
+/* A new connection holds nothing the server knows of: its first version
+ * whole, then deltas. */
+START_TEST(nccl_new_connection_comes_whole)
+{
+    driven_t s, a, b;
+    uint16_t port;
+
+    over_nccl();
+    set_rates(5);
+    s = start_server(&port);
+    a = start_consumer(port, 1);
+    publish_and_receive(&s, &a, 1, 2);
+    expect_deltas(&s, 1, 0, 2);
+    stop(&a);
+    b = start_consumer(port, 0);
+    receive(&b, 0, 2);
+    expect_deltas(&s, 1, 0, 3);
+    publish_and_receive(&s, &b, 3, 4);
+    expect_deltas(&s, 3, 0, 5);
+    stop(&b);
+    stop(&s);
+}
+END_TEST
 #endif
 
 /* The variable that makes this program register only the case it names,
@@ -814,6 +899,12 @@ END_TEST
 START_TEST(gpu_deltas_forced_every_tensor_whole)
 {
     run_with("with_deltas_forced_gpu", "force", "4M");
+}
+END_TEST
+
+START_TEST(nccl_deltas_forced_every_tensor_whole)
+{
+    run_with("with_deltas_forced_nccl", "force", "4M");
 }
 END_TEST
 #endif
@@ -873,6 +964,14 @@ START_TEST(with_deltas_forced_gpu)
     forced_deltas("tcp,self");
 }
 END_TEST
+
+/* The same over nccl. */
+START_TEST(with_deltas_forced_nccl)
+{
+    over_nccl();
+    forced_deltas("tcp,self");
+}
+END_TEST
 #endif
 
 static Suite *ucx_delta_suite(void)
@@ -902,6 +1001,8 @@ static Suite *ucx_delta_suite(void)
 #ifdef HAVE_CUDA
         } else if (strcmp(mode_case, "with_deltas_forced_gpu") == 0) {
             ADD(with_deltas_forced_gpu);
+        } else if (strcmp(mode_case, "with_deltas_forced_nccl") == 0) {
+            ADD(with_deltas_forced_nccl);
 #endif
         } else {
             ADD(with_deltas_forced_on_lanes);
@@ -925,6 +1026,19 @@ static Suite *ucx_delta_suite(void)
         ADD(gpu_registry_missed_version_into_host_views);
         ADD(host_registry_delta_onto_changed_device_views);
         ADD(gpu_deltas_forced_every_tensor_whole);
+        if (weft_backend_query(WEFT_BACKEND_NCCL, &info) == WEFT_OK && info.compiled) {
+            /* Bootstrap and socket traffic on loopback, unless told otherwise. */
+            setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+            ADD(nccl_consecutive_versions_go_as_small_deltas);
+            ADD(nccl_delta_onto_changed_views_is_refused_and_comes_whole);
+            ADD(nccl_wt_patched_by_w_delta);
+            ADD(nccl_wt_view_before_its_w_view);
+            ADD(nccl_wt_not_transposed_goes_as_its_own_delta);
+            ADD(nccl_new_connection_comes_whole);
+            ADD(nccl_deltas_forced_every_tensor_whole);
+        } else {
+            printf("test_ucx_delta: libweft was built without NCCL: the nccl cases are left out\n");
+        }
     } else {
         printf("test_ucx_delta: no GPU: the GPU registry and device view cases are left out\n");
     }

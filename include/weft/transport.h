@@ -301,7 +301,7 @@ typedef struct weft_server_stats {
      * of the version to every byte in place as the server knows it
      * (cuda_ipc: its copy completed; ucx, nccl: the consumer's ack). */
     uint64_t transfer_ns;
-    /* Delta versions (ucx; docs/protocol.md): of versions_sent, how many
+    /* Delta versions (ucx, nccl; docs/protocol.md): of versions_sent, how many
      * went as deltas, the bytes those deltas put on the wire (their whole
      * size is in bytes_sent), and how many deltas a consumer's check
      * refused, the version then sent whole. */

@@ -7,15 +7,22 @@
  *   WELCOME: empty.
  *   VIEWS:   blob the UUID of the consumer's GPU (16 bytes), blob its
  *            NCCL host id (weft_nccl_host_id; empty when unset; protocol
- *            2); the views (device addresses of the consumer).
+ *            2), u64 the bytes of its inbox for deltas (0: it takes none;
+ *            protocol 3); the views (device addresses of the consumer).
  *   READY:   u32 consumer id, u64 bytes per version, u64 ranges, blob the
  *            ncclUniqueId of the consumer's communicator (the server is
  *            rank 0), u64 window, then per range u64 destination address,
  *            u64 bytes, in the order of the server's plan.
  *   VERSION(v) comes before the bytes of v: both sides then post their
  *            groups; the consumer acks after its stream completed.
+ *   DELTA (wire.h), before VERSION(v): v comes as a delta; the pieces
+ *            are then the places of its entries in the consumer's inbox,
+ *            each once, in inbox order (remote_delta.h,
+ *            weft_remote_delta_places), not the ranges. The consumer
+ *            applies it and acks, or answers REDO(v): VERSION(v) then
+ *            comes again, and v whole.
  *
- * The schedule: the ranges in order, cut into pieces of at most `window`
+ * The schedule: the ranges (or a delta's pieces) in order, cut into pieces of at most `window`
  * bytes; a group holds at most WEFT_NCCL_GROUP_OPS pieces and `window`
  * bytes, and the next group is posted only once the one before completed
  * on its stream. Both sides compute it from the same sizes and window, so
@@ -34,7 +41,7 @@
 
 /* "NC" and the protocol's version: a ucx consumer is told it is another
  * transport. */
-#define WEFT_NCCL_PROTOCOL    0x4E430002u
+#define WEFT_NCCL_PROTOCOL    0x4E430003u
 #define WEFT_NCCL_GROUP_OPS   64u
 #define WEFT_NCCL_MIN_WINDOW  (UINT64_C(64) << 10)
 #define WEFT_NCCL_UUID_BYTES  16u

@@ -8,6 +8,13 @@
  * a stream of that GPU, and the version is acknowledged and returned only
  * once that stream completed.
  *
+ * Views also get an inbox on their GPU (remote/remote_delta.h): a server
+ * that sends deltas sends, after a DELTA, the delta of each tensor from
+ * the version the views hold into the inbox instead of the ranges; it is
+ * applied on the GPU and checked before the version is acknowledged. A
+ * delta that does not check out is answered with REDO, and the version
+ * comes again whole.
+ *
  * A server that dies or whose link fails is seen by polling the
  * communicator (ncclCommGetAsyncError: network transports report it) and
  * the bootstrap connection (its close: P2P and shared-memory transports
@@ -22,6 +29,7 @@
 #include "common/time_util.h"
 #include "nccl_common.h"
 #include "transport/remote/remote.h"
+#include "transport/remote/remote_delta.h"
 #include "transport/core/desc.h"
 #include "transport/core/view_memory.h"
 
@@ -43,7 +51,10 @@ struct nccl_remote {
     uint32_t         consumer;   /* the server's registry consumer id */
     uint64_t         bytes;      /* per version */
     uint64_t        *sizes, *dst; /* the ranges, in the server's order */
+    uint64_t         range_count;
     weft_nccl_xfer_t xfer;
+    weft_remote_delta_t delta;      /* its inbox; delta.inbox NULL: every version whole */
+    uint64_t        *place_offsets, *place_sizes; /* a delta's pieces, one per view at most */
 };
 
 /* The GPU of every view; views must be device memory of one GPU. */
@@ -103,8 +114,8 @@ static weft_status_t parse_ready(struct nccl_remote *r, const weft_ctl_msg_t *ms
         }
     }
     free(spans);
-    r->xfer = (weft_nccl_xfer_t){.send = 0, .sizes = r->sizes, .offsets = r->dst,
-                                 .count = range_count, .window = window, .base = 0};
+    r->range_count = range_count;
+    r->xfer = (weft_nccl_xfer_t){.send = 0, .window = window};
     return status;
 }
 
@@ -124,6 +135,7 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
     }
     weft_ctl_put_blob(&buf, uuid, sizeof(uuid));
     weft_ctl_put_blob(&buf, host_id, host_id_length);
+    weft_ctl_put_u64(&buf, r->delta.inbox != NULL ? r->delta.inbox_bytes : 0);
     weft_wire_put_views(&buf, views, count);
     status = weft_remote_base_views(&r->base, &buf, deadline, &msg);
     weft_ctl_buf_free(&buf);
@@ -210,6 +222,9 @@ static void remote_free(struct nccl_remote *r)
         }
         (void)WEFT_CUDA_CHECK(cudaStreamDestroy(r->stream));
     }
+    weft_remote_delta_fini(&r->delta);
+    free(r->place_offsets);
+    free(r->place_sizes);
     free(r->sizes);
     free(r->dst);
     free(r);
@@ -247,7 +262,16 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
         free(r);
         return status;
     }
-    status = weft_remote_base_connect(&r->base, deadline);
+    /* An inbox on the views' GPU, where NCCL receives a delta's pieces. */
+    status = weft_remote_delta_init(&r->delta, views, (uint32_t)count, r->device, WEFT_MEMORY_CUDA);
+    if (status == WEFT_OK && r->delta.inbox != NULL) {
+        r->place_offsets = calloc(count + 1, sizeof(*r->place_offsets));
+        r->place_sizes = calloc(count + 1, sizeof(*r->place_sizes));
+        status = r->place_offsets != NULL && r->place_sizes != NULL ? WEFT_OK : WEFT_ERR_NO_MEMORY;
+    }
+    if (status == WEFT_OK) {
+        status = weft_remote_base_connect(&r->base, deadline);
+    }
     if (status == WEFT_OK) {
         weft_ctl_msg_t welcome;
 
@@ -279,29 +303,85 @@ static weft_status_t nccl_remote_connect(const weft_remote_params_t *p,
     r->xfer.stream = r->stream;
     weft_cuda_leave(r->device, saved);
     weft_log_info("remote: connected to %s as consumer %u (nccl, GPU %d), %" PRIu64
-                  " bytes per version in %" PRIu64 " ranges",
-                  p->server, r->consumer, r->device, r->bytes, r->xfer.count);
+                  " bytes per version in %" PRIu64 " ranges, deltas into an inbox of %" PRIu64 " bytes",
+                  p->server, r->consumer, r->device, r->bytes, r->range_count,
+                  r->delta.inbox != NULL ? r->delta.inbox_bytes : 0);
     *out = r;
     return WEFT_OK;
 }
 
-/* Receives version v, announced: every range, then the ack. */
-static weft_status_t receive_version(struct nccl_remote *r, uint64_t v)
+/* What the transfer of v receives: a delta's pieces into the inbox when
+ * its DELTA came, else every range into the views. */
+static weft_status_t plan_transfer(struct nccl_remote *r, uint64_t v, int *delta)
 {
+    uint32_t      places;
     weft_status_t status;
 
+    *delta = r->delta.map != NULL && r->delta.map_version == v;
+    if (!*delta) {
+        weft_remote_delta_forget(&r->delta); /* the views change from here */
+        r->xfer.sizes = r->sizes;
+        r->xfer.offsets = r->dst;
+        r->xfer.count = r->range_count;
+        r->xfer.base = 0;
+        return WEFT_OK;
+    }
+    status = weft_remote_delta_places(&r->delta, r->place_offsets, r->place_sizes, &places);
+    if (status != WEFT_OK) {
+        weft_log_error("remote: a malformed DELTA from %s", r->base.server);
+        return status;
+    }
+    r->xfer.sizes = r->place_sizes;
+    r->xfer.offsets = r->place_offsets;
+    r->xfer.count = places;
+    r->xfer.base = (uint64_t)(uintptr_t)r->delta.inbox;
+    return WEFT_OK;
+}
+
+/*
+ * Receives version v, announced: every range (or its delta's pieces,
+ * applied then), checked and acknowledged. *redone: its delta did not
+ * check out, REDO was sent, and v comes again whole.
+ */
+static weft_status_t receive_version(struct nccl_remote *r, uint64_t v, int *redone)
+{
+    int           delta, applied;
+    weft_status_t status = plan_transfer(r, v, &delta);
+
+    *redone = 0;
+    if (status != WEFT_OK) {
+        return status;
+    }
     weft_nccl_xfer_start(&r->xfer);
     status = drive(r, 1, weft_deadline_ns(weft_time_ns(), r->timeout_us));
     if (status != WEFT_OK) {
         weft_log_error("remote: version %" PRIu64 " from %s failed after %" PRIu64 " groups: %s",
                        v, r->base.server, r->xfer.groups, weft_status_string(status));
+        weft_remote_delta_forget(&r->delta);
         return status;
     }
-    /* Our stream completed: every byte of v is in the views, checked
-     * against the server's sums (WEFT_VERIFY; the views' GPU is current),
-     * then acknowledged. */
+    /* Our stream completed: every byte of v (or of its delta) is here. A
+     * delta goes into the views on the GPU, each patched view checked
+     * (against the VERSION's sum without a second reading). */
+    if (delta) {
+        status = weft_remote_delta_apply(&r->delta, v, &applied);
+        if (status == WEFT_OK) {
+            status = weft_remote_delta_vouch(&r->delta, &r->base.sums);
+        }
+        if (status != WEFT_OK) {
+            weft_remote_delta_forget(&r->delta);
+            *redone = 1;
+            return weft_remote_delta_redo(&r->delta, &r->base, v);
+        }
+    }
+    /* Checked against the server's sums (WEFT_VERIFY; the views' GPU is
+     * current), then acknowledged: the base of the next delta. */
     status = weft_remote_base_check(&r->base, v);
-    return status == WEFT_OK ? weft_remote_base_ack(&r->base, v) : status;
+    if (status == WEFT_OK) {
+        status = weft_remote_base_ack(&r->base, v);
+    }
+    r->delta.holds = status == WEFT_OK ? v : 0;
+    return status;
 }
 
 static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
@@ -321,19 +401,33 @@ static weft_status_t nccl_remote_receive(void *remote, uint64_t after_version,
     }
     deadline = weft_deadline_ns(weft_time_ns(), timeout_us);
     for (;;) {
-        uint64_t v;
+        const uint32_t extra = r->delta.inbox != NULL ? WEFT_CTL_TYPE_BIT(WEFT_CTL_DELTA) : 0;
+        weft_ctl_msg_t msg;
+        uint64_t       v;
+        int            redone = 0;
 
         if (weft_remote_base_wait_readable(&r->base, deadline) != WEFT_OK) {
             status = WEFT_ERR_TIMEOUT;
             break;
         }
-        status = weft_remote_base_notice(&r->base, &v, 0, NULL);
-        if (status == WEFT_OK) {
-            status = receive_version(r, v);
+        status = weft_remote_base_notice(&r->base, &v, extra, &msg);
+        if (status == WEFT_INPROGRESS) {
+            /* A DELTA: its VERSION follows. */
+            status = weft_remote_delta_on_map(&r->delta, &msg);
+            free(msg.payload);
+            if (status == WEFT_OK) {
+                continue;
+            }
+            weft_log_error("remote: a malformed DELTA from %s", r->base.server);
+        } else if (status == WEFT_OK) {
+            status = receive_version(r, v, &redone);
         }
         if (status != WEFT_OK) {
             disconnect(r);
             break;
+        }
+        if (redone) {
+            continue; /* v comes again, whole */
         }
         if (v > after_version) {
             *version = v;

@@ -29,10 +29,9 @@
 #include "common/cuda_util.h"
 #include "common/log.h"
 #include "common/time_util.h"
-#include "nccl_common.h"
+#include "nccl_server.h"
 #include "transport/plan/plan.h"
 #include "transport/core/desc.h"
-#include "transport/server/server.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -44,45 +43,12 @@
 #define DEFAULT_WINDOW_BYTES (UINT64_C(64) << 20)
 #define SHUTDOWN_SPINS       200000 /* looks at aborted streams before giving up */
 
-typedef enum peer_state {
-    PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
-    PEER_INIT,    /* READY sent; its communicator is being made */
-    PEER_READY,   /* idle, gets the next version */
-    PEER_SENDING, /* VERSION sent, groups in flight */
-    PEER_ACKING,  /* every send completed, waiting for ACK */
-    PEER_CLOSING  /* dropped; waiting for its stream to be idle */
-} peer_state_t;
-
-typedef struct peer {
-    weft_server_peer_t   base; /* connection, plan, registry record, lease */
-    struct nccl_server *server;
-    peer_state_t        state;
-    ncclComm_t          comm;
-    cudaStream_t        stream;
-    uint64_t           *sizes, *offsets; /* of the plan's ranges */
-    weft_nccl_xfer_t    xfer;
-    uint64_t            early_ack; /* ACK(v) read before our stream completed */
-} peer_t;
-
-struct nccl_server {
-    weft_server_base_t base; /* socket, token, timeout, window, thread, stats */
-    int          device;
-    uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
-    char         host_id[WEFT_NCCL_HOST_ID_MAX + 1]; /* our NCCL_HOSTID, "" when unset */
-};
-
 static const weft_plan_ops_t remote_plan_ops = {
     .name       = "nccl",
     .src_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     .dst_memory = WEFT_MEMORY_BIT(WEFT_MEMORY_CUDA),
     .post       = weft_server_remote_post,
 };
-
-/* The peer table (weft_server_base_t) holds our peers. */
-static peer_t *peer_at(const struct nccl_server *s, uint32_t i)
-{
-    return (peer_t *)s->base.peers[i];
-}
 
 /* ------------------------------------------------------------ dropping */
 
@@ -106,6 +72,7 @@ static void peer_free(peer_t *p)
     }
     free(p->sizes);
     free(p->offsets);
+    weft_nccl_delta_peer_fini(p);
     weft_server_peer_fini(&p->base);
     free(p);
 }
@@ -153,8 +120,7 @@ static weft_status_t build_schedule(peer_t *p)
         p->sizes[i] = list->ranges[i].bytes;
         p->offsets[i] = list->ranges[i].src;
     }
-    p->xfer = (weft_nccl_xfer_t){.send = 1, .sizes = p->sizes, .offsets = p->offsets,
-                                 .count = list->count, .window = p->server->base.window};
+    p->xfer = (weft_nccl_xfer_t){.send = 1, .window = p->server->base.window};
     return WEFT_OK;
 }
 
@@ -166,6 +132,7 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     weft_recv_view_t   *views = NULL;
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     uint32_t            view_count = 0, uuid_length, host_id_length;
+    uint64_t            inbox_bytes;
     const void         *uuid, *host_id;
     ncclUniqueId        id;
     weft_ctl_buf_t      tail = {0};
@@ -173,6 +140,7 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
 
     uuid = weft_ctl_get_blob(&cur, &uuid_length);
     host_id = weft_ctl_get_blob(&cur, &host_id_length);
+    inbox_bytes = weft_ctl_get_u64(&cur);
     if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES || host_id_length > WEFT_NCCL_HOST_ID_MAX) {
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_CORRUPT, "malformed views");
         return WEFT_ERR_CORRUPT;
@@ -200,6 +168,10 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
         return status;
     }
     status = build_schedule(p);
+    /* An inbox: room for a delta's entries, one per view. */
+    if (status == WEFT_OK && inbox_bytes != 0 && s->delta_mode != WEFT_DELTA_OFF) {
+        status = weft_nccl_delta_peer_init(p, inbox_bytes);
+    }
     if (status == WEFT_OK) {
         status = WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
     }
@@ -236,29 +208,69 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
 
 /* ------------------------------------------------------------ versions */
 
-/* Records the ack of the version in flight; our sends must be done. */
+static void start_transfer(peer_t *p, int delta);
+
+/* The version in flight goes again, whole: its delta did not check out. */
+static void on_redo(peer_t *p, const weft_ctl_msg_t *msg)
+{
+    uint32_t flags;
+
+    if (!p->delta || weft_server_base_redo(&p->base, msg, &flags) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
+        return;
+    }
+    if ((flags & 1u) != 0) {
+        /* A WT patched by its W's delta did not check out: an engine
+         * wrote into that view, or the producer's WT is not its W's
+         * transpose; the second would fail every version. */
+        weft_delta_cache_unpair(&p->server->delta, p->base.name);
+    }
+    if (++p->redos >= WEFT_DELTA_REDOS_MAX) {
+        weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes "
+                      "to it whole from here",
+                      p->base.name, p->redos);
+        p->inbox_bytes = 0;
+    }
+    p->base.deadline = weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us);
+    start_transfer(p, 0);
+}
+
+/* The consumer's answer to the version in flight, our sends done: its
+ * ack (it holds the version now: the base of its next delta) or, after a
+ * delta, its REDO. */
 static void finish_version(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
+    const int delta = p->delta;
+
+    if (msg->type == WEFT_CTL_REDO) {
+        on_redo(p, msg);
+        return;
+    }
+    if ((delta ? weft_server_base_ack_delta(&p->base, msg, p->delta_bytes) : weft_server_base_ack(&p->base, msg)) !=
+        WEFT_OK) {
         peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         return;
     }
+    p->delta = 0;
+    p->holds = p->base.acked;
+    p->redos = delta ? 0 : p->redos;
     p->state = PEER_READY;
 }
 
-static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
+static void on_answer(peer_t *p, const weft_ctl_msg_t *msg)
 {
     if (p->state == PEER_SENDING) {
-        weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
-        uint64_t           v = weft_ctl_get_u64(&cur);
-
-        /* Its receives completed before our stream told us: keep the ack
-         * until our sends are done too (the slot is read until then). */
-        if (msg->type != WEFT_CTL_ACK || cur.failed || v != p->base.version) {
+        /* It received every byte before our stream told us: keep its
+         * answer until our sends are done too (the slot or the delta's
+         * copy is read until then). */
+        if ((msg->type != WEFT_CTL_ACK && msg->type != WEFT_CTL_REDO) || p->early != 0 ||
+            msg->length > sizeof(p->early_payload)) {
             peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
             return;
         }
-        p->early_ack = v;
+        memcpy(p->early_payload, msg->payload, msg->length);
+        p->early_msg = (weft_ctl_msg_t){.type = msg->type, .length = msg->length, .payload = p->early_payload};
+        p->early = msg->type;
         return;
     }
     finish_version(p, msg);
@@ -298,12 +310,9 @@ static void peer_advance(peer_t *p)
         weft_log_debug("server: consumer \"%s\": version %" PRIu64 " sent in %" PRIu64 " groups",
                        p->base.name, p->base.version, p->xfer.groups);
         p->state = PEER_ACKING;
-        if (p->early_ack != 0) {
-            weft_ctl_msg_t ack = {.type = WEFT_CTL_ACK, .length = sizeof(p->early_ack),
-                                   .payload = (uint8_t *)&p->early_ack};
-
-            finish_version(p, &ack);
-            p->early_ack = 0;
+        if (p->early != 0) {
+            p->early = 0;
+            finish_version(p, &p->early_msg);
         }
         return;
     }
@@ -316,13 +325,14 @@ static void peer_advance(peer_t *p)
     }
 }
 
-/* A message from a consumer past its handshake: only an ack is expected. */
+/* A message from a consumer past its handshake: only an answer to the
+ * version in flight is expected. */
 static void peer_message(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
     peer_t *p = (peer_t *)base;
 
     if (p->state == PEER_SENDING || p->state == PEER_ACKING) {
-        on_ack(p, msg);
+        on_answer(p, msg);
     } else {
         peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
     }
@@ -333,37 +343,76 @@ static int peer_idle(const weft_server_peer_t *base)
     return ((const peer_t *)base)->state == PEER_READY;
 }
 
-/* Starts sending the latest version to a ready consumer that lacks it. */
-static void peer_start(weft_server_peer_t *base, uint64_t latest)
+/* The delta's map, for the consumer to receive the pieces into its
+ * inbox. 0 when the consumer was dropped. */
+static int send_delta_map(peer_t *p)
 {
-    peer_t        *p = (peer_t *)base;
-    const uint8_t *arena;
+    weft_ctl_buf_t buf = {0};
     weft_status_t  status;
 
-    if (p->state != PEER_READY || !weft_server_base_lease_next(&p->base, latest)) {
-        return;
-    }
-    /* The slot's arena on this GPU (the producer's own allocation, or
-     * mapped through CUDA IPC into this device's context). */
-    status = weft_plan_slot_base(p->base.plan, &p->base.lease, &arena);
+    weft_wire_put_delta(&buf, p->base.version, p->holds, p->delta_map, p->base.plan->view_count);
+    status = weft_server_base_send(&p->base, WEFT_CTL_DELTA, &buf);
+    weft_ctl_buf_free(&buf);
     if (status != WEFT_OK) {
-        p->state = PEER_SENDING; /* recorded as a failure of this version */
-        peer_drop(p, status, "the version cannot be read here");
+        peer_drop(p, WEFT_ERR_CONNECTION, "the delta's map was not sent");
+        return 0;
+    }
+    return 1;
+}
+
+/*
+ * The leased version's transfer begins, as a delta (p->xfer set by
+ * weft_nccl_peer_delta) or whole from the slot's arena: the DELTA, the
+ * notice, then both sides post their groups.
+ */
+static void start_transfer(peer_t *p, int delta)
+{
+    const weft_range_list_t *list = &p->base.plan->ranges;
+    const uint8_t           *arena;
+    weft_status_t            status;
+
+    p->state = PEER_SENDING; /* from here a failure is recorded for this version */
+    p->early = 0;
+    p->delta = delta;
+    if (!delta) {
+        /* The slot's arena on this GPU (the producer's own allocation,
+         * or mapped through CUDA IPC into this device's context). */
+        status = weft_plan_slot_base(p->base.plan, &p->base.lease, &arena);
+        if (status != WEFT_OK) {
+            peer_drop(p, status, "the version cannot be read here");
+            return;
+        }
+        p->holds = 0; /* its views change from here */
+        p->xfer.sizes = p->sizes;
+        p->xfer.offsets = p->offsets;
+        p->xfer.count = list->count;
+        p->xfer.base = (uint64_t)(uintptr_t)arena;
+    } else if (!send_delta_map(p)) {
         return;
     }
-    /* The consumer learns which version comes, then both sides post. */
     if (weft_server_base_send_version(&p->base,
                            weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) != WEFT_OK) {
-        p->state = PEER_SENDING; /* recorded as a failure of this version */
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
         return;
     }
-    p->state = PEER_SENDING;
-    p->early_ack = 0;
-    p->xfer.base = (uint64_t)(uintptr_t)arena;
     weft_nccl_xfer_start(&p->xfer);
-    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u",
-                   p->base.name, p->base.version, p->base.lease.slot);
+    weft_log_debug("server: consumer \"%s\": sending version %" PRIu64 " from slot %u%s", p->base.name,
+                   p->base.version, p->base.lease.slot, delta ? " as a delta" : "");
+}
+
+/* Starts sending the latest version to a ready consumer that lacks it. */
+static void peer_start(weft_server_peer_t *base, uint64_t latest)
+{
+    peer_t *p = (peer_t *)base;
+
+    if (p->state != PEER_READY || p->base.acked >= latest) {
+        return;
+    }
+    /* Its delta to the latest is being made: it waits for it. */
+    if (weft_nccl_delta_coming(p, latest) || !weft_server_base_lease_next(&p->base, latest)) {
+        return;
+    }
+    start_transfer(p, weft_nccl_peer_delta(p));
 }
 
 /* A consumer just accepted: it says hello first. */
@@ -408,13 +457,13 @@ static void *server_main(void *arg)
     }
     while (!atomic_load(&s->base.stop)) {
         uint32_t          n, ready = 0;
-        uint64_t          after = UINT64_MAX;
+        uint64_t          after = UINT64_MAX, latest;
         weft_server_base_wait_t wait = s->base.peer_count > 0 ? WEFT_SERVER_VERSION : WEFT_SERVER_SOCKETS;
 
         /* Communicators being made and transfers in flight are polled;
          * with every consumer ready, the next version is waited for. */
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
-            const peer_t *p = peer_at(s, i);
+            const peer_t *p = nccl_peer_at(s, i);
 
             if (p->state == PEER_INIT || p->state == PEER_SENDING || p->state == PEER_CLOSING) {
                 wait = WEFT_SERVER_BUSY;
@@ -423,16 +472,21 @@ static void *server_main(void *arg)
             }
             after = p->base.acked < after ? p->base.acked : after;
         }
+        if (weft_nccl_delta_busy(s)) {
+            wait = WEFT_SERVER_BUSY; /* the encode goes on between turns */
+        }
         n = weft_server_base_poll_fds(&s->base, fds);
         weft_server_base_sleep(&s->base, fds, n, wait, after);
         weft_server_base_poll_events(&s->base, fds, n);
-        weft_server_base_start_versions(&s->base, weft_server_base_latest(&s->base));
+        latest = weft_server_base_latest(&s->base);
+        weft_nccl_delta_refresh(s, latest);
+        weft_server_base_start_versions(&s->base, latest);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
-            peer_advance(peer_at(s, i));
+            peer_advance(nccl_peer_at(s, i));
         }
         weft_server_base_reap(&s->base);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
-            peer_state_t st = peer_at(s, i)->state;
+            peer_state_t st = nccl_peer_at(s, i)->state;
             ready += st == PEER_READY || st == PEER_SENDING || st == PEER_ACKING;
         }
         weft_server_base_set_consumers(&s->base, ready);
@@ -440,7 +494,7 @@ static void *server_main(void *arg)
     /* Shutting down: drop everyone (aborting their communicators), then
      * release the leases once their streams are idle. */
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
-        peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
+        peer_drop(nccl_peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
     }
     for (int spins = 0; spins < SHUTDOWN_SPINS && s->base.peer_count > 0; spins++) {
         weft_server_base_reap(&s->base);
@@ -451,9 +505,10 @@ static void *server_main(void *arg)
     }
     /* Freed here, on the streams' device. */
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
-        peer_free(peer_at(s, i));
+        peer_free(nccl_peer_at(s, i));
     }
     s->base.peer_count = 0;
+    weft_nccl_delta_free(s);
     free(fds);
     return NULL;
 }
@@ -470,9 +525,10 @@ static void server_free(struct nccl_server *s)
 static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                         void **out)
 {
-    struct nccl_server *s;
-    weft_status_t       status;
-    const char         *why;
+    struct nccl_server    *s;
+    weft_registry_stats_t rs;
+    weft_status_t         status;
+    const char           *why;
 
     if (weft_nccl_api_load(&why) != WEFT_OK) {
         weft_log_error("server: NCCL could not be loaded (libweft was built with it; this host lacks it?): %s", why);
@@ -483,10 +539,15 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
         return WEFT_ERR_NO_MEMORY;
     }
     weft_server_base_init(&s->base, reg, params, WEFT_NCCL_PROTOCOL, DEFAULT_WINDOW_BYTES, &peer_ops);
+    s->delta_mode = weft_delta_mode();
     if (s->base.window < WEFT_NCCL_MIN_WINDOW) {
         s->base.window = WEFT_NCCL_MIN_WINDOW;
     }
     status = weft_server_gpu_registry(reg, "nccl", "use ucx", &s->device);
+    if (status == WEFT_OK) {
+        status = weft_registry_get_stats(reg, &rs);
+        s->slot_bytes = rs.slot_bytes;
+    }
     if (status == WEFT_OK) {
         status = weft_nccl_device_uuid(s->device, s->uuid);
     }

@@ -347,3 +347,75 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
     d->holds = status == WEFT_OK ? version : 0;
     return status;
 }
+
+/* An entry's place in the inbox, sorted by. */
+typedef struct place {
+    uint64_t offset, bytes;
+    uint32_t view;
+} place_t;
+
+static int by_offset(const void *a, const void *b)
+{
+    const uint64_t x = ((const place_t *)a)->offset, y = ((const place_t *)b)->offset;
+
+    return x < y ? -1 : x > y;
+}
+
+weft_status_t weft_remote_delta_places(const weft_remote_delta_t *d, uint64_t *offsets, uint64_t *sizes,
+                                       uint32_t *count)
+{
+    place_t *places;
+    uint32_t n = 0;
+    uint64_t end = 0;
+
+    *count = 0;
+    if (d->map == NULL) {
+        return WEFT_ERR_CORRUPT;
+    }
+    places = calloc(d->map_count + 1, sizeof(*places));
+    if (places == NULL) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < d->map_count; i++) {
+        if (d->map[i].bytes != 0) {
+            places[n++] = (place_t){.offset = d->map[i].offset, .bytes = d->map[i].bytes, .view = i};
+        }
+    }
+    qsort(places, n, sizeof(*places), by_offset);
+    for (uint32_t k = 0; k < n; k++) {
+        const place_t *e = &places[k];
+
+        if (*count > 0 && e->offset == offsets[*count - 1] && e->bytes == sizes[*count - 1]) {
+            continue; /* a WT's at its W's place */
+        }
+        if (*count > 0 && e->offset < end) {
+            weft_log_error("remote: a DELTA whose entries overlap in the inbox (view %u)", e->view);
+            free(places);
+            *count = 0;
+            return WEFT_ERR_CORRUPT;
+        }
+        offsets[*count] = e->offset;
+        sizes[*count] = e->bytes;
+        end = e->offset + e->bytes;
+        (*count)++;
+    }
+    free(places);
+    return WEFT_OK;
+}
+
+weft_status_t weft_remote_delta_redo(const weft_remote_delta_t *d, weft_remote_base_t *base, uint64_t v)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    weft_log_warn("remote: version %" PRIu64 " from %s did not check out after its delta; asking for it whole", v,
+                  base->server);
+    weft_ctl_put_u64(&buf, v);
+    weft_ctl_put_u32(&buf, d->failed_transposed ? 1u : 0u);
+    status = weft_remote_base_send(base, WEFT_CTL_REDO, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_remote_base_disconnect(base);
+    }
+    return status;
+}

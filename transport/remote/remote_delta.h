@@ -14,6 +14,7 @@
 #define WEFT_TRANSPORT_REMOTE_REMOTE_DELTA_H
 
 #include "transport/ctl/wire.h"
+#include "transport/remote/remote.h"
 
 #include <stdint.h>
 #include <weft/delta.h>
@@ -92,6 +93,26 @@ weft_status_t weft_remote_delta_apply(weft_remote_delta_t *d, uint64_t version, 
  * it. Nothing to do when no apply ran.
  */
 weft_status_t weft_remote_delta_vouch(const weft_remote_delta_t *d, weft_wire_sums_t *sums);
+
+/*
+ * Where the DELTA of the version in flight lies in the inbox, for a
+ * transport whose server sends the pieces one after the other (nccl):
+ * each place with bytes once (a WT patched by its W's delta lies at its
+ * W's place), in inbox order, the order the server lays them out in
+ * (server/delta_cache.h, weft_delta_inbox_layout). offsets[] and sizes[]
+ * have room for view_count; *count says how many. WEFT_ERR_CORRUPT
+ * (logged) for no DELTA or places that overlap.
+ */
+weft_status_t weft_remote_delta_places(const weft_remote_delta_t *d, uint64_t *offsets, uint64_t *sizes,
+                                       uint32_t *count);
+
+/*
+ * Asks for v whole after its delta did not check out: REDO(v, flags),
+ * bit 0 of flags when it failed at a WT patched by its W's delta (the
+ * server then stops pairing). WEFT_ERR_CONNECTION when it could not be
+ * sent (the connection is closed then: connect again).
+ */
+weft_status_t weft_remote_delta_redo(const weft_remote_delta_t *d, weft_remote_base_t *base, uint64_t v);
 
 /* The views' bytes are no longer a version this consumer vouches for (the
  * server began to write one whole, or a transfer failed). */

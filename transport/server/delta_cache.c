@@ -17,6 +17,7 @@
 
 #define CACHE_ALIGN 4096u
 #define ENTRY_ALIGN WEFT_DELTA_ENTRY_ALIGN
+#define BUF_MIN     (UINT64_C(1) << 20) /* weft_delta_cache_capacity's least */
 
 /* A GPU encode's steps: no batch in flight, a batch being encoded, its
  * deltas (or tensors whole) coming into the buffer. */
@@ -519,4 +520,63 @@ int weft_delta_cache_entries(weft_delta_cache_t *c, uint64_t holds, uint64_t ver
     *which = c->current;
     *bytes = sum;
     return sum <= room && (c->mode == WEFT_DELTA_FORCE || sum < whole);
+}
+
+uint64_t weft_delta_cache_capacity(weft_registry_h reg, weft_delta_mode_t mode, uint64_t slot_bytes)
+{
+    uint32_t tensors = 0;
+
+    if (mode == WEFT_DELTA_FORCE && weft_registry_tensor_count(reg, &tensors) == WEFT_OK) {
+        return slot_bytes + (uint64_t)tensors * ENTRY_ALIGN;
+    }
+    return slot_bytes / 16 > BUF_MIN ? slot_bytes / 16 : BUF_MIN;
+}
+
+void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, int takers, unsigned reading, uint64_t latest,
+                           uint64_t budget_ns, int (*make)(void *arg), void *arg)
+{
+    weft_status_t status;
+
+    if (takers == 0) {
+        if (*made) {
+            weft_delta_cache_forget(c);
+        }
+        return;
+    }
+    if (!*made && !make(arg)) {
+        return;
+    }
+    status = weft_delta_cache_update(c, latest, reading, budget_ns);
+    if (status != WEFT_OK) {
+        weft_log_warn("server: the delta of the latest version was not made (%s): it goes whole",
+                      weft_status_string(status));
+    }
+}
+
+uint64_t weft_delta_inbox_layout(weft_wire_delta_entry_t *map, uint32_t count, uint64_t inbox_base,
+                                 weft_range_list_t *puts)
+{
+    uint64_t at = 0;
+
+    puts->count = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        weft_wire_delta_entry_t *e = &map[i];
+
+        if (e->shares) {
+            continue; /* below, once its W's place is known */
+        }
+        at = align_up(at, ENTRY_ALIGN);
+        if (e->bytes != 0) {
+            puts->ranges[puts->count++] = (weft_copy_range_t){
+                .src = e->offset, .dst = (uint8_t *)(uintptr_t)(inbox_base + at), .bytes = e->bytes, .view = i};
+        }
+        e->offset = at; /* from here: where it lies in the inbox */
+        at += e->bytes;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (map[i].shares) {
+            map[i].offset = map[map[i].shared_view].offset; /* W's delta, put once */
+        }
+    }
+    return at;
 }

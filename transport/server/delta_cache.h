@@ -44,6 +44,11 @@
 /* Entries start on this boundary, in the cache and in a consumer's inbox. */
 #define WEFT_DELTA_ENTRY_ALIGN 64u
 
+/* REDOs in a row after which a consumer gets every version whole: its
+ * views keep failing the check (an engine writing into them), where
+ * each delta would cost an encode, the delta and the version whole. */
+#define WEFT_DELTA_REDOS_MAX 3u
+
 typedef struct weft_delta_buf {
     uint8_t                 *data;     /* capacity bytes, page aligned */
     uint64_t                 used;
@@ -109,6 +114,27 @@ weft_status_t weft_delta_cache_init(weft_delta_cache_t *c, weft_registry_h reg, 
 void weft_delta_cache_fini(weft_delta_cache_t *c);
 
 /*
+ * The capacity of each buffer for a registry of versions of slot_bytes:
+ * a sixteenth of a version (a delta any larger is more than a consumer's
+ * default inbox; RL steps make 0.4-3 %), at least 1 MiB; with
+ * WEFT_DELTA=force, a whole version and its entries' alignment.
+ */
+uint64_t weft_delta_cache_capacity(weft_registry_h reg, weft_delta_mode_t mode, uint64_t slot_bytes);
+
+/*
+ * One turn of a server's thread for its delta cache, at `latest`:
+ * takers, how many consumers take deltas now; reading, which buffers
+ * their transfers still read (bits, as for weft_delta_cache_update).
+ * Without takers the cache lets go of its leases (the producer's slots
+ * back). Otherwise the cache is made the first time (*made; make(arg)
+ * does it, the transport's memory with it, and says 0 when it could not:
+ * deltas are then off, the transport's business) and encodes for at
+ * most budget_ns. A failed encode is logged: that version goes whole.
+ */
+void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, int takers, unsigned reading, uint64_t latest,
+                           uint64_t budget_ns, int (*make)(void *arg), void *arg);
+
+/*
  * Moves the cache towards the latest version `latest`: the first time,
  * leases it as the base; when a newer one is published, starts encoding
  * base → latest into the buffer that is not current, unless bit i of
@@ -154,6 +180,17 @@ void weft_delta_cache_forget(weft_delta_cache_t *c);
  * views (before or after it) is marked shares, shared_view that view,
  * and not counted: its bytes are W's, put once.
  */
+/*
+ * Lays a consumer's entries (map[0 .. count), from weft_delta_cache_entries)
+ * out in its inbox, in view order, each on WEFT_DELTA_ENTRY_ALIGN: every
+ * entry's offset becomes its place in the inbox (a shared entry's, its
+ * W's), and each one not shared with bytes to send is one range of puts
+ * (src: its offset in the cache's buffer; dst: inbox_base plus its place;
+ * puts has room for count). Returns the bytes the inbox holds then.
+ */
+uint64_t weft_delta_inbox_layout(weft_wire_delta_entry_t *map, uint32_t count, uint64_t inbox_base,
+                                 weft_range_list_t *puts);
+
 int weft_delta_cache_entries(weft_delta_cache_t *c, uint64_t holds, uint64_t version,
                              const weft_plan_view_t *views, uint32_t count, uint64_t whole, uint64_t room,
                              int *which, weft_wire_delta_entry_t *out, uint64_t *bytes);

@@ -315,7 +315,8 @@ void weft_server_base_release(weft_server_peer_t *p)
     }
 }
 
-weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
+/* delta: the version went as a delta of delta_bytes. */
+static weft_status_t ack_counted(weft_server_peer_t *p, const weft_ctl_msg_t *msg, int delta, uint64_t delta_bytes)
 {
     weft_server_base_t      *s = p->server;
     weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
@@ -324,7 +325,12 @@ weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *
     if (msg->type != WEFT_CTL_ACK || cur.failed || v != p->version) {
         return WEFT_ERR_CORRUPT;
     }
-    /* Counted before it is recorded: whoever waits on the record sees it. */
+    /* Counted before it is recorded: whoever waits on the record
+     * (weft_registry_wait_consumers) then sees it in the stats. */
+    if (delta) {
+        weft_server_base_stats_add(s, &s->stats.deltas_sent, 1);
+        weft_server_base_stats_add(s, &s->stats.delta_bytes, delta_bytes);
+    }
     weft_server_base_stats_add(s, &s->stats.versions_sent, 1);
     weft_server_base_stats_add(s, &s->stats.bytes_sent, p->plan->bytes);
     weft_server_base_stats_add(s, &s->stats.transfer_ns,
@@ -337,6 +343,33 @@ weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *
         s->stats.last_version = v;
     }
     pthread_mutex_unlock(&s->stats_lock);
+    return WEFT_OK;
+}
+
+weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg)
+{
+    return ack_counted(p, msg, 0, 0);
+}
+
+weft_status_t weft_server_base_ack_delta(weft_server_peer_t *p, const weft_ctl_msg_t *msg, uint64_t delta_bytes)
+{
+    return ack_counted(p, msg, 1, delta_bytes);
+}
+
+weft_status_t weft_server_base_redo(weft_server_peer_t *p, const weft_ctl_msg_t *msg, uint32_t *flags)
+{
+    weft_server_base_t *s = p->server;
+    weft_ctl_cursor_t   cur = {.data = msg->payload, .length = msg->length};
+    const uint64_t      v = weft_ctl_get_u64(&cur);
+
+    *flags = cur.at < cur.length ? weft_ctl_get_u32(&cur) : 0;
+    if (msg->type != WEFT_CTL_REDO || cur.failed || cur.at != cur.length || v != p->version || !p->leased) {
+        return WEFT_ERR_CORRUPT;
+    }
+    weft_log_warn("server: consumer \"%s\": its views did not check out after the delta of version %" PRIu64
+                  "; sending it whole",
+                  p->name, v);
+    weft_server_base_stats_add(s, &s->stats.deltas_redone, 1);
     return WEFT_OK;
 }
 

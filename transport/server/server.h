@@ -294,6 +294,18 @@ void weft_server_base_release(weft_server_peer_t *p);
  */
 weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
 
+/* weft_server_base_ack of a version that went as a delta of delta_bytes
+ * (counted in deltas_sent and delta_bytes too). */
+weft_status_t weft_server_base_ack_delta(weft_server_peer_t *p, const weft_ctl_msg_t *msg, uint64_t delta_bytes);
+
+/*
+ * REDO(v, flags) (wire.h): the consumer's views did not check out after
+ * the delta of the version in flight, v, which it asks for whole; *flags
+ * bit 0: a WT patched by its W's delta failed. Logged and counted in
+ * deltas_redone. WEFT_ERR_CORRUPT when malformed or not of v.
+ */
+weft_status_t weft_server_base_redo(weft_server_peer_t *p, const weft_ctl_msg_t *msg, uint32_t *flags);
+
 /* Before the peer proved the token its messages are this long at most. */
 #define WEFT_SERVER_PREAUTH_MAX 4096u
 

@@ -651,25 +651,11 @@ static weft_status_t on_delta(struct ucx_remote *r, const weft_ctl_msg_t *msg)
  * not be asked. */
 static weft_status_t redo(struct ucx_remote *r, uint64_t v)
 {
-    weft_ctl_buf_t buf = {0};
-    weft_status_t  status;
-
-    weft_log_warn("remote: version %" PRIu64 " from %s did not check out after its delta; asking for it whole", v,
-                  r->base.server);
-    weft_ctl_put_u64(&buf, v);
-    /* Bit 0: it was a WT patched by its W's delta (the server stops
-     * pairing: that WT may not be its W's transpose). */
-    weft_ctl_put_u32(&buf, r->delta.failed_transposed ? 1u : 0u);
     if (r->lanes != NULL) {
         /* The patched views come before the lanes copy v in again. */
         weft_ucx_lanes_sync(r->lanes);
     }
-    status = weft_remote_base_send(&r->base, WEFT_CTL_REDO, &buf);
-    weft_ctl_buf_free(&buf);
-    if (status != WEFT_OK) {
-        weft_remote_base_disconnect(&r->base);
-    }
-    return status;
+    return weft_remote_delta_redo(&r->delta, &r->base, v);
 }
 
 /* weft_remote_base_check with the views' GPU current for device views. */

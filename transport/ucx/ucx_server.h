@@ -45,10 +45,6 @@
 /* Sandboxes checking consumers' addresses and keys at once: a fleet that
  * connects together waits its turn rather than starting a process each. */
 #define UCX_PROBES_MAX       4u
-/* REDOs in a row after which a consumer gets every version whole: its
- * views keep changing under it (an engine that writes into them), and
- * each delta would cost an encode, the delta and the version whole. */
-#define DELTA_REDOS_MAX      3u
 
 typedef enum peer_state {
     PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
@@ -111,7 +107,7 @@ typedef struct peer {
     weft_range_list_t   delta_puts;
     weft_wire_delta_entry_t *delta_map; /* one per view */
     uint64_t            delta_bytes;
-    uint32_t            redos; /* REDOs in a row: at DELTA_REDOS_MAX it gets no more deltas */
+    uint32_t            redos; /* REDOs in a row: at WEFT_DELTA_REDOS_MAX it gets no more deltas */
 } peer_t;
 
 struct ucx_server {

@@ -9,26 +9,20 @@
 
 #include <inttypes.h>
 
-/* Each buffer: a sixteenth of a version (a delta any larger is more than
- * a consumer's default inbox; RL steps make 0.4-3 %), at least this
- * much; with WEFT_DELTA=force, a whole version and its alignment. */
-#define DELTA_BUF_MIN    (UINT64_C(1) << 20)
 /* Encoding a turn of the server's thread, at most (a tensor may take
  * longer): the other consumers are served between. */
 #define DELTA_ENCODE_NS  UINT64_C(2000000)
 
-/* The cache, made for the first consumer that takes deltas. 0 when it
- * cannot be (deltas off from here, logged). */
-static int make_delta_cache(struct ucx_server *s)
+/* The cache, made for the first consumer that takes deltas, its buffers
+ * registered for the puts. 0 when it cannot be (deltas off from here,
+ * logged). */
+static int make_delta_cache(void *arg)
 {
-    uint32_t      tensors = 0;
-    uint64_t      capacity = s->slot_bytes / 16 > DELTA_BUF_MIN ? s->slot_bytes / 16 : DELTA_BUF_MIN;
-    weft_status_t status;
+    struct ucx_server *s = arg;
+    weft_status_t      status;
 
-    if (s->delta_mode == WEFT_DELTA_FORCE && weft_registry_tensor_count(s->base.reg, &tensors) == WEFT_OK) {
-        capacity = s->slot_bytes + (uint64_t)tensors * WEFT_DELTA_ENTRY_ALIGN;
-    }
-    status = weft_delta_cache_init(&s->delta, s->base.reg, s->delta_mode, capacity);
+    status = weft_delta_cache_init(&s->delta, s->base.reg, s->delta_mode,
+                                   weft_delta_cache_capacity(s->base.reg, s->delta_mode, s->slot_bytes));
     for (int i = 0; i < 2 && status == WEFT_OK; i++) {
         status = weft_ucx_mem_map(s->ucx.context, s->delta.buf[i].data, s->delta.capacity, WEFT_MEMORY_HOST,
                                   &s->delta_memh[i], "registering the delta cache");
@@ -53,9 +47,8 @@ static int make_delta_cache(struct ucx_server *s)
 
 void weft_ucx_delta_refresh(struct ucx_server *s, uint64_t latest)
 {
-    unsigned      reading = 0;
-    int           takers = 0;
-    weft_status_t status;
+    unsigned reading = 0;
+    int      takers = 0;
 
     if (s->delta_mode == WEFT_DELTA_OFF) {
         return;
@@ -74,20 +67,8 @@ void weft_ucx_delta_refresh(struct ucx_server *s, uint64_t latest)
             reading |= 1u << p->delta_buf;
         }
     }
-    if (takers == 0) {
-        if (s->delta_made) {
-            weft_delta_cache_forget(&s->delta); /* the producer's slots back */
-        }
-        return;
-    }
-    if (!s->delta_made && !make_delta_cache(s)) {
-        return;
-    }
-    status = weft_delta_cache_update(&s->delta, latest, reading, DELTA_ENCODE_NS);
-    if (status != WEFT_OK) {
-        weft_log_warn("server: the delta of the latest version was not made (%s): it goes whole",
-                      weft_status_string(status));
-    }
+    weft_delta_cache_turn(&s->delta, &s->delta_made, takers, reading, latest, DELTA_ENCODE_NS,
+                          make_delta_cache, s);
 }
 
 int weft_ucx_delta_busy(const struct ucx_server *s)
@@ -113,7 +94,6 @@ int weft_ucx_peer_delta(peer_t *p)
 {
     struct ucx_server *s = p->server;
     const weft_plan_h  plan = p->base.plan;
-    uint64_t           at = 0;
 
     if (!s->delta_made || p->inbox_bytes == 0 || p->holds == 0 || p->base.want_holds != p->holds ||
         plan->view_count == 0) {
@@ -123,26 +103,7 @@ int weft_ucx_peer_delta(peer_t *p)
                                   plan->bytes, p->inbox_bytes, &p->delta_buf, p->delta_map, &p->delta_bytes)) {
         return 0;
     }
-    p->delta_puts.count = 0;
-    for (uint32_t i = 0; i < plan->view_count; i++) {
-        weft_wire_delta_entry_t *e = &p->delta_map[i];
-
-        if (e->shares) {
-            continue; /* below, once its W's place is known */
-        }
-        at = (at + WEFT_DELTA_ENTRY_ALIGN - 1) / WEFT_DELTA_ENTRY_ALIGN * WEFT_DELTA_ENTRY_ALIGN;
-        if (e->bytes != 0) {
-            p->delta_puts.ranges[p->delta_puts.count++] = (weft_copy_range_t){
-                .src = e->offset, .dst = (uint8_t *)(uintptr_t)(p->inbox_base + at), .bytes = e->bytes, .view = i};
-        }
-        e->offset = at; /* from here: where it lies in the inbox */
-        at += e->bytes;
-    }
-    for (uint32_t i = 0; i < plan->view_count; i++) {
-        if (p->delta_map[i].shares) {
-            p->delta_map[i].offset = p->delta_map[p->delta_map[i].shared_view].offset; /* W's delta, put once */
-        }
-    }
+    (void)weft_delta_inbox_layout(p->delta_map, plan->view_count, p->inbox_base, &p->delta_puts);
     return 1;
 }
 

@@ -364,24 +364,17 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
 
 static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_server_base_t *s = &p->server->base;
-    weft_ctl_cursor_t   cur = {.data = msg->payload, .length = msg->length};
-    const uint64_t      v = weft_ctl_get_u64(&cur);
+    const int delta = p->delta;
 
-    /* Counted before the ack is recorded: a trainer that saw the version
-     * received (weft_registry_wait_consumers) then sees it in the stats. */
-    if (p->delta && msg->type == WEFT_CTL_ACK && !cur.failed && v == p->base.version) {
-        weft_server_base_stats_add(s, &s->stats.deltas_sent, 1);
-        weft_server_base_stats_add(s, &s->stats.delta_bytes, p->delta_bytes);
-        p->redos = 0;
-    }
     p->delta = 0;
-    if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
+    if ((delta ? weft_server_base_ack_delta(&p->base, msg, p->delta_bytes) : weft_server_base_ack(&p->base, msg)) !=
+        WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
         return;
     }
     /* Its views hold that version now: the base of its next delta. */
     p->holds = p->base.acked;
+    p->redos = delta ? 0 : p->redos;
     p->state = PEER_READY;
 }
 

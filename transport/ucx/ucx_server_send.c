@@ -417,18 +417,12 @@ void weft_ucx_peer_start(weft_server_peer_t *base, uint64_t latest)
 
 void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
 {
-    weft_ctl_cursor_t cur = {.data = msg->payload, .length = msg->length};
-    const uint64_t    v = weft_ctl_get_u64(&cur);
-    const uint32_t    flags = cur.at < cur.length ? weft_ctl_get_u32(&cur) : 0;
+    uint32_t flags;
 
-    if (cur.failed || cur.at != cur.length || v != p->base.version || p->state != PEER_ACKING || !p->delta) {
+    if (p->state != PEER_ACKING || !p->delta || weft_server_base_redo(&p->base, msg, &flags) != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
         return;
     }
-    weft_log_warn("server: consumer \"%s\": its views did not check out after the delta of version %" PRIu64
-                  "; sending it whole",
-                  p->base.name, v);
-    weft_server_base_stats_add(&p->server->base, &p->server->base.stats.deltas_redone, 1);
     if ((flags & 1u) != 0) {
         /* A WT patched by its W's delta did not check out: either an
          * engine wrote into that view, or the producer's WT is not its
@@ -436,7 +430,7 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
          * every version, so from here each WT is encoded on its own. */
         weft_delta_cache_unpair(&p->server->delta, p->base.name);
     }
-    if (++p->redos >= DELTA_REDOS_MAX) {
+    if (++p->redos >= WEFT_DELTA_REDOS_MAX) {
         weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes "
                       "to it whole from here",
                       p->base.name, p->redos);
