@@ -219,16 +219,7 @@ static void on_redo(peer_t *p, const weft_ctl_msg_t *msg)
         peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
         return;
     }
-    if ((flags & 1u) != 0) {
-        /* A WT patched by its W's delta did not check out: an engine
-         * wrote into that view, or the producer's WT is not its W's
-         * transpose; the second would fail every version. */
-        weft_delta_cache_unpair(&p->server->delta, p->base.name);
-    }
-    if (++p->redos >= WEFT_DELTA_REDOS_MAX) {
-        weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes "
-                      "to it whole from here",
-                      p->base.name, p->redos);
+    if (weft_delta_cache_redone(&p->server->delta, p->base.name, flags, &p->redos)) {
         p->inbox_bytes = 0;
     }
     p->base.deadline = weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us);

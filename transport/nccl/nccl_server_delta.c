@@ -38,16 +38,12 @@ static void free_device_copies(struct nccl_server *s)
     }
 }
 
-/* The cache and a device copy of each of its buffers, made for the first
- * consumer that takes deltas. 0 when they cannot be (deltas off from
- * here, logged). */
-static int make_delta_cache(void *arg)
+/* A device copy of each of the cache's buffers; none left on failure. */
+static weft_status_t make_device_copies(void *arg)
 {
     struct nccl_server *s = arg;
-    weft_status_t       status;
+    weft_status_t       status = WEFT_OK;
 
-    status = weft_delta_cache_init(&s->delta, s->base.reg, s->delta_mode,
-                                   weft_delta_cache_capacity(s->base.reg, s->delta_mode, s->slot_bytes));
     for (int i = 0; i < 2 && status == WEFT_OK; i++) {
         status = WEFT_CUDA_CHECK(cudaMalloc((void **)&s->delta_dev[i], s->delta.capacity));
     }
@@ -57,14 +53,22 @@ static int make_delta_cache(void *arg)
     }
     if (status != WEFT_OK) {
         free_device_copies(s);
-        weft_delta_cache_fini(&s->delta);
-        weft_log_warn("server: no delta cache (%s): every version goes whole", weft_status_string(status));
+    }
+    return status;
+}
+
+/* The cache, made for the first consumer that takes deltas. 0 when it
+ * cannot be (deltas off from here, logged). */
+static int make_delta_cache(void *arg)
+{
+    struct nccl_server *s = arg;
+
+    if (weft_delta_cache_make(&s->delta, s->base.reg, s->delta_mode, s->slot_bytes, make_device_copies, s) !=
+        WEFT_OK) {
         s->delta_mode = WEFT_DELTA_OFF;
         return 0;
     }
     s->delta_made = 1;
-    weft_log_info("server: delta versions (%s), two buffers of %" PRIu64 " bytes, on the GPU too",
-                  weft_delta_mode_name(s->delta_mode), s->delta.capacity);
     return 1;
 }
 

@@ -532,6 +532,44 @@ uint64_t weft_delta_cache_capacity(weft_registry_h reg, weft_delta_mode_t mode, 
     return slot_bytes / 16 > BUF_MIN ? slot_bytes / 16 : BUF_MIN;
 }
 
+weft_status_t weft_delta_cache_make(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
+                                    uint64_t slot_bytes, weft_status_t (*attach)(void *arg), void *arg)
+{
+    weft_status_t status = weft_delta_cache_init(c, reg, mode, weft_delta_cache_capacity(reg, mode, slot_bytes));
+
+    if (status == WEFT_OK) {
+        status = attach(arg);
+        if (status != WEFT_OK) {
+            weft_delta_cache_fini(c);
+        }
+    }
+    if (status != WEFT_OK) {
+        weft_log_warn("server: no delta cache (%s): every version goes whole", weft_status_string(status));
+        return status;
+    }
+    weft_log_info("server: delta versions (%s), two buffers of %" PRIu64 " bytes", weft_delta_mode_name(mode),
+                  c->capacity);
+    return WEFT_OK;
+}
+
+int weft_delta_cache_redone(weft_delta_cache_t *c, const char *who, uint32_t flags, uint32_t *redos)
+{
+    if ((flags & 1u) != 0) {
+        /* A WT patched by its W's delta did not check out: either an
+         * engine wrote into that view, or the producer's WT is not its
+         * W's transpose (not libweft's FP8 writer). The second would fail
+         * every version, so from here each WT is encoded on its own. */
+        weft_delta_cache_unpair(c, who);
+    }
+    if (++*redos < WEFT_DELTA_REDOS_MAX) {
+        return 0;
+    }
+    weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes to it "
+                  "whole from here",
+                  who, *redos);
+    return 1;
+}
+
 void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, int takers, unsigned reading, uint64_t latest,
                            uint64_t budget_ns, int (*make)(void *arg), void *arg)
 {

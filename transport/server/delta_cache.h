@@ -122,6 +122,25 @@ void weft_delta_cache_fini(weft_delta_cache_t *c);
 uint64_t weft_delta_cache_capacity(weft_registry_h reg, weft_delta_mode_t mode, uint64_t slot_bytes);
 
 /*
+ * Makes a server's cache (weft_delta_cache_init, buffers of
+ * weft_delta_cache_capacity) and then, with attach(arg), the transport's
+ * own for its buffers (registered for puts, copies on a GPU); attach
+ * frees what it made when it fails. Logged either way: WEFT_OK, or the
+ * error (nothing left made; the server sends every version whole).
+ */
+weft_status_t weft_delta_cache_make(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
+                                    uint64_t slot_bytes, weft_status_t (*attach)(void *arg), void *arg);
+
+/*
+ * A consumer (`who`) answered a delta with REDO(v, flags) (wire.h): with
+ * bit 0 of flags (a WT patched by its W's delta failed) the cache stops
+ * pairing (weft_delta_cache_unpair). *redos counts its REDOs in a row;
+ * returns 1 at the WEFT_DELTA_REDOS_MAX-th (logged): it is sent no more
+ * deltas.
+ */
+int weft_delta_cache_redone(weft_delta_cache_t *c, const char *who, uint32_t flags, uint32_t *redos);
+
+/*
  * One turn of a server's thread for its delta cache, at `latest`:
  * takers, how many consumers take deltas now; reading, which buffers
  * their transfers still read (bits, as for weft_delta_cache_update).

@@ -13,35 +13,36 @@
  * longer): the other consumers are served between. */
 #define DELTA_ENCODE_NS  UINT64_C(2000000)
 
-/* The cache, made for the first consumer that takes deltas, its buffers
- * registered for the puts. 0 when it cannot be (deltas off from here,
- * logged). */
-static int make_delta_cache(void *arg)
+/* The cache's buffers registered for the puts; none left on failure. */
+static weft_status_t register_buffers(void *arg)
 {
     struct ucx_server *s = arg;
-    weft_status_t      status;
+    weft_status_t      status = WEFT_OK;
 
-    status = weft_delta_cache_init(&s->delta, s->base.reg, s->delta_mode,
-                                   weft_delta_cache_capacity(s->base.reg, s->delta_mode, s->slot_bytes));
     for (int i = 0; i < 2 && status == WEFT_OK; i++) {
         status = weft_ucx_mem_map(s->ucx.context, s->delta.buf[i].data, s->delta.capacity, WEFT_MEMORY_HOST,
                                   &s->delta_memh[i], "registering the delta cache");
     }
-    if (status != WEFT_OK) {
-        for (int i = 0; i < 2; i++) {
-            if (s->delta_memh[i] != NULL) {
-                (void)ucp_mem_unmap(s->ucx.context, s->delta_memh[i]);
-                s->delta_memh[i] = NULL;
-            }
+    for (int i = 0; i < 2 && status != WEFT_OK; i++) {
+        if (s->delta_memh[i] != NULL) {
+            (void)ucp_mem_unmap(s->ucx.context, s->delta_memh[i]);
+            s->delta_memh[i] = NULL;
         }
-        weft_delta_cache_fini(&s->delta);
-        weft_log_warn("server: no delta cache (%s): every version goes whole", weft_status_string(status));
+    }
+    return status;
+}
+
+/* The cache, made for the first consumer that takes deltas. 0 when it
+ * cannot be (deltas off from here, logged). */
+static int make_delta_cache(void *arg)
+{
+    struct ucx_server *s = arg;
+
+    if (weft_delta_cache_make(&s->delta, s->base.reg, s->delta_mode, s->slot_bytes, register_buffers, s) != WEFT_OK) {
         s->delta_mode = WEFT_DELTA_OFF;
         return 0;
     }
     s->delta_made = 1;
-    weft_log_info("server: delta versions (%s), two buffers of %" PRIu64 " bytes",
-                  weft_delta_mode_name(s->delta_mode), s->delta.capacity);
     return 1;
 }
 

@@ -423,17 +423,7 @@ void weft_ucx_on_redo(peer_t *p, const weft_ctl_msg_t *msg)
         weft_ucx_peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
         return;
     }
-    if ((flags & 1u) != 0) {
-        /* A WT patched by its W's delta did not check out: either an
-         * engine wrote into that view, or the producer's WT is not its
-         * W's transpose (not libweft's FP8 writer). The second would fail
-         * every version, so from here each WT is encoded on its own. */
-        weft_delta_cache_unpair(&p->server->delta, p->base.name);
-    }
-    if (++p->redos >= WEFT_DELTA_REDOS_MAX) {
-        weft_log_warn("server: consumer \"%s\": %u deltas in a row did not check out: every version goes "
-                      "to it whole from here",
-                      p->base.name, p->redos);
+    if (weft_delta_cache_redone(&p->server->delta, p->base.name, flags, &p->redos)) {
         p->inbox_bytes = 0;
     }
     p->state = PEER_SENDING;
