@@ -1244,6 +1244,28 @@ START_TEST(hello_names_lose_their_control_characters)
 }
 END_TEST
 
+/* A consumer that waits on something else (NCCL making its communicator)
+ * tells a message waiting for later from the server's close, reading
+ * nothing: the message is still there afterwards. */
+START_TEST(ctl_closed_tells_a_waiting_message_from_the_end)
+{
+    int     fds[2];
+    uint8_t byte = 0;
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    ck_assert_int_eq(weft_ctl_closed(fds[0]), 0); /* nothing came */
+    ck_assert_int_eq(write(fds[1], "m", 1), 1);
+    ck_assert_int_eq(weft_ctl_readable(fds[0]), 1);
+    ck_assert_int_eq(weft_ctl_closed(fds[0]), 0); /* a message waits */
+    ck_assert_int_eq(close(fds[1]), 0);
+    ck_assert_int_eq(weft_ctl_closed(fds[0]), 0); /* closed, but the message comes first */
+    ck_assert_int_eq(read(fds[0], &byte, 1), 1);
+    ck_assert_int_eq(byte, 'm');
+    ck_assert_int_eq(weft_ctl_closed(fds[0]), 1); /* now only the end */
+    ck_assert_int_eq(close(fds[0]), 0);
+}
+END_TEST
+
 /* Views whose bytes would run past the end of the address space are
  * malformed (every range computed on them would wrap); the spans of a
  * consumer's own views leave such a view out. Found by fuzz_wire. */
@@ -1624,6 +1646,7 @@ static Suite *ucx_wire_suite(void)
     tcase_add_test(tc, ucx_consumer_refuses_a_welcome_that_is_not_sealed);
     tcase_add_test(tc, ucx_slow_and_oversized_clients_do_not_hold_up_a_consumer);
     tcase_add_test(tc, hello_names_lose_their_control_characters);
+    tcase_add_test(tc, ctl_closed_tells_a_waiting_message_from_the_end);
     tcase_add_test(tc, views_past_the_end_of_the_address_space_are_refused);
     tcase_add_test(tc, ucx_idle_connections_do_not_keep_a_consumer_out);
     tcase_add_test(tc, ucx_server_out_of_descriptors_backs_off);

@@ -433,6 +433,24 @@ int weft_ctl_readable(int fd)
     return poll(&pfd, 1, 0) > 0;
 }
 
+int weft_ctl_closed(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    uint8_t       byte;
+    ssize_t       n;
+
+    if (poll(&pfd, 1, 0) <= 0) {
+        return 0;
+    }
+    if ((pfd.revents & (POLLERR | POLLNVAL)) != 0) {
+        return 1;
+    }
+    /* A byte waiting is a message's; none at all with POLLIN or POLLHUP is
+     * the end of the stream. */
+    n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* ---------------------------------------------------------------- codec */
 
 void weft_ctl_put(weft_ctl_buf_t *buf, const void *bytes, size_t length)

@@ -129,6 +129,10 @@ void weft_ctl_reader_free(weft_ctl_reader_t *r);
 /* 1 when a message (or the peer's close) is waiting on fd. */
 int weft_ctl_readable(int fd);
 
+/* 1 when the peer closed fd (or it failed) and nothing is left to read
+ * before that; 0 while a message waits or nothing came. Reads nothing. */
+int weft_ctl_closed(int fd);
+
 /* A growing buffer for building payloads, and a cursor for reading them. */
 typedef struct weft_ctl_buf {
     uint8_t *data;

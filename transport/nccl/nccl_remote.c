@@ -198,7 +198,12 @@ static weft_status_t drive(struct nccl_remote *r, int transfer, uint64_t deadlin
         if (status != WEFT_INPROGRESS) {
             return status;
         }
-        if (weft_ctl_readable(r->base.fd)) {
+        /* While the communicator is made, the server (whose side may be
+         * up first) can already have sent the first version's notice,
+         * which waits for weft_remote_receive: only the connection's end
+         * stops that step. During a transfer the server says nothing
+         * unless it drops us. */
+        if (transfer ? weft_ctl_readable(r->base.fd) : weft_ctl_closed(r->base.fd)) {
             return server_spoke(r);
         }
         if (weft_time_ns() >= deadline) {
