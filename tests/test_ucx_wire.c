@@ -32,8 +32,10 @@
 #include "lib/harness.h"
 #include "perf/lib/payload.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1246,23 +1248,41 @@ END_TEST
 
 /* A consumer that waits on something else (NCCL making its communicator)
  * tells a message waiting for later from the server's close, reading
- * nothing: the message is still there afterwards. */
+ * nothing: the message is still there afterwards. Over TCP, as the
+ * bootstrap connection is. */
 START_TEST(ctl_closed_tells_a_waiting_message_from_the_end)
 {
-    int     fds[2];
-    uint8_t byte = 0;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t          length = sizeof(addr);
+    int                listener, fds[2];
+    uint8_t            byte = 0;
 
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(listener, 0);
+    ck_assert_int_eq(bind(listener, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    ck_assert_int_eq(listen(listener, 1), 0);
+    ck_assert_int_eq(getsockname(listener, (struct sockaddr *)&addr, &length), 0);
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(connect(fds[0], (struct sockaddr *)&addr, sizeof(addr)), 0);
+    fds[1] = accept(listener, NULL, NULL);
+    ck_assert_int_ge(fds[1], 0);
     ck_assert_int_eq(weft_ctl_closed(fds[0]), 0); /* nothing came */
     ck_assert_int_eq(write(fds[1], "m", 1), 1);
+    for (int i = 0; i < 1000 && !weft_ctl_readable(fds[0]); i++) {
+        usleep(1000);
+    }
     ck_assert_int_eq(weft_ctl_readable(fds[0]), 1);
     ck_assert_int_eq(weft_ctl_closed(fds[0]), 0); /* a message waits */
     ck_assert_int_eq(close(fds[1]), 0);
-    ck_assert_int_eq(weft_ctl_closed(fds[0]), 0); /* closed, but the message comes first */
+    for (int i = 0; i < 1000 && !weft_ctl_closed(fds[0]); i++) {
+        usleep(1000);
+    }
+    ck_assert_int_eq(weft_ctl_closed(fds[0]), 1); /* closed, the message unread */
     ck_assert_int_eq(read(fds[0], &byte, 1), 1);
     ck_assert_int_eq(byte, 'm');
-    ck_assert_int_eq(weft_ctl_closed(fds[0]), 1); /* now only the end */
+    ck_assert_int_eq(weft_ctl_closed(fds[0]), 1);
     ck_assert_int_eq(close(fds[0]), 0);
+    ck_assert_int_eq(close(listener), 0);
 }
 END_TEST
 

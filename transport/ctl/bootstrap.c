@@ -435,20 +435,14 @@ int weft_ctl_readable(int fd)
 
 int weft_ctl_closed(int fd)
 {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    uint8_t       byte;
-    ssize_t       n;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
 
     if (poll(&pfd, 1, 0) <= 0) {
         return 0;
     }
-    if ((pfd.revents & (POLLERR | POLLNVAL)) != 0) {
-        return 1;
-    }
-    /* A byte waiting is a message's; none at all with POLLIN or POLLHUP is
-     * the end of the stream. */
-    n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    /* The peer shut its side (or the connection failed), whatever it
+     * sent before that is still unread. */
+    return (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 /* ---------------------------------------------------------------- codec */

@@ -129,8 +129,8 @@ void weft_ctl_reader_free(weft_ctl_reader_t *r);
 /* 1 when a message (or the peer's close) is waiting on fd. */
 int weft_ctl_readable(int fd);
 
-/* 1 when the peer closed fd (or it failed) and nothing is left to read
- * before that; 0 while a message waits or nothing came. Reads nothing. */
+/* 1 when the peer closed its side of fd (or the connection failed), also
+ * with messages it sent before still unread; 0 otherwise. Reads nothing. */
 int weft_ctl_closed(int fd);
 
 /* A growing buffer for building payloads, and a cursor for reading them. */

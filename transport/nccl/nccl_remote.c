@@ -198,13 +198,17 @@ static weft_status_t drive(struct nccl_remote *r, int transfer, uint64_t deadlin
         if (status != WEFT_INPROGRESS) {
             return status;
         }
+        /* During a transfer the server says nothing unless it drops us. */
+        if (transfer && weft_ctl_readable(r->base.fd)) {
+            return server_spoke(r);
+        }
         /* While the communicator is made, the server (whose side may be
          * up first) can already have sent the first version's notice,
          * which waits for weft_remote_receive: only the connection's end
-         * stops that step. During a transfer the server says nothing
-         * unless it drops us. */
-        if (transfer ? weft_ctl_readable(r->base.fd) : weft_ctl_closed(r->base.fd)) {
-            return server_spoke(r);
+         * stops that step. */
+        if (!transfer && weft_ctl_closed(r->base.fd)) {
+            weft_log_error("remote: %s closed the connection while the communicator was made", r->base.server);
+            return WEFT_ERR_CONNECTION;
         }
         if (weft_time_ns() >= deadline) {
             weft_log_error("remote: %s with %s did not finish within the timeout",
@@ -333,8 +337,7 @@ static weft_status_t plan_transfer(struct nccl_remote *r, uint64_t v, int *delta
     }
     status = weft_remote_delta_places(&r->delta, r->place_offsets, r->place_sizes, &places);
     if (status != WEFT_OK) {
-        weft_log_error("remote: a malformed DELTA from %s", r->base.server);
-        return status;
+        return status; /* logged */
     }
     r->xfer.sizes = r->place_sizes;
     r->xfer.offsets = r->place_offsets;
@@ -373,10 +376,15 @@ static weft_status_t receive_version(struct nccl_remote *r, uint64_t v, int *red
         if (status == WEFT_OK) {
             status = weft_remote_delta_vouch(&r->delta, &r->base.sums);
         }
-        if (status != WEFT_OK) {
+        if (status == WEFT_ERR_CORRUPT) {
+            /* The views are not v: v comes again whole. */
             weft_remote_delta_forget(&r->delta);
             *redone = 1;
             return weft_remote_delta_redo(&r->delta, &r->base, v);
+        }
+        if (status != WEFT_OK) {
+            weft_remote_delta_forget(&r->delta);
+            return status; /* a CUDA error: nothing acknowledged */
         }
     }
     /* Checked against the server's sums (WEFT_VERIFY; the views' GPU is

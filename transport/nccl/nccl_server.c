@@ -498,8 +498,12 @@ static void *server_main(void *arg)
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
         peer_free(nccl_peer_at(s, i));
     }
+    /* Aborted sends still running may read the delta's device copies:
+     * those are then left allocated, as the leases are kept. */
+    if (s->base.peer_count == 0) {
+        weft_nccl_delta_free(s);
+    }
     s->base.peer_count = 0;
-    weft_nccl_delta_free(s);
     free(fds);
     return NULL;
 }
