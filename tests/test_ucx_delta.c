@@ -215,6 +215,15 @@ static weft_transport_t transport = WEFT_TRANSPORT_UCX;
  * consumers' views on GPU 0. */
 static int gpu_registry, device_views;
 
+/* How long a side waits for progress. nccl: a padded version whole goes
+ * as thousands of row-sized sends, 64 to a group, each group through
+ * NCCL's socket transport here; with 30 test processes on 16 CPUs the
+ * first version took over 5 s on an H100's machine. */
+static uint64_t progress_timeout_us(void)
+{
+    return transport == WEFT_TRANSPORT_NCCL ? 60000000u : 5000000u;
+}
+
 /* Copies n bytes into (to_device) or out of memory that is device memory
  * where `device` says so. */
 static void copy_bytes(void *dst, const void *src, size_t n, int device, int to_device)
@@ -269,7 +278,7 @@ static void server_main(int cmd_fd, int out_fd)
     const weft_ucx_server_params_t own = {.field_mask = WEFT_UCX_SERVER_FIELD_LANES, .lanes = lanes};
     weft_server_params_t           params = {
         .field_mask = WEFT_SERVER_FIELD_TIMEOUT | (lanes ? WEFT_SERVER_FIELD_TRANSPORT : 0),
-        .transport = transport, .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = 5000000,
+        .transport = transport, .listen = "127.0.0.1:0", .token = TOKEN, .timeout_us = progress_timeout_us(),
         .transport_params = &own};
     weft_registry_params_t rp = {.field_mask = WEFT_REGISTRY_FIELD_CHECKSUMS | WEFT_REGISTRY_FIELD_MEMORY,
                                  .checksums = 1, .memory = gpu_registry ? WEFT_MEMORY_CUDA : WEFT_MEMORY_HOST,
@@ -350,7 +359,7 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
     weft_ucx_remote_params_t own = {.field_mask = WEFT_UCX_REMOTE_FIELD_LANES, .lanes = lanes};
     weft_remote_params_t     params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT | (lanes ? WEFT_REMOTE_FIELD_TRANSPORT : 0),
                                        .transport = transport, .server = addr, .token = TOKEN,
-                                       .name = padded ? "padded" : "contiguous", .timeout_us = 5000000,
+                                       .name = padded ? "padded" : "contiguous", .timeout_us = progress_timeout_us(),
                                        .transport_params = &own};
     weft_remote_h            remote;
     uint64_t                 have = 0, arg;
