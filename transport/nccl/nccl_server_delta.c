@@ -57,21 +57,6 @@ static weft_status_t make_device_copies(void *arg)
     return status;
 }
 
-/* The cache, made for the first consumer that takes deltas. 0 when it
- * cannot be (deltas off from here, logged). */
-static int make_delta_cache(void *arg)
-{
-    struct nccl_server *s = arg;
-
-    if (weft_delta_cache_make(&s->delta, s->base.reg, s->delta_mode, s->slot_bytes, make_device_copies, s) !=
-        WEFT_OK) {
-        s->delta_mode = WEFT_DELTA_OFF;
-        return 0;
-    }
-    s->delta_made = 1;
-    return 1;
-}
-
 void weft_nccl_delta_refresh(struct nccl_server *s, uint64_t latest)
 {
     unsigned reading = 0;
@@ -91,8 +76,8 @@ void weft_nccl_delta_refresh(struct nccl_server *s, uint64_t latest)
             reading |= 1u << p->delta_buf;
         }
     }
-    weft_delta_cache_turn(&s->delta, &s->delta_made, takers, reading, latest, DELTA_ENCODE_NS, make_delta_cache,
-                          s);
+    weft_delta_cache_turn(&s->delta, &s->delta_made, &s->delta_mode, s->base.reg, s->slot_bytes, make_device_copies, s, takers,
+                          reading, latest, DELTA_ENCODE_NS);
 }
 
 int weft_nccl_delta_busy(const struct nccl_server *s)

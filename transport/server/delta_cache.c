@@ -532,8 +532,9 @@ uint64_t weft_delta_cache_capacity(weft_registry_h reg, weft_delta_mode_t mode, 
     return slot_bytes / 16 > BUF_MIN ? slot_bytes / 16 : BUF_MIN;
 }
 
-weft_status_t weft_delta_cache_make(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
-                                    uint64_t slot_bytes, weft_status_t (*attach)(void *arg), void *arg)
+/* The cache and the transport's memory for it (weft_delta_cache_turn). */
+static weft_status_t make_cache(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode, uint64_t slot_bytes,
+                                weft_status_t (*attach)(void *arg), void *arg)
 {
     weft_status_t status = weft_delta_cache_init(c, reg, mode, weft_delta_cache_capacity(reg, mode, slot_bytes));
 
@@ -570,8 +571,9 @@ int weft_delta_cache_redone(weft_delta_cache_t *c, const char *who, uint32_t fla
     return 1;
 }
 
-void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, int takers, unsigned reading, uint64_t latest,
-                           uint64_t budget_ns, int (*make)(void *arg), void *arg)
+void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, weft_delta_mode_t *mode, weft_registry_h reg,
+                           uint64_t slot_bytes, weft_status_t (*attach)(void *arg), void *arg, int takers,
+                           unsigned reading, uint64_t latest, uint64_t budget_ns)
 {
     weft_status_t status;
 
@@ -581,8 +583,12 @@ void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, int takers, unsigne
         }
         return;
     }
-    if (!*made && !make(arg)) {
-        return;
+    if (!*made) {
+        if (make_cache(c, reg, *mode, slot_bytes, attach, arg) != WEFT_OK) {
+            *mode = WEFT_DELTA_OFF;
+            return;
+        }
+        *made = 1;
     }
     status = weft_delta_cache_update(c, latest, reading, budget_ns);
     if (status != WEFT_OK) {

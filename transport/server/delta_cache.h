@@ -122,16 +122,6 @@ void weft_delta_cache_fini(weft_delta_cache_t *c);
 uint64_t weft_delta_cache_capacity(weft_registry_h reg, weft_delta_mode_t mode, uint64_t slot_bytes);
 
 /*
- * Makes a server's cache (weft_delta_cache_init, buffers of
- * weft_delta_cache_capacity) and then, with attach(arg), the transport's
- * own for its buffers (registered for puts, copies on a GPU); attach
- * frees what it made when it fails. Logged either way: WEFT_OK, or the
- * error (nothing left made; the server sends every version whole).
- */
-weft_status_t weft_delta_cache_make(weft_delta_cache_t *c, weft_registry_h reg, weft_delta_mode_t mode,
-                                    uint64_t slot_bytes, weft_status_t (*attach)(void *arg), void *arg);
-
-/*
  * A consumer (`who`) answered a delta with REDO(v, flags) (wire.h): with
  * bit 0 of flags (a WT patched by its W's delta failed) the cache stops
  * pairing (weft_delta_cache_unpair). *redos counts its REDOs in a row;
@@ -145,13 +135,17 @@ int weft_delta_cache_redone(weft_delta_cache_t *c, const char *who, uint32_t fla
  * takers, how many consumers take deltas now; reading, which buffers
  * their transfers still read (bits, as for weft_delta_cache_update).
  * Without takers the cache lets go of its leases (the producer's slots
- * back). Otherwise the cache is made the first time (*made; make(arg)
- * does it, the transport's memory with it, and says 0 when it could not:
- * deltas are then off, the transport's business) and encodes for at
- * most budget_ns. A failed encode is logged: that version goes whole.
+ * back). Otherwise the cache is made the first time (*made set): buffers
+ * of weft_delta_cache_capacity for reg's versions of slot_bytes, then,
+ * with attach(arg), the transport's own memory for them (registered for
+ * puts, copies on a GPU; attach frees what it made when it fails). When
+ * that fails (logged) *mode becomes WEFT_DELTA_OFF and every version goes
+ * whole. Then it encodes for at most budget_ns; a failed encode is
+ * logged, and that version goes whole.
  */
-void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, int takers, unsigned reading, uint64_t latest,
-                           uint64_t budget_ns, int (*make)(void *arg), void *arg);
+void weft_delta_cache_turn(weft_delta_cache_t *c, int *made, weft_delta_mode_t *mode, weft_registry_h reg,
+                           uint64_t slot_bytes, weft_status_t (*attach)(void *arg), void *arg, int takers,
+                           unsigned reading, uint64_t latest, uint64_t budget_ns);
 
 /*
  * Moves the cache towards the latest version `latest`: the first time,

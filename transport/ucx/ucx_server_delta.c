@@ -32,20 +32,6 @@ static weft_status_t register_buffers(void *arg)
     return status;
 }
 
-/* The cache, made for the first consumer that takes deltas. 0 when it
- * cannot be (deltas off from here, logged). */
-static int make_delta_cache(void *arg)
-{
-    struct ucx_server *s = arg;
-
-    if (weft_delta_cache_make(&s->delta, s->base.reg, s->delta_mode, s->slot_bytes, register_buffers, s) != WEFT_OK) {
-        s->delta_mode = WEFT_DELTA_OFF;
-        return 0;
-    }
-    s->delta_made = 1;
-    return 1;
-}
-
 void weft_ucx_delta_refresh(struct ucx_server *s, uint64_t latest)
 {
     unsigned reading = 0;
@@ -68,8 +54,8 @@ void weft_ucx_delta_refresh(struct ucx_server *s, uint64_t latest)
             reading |= 1u << p->delta_buf;
         }
     }
-    weft_delta_cache_turn(&s->delta, &s->delta_made, takers, reading, latest, DELTA_ENCODE_NS,
-                          make_delta_cache, s);
+    weft_delta_cache_turn(&s->delta, &s->delta_made, &s->delta_mode, s->base.reg, s->slot_bytes, register_buffers, s, takers,
+                          reading, latest, DELTA_ENCODE_NS);
 }
 
 int weft_ucx_delta_busy(const struct ucx_server *s)
