@@ -6,6 +6,7 @@
 #include "text.h"
 
 #include <cuda_runtime.h>
+#include <string.h>
 
 weft_status_t weft_cuda_status(cudaError_t err, const char *what, const char *file, int line)
 {
@@ -47,6 +48,18 @@ void weft_cuda_leave(int device, int saved)
     if (saved != device) {
         (void)WEFT_CUDA_CHECK(cudaSetDevice(saved));
     }
+}
+
+weft_status_t weft_cuda_device_uuid(int device, uint8_t uuid[WEFT_CUDA_UUID_BYTES])
+{
+    struct cudaDeviceProp prop;
+    weft_status_t         status = WEFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+
+    _Static_assert(sizeof(prop.uuid.bytes) == WEFT_CUDA_UUID_BYTES, "cudaUUID_t size");
+    if (status == WEFT_OK) {
+        memcpy(uuid, prop.uuid.bytes, WEFT_CUDA_UUID_BYTES);
+    }
+    return status;
 }
 
 weft_status_t weft_cuda_pointer_device(const void *ptr, int *device)

@@ -30,6 +30,13 @@ void          weft_cuda_leave(int device, int saved);
  * of this process. */
 weft_status_t weft_cuda_pointer_device(const void *ptr, int *device);
 
+/* The bytes of a GPU's UUID (cudaDeviceProp.uuid): it names the GPU
+ * alike in every process of the host, where device numbers may differ. */
+#define WEFT_CUDA_UUID_BYTES 16u
+
+/* The UUID of `device`. WEFT_ERR_CUDA, WEFT_ERR_NO_DEVICE (logged). */
+weft_status_t weft_cuda_device_uuid(int device, uint8_t uuid[WEFT_CUDA_UUID_BYTES]);
+
 /* Fills info for the CUDA backend: runtime and driver versions, devices. */
 void weft_cuda_probe(weft_backend_info_t *info);
 

@@ -40,6 +40,12 @@
  *   ranks through NCCL's network transport. (The nccl server sends every
  *   version to every consumer unasked: a consumer cannot skip one, so
  *   the missed-version case is ucx's alone.)
+ * - with a GPU, the cuda_ipc transport's push mode (a GPU registry into
+ *   device views of another process, the delta's entries copied into
+ *   the consumer's inbox on its GPU): on one GPU WEFT_DELTA=auto sends
+ *   every version whole (a delta pays only between GPUs), and with force
+ *   the delta cases run as over nccl, a missed version and a new
+ *   connection included.
  *
  * libweft reads its WEFT_* variables once per process, and this program
  * has read them before any case runs: the cases that need other values
@@ -981,6 +987,93 @@ START_TEST(with_deltas_forced_nccl)
     forced_deltas("tcp,self");
 }
 END_TEST
+
+/* cuda_ipc: a GPU registry into device views (the push mode: another
+ * process on the same GPU). */
+static void over_cuda_ipc(void)
+{
+    transport = WEFT_TRANSPORT_CUDA_IPC;
+    gpu_registry = device_views = 1;
+}
+
+/* On one GPU a copy of the version beats an encode and an apply:
+ * WEFT_DELTA=auto sends every version whole. */
+START_TEST(cuda_ipc_same_gpu_gets_every_version_whole)
+{
+    driven_t s, c;
+    uint16_t port;
+
+    over_cuda_ipc();
+    set_rates(5);
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    publish_and_receive(&s, &c, 1, 3);
+    expect_deltas(&s, 0, 0, 3);
+    stop(&c);
+    stop(&s);
+}
+END_TEST
+
+/* Registered only when run_with runs them: WEFT_DELTA=force, so that
+ * one GPU sends deltas. */
+START_TEST(with_cuda_ipc_every_tensor_whole)
+{
+    over_cuda_ipc();
+    forced_deltas("tcp,self");
+}
+END_TEST
+
+START_TEST(with_cuda_ipc_missed_version_and_new_connection)
+{
+    over_cuda_ipc();
+    missed_version_and_new_connection_come_whole();
+}
+END_TEST
+
+START_TEST(with_cuda_ipc_changed_views_refused)
+{
+    over_cuda_ipc();
+    delta_onto_changed_views_is_refused_and_comes_whole();
+}
+END_TEST
+
+START_TEST(with_cuda_ipc_wt_patched_by_w_delta)
+{
+    over_cuda_ipc();
+    wt_patched_by_w_delta();
+}
+END_TEST
+
+START_TEST(with_cuda_ipc_wt_view_before_its_w_view)
+{
+    over_cuda_ipc();
+    wt_first = 1;
+    wt_patched_by_w_delta();
+}
+END_TEST
+
+START_TEST(with_cuda_ipc_wt_not_transposed)
+{
+    over_cuda_ipc();
+    wt_not_transposed_goes_as_its_own_delta();
+}
+END_TEST
+
+/* Each of the above, run again with WEFT_DELTA=force and an inbox a whole
+ * version fits in. */
+#define CUDA_IPC_FORCED(name)                                     \
+    START_TEST(cuda_ipc_forced_##name)                            \
+    {                                                             \
+        run_with("with_cuda_ipc_" #name, "force", "4M");          \
+    }                                                             \
+    END_TEST
+CUDA_IPC_FORCED(every_tensor_whole)
+CUDA_IPC_FORCED(missed_version_and_new_connection)
+CUDA_IPC_FORCED(changed_views_refused)
+CUDA_IPC_FORCED(wt_patched_by_w_delta)
+CUDA_IPC_FORCED(wt_view_before_its_w_view)
+CUDA_IPC_FORCED(wt_not_transposed)
+#undef CUDA_IPC_FORCED
 #endif
 
 static Suite *ucx_delta_suite(void)
@@ -1004,20 +1097,27 @@ static Suite *ucx_delta_suite(void)
         tcase_add_test(tc, test);                  \
         suite_add_tcase(s, tc);                    \
     } while (0)
+#define ADD_IF_NAMED(test)                     \
+    if (strcmp(mode_case, #test) == 0) {       \
+        ADD(test);                             \
+        return s;                              \
+    }
     if (mode_case != NULL) {
-        if (strcmp(mode_case, "with_deltas_off") == 0) {
-            ADD(with_deltas_off);
+        ADD_IF_NAMED(with_deltas_off);
 #ifdef HAVE_CUDA
-        } else if (strcmp(mode_case, "with_deltas_forced_gpu") == 0) {
-            ADD(with_deltas_forced_gpu);
-        } else if (strcmp(mode_case, "with_deltas_forced_nccl") == 0) {
-            ADD(with_deltas_forced_nccl);
+        ADD_IF_NAMED(with_deltas_forced_gpu);
+        ADD_IF_NAMED(with_deltas_forced_nccl);
+        ADD_IF_NAMED(with_cuda_ipc_every_tensor_whole);
+        ADD_IF_NAMED(with_cuda_ipc_missed_version_and_new_connection);
+        ADD_IF_NAMED(with_cuda_ipc_changed_views_refused);
+        ADD_IF_NAMED(with_cuda_ipc_wt_patched_by_w_delta);
+        ADD_IF_NAMED(with_cuda_ipc_wt_view_before_its_w_view);
+        ADD_IF_NAMED(with_cuda_ipc_wt_not_transposed);
 #endif
-        } else {
-            ADD(with_deltas_forced_on_lanes);
-        }
+        ADD(with_deltas_forced_on_lanes);
         return s;
     }
+#undef ADD_IF_NAMED
     ADD(ucx_consecutive_versions_go_as_small_deltas);
     ADD(ucx_missed_version_and_new_connection_come_whole);
     ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
@@ -1035,6 +1135,13 @@ static Suite *ucx_delta_suite(void)
         ADD(gpu_registry_missed_version_into_host_views);
         ADD(host_registry_delta_onto_changed_device_views);
         ADD(gpu_deltas_forced_every_tensor_whole);
+        ADD(cuda_ipc_same_gpu_gets_every_version_whole);
+        ADD(cuda_ipc_forced_every_tensor_whole);
+        ADD(cuda_ipc_forced_missed_version_and_new_connection);
+        ADD(cuda_ipc_forced_changed_views_refused);
+        ADD(cuda_ipc_forced_wt_patched_by_w_delta);
+        ADD(cuda_ipc_forced_wt_view_before_its_w_view);
+        ADD(cuda_ipc_forced_wt_not_transposed);
         if (weft_backend_query(WEFT_BACKEND_NCCL, &info) == WEFT_OK && info.compiled) {
             /* Bootstrap and socket traffic on loopback, unless told otherwise. */
             setenv("NCCL_SOCKET_IFNAME", "lo", 0);

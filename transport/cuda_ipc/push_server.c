@@ -18,6 +18,12 @@
  * in flight is recorded as its failure, its mappings are closed, then
  * its connection. A leaving consumer (BYE) waits for that close, so its
  * memory is never written after weft_remote_close() returned.
+ *
+ * A consumer that exported an inbox and holds the version it last
+ * acknowledged may get the next one as a delta (push_server_delta.c):
+ * its entries copied into the inbox, then DELTA and VERSION; it applies
+ * and checks them on its GPU and ACKs, or answers REDO, and the version
+ * (still leased) is copied in whole.
  */
 #include "config.h"
 
@@ -25,9 +31,9 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "push.h"
+#include "push_server.h"
 #include "transport/plan/plan.h"
 #include "transport/core/desc.h"
-#include "transport/server/server.h"
 #include "transport/core/view_layout.h"
 
 #include <cuda_runtime_api.h>
@@ -36,26 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-typedef enum peer_state {
-    PEER_HANDSHAKE, /* HELLO, PROOF, VIEWS (server.h) */
-    PEER_READY,  /* idle; gets a version newer than want_after once wanting */
-    PEER_ACKING, /* its copy done and VERSION sent, waiting for ACK */
-    PEER_CLOSING /* dropped: freed at the next reap */
-} peer_state_t;
-
-typedef struct peer {
-    weft_server_peer_t   base; /* connection, plan, registry record, lease */
-    struct push_server *server;
-    peer_state_t        state;
-    void              **mapped; /* its allocations, opened here */
-    uint32_t            mapped_count;
-} peer_t;
-
-struct push_server {
-    weft_server_base_t base; /* socket, token, timeout, thread, stats */
-    int          device;
-};
 
 static peer_t *peer_at(const struct push_server *s, uint32_t i)
 {
@@ -68,6 +54,7 @@ static peer_t *peer_at(const struct push_server *s, uint32_t i)
  * streams are synchronized, so no copy into them runs any more). */
 static void peer_unmap(peer_t *p)
 {
+    weft_push_delta_peer_fini(p); /* the inbox is one of the mappings */
     weft_plan_destroy(p->base.plan);
     p->base.plan = NULL;
     for (uint32_t i = 0; i < p->mapped_count; i++) {
@@ -212,7 +199,7 @@ static weft_status_t translate_views(weft_recv_view_t *views, uint32_t count,
  * ours, which needs peer access from there. Mapping the consumer's memory
  * enabled only the other direction.
  */
-static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
+static weft_status_t reach_registry_from(peer_t *p, const char **reason)
 {
     struct cudaPointerAttributes attr;
     int                          device = p->server->device, saved, can = 0;
@@ -220,6 +207,9 @@ static weft_status_t reach_registry_from(const peer_t *p, const char **reason)
     cudaError_t                  err;
 
     status = WEFT_CUDA_CHECK(cudaPointerGetAttributes(&attr, p->mapped[0]));
+    if (status == WEFT_OK) {
+        p->device = attr.device;
+    }
     if (status != WEFT_OK || attr.device == device) {
         return status;
     }
@@ -256,16 +246,31 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     char (*names)[WEFT_TENSOR_NAME_MAX] = NULL;
     allocation_t       *allocs = NULL;
     uint32_t            view_count = 0, alloc_count = 0;
+    uint64_t            inbox_addr = 0, inbox_bytes = 0;
+    uint8_t            *inbox = NULL;
     const char         *reason = "malformed views";
     weft_status_t       status;
 
     status = map_allocations(p, &cur, &allocs, &alloc_count, &reason);
     if (status == WEFT_OK) {
         reason = "malformed views";
+        inbox_addr = weft_ctl_get_u64(&cur);
+        inbox_bytes = weft_ctl_get_u64(&cur);
         status = weft_wire_get_views(&cur, WEFT_MEMORY_CUDA, &views, &names, &view_count);
     }
     if (status == WEFT_OK) {
         status = translate_views(views, view_count, allocs, alloc_count, &reason);
+    }
+    if (status == WEFT_OK && inbox_bytes != 0) {
+        /* Its inbox lies in one allocation it exported, as its views do. */
+        const allocation_t *a = allocation_of(allocs, alloc_count, inbox_addr, inbox_bytes);
+
+        if (a == NULL) {
+            reason = "its inbox lies outside the allocations it exported";
+            status = WEFT_ERR_INVALID_PARAM;
+        } else {
+            inbox = a->here + (inbox_addr - a->base);
+        }
     }
     if (status == WEFT_OK) {
         status = reach_registry_from(p, &reason);
@@ -282,6 +287,9 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
                              view_count);
     free(views);
     free(names);
+    if (status == WEFT_OK && inbox != NULL && weft_push_delta_pays(p->server, p->device)) {
+        status = weft_push_delta_peer_init(p, inbox, inbox_bytes);
+    }
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
         return status;
@@ -292,31 +300,125 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     }
     p->state = PEER_READY;
     weft_log_info("server: consumer \"%s\" (%s) ready: %u tensors, %" PRIu64 " bytes in %" PRIu64
-                  " ranges, %u allocations mapped (cuda_ipc push)",
+                  " ranges, %u allocations mapped (cuda_ipc push, GPU %d), deltas into an inbox of %" PRIu64
+                  " bytes",
                   p->base.name, p->base.addr, p->base.plan->view_count, p->base.plan->bytes,
-                  p->base.plan->ranges.count, p->mapped_count);
+                  p->base.plan->ranges.count, p->mapped_count, p->device, p->inbox != NULL ? p->inbox_bytes : 0);
     return WEFT_OK;
 }
 
 /* ------------------------------------------------------------ versions */
+
+/*
+ * VERSION for the version in flight, every byte of it (or of its delta)
+ * in place: the request is answered (the notice carries the version's
+ * checksums, read under the lease). 0 when the consumer was dropped.
+ */
+static int send_version(peer_t *p)
+{
+    p->base.wanting = 0;
+    if (weft_server_base_send_version(&p->base, weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) !=
+        WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
+        return 0;
+    }
+    return 1;
+}
+
+/* The leased version copied whole into the consumer's views, then its
+ * notice; the lease is no longer needed. */
+static void copy_whole(peer_t *p)
+{
+    weft_status_t status;
+
+    p->delta = 0;
+    p->holds = 0; /* its views change from here */
+    status = weft_plan_copy(p->base.plan, &p->base.lease);
+    p->base.in_place_ns = weft_time_ns();
+    p->state = PEER_ACKING; /* from here a failure is this version's */
+    if (status != WEFT_OK) {
+        peer_drop(p, status, "the copy into its views failed");
+        return;
+    }
+    if (send_version(p)) {
+        weft_server_base_release(&p->base);
+    }
+}
+
+/* The delta's entries are in the consumer's inbox (weft_push_peer_delta):
+ * DELTA, then VERSION. The lease stays until the answer: a REDO is
+ * answered with the version whole from it. */
+static void send_delta(peer_t *p)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    p->delta = 1;
+    p->base.in_place_ns = weft_time_ns();
+    p->state = PEER_ACKING; /* from here a failure is this version's */
+    weft_wire_put_delta(&buf, p->base.version, p->holds, p->delta_map, p->base.plan->view_count);
+    status = weft_server_base_send(&p->base, WEFT_CTL_DELTA, &buf);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CONNECTION, "the delta's map was not sent");
+        return;
+    }
+    (void)send_version(p);
+}
+
+/* Its views did not check out after the delta: the version in flight
+ * goes again, whole. */
+static void on_redo(peer_t *p, const weft_ctl_msg_t *msg)
+{
+    uint32_t flags;
+
+    if (!p->delta || weft_server_base_redo(&p->base, msg, &flags) != WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "a REDO out of turn");
+        return;
+    }
+    if (weft_delta_cache_redone(&p->server->delta, p->base.name, flags, &p->redos)) {
+        p->inbox = NULL; /* no more deltas for it */
+    }
+    p->base.deadline = weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us);
+    copy_whole(p);
+}
+
+/* Its ack: it holds the version now, the base of its next delta. */
+static void on_ack(peer_t *p, const weft_ctl_msg_t *msg)
+{
+    const int delta = p->delta;
+
+    if ((delta ? weft_server_base_ack_delta(&p->base, msg, p->delta_bytes) : weft_server_base_ack(&p->base, msg)) !=
+        WEFT_OK) {
+        peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
+        return;
+    }
+    p->delta = 0;
+    p->holds = p->base.acked;
+    p->redos = delta ? 0 : p->redos;
+    p->state = PEER_READY;
+}
 
 /* A message from a consumer past its handshake. */
 static void peer_message(weft_server_peer_t *base, const weft_ctl_msg_t *msg)
 {
     peer_t *p = (peer_t *)base;
 
-    switch (p->state) {
-    case PEER_READY:
-        /* WANT(a): it waits in weft_remote_receive for a version > a. */
+    /* WANT(a, holds): it waits in weft_remote_receive for a version > a;
+     * also while it has not read the answer to a request that timed out
+     * (the new request stands after that one's ack). */
+    if (msg->type == WEFT_CTL_WANT && (p->state == PEER_READY || p->state == PEER_ACKING)) {
         if (weft_server_base_want(&p->base, msg) != WEFT_OK) {
-            peer_drop(p, WEFT_ERR_CORRUPT, "a message out of turn");
+            peer_drop(p, WEFT_ERR_CORRUPT, "a malformed request");
         }
-        break;
+        return;
+    }
+    switch (p->state) {
     case PEER_ACKING:
-        if (weft_server_base_ack(&p->base, msg) != WEFT_OK) {
-            peer_drop(p, WEFT_ERR_CORRUPT, "an unexpected message instead of the ack");
+        if (msg->type == WEFT_CTL_REDO) {
+            on_redo(p, msg);
         } else {
-            p->state = PEER_READY;
+            on_ack(p, msg);
         }
         break;
     default:
@@ -330,31 +432,23 @@ static int peer_idle(const weft_server_peer_t *base)
     return ((const peer_t *)base)->state == PEER_READY;
 }
 
-/* Copies the latest version into a ready consumer that lacks it. */
+/* Sends the latest version to a ready consumer that asked and lacks it:
+ * as a delta where it can take one, else copied whole. */
 static void peer_start(weft_server_peer_t *base, uint64_t latest)
 {
-    peer_t       *p = (peer_t *)base;
-    weft_status_t status;
+    peer_t *p = (peer_t *)base;
 
-    if (p->state != PEER_READY || !weft_server_base_wants(&p->base, latest) ||
-        !weft_server_base_lease_next(&p->base, latest)) {
+    if (p->state != PEER_READY || !weft_server_base_wants(&p->base, latest)) {
         return;
     }
-    status = weft_plan_copy(p->base.plan, &p->base.lease);
-    p->base.in_place_ns = weft_time_ns();
-    p->state = PEER_ACKING; /* from here a failure is this version's */
-    if (status != WEFT_OK) {
-        peer_drop(p, status, "the copy into its views failed");
+    /* Its delta to the latest is being made: it waits for it. */
+    if (weft_push_delta_coming(p, latest) || !weft_server_base_lease_next(&p->base, latest)) {
         return;
     }
-    /* Every byte is in its views: the request is answered (the notice
-     * carries the version's checksums, read under the lease), and the
-     * lease is no longer needed. */
-    p->base.wanting = 0;
-    status = weft_server_base_send_version(&p->base, weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us));
-    weft_server_base_release(&p->base);
-    if (status != WEFT_OK) {
-        peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
+    if (weft_push_peer_delta(p)) {
+        send_delta(p);
+    } else {
+        copy_whole(p);
     }
 }
 
@@ -394,7 +488,8 @@ static const weft_server_peer_ops_t peer_ops = {
  * What the thread waits for: with every consumer ready, a version newer
  * than the oldest one a consumer asked past (*after), or, when none
  * asks, only their sockets; otherwise (a handshake, an ack) the sockets
- * and new versions now and then. Copies are synchronous: never busy.
+ * and new versions now and then. Copies are synchronous: busy only while
+ * a delta is encoded.
  */
 static weft_server_base_wait_t what_to_wait_for(const struct push_server *s, uint64_t *after)
 {
@@ -402,6 +497,9 @@ static weft_server_base_wait_t what_to_wait_for(const struct push_server *s, uin
 
     if (s->base.peer_count == 0) {
         return WEFT_SERVER_SOCKETS;
+    }
+    if (weft_push_delta_busy(s)) {
+        return WEFT_SERVER_BUSY; /* the encode goes on between turns */
     }
     for (uint32_t i = 0; i < s->base.peer_count; i++) {
         const peer_t *p = peer_at(s, i);
@@ -434,12 +532,14 @@ static void *server_main(void *arg)
     }
     while (!atomic_load(&s->base.stop)) {
         uint32_t n, ready = 0;
-        uint64_t after = 0;
+        uint64_t after = 0, latest;
 
         n = weft_server_base_poll_fds(&s->base, fds);
         weft_server_base_sleep(&s->base, fds, n, what_to_wait_for(s, &after), after);
         weft_server_base_poll_events(&s->base, fds, n);
-        weft_server_base_start_versions(&s->base, weft_server_base_latest(&s->base));
+        latest = weft_server_base_latest(&s->base);
+        weft_push_delta_refresh(s, latest);
+        weft_server_base_start_versions(&s->base, latest);
         for (uint32_t i = 0; i < s->base.peer_count; i++) {
             peer_check_deadline(peer_at(s, i));
         }
@@ -453,6 +553,7 @@ static void *server_main(void *arg)
         peer_drop(peer_at(s, i), WEFT_ERR_CANCELED, "the server stops");
     }
     weft_server_base_reap(&s->base);
+    weft_push_delta_free(s); /* no copy reads it: each was waited for */
     free(fds);
     return NULL;
 }
@@ -468,15 +569,27 @@ static void server_free(struct push_server *s)
 static weft_status_t push_server_create(weft_registry_h reg, const weft_server_params_t *params,
                                         void **out)
 {
-    struct push_server *s = calloc(1, sizeof(*s));
-    weft_status_t       status;
+    struct push_server   *s = calloc(1, sizeof(*s));
+    weft_registry_stats_t rs;
+    weft_status_t         status;
 
     if (s == NULL) {
         return WEFT_ERR_NO_MEMORY;
     }
     weft_server_base_init(&s->base, reg, params, WEFT_CUDA_IPC_PUSH_PROTOCOL, 0, &peer_ops);
+    s->delta_mode = weft_delta_mode();
     status = weft_server_gpu_registry(reg, "cuda_ipc", "consumers copy it with the host transport",
                                      &s->device);
+    if (status == WEFT_OK) {
+        status = weft_registry_get_stats(reg, &rs);
+        s->slot_bytes = rs.slot_bytes;
+    }
+    if (status == WEFT_OK) {
+        /* A consumer takes an inbox for deltas where its GPU is another. */
+        status = weft_cuda_device_uuid(s->device, s->uuid);
+        s->base.welcome = s->uuid;
+        s->base.welcome_length = WEFT_CUDA_UUID_BYTES;
+    }
     if (status == WEFT_OK) {
         status = weft_server_base_listen(&s->base, params->listen);
     }

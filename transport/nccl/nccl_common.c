@@ -85,17 +85,6 @@ uint32_t weft_nccl_host_id(char id[WEFT_NCCL_HOST_ID_MAX + 1])
     return (uint32_t)strlen(id);
 }
 
-weft_status_t weft_nccl_device_uuid(int device, uint8_t uuid[WEFT_NCCL_UUID_BYTES])
-{
-    struct cudaDeviceProp prop;
-    weft_status_t         status = WEFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-
-    if (status == WEFT_OK) {
-        memcpy(uuid, prop.uuid.bytes, WEFT_NCCL_UUID_BYTES);
-    }
-    return status;
-}
-
 void weft_nccl_xfer_start(weft_nccl_xfer_t *x)
 {
     x->range = 0;

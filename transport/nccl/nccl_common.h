@@ -44,7 +44,6 @@
 #define WEFT_NCCL_PROTOCOL    0x4E430003u
 #define WEFT_NCCL_GROUP_OPS   64u
 #define WEFT_NCCL_MIN_WINDOW  (UINT64_C(64) << 10)
-#define WEFT_NCCL_UUID_BYTES  16u
 #define WEFT_NCCL_HOST_ID_MAX 255u
 
 /* Logs an NCCL failure (with ncclGetLastError) and translates it:
@@ -62,9 +61,6 @@ weft_status_t weft_nccl_poll(ncclComm_t comm, const char *what);
 
 /* Aborts a communicator (kernels in flight quit); NULL is a no-op. */
 void weft_nccl_abort(ncclComm_t comm, const char *who);
-
-/* 16 bytes that name a GPU across processes. */
-weft_status_t weft_nccl_device_uuid(int device, uint8_t uuid[WEFT_NCCL_UUID_BYTES]);
 
 /*
  * This process's NCCL_HOSTID into id ("" when unset; its first

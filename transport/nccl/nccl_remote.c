@@ -125,10 +125,10 @@ static weft_status_t send_views(struct nccl_remote *r, const weft_recv_view_t *v
 {
     weft_ctl_buf_t buf = {0};
     weft_ctl_msg_t msg;
-    uint8_t         uuid[WEFT_NCCL_UUID_BYTES];
+    uint8_t         uuid[WEFT_CUDA_UUID_BYTES];
     char            host_id[WEFT_NCCL_HOST_ID_MAX + 1];
     const uint32_t  host_id_length = weft_nccl_host_id(host_id);
-    weft_status_t   status = weft_nccl_device_uuid(r->device, uuid);
+    weft_status_t   status = weft_cuda_device_uuid(r->device, uuid);
 
     if (status != WEFT_OK) {
         return status;

@@ -141,13 +141,13 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
     uuid = weft_ctl_get_blob(&cur, &uuid_length);
     host_id = weft_ctl_get_blob(&cur, &host_id_length);
     inbox_bytes = weft_ctl_get_u64(&cur);
-    if (cur.failed || uuid_length != WEFT_NCCL_UUID_BYTES || host_id_length > WEFT_NCCL_HOST_ID_MAX) {
+    if (cur.failed || uuid_length != WEFT_CUDA_UUID_BYTES || host_id_length > WEFT_NCCL_HOST_ID_MAX) {
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_CORRUPT, "malformed views");
         return WEFT_ERR_CORRUPT;
     }
     /* NCCL's own rule (one GPU, one host id: a duplicate GPU), checked
      * here, before anything is registered, with a clearer message. */
-    if (memcmp(uuid, s->uuid, WEFT_NCCL_UUID_BYTES) == 0 && host_id_length == strlen(s->host_id) &&
+    if (memcmp(uuid, s->uuid, WEFT_CUDA_UUID_BYTES) == 0 && host_id_length == strlen(s->host_id) &&
         memcmp(host_id, s->host_id, host_id_length) == 0) {
         weft_server_base_refuse_drop(&p->base, WEFT_ERR_UNSUPPORTED,
                "its views are on the server's GPU, under the same NCCL host id: NCCL refuses two "
@@ -544,7 +544,7 @@ static weft_status_t nccl_server_create(weft_registry_h reg, const weft_server_p
         s->slot_bytes = rs.slot_bytes;
     }
     if (status == WEFT_OK) {
-        status = weft_nccl_device_uuid(s->device, s->uuid);
+        status = weft_cuda_device_uuid(s->device, s->uuid);
     }
     (void)weft_nccl_host_id(s->host_id);
     if (status == WEFT_OK) {

@@ -5,6 +5,7 @@
 #ifndef WEFT_TRANSPORT_NCCL_NCCL_SERVER_H
 #define WEFT_TRANSPORT_NCCL_NCCL_SERVER_H
 
+#include "common/cuda_util.h"
 #include "nccl_common.h"
 #include "transport/server/delta_cache.h"
 #include "transport/server/server.h"
@@ -50,7 +51,7 @@ typedef struct peer {
 struct nccl_server {
     weft_server_base_t base; /* socket, token, timeout, window, thread, stats */
     int          device;
-    uint8_t      uuid[WEFT_NCCL_UUID_BYTES];
+    uint8_t      uuid[WEFT_CUDA_UUID_BYTES];
     char         host_id[WEFT_NCCL_HOST_ID_MAX + 1]; /* our NCCL_HOSTID, "" when unset */
     uint64_t     slot_bytes;
     /* Delta versions: the cache (made when the first consumer with an
