@@ -81,13 +81,15 @@ extern "C" {
       "weft-ucx-sandbox); off: hand them to UCX in this process",                        \
       "any")                                                                              \
     X(DELTA, "transport", "auto",                                                         \
-      "delta versions (ucx, nccl; host and GPU registries): auto (a consumer whose "      \
-      "views hold the version before gets only the bytes that changed, where that is "   \
-      "smaller), off (every version whole), force (a delta even where it is no smaller; " \
-      "for tests)",                                                                       \
+      "delta versions (ucx, nccl, cuda_ipc pushed; host and GPU registries): auto (a "   \
+      "consumer whose views hold the version before gets only the bytes that changed, "  \
+      "where that is smaller; over cuda_ipc only into views on another GPU), off (every " \
+      "version whole), force (a delta even where it is no smaller, on one GPU too; for "  \
+      "tests)",                                                                           \
       "words:auto,off,force")                                                             \
     X(DELTA_INBOX, "transport", "auto",                                                   \
-      "ucx, nccl: the memory a consumer receives deltas into (K, M, G suffixes; 0: no "   \
+      "ucx, nccl, cuda_ipc: the memory a consumer receives deltas into (K, M, G "         \
+      "suffixes; 0: no "                                                                  \
       "deltas); a version whose delta does not fit comes whole; auto: a sixteenth of "    \
       "its version's bytes, at least 1M",                                                 \
       "words:auto|size:0:")                                                               \

@@ -277,7 +277,10 @@ typedef struct weft_server_params {
  * visible here (WEFT_ERR_UNSUPPORTED for a host registry,
  * WEFT_ERR_NO_DEVICE otherwise); so must the consumers' GPUs. Consumers
  * are served one after the other on the server's thread. Listen on
- * loopback: the consumers are local.
+ * loopback: the consumers are local. Delta versions (WEFT_DELTA) go
+ * only to consumers on another GPU than the registry's (unless forced):
+ * on one GPU a copy of the version is faster than an encode and an
+ * apply.
  * Errors: WEFT_ERR_INVALID_PARAM (a field), WEFT_ERR_UNSUPPORTED (the
  * transport is not built in, or the registry's memory), WEFT_ERR_BUSY
  * (the port is taken), WEFT_ERR_UCX, WEFT_ERR_CUDA, WEFT_ERR_NO_DEVICE,
@@ -299,9 +302,10 @@ typedef struct weft_server_stats {
     uint64_t last_version;      /* the newest version sent; 0: none */
     /* Summed over the transfers counted in versions_sent: from the lease
      * of the version to every byte in place as the server knows it
-     * (cuda_ipc: its copy completed; ucx, nccl: the consumer's ack). */
+     * (cuda_ipc: its copy completed, or, for a delta, the consumer's
+     * ack, which comes after the apply; ucx, nccl: the consumer's ack). */
     uint64_t transfer_ns;
-    /* Delta versions (ucx, nccl; docs/protocol.md): of versions_sent, how many
+    /* Delta versions (ucx, nccl, cuda_ipc; docs/protocol.md): of versions_sent, how many
      * went as deltas, the bytes those deltas put on the wire (their whole
      * size is in bytes_sent), and how many deltas a consumer's check
      * refused, the version then sent whole. */

@@ -354,7 +354,7 @@ static void send_delta(peer_t *p)
     weft_status_t  status;
 
     p->delta = 1;
-    p->base.in_place_ns = weft_time_ns();
+    p->base.in_place_ns = 0; /* in place once applied: its ack tells */
     p->state = PEER_ACKING; /* from here a failure is this version's */
     weft_wire_put_delta(&buf, p->base.version, p->holds, p->delta_map, p->base.plan->view_count);
     status = weft_server_base_send(&p->base, WEFT_CTL_DELTA, &buf);
