@@ -346,7 +346,8 @@ static void server_main(int cmd_fd, int out_fd)
 
 /* ----------------------------------------------------------- consumer */
 
-/* r(after): receive, answer the version and its wrong bytes; x: change
+/* r(after): receive, answer the version and its wrong bytes; t(after):
+ * a receive that must time out (nothing newer: its request stands); x: change
  * one byte of the first view (its engine wrote into it), y: of the
  * second; q: close. Each view's rows are `padded` apart in one buffer. */
 static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
@@ -415,6 +416,11 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
                 }
             }
             reply(out_fd, answer, sizeof(answer));
+        } else if (cmd == 't') {
+            uint64_t got = 0;
+
+            CHILD_CHECK(weft_remote_receive(remote, arg, 100000, &got) == WEFT_ERR_TIMEOUT);
+            reply(out_fd, NULL, 0);
         } else if (cmd == 'x' || cmd == 'y') {
             const uint32_t t = cmd == 'x' ? 0 : 1;
             uint8_t       *p = fused + at[t] + rows_of(t) / 2 * pitch[t] + 7;
@@ -626,6 +632,38 @@ static void missed_version_and_new_connection_come_whole(void)
     stop(&c);
     stop(&s);
 }
+
+/* A receive that timed out leaves its request standing: the server sends
+ * the next version (deltas_sent of the versions after the first as
+ * deltas), and the consumer's next receive asks again before it reads
+ * that version's notice. The server takes the new request while it
+ * waits for the ack, and the consumer gets the version, every byte. */
+static void request_after_a_timed_out_one_stands(uint64_t deltas_sent)
+{
+    driven_t s, c;
+    uint16_t port;
+
+    ck_assert_int_eq(setenv("UCX_TLS", "tcp,self", 1), 0);
+    set_rates(5);
+    s = start_server(&port);
+    c = start_consumer(port, 1);
+    publish_and_receive(&s, &c, 1, 1);
+    send_cmd(c.cmd, 't', 1);
+    read_all(c.out, NULL, 0);
+    publish(&s);
+    usleep(300000); /* its bytes land and the notice waits (if the server was slower, the case is as usual) */
+    receive(&c, 1, 2);
+    publish_and_receive(&s, &c, 3, 3);
+    expect_deltas(&s, deltas_sent, 0, 3);
+    stop(&c);
+    stop(&s);
+}
+
+START_TEST(ucx_request_after_a_timed_out_one_stands)
+{
+    request_after_a_timed_out_one_stands(2);
+}
+END_TEST
 
 START_TEST(ucx_missed_version_and_new_connection_come_whole)
 {
@@ -1014,6 +1052,13 @@ START_TEST(cuda_ipc_same_gpu_gets_every_version_whole)
 }
 END_TEST
 
+START_TEST(cuda_ipc_request_after_a_timed_out_one_stands)
+{
+    over_cuda_ipc();
+    request_after_a_timed_out_one_stands(0);
+}
+END_TEST
+
 /* Registered only when run_with runs them: WEFT_DELTA=force, so that
  * one GPU sends deltas. */
 START_TEST(with_cuda_ipc_every_tensor_whole)
@@ -1120,6 +1165,7 @@ static Suite *ucx_delta_suite(void)
 #undef ADD_IF_NAMED
     ADD(ucx_consecutive_versions_go_as_small_deltas);
     ADD(ucx_missed_version_and_new_connection_come_whole);
+    ADD(ucx_request_after_a_timed_out_one_stands);
     ADD(ucx_delta_onto_changed_views_is_refused_and_comes_whole);
     ADD(ucx_wt_patched_by_w_delta);
     ADD(ucx_wt_view_before_its_w_view);
@@ -1136,6 +1182,7 @@ static Suite *ucx_delta_suite(void)
         ADD(host_registry_delta_onto_changed_device_views);
         ADD(gpu_deltas_forced_every_tensor_whole);
         ADD(cuda_ipc_same_gpu_gets_every_version_whole);
+        ADD(cuda_ipc_request_after_a_timed_out_one_stands);
         ADD(cuda_ipc_forced_every_tensor_whole);
         ADD(cuda_ipc_forced_missed_version_and_new_connection);
         ADD(cuda_ipc_forced_changed_views_refused);
