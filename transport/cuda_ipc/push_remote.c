@@ -302,6 +302,7 @@ static weft_status_t take_version(struct push_remote *r, uint64_t v, int *redone
     if (status == WEFT_ERR_CORRUPT && applied) {
         /* The views are not v: v comes again whole. */
         weft_cuda_leave(r->device, saved);
+        weft_remote_delta_forget(&r->delta);
         *redone = 1;
         return weft_remote_delta_redo(&r->delta, &r->base, v);
     }
