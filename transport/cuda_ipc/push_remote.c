@@ -346,12 +346,11 @@ static weft_status_t push_remote_receive(void *remote, uint64_t after_version,
         status = weft_remote_base_notice(&r->base, &v, extra, &msg);
         if (status == WEFT_INPROGRESS) {
             /* A DELTA: its VERSION follows. */
-            status = weft_remote_delta_on_map(&r->delta, &msg);
+            status = weft_remote_delta_take_map(&r->delta, &msg, r->base.server);
             free(msg.payload);
             if (status == WEFT_OK) {
                 continue;
             }
-            weft_log_error("remote: a malformed DELTA from %s", r->base.server);
         } else if (status == WEFT_OK) {
             status = take_version(r, v, &redone);
         }

@@ -350,16 +350,10 @@ static void copy_whole(peer_t *p)
  * answered with the version whole from it. */
 static void send_delta(peer_t *p)
 {
-    weft_ctl_buf_t buf = {0};
-    weft_status_t  status;
-
     p->delta = 1;
     p->base.in_place_ns = 0; /* in place once applied: its ack tells */
     p->state = PEER_ACKING; /* from here a failure is this version's */
-    weft_wire_put_delta(&buf, p->base.version, p->holds, p->delta_map, p->base.plan->view_count);
-    status = weft_server_base_send(&p->base, WEFT_CTL_DELTA, &buf);
-    weft_ctl_buf_free(&buf);
-    if (status != WEFT_OK) {
+    if (weft_server_base_send_delta(&p->base, p->holds, p->delta_map) != WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "the delta's map was not sent");
         return;
     }

@@ -168,6 +168,16 @@ void weft_remote_delta_forget(weft_remote_delta_t *d)
     d->holds = 0;
 }
 
+weft_status_t weft_remote_delta_take_map(weft_remote_delta_t *d, const weft_ctl_msg_t *msg, const char *server)
+{
+    const weft_status_t status = weft_remote_delta_on_map(d, msg);
+
+    if (status == WEFT_ERR_CORRUPT) {
+        weft_log_error("remote: a malformed DELTA from %s", server);
+    }
+    return status;
+}
+
 weft_status_t weft_remote_delta_on_map(weft_remote_delta_t *d, const weft_ctl_msg_t *msg)
 {
     weft_wire_delta_entry_t *map = NULL;

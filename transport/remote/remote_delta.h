@@ -73,6 +73,10 @@ void weft_remote_delta_fini(weft_remote_delta_t *d);
  * or not one entry per view; WEFT_ERR_NO_MEMORY. */
 weft_status_t weft_remote_delta_on_map(weft_remote_delta_t *d, const weft_ctl_msg_t *msg);
 
+/* weft_remote_delta_on_map for a transport's receive loop: a malformed
+ * DELTA is logged with the server that sent it. */
+weft_status_t weft_remote_delta_take_map(weft_remote_delta_t *d, const weft_ctl_msg_t *msg, const char *server);
+
 /*
  * At VERSION(v), every byte of v in place: when a DELTA of v came, applies
  * each view's entry from the inbox into the view and checks the view

@@ -253,6 +253,17 @@ weft_status_t weft_server_base_ready(weft_server_peer_t *p, const weft_ctl_buf_t
     return WEFT_OK;
 }
 
+weft_status_t weft_server_base_send_delta(weft_server_peer_t *p, uint64_t holds, const weft_wire_delta_entry_t *map)
+{
+    weft_ctl_buf_t buf = {0};
+    weft_status_t  status;
+
+    weft_wire_put_delta(&buf, p->version, holds, map, p->plan->view_count);
+    status = weft_server_base_send(p, WEFT_CTL_DELTA, &buf);
+    weft_ctl_buf_free(&buf);
+    return status;
+}
+
 weft_status_t weft_server_base_send_version(weft_server_peer_t *p, uint64_t deadline_ns)
 {
     const weft_plan_h plan = p->plan;

@@ -276,6 +276,13 @@ weft_status_t weft_server_base_send(weft_server_peer_t *p, uint32_t type, weft_c
 weft_status_t weft_server_base_send_version(weft_server_peer_t *p, uint64_t deadline_ns);
 
 /*
+ * DELTA (wire.h) for the version in flight, from version `holds`: one
+ * entry per view of the consumer's plan (map), laid out in its inbox.
+ * Sealed; the connection's errors, WEFT_ERR_NO_MEMORY.
+ */
+weft_status_t weft_server_base_send_delta(weft_server_peer_t *p, uint64_t holds, const weft_wire_delta_entry_t *map);
+
+/*
  * Leases the latest version when it is newer than the one acknowledged:
  * 1 and p->version, p->lease and a new deadline set; 0 otherwise (nothing
  * new, or the registry is offloaded or changing: look again soon).

@@ -636,16 +636,6 @@ static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
 }
 
 /* DELTA: where each view's delta lies in the inbox, for the notice. */
-static weft_status_t on_delta(struct ucx_remote *r, const weft_ctl_msg_t *msg)
-{
-    weft_status_t status = weft_remote_delta_on_map(&r->delta, msg);
-
-    if (status == WEFT_ERR_CORRUPT) {
-        weft_log_error("remote: a malformed DELTA from %s", r->base.server);
-    }
-    return status;
-}
-
 /* The views did not check out after v's delta: REDO(v), and v comes
  * again whole. WEFT_ERR_CONNECTION (the connection closed) when it could
  * not be asked. */
@@ -733,7 +723,7 @@ static weft_status_t ucx_remote_receive(void *remote, uint64_t after_version,
         if (status == WEFT_INPROGRESS) {
             status = msg.type == WEFT_CTL_SENDING ? on_sending(r, &msg, &awake_until)
                      : msg.type == WEFT_CTL_SENT  ? on_sent(r, &msg)
-                     : msg.type == WEFT_CTL_DELTA ? on_delta(r, &msg)
+                     : msg.type == WEFT_CTL_DELTA ? weft_remote_delta_take_map(&r->delta, &msg, r->base.server)
                                                   : stage_round(r, &msg);
             free(msg.payload);
             if (status != WEFT_OK) {

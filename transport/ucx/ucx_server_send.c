@@ -172,13 +172,7 @@ void weft_ucx_on_round_done(peer_t *p, const weft_ctl_msg_t *msg)
 /* A delta's DELTA, before its VERSION. 0 when the consumer was dropped. */
 static int send_delta_map(peer_t *p)
 {
-    weft_ctl_buf_t buf = {0};
-    weft_status_t  status;
-
-    weft_wire_put_delta(&buf, p->base.version, p->holds, p->delta_map, p->base.plan->view_count);
-    status = weft_server_base_send(&p->base, WEFT_CTL_DELTA, &buf);
-    weft_ctl_buf_free(&buf);
-    if (status != WEFT_OK) {
+    if (weft_server_base_send_delta(&p->base, p->holds, p->delta_map) != WEFT_OK) {
         weft_ucx_peer_drop(p, WEFT_ERR_CONNECTION, "the delta's map was not sent");
         return 0;
     }
