@@ -346,8 +346,10 @@ static void server_main(int cmd_fd, int out_fd)
 
 /* ----------------------------------------------------------- consumer */
 
-/* r(after): receive, answer the version and its wrong bytes; t(after):
- * a receive that must time out (nothing newer: its request stands); x: change
+/* r(after): receive, answer the version and its wrong bytes; c: the
+ * same without receiving (the views must still hold the version last
+ * received); t(after): a receive that must time out (nothing newer: its
+ * request stands); x: change
  * one byte of the first view (its engine wrote into it), y: of the
  * second; q: close. Each view's rows are `padded` apart in one buffer. */
 static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
@@ -397,12 +399,14 @@ static void consumer_main(uint16_t port, int padded, int cmd_fd, int out_fd)
     for (;;) {
         char cmd = read_cmd(cmd_fd, &arg);
 
-        if (cmd == 'r') {
-            uint64_t got = 0, answer[2];
+        if (cmd == 'r' || cmd == 'c') {
+            uint64_t got = have, answer[2];
 
-            CHILD_CHECK(weft_remote_receive(remote, arg, WAIT_US, &got) == WEFT_OK && got > have);
-            advance(expected, have, got);
-            have = got;
+            if (cmd == 'r') {
+                CHILD_CHECK(weft_remote_receive(remote, arg, WAIT_US, &got) == WEFT_OK && got > have);
+                advance(expected, have, got);
+                have = got;
+            }
             answer[0] = got;
             answer[1] = 0;
             copy_bytes(seen, fused, fused_bytes, device_views, 0);
@@ -517,6 +521,18 @@ static void receive(const driven_t *c, uint64_t after, uint64_t want)
     ck_assert_uint_eq(answer[0], want);
     ck_assert_msg(answer[1] == 0, "version %llu: %llu wrong bytes in the views", (unsigned long long)want,
                   (unsigned long long)answer[1]);
+}
+
+/* The consumer's views still hold version `want`, every byte. */
+static void check_views(const driven_t *c, uint64_t want)
+{
+    uint64_t answer[2];
+
+    send_cmd(c->cmd, 'c', 0);
+    read_all(c->out, answer, sizeof(answer));
+    ck_assert_uint_eq(answer[0], want);
+    ck_assert_msg(answer[1] == 0, "%llu bytes of the views are not version %llu's, which they should still hold",
+                  (unsigned long long)answer[1], (unsigned long long)want);
 }
 
 static void stop(driven_t *d)
@@ -635,9 +651,12 @@ static void missed_version_and_new_connection_come_whole(void)
 
 /* A receive that timed out leaves its request standing: the server sends
  * the next version (deltas_sent of the versions after the first as
- * deltas), and the consumer's next receive asks again before it reads
- * that version's notice. The server takes the new request while it
- * waits for the ack, and the consumer gets the version, every byte. */
+ * deltas), and the consumer's next receive (after an older version: a
+ * request of its own) is sent before it reads that version's notice. The
+ * server takes the new request while it waits for the ack, and the
+ * consumer gets the version, every byte. That version answered the new
+ * request too: the next one published is not put into the views until
+ * the consumer asks. */
 static void request_after_a_timed_out_one_stands(uint64_t deltas_sent)
 {
     driven_t s, c;
@@ -652,8 +671,11 @@ static void request_after_a_timed_out_one_stands(uint64_t deltas_sent)
     read_all(c.out, NULL, 0);
     publish(&s);
     usleep(300000); /* its bytes land and the notice waits (if the server was slower, the case is as usual) */
-    receive(&c, 1, 2);
-    publish_and_receive(&s, &c, 3, 3);
+    receive(&c, 0, 2);
+    publish(&s);
+    usleep(300000); /* had the server kept the request, version 3 would be in the views by now */
+    check_views(&c, 2);
+    receive(&c, 2, 3);
     expect_deltas(&s, deltas_sent, 0, 3);
     stop(&c);
     stop(&s);

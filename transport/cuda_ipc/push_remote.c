@@ -215,7 +215,7 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
     struct push_remote *r = calloc(1, sizeof(*r));
     weft_memory_kind_t  memory = WEFT_MEMORY_HOST;
     weft_ctl_buf_t     buf = {0};
-    weft_ctl_msg_t     msg;
+    weft_ctl_msg_t     msg = {0};
     uint64_t            deadline;
     int                 device = -1, saved = -1;
     weft_status_t       status;
@@ -247,13 +247,19 @@ static weft_status_t push_remote_connect(const weft_remote_params_t *p,
             if (status == WEFT_OK && inbox) {
                 /* An inbox on the views' GPU, where the server copies deltas. */
                 status = weft_remote_delta_init(&r->delta, views, (uint32_t)count, device, WEFT_MEMORY_CUDA);
+                if (status == WEFT_ERR_NO_MEMORY || status == WEFT_ERR_CUDA) {
+                    /* Its GPU is full: every version whole, as before deltas. */
+                    weft_log_warn("remote: no room for a delta inbox on GPU %d: every version comes whole", device);
+                    weft_remote_delta_fini(&r->delta);
+                    status = WEFT_OK;
+                }
             }
             if (status == WEFT_OK) {
                 status = build_views(views, count, &r->delta, &buf);
             }
             weft_cuda_leave(device, saved);
         }
-        free(msg.payload);
+        free(msg.payload); /* NULL unless hello read the WELCOME */
     }
     if (status == WEFT_OK) {
         status = weft_remote_base_views(&r->base, &buf, deadline, &msg);

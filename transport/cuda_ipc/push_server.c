@@ -287,8 +287,10 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
                              view_count);
     free(views);
     free(names);
-    if (status == WEFT_OK && inbox != NULL && weft_push_delta_pays(p->server, p->device)) {
-        status = weft_push_delta_peer_init(p, inbox, inbox_bytes);
+    if (status == WEFT_OK && inbox != NULL && weft_push_delta_pays(p->server, p->device) &&
+        weft_push_delta_peer_init(p, inbox, inbox_bytes) != WEFT_OK) {
+        weft_log_warn("server: consumer \"%s\": no memory for its deltas: every version goes whole", p->base.name);
+        weft_push_delta_peer_fini(p);
     }
     if (status != WEFT_OK) {
         peer_drop(p, status, "refused");
@@ -311,12 +313,11 @@ static weft_status_t peer_views(weft_server_peer_t *base, const weft_ctl_msg_t *
 
 /*
  * VERSION for the version in flight, every byte of it (or of its delta)
- * in place: the request is answered (the notice carries the version's
- * checksums, read under the lease). 0 when the consumer was dropped.
+ * in place (the notice carries the version's checksums, read under the
+ * lease). 0 when the consumer was dropped.
  */
 static int send_version(peer_t *p)
 {
-    p->base.wanting = 0;
     if (weft_server_base_send_version(&p->base, weft_deadline_ns(weft_time_ns(), p->server->base.timeout_us)) !=
         WEFT_OK) {
         peer_drop(p, WEFT_ERR_CONNECTION, "the notice was not sent");
@@ -439,6 +440,9 @@ static void peer_start(weft_server_peer_t *base, uint64_t latest)
     if (weft_push_delta_coming(p, latest) || !weft_server_base_lease_next(&p->base, latest)) {
         return;
     }
+    /* This version answers the request; one that comes while it is in
+     * flight stands (a REDO's second sending does not answer it). */
+    p->base.wanting = 0;
     if (weft_push_peer_delta(p)) {
         send_delta(p);
     } else {

@@ -348,6 +348,12 @@ static weft_status_t ack_counted(weft_server_peer_t *p, const weft_ctl_msg_t *ms
                          (p->in_place_ns != 0 ? p->in_place_ns : weft_time_ns()) - p->leased_ns);
     (void)weft_registry_consumer_received(s->reg, p->consumer, v);
     p->acked = v;
+    /* A request that came while v was in flight (after one that timed
+     * out) and that v answers is answered: the consumer returns v, and
+     * its views must not change again until it asks. */
+    if (p->wanting && p->want_after < v) {
+        p->wanting = 0;
+    }
     weft_server_base_release(p);
     pthread_mutex_lock(&s->stats_lock);
     if (v > s->stats.last_version) {

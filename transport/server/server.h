@@ -297,7 +297,9 @@ void weft_server_base_release(weft_server_peer_t *p);
  * lease to p->in_place_ns, or to now where the transport left that 0),
  * records it with
  * weft_registry_consumer_received and releases the lease (the transport
- * must no longer read the slot). WEFT_ERR_CORRUPT for anything else.
+ * must no longer read the slot). A request (WANT) that the version
+ * answers, come while it was in flight, is answered too. WEFT_ERR_CORRUPT
+ * for anything else.
  */
 weft_status_t weft_server_base_ack(weft_server_peer_t *p, const weft_ctl_msg_t *msg);
 

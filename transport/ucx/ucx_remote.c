@@ -635,7 +635,6 @@ static weft_status_t stage_complete(const struct ucx_remote *r, uint64_t v)
     return WEFT_ERR_CORRUPT;
 }
 
-/* DELTA: where each view's delta lies in the inbox, for the notice. */
 /* The views did not check out after v's delta: REDO(v), and v comes
  * again whole. WEFT_ERR_CONNECTION (the connection closed) when it could
  * not be asked. */
