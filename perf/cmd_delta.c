@@ -3,7 +3,8 @@
  * (<weft/delta.h>) saves between real optimizer steps, on the host.
  *
  * For each optimizer and learning rate: expert masters ~N(0, 0.02) step
- * with libweft's optimizer (host placement) on random gradients; after
+ * with libweft's optimizer (host placement, or staged: --placement) on
+ * random gradients; after
  * each step the FP8 writer makes the version (W, WT, scale_inv); its
  * delta from the previous version is encoded as libweft's transports
  * send it (W's delta once, for W and, transposed, WT; the scales'; a
@@ -24,6 +25,7 @@
  */
 #include "lib/args.h"
 #include "lib/columns.h"
+#include "lib/gpu_buf.h"
 #include "lib/json.h"
 #include "lib/sysinfo.h"
 #include "delta.h"
@@ -51,6 +53,10 @@ static int delta_usage(FILE *out)
                  "  --lr X[,X...]      learning rates (1e-6,1e-5)\n"
                  "  --optimizer O      adamw, muon or both (both)\n"
                  "  --threads N        optimizer threads (online CPUs)\n"
+                 "  --placement P      where the optimizer's masters live and its steps run: host\n"
+                 "                     (its threads) or staged (pinned host memory, the update on\n"
+                 "                     GPU 0 through slots: libweft's staged producer, the\n"
+                 "                     same bytes for AdamW) (host)\n"
                  "  --link RATE        also serve each case from a ucx server in one network\n"
                  "                     namespace to a consumer in another over a veth link held\n"
                  "                     to RATE by tc (e.g. 1gbit), whole then as deltas; needs\n"
@@ -102,7 +108,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {"warmup", required_argument, NULL, 'w'},
         {"link", required_argument, NULL, 'L'},    {"gpu", no_argument, NULL, 'g'},
-        {"link-gpu", no_argument, NULL, 'K'},
+        {"link-gpu", no_argument, NULL, 'K'},      {"placement", required_argument, NULL, 'P'},
         /* Hidden: the link measurement's processes (delta_link.c). */
         {"role", required_argument, NULL, 'R'},    {"registry", required_argument, NULL, 'G'},
         {"listen", required_argument, NULL, 'I'},  {"connect", required_argument, NULL, 'C'},
@@ -111,7 +117,9 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         {NULL, 0, NULL, 0},
     };
     static const perf_arg_word_t optimizers[] = {{"adamw", 0}, {"muon", 1}, {"both", 2}, {NULL, 0}};
-    int                          opt, which = 2;
+    static const perf_arg_word_t placements[] = {
+        {"host", WEFT_OPTIM_HOST}, {"staged", WEFT_OPTIM_STAGED}, {NULL, 0}};
+    int                          opt, which = 2, placement = WEFT_OPTIM_HOST;
 
     *o = (delta_options_t){.experts = 16, .rows = 1536, .cols = 2048, .steps = 4, .warmup = 10, .muon_experts = 4,
                            .muon_rows = 512, .muon_cols = 1024, .lrs = {1e-6, 1e-5}, .lr_count = 2};
@@ -134,6 +142,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, 10000, &o->warmup); break;
         case 'l': bad = parse_lrs(optarg, o) != 0; break;
         case 'o': bad = perf_arg_word("--optimizer", optarg, optimizers, &which); break;
+        case 'P': bad = perf_arg_word("--placement", optarg, placements, &placement); break;
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
         case 'j': o->json = 1; break;
         case 'g': o->gpu = 1; break;
@@ -165,6 +174,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
     }
     o->adamw = which != 1;
     o->muon = which != 0;
+    o->placement = (weft_optim_placement_t)placement;
     return 0;
 }
 
@@ -273,6 +283,7 @@ static void print_gpu_case(const delta_options_t *o, const char *optimizer, doub
     perf_json_str(&json, "command", "delta");
     perf_json_str(&json, "device", "cuda");
     perf_json_str(&json, "codec", "paired");
+    perf_json_str(&json, "placement", delta_placement_name(o->placement));
     perf_json_int(&json, "warmup_steps", (int64_t)o->warmup);
     perf_json_int(&json, "steps", (int64_t)o->steps);
     if (linked) {
@@ -295,19 +306,24 @@ int perf_cmd_delta(int argc, char **argv)
     if (o.role != NULL) {
         return delta_link_role(&o);
     }
+    if (o.placement != WEFT_OPTIM_HOST && perf_gpu_count() == 0) {
+        fprintf(stderr, "weft-perf delta: --placement %s needs a GPU (none usable here); skipped\n",
+                delta_placement_name(o.placement));
+        return 77;
+    }
     if (!o.json) {
         int cpu[2];
 
         perf_print_host(stdout, perf_cpus_allowed(cpu));
         printf("# delta versions on the host: each version's W, WT (e4m3) and scale_inv against the previous\n"
-               "# one's, after a real optimizer step (libweft's, host placement) on N(0, 1e-2) gradients, %llu\n"
+               "# one's, after a real optimizer step (libweft's, %s placement) on N(0, 1e-2) gradients, %llu\n"
                "# warm-up steps first; each\n"
                "# tensor a delta (32 B + 4 B a 4 KiB chunk + 3 B a changed byte) or whole when that is no larger,\n"
                "# WT patched by its W's delta transposed, as libweft's transports send them (wire_ratio);\n"
                "# per_tensor: the wire had every tensor, WT too, its own delta;\n"
                "# times: medians over %llu steps of a whole version's encode or apply, against memcpy of its bytes;\n"
                "# %s\n",
-               (unsigned long long)o.warmup, (unsigned long long)o.steps,
+               delta_placement_name(o.placement), (unsigned long long)o.warmup, (unsigned long long)o.steps,
                o.link == NULL ? "no transport here (--link RATE adds one): the link columns are null"
                               : "link: a ucx server and a consumer in two network namespaces, a veth pair held to "
                                 "the rate by tc;\n# whole_ms and delta_ms: median update (publish to acknowledged, "
@@ -406,6 +422,7 @@ int perf_cmd_delta(int argc, char **argv)
                     perf_json_begin(&json, stdout);
                     perf_json_str(&json, "command", "delta");
                     perf_json_str(&json, "device", "host");
+                    perf_json_str(&json, "placement", delta_placement_name(o.placement));
                     perf_json_int(&json, "warmup_steps", (int64_t)o.warmup);
                     perf_json_int(&json, "steps", (int64_t)o.steps);
                     if (o.link != NULL && link_here) {

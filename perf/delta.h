@@ -22,6 +22,7 @@ typedef struct delta_options {
     int      gpu;      /* --gpu: the GPU codec on the same versions (delta_gpu.c) */
     const char *link; /* --link RATE (tc's syntax): the rate-limited measurement; NULL: none */
     int         link_gpu; /* --link-gpu: its registry and views in GPU 0's memory */
+    weft_optim_placement_t placement; /* --placement: the optimizer's (HOST or STAGED, on GPU 0) */
     /* Hidden: the processes of the link measurement (delta_link.c). */
     const char *role, *registry, *listen, *connect, *token;
     int         role_muon, role_gpu;
@@ -33,16 +34,21 @@ double delta_now_s(void);
 /* n normal values of deviation sigma from seed (the same on every run). */
 void delta_fill_normal(float *x, uint64_t n, uint64_t seed, float sigma);
 
+/* "host" or "staged", for the output. */
+const char *delta_placement_name(weft_optim_placement_t placement);
+
 /*
  * The optimizer of a case (one group of `experts` rows×cols matrices,
- * AdamW or Muon at lr, host placement), its masters ~N(0, 0.02), after
- * o->warmup steps; *master points at them. 0, or -1 (said why).
+ * AdamW or Muon at lr, o->placement), its masters ~N(0, 0.02), after
+ * o->warmup steps; *master points at them (host memory: pinned where
+ * STAGED). 0, or -1 (said why).
  */
 int delta_optim_make(const delta_options_t *o, weft_optim_algo_t algo, double lr, uint64_t experts, uint64_t rows,
                      uint64_t cols, float *grad, weft_optim_h *opt, float **master);
 
-/* Step s of a case (after the warm-up), its gradient into grad. 0 or -1. */
-int delta_optim_step(weft_optim_h opt, float *grad, uint64_t n, uint64_t s);
+/* Step s of a case (after the warm-up), its gradient into grad; returns
+ * once the masters hold the step (a STAGED step is waited for). 0 or -1. */
+int delta_optim_step(const delta_options_t *o, weft_optim_h opt, float *grad, uint64_t n, uint64_t s);
 
 /* One case of the host codec, and of the GPU codec with --gpu. */
 typedef struct delta_case_result {

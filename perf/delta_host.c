@@ -219,7 +219,7 @@ int delta_host_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
         send_totals_t tot = {0};
         double        t0;
 
-        if (delta_optim_step(opt, grad, n, s) != 0 || quantize(master, &cur) != 0) {
+        if (delta_optim_step(o, opt, grad, n, s) != 0 || quantize(master, &cur) != 0) {
             fprintf(stderr, "weft-perf delta: step %llu failed\n", (unsigned long long)s);
             goto out;
         }

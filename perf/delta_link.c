@@ -167,7 +167,7 @@ static int serve(const delta_options_t *o, const link_tensors_t *t, weft_registr
     for (uint64_t v = 1; v <= o->steps + 1; v++) {
         double t0;
 
-        if (v > 1 && delta_optim_step(opt, grad, n, v - 2) != 0) {
+        if (v > 1 && delta_optim_step(o, opt, grad, n, v - 2) != 0) {
             fprintf(stderr, "weft-perf delta: step %llu failed\n", (unsigned long long)(v - 2));
             goto out;
         }
@@ -573,6 +573,10 @@ int delta_link_case(const delta_options_t *o, weft_optim_algo_t algo, double lr,
     if (o->threads != 0) {
         case_args[k++] = "--threads";
         case_args[k++] = threads;
+    }
+    if (o->placement != WEFT_OPTIM_HOST) {
+        case_args[k++] = "--placement";
+        case_args[k++] = delta_placement_name(o->placement);
     }
     if (o->link_gpu) {
         case_args[k++] = "--role-gpu";

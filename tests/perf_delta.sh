@@ -23,6 +23,8 @@ echo "$out" | awk '{ w = $0; sub(/.*"wire_ratio": /, "", w); sub(/,.*/, "", w);
                      sub(/,.*/, "", p); if (w + 0 >= p + 0) bad = 1 }
                    END { exit bad }' || { echo "FAIL: wire_ratio not below wire_ratio_per_tensor"; fail=1; }
 [ $fail = 0 ] || exit 1
+host_out=$out
+host_adamw=$(echo "$out" | grep '"optimizer": "adamw", "lr": 1e-05,')
 
 # --gpu: the GPU codec on the same versions. With a GPU every GPU delta
 # must be the host encoder's and every applied byte right (weft-perf exits
@@ -42,6 +44,31 @@ else
     done
     echo "$gpu" | grep -q '"deltas_equal_host": true' || { echo "FAIL: a paired GPU delta is not the host's"; exit 1; }
     echo "$gpu" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: the GPU codec's wrong bytes"; exit 1; }
+fi
+
+# --placement staged: the versions made by the staged producer (masters in
+# pinned host memory, the update on the GPU). AdamW's arithmetic is the
+# same in every placement, so are its versions: the same bytes changed and
+# the same wire bytes as the host placement's. Without a GPU it is skipped
+# (77) and says so; a placement it does not know is refused.
+echo "$host_out" | grep -q '"placement": "host"' || { echo "FAIL: no host placement in the output"; exit 1; }
+"$perf" delta --placement resident >/dev/null 2>&1; rc=$?
+[ $rc = 2 ] || { echo "FAIL: --placement resident exited $rc, not 2"; exit 1; }
+staged=$("$perf" delta --experts 2 --shape 256x512 --optimizer adamw --lr 1e-5 --steps 2 --warmup 2 \
+         --placement staged --json 2>&1); rc=$?
+if [ $rc = 77 ]; then
+    echo "$staged" | grep -q -- "--placement staged needs a GPU" || { echo "FAIL: skipped without saying why"; exit 1; }
+elif [ $rc = 0 ]; then
+    echo "$staged"
+    echo "$staged" | grep -q '"placement": "staged"' || { echo "FAIL: no staged placement in the output"; exit 1; }
+    echo "$staged" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: staged versions: wrong bytes"; exit 1; }
+    for key in w_bytes_changed wire_bytes; do
+        a=$(echo "$host_adamw" | grep -o "\"$key\": [0-9.e+-]*")
+        b=$(echo "$staged" | grep -o "\"$key\": [0-9.e+-]*")
+        [ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: staged $key ($b) is not the host placement's ($a)"; exit 1; }
+    done
+else
+    echo "FAIL: weft-perf delta --placement staged exited $rc"; echo "$staged"; exit 1
 fi
 
 # --link: the same served over a veth link held to 100 Mbit/s between two
