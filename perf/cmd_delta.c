@@ -45,8 +45,9 @@ static int delta_usage(FILE *out)
                  "  against the previous one's; wire bytes, encode and apply time vs a memcpy.\n"
                  "  --experts N        AdamW's experts (16)\n"
                  "  --shape RxC        their matrices (1536x2048)\n"
-                 "  --muon-shape ExRxC Muon's experts and matrices (4x512x1024: Muon on the host\n"
-                 "                     runs its Newton-Schulz iterations in FP32 on the CPU)\n"
+                 "  --muon-shape ExRxC Muon's experts and matrices (4x512x1024 with --placement\n"
+                 "                     host, where Newton-Schulz runs in FP32 on the CPU; with\n"
+                 "                     staged, AdamW's experts and shape)\n"
                  "  --steps N          optimizer steps, each a version after the first (4)\n"
                  "  --warmup N         steps before the first version, so that the optimizer's\n"
                  "                     state is a trained one's, as in RL fine-tuning (10)\n"
@@ -119,7 +120,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
     static const perf_arg_word_t optimizers[] = {{"adamw", 0}, {"muon", 1}, {"both", 2}, {NULL, 0}};
     static const perf_arg_word_t placements[] = {
         {"host", WEFT_OPTIM_HOST}, {"staged", WEFT_OPTIM_STAGED}, {NULL, 0}};
-    int                          opt, which = 2, placement = WEFT_OPTIM_HOST;
+    int                          opt, which = 2, placement = WEFT_OPTIM_HOST, muon_shape_given = 0;
 
     *o = (delta_options_t){.experts = 16, .rows = 1536, .cols = 2048, .steps = 4, .warmup = 10, .muon_experts = 4,
                            .muon_rows = 512, .muon_cols = 1024, .lrs = {1e-6, 1e-5}, .lr_count = 2};
@@ -133,6 +134,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
                   o->rows < 2 || o->cols < 2 || o->rows > 65536 || o->cols > 65536;
             break;
         case 'm':
+            muon_shape_given = 1;
             bad = sscanf(optarg, "%llux%llux%llu", (unsigned long long *)&o->muon_experts,
                          (unsigned long long *)&o->muon_rows, (unsigned long long *)&o->muon_cols) != 3 ||
                   o->muon_experts < 1 || o->muon_rows < 2 || o->muon_cols < 2 || o->muon_rows > 16384 ||
@@ -175,6 +177,11 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
     o->adamw = which != 1;
     o->muon = which != 0;
     o->placement = (weft_optim_placement_t)placement;
+    if (o->placement != WEFT_OPTIM_HOST && !muon_shape_given) { /* the GPU's Newton-Schulz: the experts' shape */
+        o->muon_experts = o->experts;
+        o->muon_rows = o->rows;
+        o->muon_cols = o->cols;
+    }
     return 0;
 }
 
