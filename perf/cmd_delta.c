@@ -4,13 +4,12 @@
  *
  * For each optimizer and learning rate: expert masters ~N(0, 0.02) step
  * with libweft's optimizer (host placement, or staged: --placement) on
- * random gradients; after
- * each step the FP8 writer makes the version (W, WT, scale_inv); its
- * delta from the previous version is encoded as libweft's transports
- * send it (W's delta once, for W and, transposed, WT; the scales'; a
- * tensor whole where that is no larger), applied to a copy of the
- * previous version, and the copy compared with the version byte for
- * byte. Reported: the changed fraction of W's bytes, the bytes a delta
+ * random gradients; after each step the FP8 writer makes the version (W,
+ * WT, scale_inv); its delta from the previous version is encoded as
+ * libweft's transports send it (W's delta once, for W and, transposed,
+ * WT; the scales'; a tensor whole where that is no larger), applied to a
+ * copy of the previous version, and the copy compared with the version
+ * byte for byte. Reported: the changed fraction of W's bytes, the bytes a delta
  * version puts on the wire against the full version (and had every
  * tensor its own delta), encode and apply time against a copy of the
  * full version's bytes (memcpy, the ceiling of any host transfer), and
@@ -118,8 +117,6 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         {NULL, 0, NULL, 0},
     };
     static const perf_arg_word_t optimizers[] = {{"adamw", 0}, {"muon", 1}, {"both", 2}, {NULL, 0}};
-    static const perf_arg_word_t placements[] = {
-        {"host", WEFT_OPTIM_HOST}, {"staged", WEFT_OPTIM_STAGED}, {NULL, 0}};
     int                          opt, which = 2, placement = WEFT_OPTIM_HOST, muon_shape_given = 0;
 
     *o = (delta_options_t){.experts = 16, .rows = 1536, .cols = 2048, .steps = 4, .warmup = 10, .muon_experts = 4,
@@ -144,7 +141,7 @@ static int parse_options(int argc, char **argv, delta_options_t *o)
         case 'w': bad = perf_arg_u64("--warmup", optarg, 0, 10000, &o->warmup); break;
         case 'l': bad = parse_lrs(optarg, o) != 0; break;
         case 'o': bad = perf_arg_word("--optimizer", optarg, optimizers, &which); break;
-        case 'P': bad = perf_arg_word("--placement", optarg, placements, &placement); break;
+        case 'P': bad = perf_arg_word("--placement", optarg, delta_placements, &placement); break;
         case 't': bad = perf_arg_u64("--threads", optarg, 1, 1024, &o->threads); break;
         case 'j': o->json = 1; break;
         case 'g': o->gpu = 1; break;

@@ -9,6 +9,8 @@
 #ifndef WEFT_PERF_DELTA_H
 #define WEFT_PERF_DELTA_H
 
+#include "lib/args.h"
+
 #include <stdint.h>
 #include <weft/weft.h>
 
@@ -34,7 +36,10 @@ double delta_now_s(void);
 /* n normal values of deviation sigma from seed (the same on every run). */
 void delta_fill_normal(float *x, uint64_t n, uint64_t seed, float sigma);
 
-/* "host" or "staged", for the output. */
+/* The placements --placement takes, by name (perf_arg_word's table). */
+extern const perf_arg_word_t delta_placements[];
+
+/* A placement's name in that table, for the output. */
 const char *delta_placement_name(weft_optim_placement_t placement);
 
 /*

@@ -41,9 +41,16 @@ void delta_fill_normal(float *x, uint64_t n, uint64_t seed, float sigma)
     }
 }
 
+const perf_arg_word_t delta_placements[] = {{"host", WEFT_OPTIM_HOST}, {"staged", WEFT_OPTIM_STAGED}, {NULL, 0}};
+
 const char *delta_placement_name(weft_optim_placement_t placement)
 {
-    return placement == WEFT_OPTIM_STAGED ? "staged" : placement == WEFT_OPTIM_RESIDENT ? "resident" : "host";
+    for (const perf_arg_word_t *w = delta_placements; w->name != NULL; w++) {
+        if (w->value == (int)placement) {
+            return w->name;
+        }
+    }
+    return "?";
 }
 
 /* Runs one step on grad (host memory) and, where the placement runs it
