@@ -5,6 +5,7 @@
 #include "log.h"
 #include "text.h"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <string.h>
 
@@ -74,6 +75,35 @@ weft_status_t weft_cuda_pointer_device(const void *ptr, int *device)
         return WEFT_ERR_INVALID_PARAM;
     }
     *device = attr.device;
+    return WEFT_OK;
+}
+
+typedef CUresult (*address_range_fn_t)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
+
+weft_status_t weft_cuda_allocation_range(const void *ptr, const char *what, uint64_t *base, uint64_t *bytes)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    void                                *fn = NULL;
+    CUdeviceptr                          b = 0;
+    size_t                               n = 0;
+    CUresult                             res;
+    weft_status_t                        status = WEFT_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found));
+
+    if (status != WEFT_OK) {
+        return status;
+    }
+    if (found != cudaDriverEntryPointSuccess || fn == NULL) {
+        weft_log_error("%s: the CUDA driver has no cuMemGetAddressRange", what);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    res = ((address_range_fn_t)fn)(&b, &n, (CUdeviceptr)(uintptr_t)ptr);
+    if (res != CUDA_SUCCESS) {
+        weft_log_error("%s: cuMemGetAddressRange failed (%d): not device memory", what, (int)res);
+        return WEFT_ERR_INVALID_PARAM;
+    }
+    *base = (uint64_t)b;
+    *bytes = (uint64_t)n;
     return WEFT_OK;
 }
 

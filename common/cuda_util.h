@@ -30,6 +30,15 @@ void          weft_cuda_leave(int device, int saved);
  * of this process. */
 weft_status_t weft_cuda_pointer_device(const void *ptr, int *device);
 
+/* The allocation that holds device address ptr: *base and *bytes
+ * (cuMemGetAddressRange, from the driver the runtime loaded: libcuda is
+ * never linked, see m4/weft_cuda.m4). Works for memory of this process
+ * and for a peer's opened with cudaIpcOpenMemHandle (whose mapping is
+ * the whole exported allocation). WEFT_ERR_INVALID_PARAM when ptr lies
+ * in no allocation, WEFT_ERR_UNSUPPORTED without the driver entry point;
+ * both logged, naming `what`. Thread-safe. */
+weft_status_t weft_cuda_allocation_range(const void *ptr, const char *what, uint64_t *base, uint64_t *bytes);
+
 /* The bytes of a GPU's UUID (cudaDeviceProp.uuid): it names the GPU
  * alike in every process of the host, where device numbers may differ. */
 #define WEFT_CUDA_UUID_BYTES 16u

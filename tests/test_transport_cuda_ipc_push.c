@@ -10,6 +10,10 @@
  * over the GPUs; refusals (a wrong token and an unknown tensor name with
  * nothing registered, host-memory views, a host registry refused by
  * weft_server_create), after which a good consumer is still served; a
+ * consumer whose handshake (written by hand here) declares an allocation
+ * larger than the memory its IPC handle exports is refused before any
+ * copy could write past the server's mapping, while the same handshake
+ * with the true size is accepted; a
  * consumer SIGKILLed mid-stream (the server drops it and keeps no record
  * of it, the other goes on exactly, a restarted one rejoins and gets the
  * next version exactly); rebinding by close, new memory and connect (the
@@ -36,11 +40,16 @@
  */
 #include "config.h"
 
+#include "common/cuda_util.h"
+#include "common/time_util.h"
 #include "lib/child.h"
 #include "lib/gpu_skip.h"
 #include "lib/transport_fixture.h"
 #include "lib/harness.h"
 #include "perf/lib/payload.h"
+#include "transport/ctl/wire.h"
+#include "transport/cuda_ipc/push.h"
+#include "transport/remote/remote.h"
 
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -942,6 +951,136 @@ START_TEST(push_refusals_register_nothing)
 }
 END_TEST
 
+/* ------------------------------------ an allocation declared too large */
+
+/*
+ * The handshake of the push consumer (push_remote.c's VIEWS message),
+ * written by hand: each fused tensor's allocation with its IPC handle and
+ * the size it declares, which for the first is `extra` bytes more than
+ * the allocation holds. A consumer that lies so could make the server's
+ * copies write past its mapping (views reaching into the bytes it
+ * declared but did not export) and fault the server's context, every
+ * consumer's. The base connection is left open on success.
+ */
+static weft_status_t declared_connect(const consumer_t *c, uint16_t port, const char *name, uint64_t extra,
+                                      weft_remote_base_t *base)
+{
+    char                 addr[32];
+    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
+                                   .transport  = WEFT_TRANSPORT_CUDA_IPC,
+                                   .server     = addr,
+                                   .token      = TOKEN,
+                                   .name       = name,
+                                   .timeout_us = CONNECT_TIMEOUT_US};
+    weft_ctl_buf_t       buf = {0};
+    weft_ctl_msg_t       msg = {0};
+    uint64_t             deadline;
+    weft_status_t        status;
+
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)port);
+    memset(base, 0, sizeof(*base));
+    deadline = weft_deadline_ns(weft_time_ns(), weft_remote_base_init(base, &params));
+    status = weft_remote_base_connect(base, deadline);
+    if (status == WEFT_OK) {
+        status = weft_remote_base_hello(base, WEFT_CUDA_IPC_PUSH_PROTOCOL, &params, deadline, &msg);
+        free(msg.payload);
+        msg.payload = NULL;
+    }
+    if (status != WEFT_OK) {
+        weft_remote_base_disconnect(base);
+        return status;
+    }
+    weft_ctl_put_u32(&buf, KINDS);
+    for (uint32_t k = 0; k < KINDS; k++) {
+        uint64_t           at = 0, bytes = 0;
+        cudaIpcMemHandle_t handle;
+
+        CHILD_OK(weft_cuda_allocation_range(c->fused[k], "test", &at, &bytes));
+        CUDA_OK(cudaIpcGetMemHandle(&handle, (void *)(uintptr_t)at));
+        weft_ctl_put_blob(&buf, &handle, (uint32_t)sizeof(handle));
+        weft_ctl_put_u64(&buf, at);
+        weft_ctl_put_u64(&buf, bytes + (k == 0 ? extra : 0));
+    }
+    weft_ctl_put_u64(&buf, 0); /* no inbox */
+    weft_ctl_put_u64(&buf, 0);
+    weft_wire_put_views(&buf, c->views, TENSORS);
+    CHILD_CHECK(!buf.failed);
+    status = weft_remote_base_views(base, &buf, deadline, &msg);
+    free(msg.payload);
+    weft_ctl_buf_free(&buf);
+    if (status != WEFT_OK) {
+        weft_remote_base_disconnect(base);
+    }
+    return status;
+}
+
+static void declared_server_body(const void *arg)
+{
+    server_t            s;
+    weft_server_stats_t st;
+    char                byte;
+
+    (void)arg;
+    server_start(&s);
+    /* The consumer connected by hand with its true sizes (accepted), left,
+     * then declared 2 MB more than its first allocation (refused). */
+    CHILD_CHECK(read_within(server_cue[0], &byte, 1, START_S + STEP_S) == 0);
+    CHILD_OK(weft_server_get_stats(s.server, &st));
+    STATS_CHECK(st, st.accepted == 1 && st.refused == 1);
+    registry_settles_at(s.reg, 0, __LINE__);
+    post(consumer_cue[1], "g", 1, __LINE__);
+    /* Still serving, its context sound: a consumer gets version 1 exactly. */
+    server_wait_ready(&s, 1);
+    server_deliver(&s, 1, 1);
+    st = server_stats_when(&s, stats_idle, 0, __LINE__);
+    STATS_CHECK(st, st.accepted == 2 && st.versions_sent == 1);
+    server_stop(&s);
+}
+
+static void declared_consumer_body(const void *arg)
+{
+    const uint16_t    *port = arg;
+    consumer_t         c;
+    weft_remote_base_t base;
+    weft_status_t      status;
+    char               byte;
+
+    consumer_alloc(&c, SERVER_GPU, 1);
+    /* The hand-written handshake is the library's: with the true sizes
+     * the server takes it. */
+    CHILD_OK(declared_connect(&c, *port, "declared-true", 0, &base));
+    /* Left as the library leaves: the server unmaps before it closes, so
+     * the next handshake maps the same allocations afresh. */
+    weft_remote_base_bye(&base);
+    CHILD_OK(weft_remote_base_await_close(&base, "it unmapped the views", NULL, NULL, NULL));
+    status = declared_connect(&c, *port, "declared-larger", 2u << 20, &base);
+    if (status != WEFT_ERR_CORRUPT) {
+        CHILD_FAIL("allocation declared 2 MB larger than exported: %s, want WEFT_ERR_CORRUPT",
+                   weft_status_string(status));
+    }
+    post(server_cue[1], "r", 1, __LINE__);
+    CHILD_CHECK(read_within(consumer_cue[0], &byte, 1, STEP_S) == 0);
+    CHILD_OK(consumer_connect(&c, *port, TOKEN, "honest"));
+    consumer_receive_exact(&c, 0, 1);
+    consumer_close(&c);
+    consumer_free(&c);
+}
+
+/* 4b. */
+START_TEST(push_allocation_declared_larger_than_exported_refused)
+{
+    static const char *const what[] = {"server", "consumer"};
+    pid_t                    pids[2];
+    uint16_t                 port;
+
+    pipes_open();
+    pids[0] = spawn(declared_server_body, NULL);
+    port = await_port(pids[0]);
+    pids[1] = spawn(declared_consumer_body, &port);
+    expect_clean_exits(pids, what, 2);
+}
+END_TEST
+
 /* --------------------------------------------- a consumer killed */
 
 #define KILL_VERSIONS 20
@@ -1266,6 +1405,7 @@ static Suite *transport_cuda_ipc_push_suite(void)
     ADD_LOOP(push_other_gpu_versions_exact, 2);
     ADD(push_many_consumers_exact);
     ADD(push_refusals_register_nothing);
+    ADD(push_allocation_declared_larger_than_exported_refused);
     ADD(push_consumer_killed_others_go_on_restarted_rejoins);
     ADD(push_rebind_by_close_and_connect);
     ADD(push_views_change_only_while_asking);

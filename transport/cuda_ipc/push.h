@@ -19,7 +19,9 @@
  *           u64 bytes in the consumer's address space; u64 inbox address
  *           and u64 inbox bytes (0: it takes no deltas), inside one
  *           allocation; then the views (wire.h), addresses the
- *           consumer's, each inside one allocation.
+ *           consumer's, each inside one allocation. The server
+ *           refuses (WEFT_ERR_CORRUPT) an allocation whose mapping here
+ *           is smaller than its declared bytes: the copies trust them.
  *   READY   the head of weft_server_base_ready, nothing else.
  *   WANT(a, holds) the consumer is in weft_remote_receive(after a), its
  *           views holding version `holds` verbatim (0: none it vouches

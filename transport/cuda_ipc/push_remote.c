@@ -1,7 +1,7 @@
 /*
  * The consumer of the cuda_ipc push mode (push.h): exports the
  * allocations that hold its views (one legacy CUDA IPC handle each, the
- * allocation found with cuMemGetAddressRange) and sends them with the
+ * allocation found with weft_cuda_allocation_range) and sends them with the
  * views. Receiving is asking (WANT) and reading the notice: a VERSION
  * comes only once the server's process copied every byte of it into the
  * views; then it is acknowledged. Leaving, it waits for the
@@ -28,9 +28,9 @@
 #include "transport/core/view_memory.h"
 #include "transport/core/view_layout.h"
 
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,25 +43,6 @@ struct push_remote {
     int            device;     /* the views' GPU */
     weft_remote_delta_t delta; /* its inbox; delta.inbox NULL: every version whole */
 };
-
-typedef CUresult (*get_address_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
-
-/* cuMemGetAddressRange, from the driver the runtime loaded (libcuda is
- * never linked: see m4/weft_cuda.m4). */
-static weft_status_t address_range_fn(get_address_range_fn *fn)
-{
-    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    void                                *p = NULL;
-    weft_status_t                        status = WEFT_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &found));
-
-    if (status == WEFT_OK && (found != cudaDriverEntryPointSuccess || p == NULL)) {
-        weft_log_error("remote: the CUDA driver has no cuMemGetAddressRange");
-        status = WEFT_ERR_UNSUPPORTED;
-    }
-    *fn = (get_address_range_fn)p;
-    return status;
-}
 
 /* One allocation that holds views: its range here and its IPC handle. */
 typedef struct export {
@@ -80,19 +61,19 @@ static uint64_t view_span(const weft_recv_view_t *view)
 
 /* Adds the allocation that holds `data` (view `name`'s, or the inbox's)
  * to exports unless it is there. */
-static weft_status_t export_allocation(export_t *exports, uint32_t *count,
-                                       get_address_range_fn range, const void *data, const char *name)
+static weft_status_t export_allocation(export_t *exports, uint32_t *count, const void *data, const char *name)
 {
-    CUdeviceptr base = 0;
-    size_t      size = 0;
-    CUresult    res = range(&base, &size, (CUdeviceptr)(uintptr_t)data);
+    char          what[WEFT_TENSOR_NAME_MAX + 32];
+    uint64_t      base = 0, size = 0;
+    weft_status_t status;
 
-    if (res != CUDA_SUCCESS) {
-        weft_log_error("remote: view \"%s\": cuMemGetAddressRange failed (%d)", name, (int)res);
-        return WEFT_ERR_CUDA;
+    snprintf(what, sizeof(what), "remote: view \"%s\"", name);
+    status = weft_cuda_allocation_range(data, what, &base, &size);
+    if (status != WEFT_OK) {
+        return status;
     }
     for (uint32_t i = 0; i < *count; i++) {
-        if (exports[i].base == (uint64_t)base) {
+        if (exports[i].base == base) {
             return WEFT_OK;
         }
     }
@@ -104,8 +85,8 @@ static weft_status_t export_allocation(export_t *exports, uint32_t *count,
                        name);
         return WEFT_ERR_UNSUPPORTED;
     }
-    exports[*count].base = (uint64_t)base;
-    exports[*count].bytes = (uint64_t)size;
+    exports[*count].base = base;
+    exports[*count].bytes = size;
     (*count)++;
     return WEFT_OK;
 }
@@ -117,16 +98,15 @@ static weft_status_t build_views(const weft_recv_view_t *views, size_t count, co
 {
     export_t            *exports = calloc(count + 2, sizeof(*exports));
     uint32_t             n = 0;
-    get_address_range_fn range = NULL;
-    weft_status_t        status = exports == NULL ? WEFT_ERR_NO_MEMORY : address_range_fn(&range);
+    weft_status_t        status = exports == NULL ? WEFT_ERR_NO_MEMORY : WEFT_OK;
 
     for (size_t i = 0; i < count && status == WEFT_OK; i++) {
         if (view_span(&views[i]) > 0) {
-            status = export_allocation(exports, &n, range, views[i].data, views[i].name);
+            status = export_allocation(exports, &n, views[i].data, views[i].name);
         }
     }
     if (status == WEFT_OK && n > 0 && delta->inbox != NULL) {
-        status = export_allocation(exports, &n, range, delta->inbox, "(the delta inbox)");
+        status = export_allocation(exports, &n, delta->inbox, "(the delta inbox)");
     }
     if (status == WEFT_OK && (n == 0 || n > WEFT_CUDA_IPC_MAX_ALLOCS)) {
         if (n == 0) {

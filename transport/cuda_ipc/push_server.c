@@ -101,7 +101,21 @@ typedef struct allocation {
     uint8_t *here;
 } allocation_t;
 
-/* Reads the allocation table and maps each allocation. *reason on error. */
+/* Bytes of the mapping that begins at `here` (0: none, logged). */
+static uint64_t mapped_bytes(const void *here)
+{
+    uint64_t base = 0, bytes = 0;
+
+    if (weft_cuda_allocation_range(here, "cuda_ipc server: a consumer's mapped allocation", &base, &bytes) !=
+            WEFT_OK ||
+        base != (uint64_t)(uintptr_t)here) {
+        return 0;
+    }
+    return bytes;
+}
+
+/* Reads the allocation table and maps each allocation, each no smaller
+ * than declared. *reason on error. */
 static weft_status_t map_allocations(peer_t *p, weft_ctl_cursor_t *cur, allocation_t **out,
                                      uint32_t *count, const char **reason)
 {
@@ -145,6 +159,13 @@ static weft_status_t map_allocations(peer_t *p, weft_ctl_cursor_t *cur, allocati
         }
         p->mapped_count = i + 1;
         allocs[i].here = p->mapped[i];
+        /* The copies write up to the declared size: a consumer that
+         * declares more than it exported would have them write past our
+         * mapping and fault this process's context, every consumer's. */
+        if (mapped_bytes(p->mapped[i]) < allocs[i].bytes) {
+            *reason = "an allocation declared larger than the memory its handle exports";
+            return WEFT_ERR_CORRUPT;
+        }
     }
     *count = n;
     return WEFT_OK;
