@@ -340,6 +340,21 @@ static uint16_t await_port(pid_t server)
     return 0;
 }
 
+/* A server and one consumer, each in a process of its own, the consumer
+ * given the server's port; both must exit cleanly. */
+static void server_and_consumer(void (*server)(const void *arg), void (*consumer)(const void *arg))
+{
+    static const char *const what[] = {"server", "consumer"};
+    pid_t                    pids[2];
+    uint16_t                 port;
+
+    pipes_open();
+    pids[0] = spawn(server, NULL);
+    port = await_port(pids[0]);
+    pids[1] = spawn(consumer, &port);
+    expect_clean_exits(pids, what, 2);
+}
+
 /* The next byte on parent_cue is `want`, within `seconds`. */
 static void await_cue(char want, int seconds)
 {
@@ -640,18 +655,26 @@ static void consumer_alloc(consumer_t *c, int gpu, int strided)
     }
 }
 
+/* The parameters of a consumer of the server on `port` (addr: its
+ * buffer for the address, ADDR_BYTES). */
+#define ADDR_BYTES 32
+static weft_remote_params_t consumer_params(char *addr, uint16_t port, const char *token, const char *name)
+{
+    snprintf(addr, ADDR_BYTES, "127.0.0.1:%u", (unsigned)port);
+    return (weft_remote_params_t){.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
+                                  .transport  = WEFT_TRANSPORT_CUDA_IPC,
+                                  .server     = addr,
+                                  .token      = token,
+                                  .name       = name,
+                                  .timeout_us = CONNECT_TIMEOUT_US};
+}
+
 static weft_status_t consumer_connect(consumer_t *c, uint16_t port, const char *token,
                                       const char *name)
 {
-    char                 addr[32];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
-                                   .transport  = WEFT_TRANSPORT_CUDA_IPC,
-                                   .server     = addr,
-                                   .token      = token,
-                                   .name       = name,
-                                   .timeout_us = CONNECT_TIMEOUT_US};
+    char                       addr[ADDR_BYTES];
+    const weft_remote_params_t params = consumer_params(addr, port, token, name);
 
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)port);
     c->remote = NULL;
     return weft_remote_connect(&params, c->views, TENSORS, &c->remote);
 }
@@ -939,15 +962,7 @@ static void refusals_consumer_body(const void *arg)
 /* 4. */
 START_TEST(push_refusals_register_nothing)
 {
-    static const char *const what[] = {"server", "consumer"};
-    pid_t                    pids[2];
-    uint16_t                 port;
-
-    pipes_open();
-    pids[0] = spawn(refusals_server_body, NULL);
-    port = await_port(pids[0]);
-    pids[1] = spawn(refusals_consumer_body, &port);
-    expect_clean_exits(pids, what, 2);
+    server_and_consumer(refusals_server_body, refusals_consumer_body);
 }
 END_TEST
 
@@ -965,19 +980,13 @@ END_TEST
 static weft_status_t declared_connect(const consumer_t *c, uint16_t port, const char *name, uint64_t extra,
                                       weft_remote_base_t *base)
 {
-    char                 addr[32];
-    weft_remote_params_t params = {.field_mask = WEFT_REMOTE_FIELD_TIMEOUT,
-                                   .transport  = WEFT_TRANSPORT_CUDA_IPC,
-                                   .server     = addr,
-                                   .token      = TOKEN,
-                                   .name       = name,
-                                   .timeout_us = CONNECT_TIMEOUT_US};
-    weft_ctl_buf_t       buf = {0};
-    weft_ctl_msg_t       msg = {0};
-    uint64_t             deadline;
-    weft_status_t        status;
+    char                       addr[ADDR_BYTES];
+    const weft_remote_params_t params = consumer_params(addr, port, TOKEN, name);
+    weft_ctl_buf_t             buf = {0};
+    weft_ctl_msg_t             msg = {0};
+    uint64_t                   deadline;
+    weft_status_t              status;
 
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)port);
     memset(base, 0, sizeof(*base));
     deadline = weft_deadline_ns(weft_time_ns(), weft_remote_base_init(base, &params));
     status = weft_remote_base_connect(base, deadline);
@@ -1069,15 +1078,7 @@ static void declared_consumer_body(const void *arg)
 /* 4b. */
 START_TEST(push_allocation_declared_larger_than_exported_refused)
 {
-    static const char *const what[] = {"server", "consumer"};
-    pid_t                    pids[2];
-    uint16_t                 port;
-
-    pipes_open();
-    pids[0] = spawn(declared_server_body, NULL);
-    port = await_port(pids[0]);
-    pids[1] = spawn(declared_consumer_body, &port);
-    expect_clean_exits(pids, what, 2);
+    server_and_consumer(declared_server_body, declared_consumer_body);
 }
 END_TEST
 
@@ -1254,15 +1255,7 @@ static void rebind_consumer_body(const void *arg)
 /* 6. */
 START_TEST(push_rebind_by_close_and_connect)
 {
-    static const char *const what[] = {"server", "consumer"};
-    pid_t                    pids[2];
-    uint16_t                 port;
-
-    pipes_open();
-    pids[0] = spawn(rebind_server_body, NULL);
-    port = await_port(pids[0]);
-    pids[1] = spawn(rebind_consumer_body, &port);
-    expect_clean_exits(pids, what, 2);
+    server_and_consumer(rebind_server_body, rebind_consumer_body);
 }
 END_TEST
 
@@ -1308,15 +1301,7 @@ static void asked_consumer_body(const void *arg)
 
 START_TEST(push_views_change_only_while_asking)
 {
-    static const char *const what[] = {"server", "consumer"};
-    pid_t                    pids[2];
-    uint16_t                 port;
-
-    pipes_open();
-    pids[0] = spawn(asked_server_body, NULL);
-    port = await_port(pids[0]);
-    pids[1] = spawn(asked_consumer_body, &port);
-    expect_clean_exits(pids, what, 2);
+    server_and_consumer(asked_server_body, asked_consumer_body);
 }
 END_TEST
 
