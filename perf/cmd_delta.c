@@ -9,8 +9,8 @@
  * libweft's transports send it (W's delta once, for W and, transposed,
  * WT; the scales'; a tensor whole where that is no larger), applied to a
  * copy of the previous version, and the copy compared with the version
- * byte for byte. Reported: the changed fraction of W's bytes, the bytes a delta
- * version puts on the wire against the full version (and had every
+ * byte for byte. Reported: the changed fraction of W's bytes, the bytes a
+ * delta version puts on the wire against the full version (and had every
  * tensor its own delta), encode and apply time against a copy of the
  * full version's bytes (memcpy, the ceiling of any host transfer), and
  * the wrong bytes.

@@ -101,7 +101,8 @@ typedef struct allocation {
     uint8_t *here;
 } allocation_t;
 
-/* Bytes of the mapping that begins at `here` (0: none, logged). */
+/* Bytes of the mapping that begins at `here`; 0 when the driver cannot
+ * tell (logged) or its allocation begins elsewhere. */
 static uint64_t mapped_bytes(const void *here)
 {
     uint64_t base = 0, bytes = 0;
