@@ -47,9 +47,12 @@
  *    of a D2D copy's bytes per second on the batched expert shapes on an
  *    H200 (perf/results/2026-11-29-quant-h200-fc2eaf3.json); the part of
  *    each CTA's life with no loads in flight (reduce, quantize, transpose,
- *    stores) is covered by the other resident CTAs. 8192² reaches 0.93:
- *    its 4096 tiles make ~10 waves of 396 CTAs, and the last, partial
- *    one runs with the HBM half idle.
+ *    stores) is covered by the other resident CTAs. 8192² reaches 0.93
+ *    on an H200: after the last CTA starts, the kernel drains for about
+ *    one CTA's lifetime, most of it that CTA's load queued behind the
+ *    ~25 MB the others have in flight, a fixed cost that weighs most on
+ *    small calls (traced per CTA in
+ *    perf/results/2026-12-07-ab-quant-trace-persistent-h100.json).
  *  - The reference formula (quant.h) is the same kernel instantiated with
  *    Ref: the amax is an unsigned max over the bits (NaN kept), and each
  *    element is one multiplication by f before the same conversion.
