@@ -93,6 +93,12 @@ extern "C" {
       "deltas); a version whose delta does not fit comes whole; auto: a sixteenth of "    \
       "its version's bytes, at least 1M",                                                 \
       "words:auto|size:0:")                                                               \
+    X(DELTA_WT_REWRITE, "kernels", "off",                                                \
+      "the GPU apply of a W's delta followed by its WT's (the same delta, transposed): "  \
+      "off (WT scattered into, as any transposed target) or auto (where the delta has "   \
+      "at least one change in 256 bytes and the targets allow it, WT written whole as "   \
+      "W's new bytes transposed, once W is patched)",                                     \
+      "words:off,auto")                                                                   \
     X(LIBRARY, "python", "",                                                              \
       "the Python binding: the libweft.so it loads (default: pkg-config weft's libdir, "  \
       "then the loader's path); libweft itself does not read it",                         \

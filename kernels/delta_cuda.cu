@@ -47,6 +47,7 @@
 #include "block_sum.cuh"
 #include "checksum.h"
 #include "common/cuda_util.h"
+#include "common/env_config.h"
 #include "common/log.h"
 #include "delta_internal.h"
 
@@ -57,6 +58,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <strings.h>
 #include <new>
 
 namespace {
@@ -125,6 +127,12 @@ struct EncodeItem {
     weft_delta_cuda_tensor_t t;
     uint64_t                 checksum; /* the new bytes' checksum, where known */
     uint32_t                 known;    /* 1: checksum is given, not summed */
+};
+
+/* A patch of an apply batch as the kernels take it. */
+struct ApplyItem {
+    weft_delta_cuda_patch_t p;
+    uint32_t                rewritten; /* 1: a WT the pair's rewrite writes whole (rewrite_kernel), not scattered */
 };
 
 /* The workspace of a batch's encode, carved from one allocation. */
@@ -552,10 +560,12 @@ template <typename T, uint32_t Items> struct BatchPiece {
     uint64_t                  starts[Items + 1];
     uint64_t                  group_starts[Items + 1]; /* each item's first group of kGroupChunks chunks */
 };
-template <typename T> using SmallPiece = BatchPiece<T, 48>; /* within the 4 KB of older CUDA */
+/* A small piece stays within the 4 KB of parameters of older CUDA. */
+template <typename T> using SmallPiece = BatchPiece<T, (4 * 1024 - 256 - 24) / (sizeof(T) + 16) - 1>;
 template <typename T> using LargePiece = BatchPiece<T, (24 * 1024 - 24) / (sizeof(T) + 16) - 1>;
 static_assert(sizeof(SmallPiece<EncodeItem>) <= 4 * 1024 - 256, "a small piece within 4 KB of parameters");
-static_assert(sizeof(LargePiece<weft_delta_cuda_patch_t>) <= 24 * 1024, "a piece within a launch's parameters");
+static_assert(sizeof(SmallPiece<ApplyItem>) <= 4 * 1024 - 256, "a small piece within 4 KB of parameters");
+static_assert(sizeof(LargePiece<ApplyItem>) <= 24 * 1024, "a piece within a launch's parameters");
 static_assert(sizeof(LargePiece<EncodeItem>) <= 24 * 1024, "a piece within a launch's parameters");
 
 /* An encode batch's piece into the workspace; each tensor's sums and
@@ -628,21 +638,21 @@ __device__ __forceinline__ unsigned header_verdict(const uint8_t *delta, uint64_
 
 /* The workspace of a batch's apply. */
 struct ApplyWork {
-    weft_delta_cuda_patch_t *patches; /* the batch, copied here */
-    uint64_t                *start;   /* count + 1: each patch's first chunk */
+    ApplyItem *patches; /* the batch, copied here */
+    uint64_t  *start;   /* count + 1: each patch's first chunk */
 };
 
 size_t apply_work_bytes(uint32_t count)
 {
-    return align256(count * sizeof(weft_delta_cuda_patch_t)) + align256((count + 1) * 8ull);
+    return align256(count * sizeof(ApplyItem)) + align256((count + 1) * 8ull);
 }
 
 ApplyWork carve_apply(void *base, uint32_t count)
 {
     char     *p = static_cast<char *>(base);
     ApplyWork w;
-    w.patches = reinterpret_cast<weft_delta_cuda_patch_t *>(p);
-    p += align256(count * sizeof(weft_delta_cuda_patch_t));
+    w.patches = reinterpret_cast<ApplyItem *>(p);
+    p += align256(count * sizeof(ApplyItem));
     w.start = reinterpret_cast<uint64_t *>(p);
     return w;
 }
@@ -692,7 +702,7 @@ __global__ void __launch_bounds__(kThreads) check_kernel(ApplyWork w, uint32_t c
     const unsigned lane = threadIdx.x & 31;
 
     for (uint32_t ti = blockIdx.x * blockDim.x + threadIdx.x; ti < count; ti += gridDim.x * blockDim.x) {
-        const weft_delta_cuda_patch_t &p = w.patches[ti];
+        const weft_delta_cuda_patch_t &p = w.patches[ti].p;
         const unsigned                 v = header_verdict(static_cast<const uint8_t *>(p.delta), p.delta_bytes,
                                                           p.target.tensor_bytes);
         if (v != 0) {
@@ -701,8 +711,12 @@ __global__ void __launch_bounds__(kThreads) check_kernel(ApplyWork w, uint32_t c
     }
     for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
         const uint32_t                 ti = tensor_of(w.start, count, g);
-        const weft_delta_cuda_patch_t &p = w.patches[ti];
+        const weft_delta_cuda_patch_t &p = w.patches[ti].p;
         const uint8_t                 *delta = static_cast<const uint8_t *>(p.delta);
+
+        if (w.patches[ti].rewritten != 0) {
+            continue; /* its W's delta, checked there: rewrite_kernel copies that verdict */
+        }
         const uint64_t                 tensor_bytes = p.target.tensor_bytes, k = g - w.start[ti];
 
         if (header_verdict(delta, p.delta_bytes, tensor_bytes) != 0) {
@@ -774,10 +788,10 @@ __global__ void __launch_bounds__(kThreads) apply_kernel(ApplyWork w, uint32_t c
 
     for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
         const uint32_t ti = tensor_of(w.start, count, g);
-        if (verdicts[ti] != 0) {
+        if (verdicts[ti] != 0 || w.patches[ti].rewritten != 0) {
             continue;
         }
-        const weft_delta_cuda_patch_t &p = w.patches[ti];
+        const weft_delta_cuda_patch_t &p = w.patches[ti].p;
         const weft_delta_target_t     &t = p.target;
         const uint64_t                 k = g - w.start[ti];
         const ChunkEntries             e = entries_of(static_cast<const uint8_t *>(p.delta), k,
@@ -832,7 +846,7 @@ __global__ void __launch_bounds__(kThreads) sum_kernel(ApplyWork w, uint32_t cou
         if (verdicts[ti] != 0) {
             continue;
         }
-        const weft_delta_target_t &t = w.patches[ti].target;
+        const weft_delta_target_t &t = w.patches[ti].p.target;
         const uint64_t             start = (g - w.start[ti]) * WEFT_DELTA_CHUNK_BYTES;
         const uint64_t n = t.tensor_bytes - start < WEFT_DELTA_CHUNK_BYTES ? t.tensor_bytes - start : WEFT_DELTA_CHUNK_BYTES;
         uint64_t       local = 0;
@@ -858,11 +872,137 @@ __global__ void sum_verdict_kernel(ApplyWork w, uint32_t count, unsigned *verdic
     if (ti >= count || verdicts[ti] != 0) {
         return;
     }
-    const weft_delta_cuda_patch_t &p = w.patches[ti];
+    const weft_delta_cuda_patch_t &p = w.patches[ti].p;
     const uint64_t                 sum = weft_checksum_final(sums[ti], p.target.tensor_bytes);
     sums[ti] = sum;
     if (p.target.transpose_rows == 0 && sum != reinterpret_cast<const uint64_t *>(p.delta)[3]) {
         verdicts[ti] = kBadSum;
+    }
+}
+
+/*
+ * A pair's rewrite: where a batch patches a W and then its WT with the
+ * same delta (<weft/delta.h>'s transposed target) and the delta is dense,
+ * WT is not scattered into but written whole from W's new bytes, once the
+ * scatter has patched W. Why: W's changed bytes land in WT a row of WT
+ * apart (N bytes), so each is a sector of its own written in part, which
+ * HBM takes as a read and a write of the whole sector, in no order the
+ * memory can stream; at ~1 % of the bytes changed a third of WT's sectors
+ * are touched so, and the apply (W's scatter and WT's) took 1.13-1.18 ×
+ * a copy of the whole version on an H200 at AdamW lr 1e-5
+ * (perf/results/2026-12-07-delta-staged-h200-d795a00.json). A transpose
+ * streams: it reads W and writes WT once, whole sectors, about half of a
+ * copy's bytes, whatever the density. WEFT_DELTA_WT_REWRITE=auto turns it
+ * on (default off until it has been measured against the scatter on a
+ * GPU).
+ *
+ * One block a 128 × 128 tile of a matrix: 16 KB of W read by 16-byte
+ * loads (a warp: 4 rows × 128 bytes), put into shared memory as words,
+ * row r's 16-byte groups XOR-swizzled by (r / 16) mod 8; thread i then
+ * takes rows 16·(i mod 8) .. +15 of column word i / 8 (16 words: 4
+ * columns × 16 rows), bank-conflict free (a warp's 32 words fall in 32
+ * banks), transposes them by byte permutes, and stores its 4 columns' 16
+ * bytes into 4 rows of WT (a warp: 4 rows × 128 bytes).
+ */
+constexpr uint64_t kRewriteTile = 128;            /* N and K multiples of it */
+constexpr int      kRewriteThreads = 256;
+constexpr uint64_t kRewriteBytesPerChange = 256;  /* rewritten from one change in this many bytes on */
+constexpr uint32_t kRewritePairs = 256;           /* pairs a launch */
+
+struct RewritePair {
+    const uint8_t *w;          /* W's matrices, end to end (contiguous, 16-byte aligned) */
+    uint8_t       *wt;         /* WT's */
+    uint64_t       rows, cols; /* N, K */
+    uint64_t       first_tile; /* of the launch's tiles, the pair's first */
+    uint32_t       w_index, wt_index;
+};
+
+struct RewriteBatch {
+    uint32_t    count;
+    uint64_t    tiles;
+    RewritePair pairs[kRewritePairs];
+};
+static_assert(sizeof(RewriteBatch) <= 24 * 1024, "a rewrite batch within a launch's parameters");
+
+/* 4 words (rows a..a+3, 4 bytes of 4 columns each) → 4 words, one a
+ * column: byte c of each row gathered. */
+__device__ __forceinline__ void transpose4(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3, uint32_t col[4])
+{
+    const uint32_t t0 = __byte_perm(x0, x1, 0x5140), t1 = __byte_perm(x2, x3, 0x5140); /* bytes 0, 1 */
+    const uint32_t t2 = __byte_perm(x0, x1, 0x7362), t3 = __byte_perm(x2, x3, 0x7362); /* bytes 2, 3 */
+    col[0] = __byte_perm(t0, t1, 0x5410);
+    col[1] = __byte_perm(t0, t1, 0x7632);
+    col[2] = __byte_perm(t2, t3, 0x5410);
+    col[3] = __byte_perm(t2, t3, 0x7632);
+}
+
+__global__ void __launch_bounds__(kRewriteThreads) rewrite_kernel(const __grid_constant__ RewriteBatch b,
+                                                                   unsigned *verdicts)
+{
+    constexpr int kWords = static_cast<int>(kRewriteTile / 4); /* a tile row's words */
+    __shared__ __align__(16) uint32_t tile[kRewriteTile * kWords];
+    const unsigned                    i = threadIdx.x;
+
+    for (uint64_t g = blockIdx.x; g < b.tiles; g += gridDim.x) {
+        uint32_t lo = 0, hi = b.count; /* the pair: b.pairs[lo].first_tile <= g < b.pairs[hi].first_tile */
+        while (hi - lo > 1) {
+            const uint32_t mid = (lo + hi) / 2;
+            if (b.pairs[mid].first_tile <= g) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        const RewritePair &pr = b.pairs[lo];
+        const uint64_t     t = g - pr.first_tile, n = pr.rows, k = pr.cols;
+        const unsigned     v = verdicts[pr.w_index];
+
+        if (t == 0 && i == 0 && v != 0) {
+            atomicOr(&verdicts[pr.wt_index], v); /* WT's delta is W's: refused with it */
+        }
+        if (v != 0) {
+            continue; /* the same for the whole block */
+        }
+        const uint64_t tn = n / kRewriteTile, tk = k / kRewriteTile, e = t / (tn * tk), rem = t % (tn * tk);
+        const uint64_t r0 = rem / tk * kRewriteTile, c0 = rem % tk * kRewriteTile;
+        const uint8_t *src = pr.w + e * n * k + r0 * k + c0;
+        uint8_t       *dst = pr.wt + e * n * k + c0 * n + r0;
+        uint4          piece[4];
+
+#pragma unroll
+        for (int j = 0; j < 4; j++) { /* every load issued before any is stored */
+            const unsigned p = i + kRewriteThreads * j, row = p / 8, group = p % 8;
+            piece[j] = __ldcs(reinterpret_cast<const uint4 *>(src + row * k + group * 16));
+        }
+        __syncthreads(); /* the tile's last readers done */
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const unsigned p = i + kRewriteThreads * j, row = p / 8, group = p % 8;
+            *reinterpret_cast<uint4 *>(&tile[row * kWords + (group ^ (row / 16 % 8)) * 4]) = piece[j];
+        }
+        __syncthreads();
+        const unsigned cw = i / 8, rg = i % 8; /* columns 4cw .. 4cw + 3, rows 16rg .. 16rg + 15 */
+        uint32_t       x[16];
+#pragma unroll
+        for (int q = 0; q < 16; q++) {
+            const unsigned row = rg * 16 + q;
+            x[q] = tile[row * kWords + (((cw / 4) ^ rg) * 4) + cw % 4];
+        }
+        uint32_t col[4][4]; /* [column][rows 4a .. 4a + 3] */
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            uint32_t c[4];
+            transpose4(x[4 * a], x[4 * a + 1], x[4 * a + 2], x[4 * a + 3], c);
+#pragma unroll
+            for (int cc = 0; cc < 4; cc++) {
+                col[cc][a] = c[cc];
+            }
+        }
+#pragma unroll
+        for (int cc = 0; cc < 4; cc++) {
+            __stcs(reinterpret_cast<uint4 *>(dst + (4 * cw + cc) * n + rg * 16),
+                   make_uint4(col[cc][0], col[cc][1], col[cc][2], col[cc][3]));
+        }
     }
 }
 
@@ -946,7 +1086,88 @@ static const char *verdict_why(unsigned v)
 static bool target_sound(const weft_delta_target_t *t) { return weft_delta_target_sound(t) != 0; }
 
 static uint64_t item_bytes_of(const EncodeItem &item) { return item.t.bytes; }
-static uint64_t patch_bytes_of(const weft_delta_cuda_patch_t &p) { return p.target.tensor_bytes; }
+static uint64_t patch_bytes_of(const ApplyItem &item) { return item.p.target.tensor_bytes; }
+
+/*
+ * Whether patch i is a WT that its pair's rewrite writes (rewrite_kernel):
+ * the patch before it is its W's (the same delta, not transposed), both
+ * contiguous and 16-byte aligned, in matrices whose sides are multiples
+ * of the tile, and the delta dense enough for a transpose to beat the
+ * scatter (its change count from its size; a size that does not match is
+ * refused by check_kernel, and the pair then writes nothing).
+ */
+static bool rewritten_wt(const weft_delta_cuda_patch_t *patches, uint32_t i, bool enabled)
+{
+    if (!enabled || i == 0) {
+        return false;
+    }
+    const weft_delta_cuda_patch_t &w = patches[i - 1], &wt = patches[i];
+    const weft_delta_target_t     &a = w.target, &b = wt.target;
+    const uint64_t                 index = WEFT_DELTA_HEADER_BYTES + 4 * chunks_of(a.tensor_bytes);
+
+    if (b.transpose_rows == 0 || a.transpose_rows != 0 || w.delta != wt.delta || w.delta_bytes != wt.delta_bytes ||
+        a.tensor_bytes != b.tensor_bytes || a.data == b.data || a.tensor_bytes == 0) {
+        return false;
+    }
+    const uintptr_t addresses = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(b.data);
+    if (a.row_stride != a.row_bytes || b.row_stride != b.row_bytes || b.transpose_rows % kRewriteTile != 0 ||
+        b.transpose_cols % kRewriteTile != 0 || (addresses & 15) != 0) {
+        return false;
+    }
+    return w.delta_bytes >= index && (w.delta_bytes - index) / 3 * kRewriteBytesPerChange >= a.tensor_bytes;
+}
+
+/* WEFT_DELTA_WT_REWRITE: whether dense pairs are rewritten (auto) or
+ * scattered like any transposed target (off, the default until the
+ * rewrite has been measured against the scatter on a GPU). */
+static bool rewrite_enabled(void)
+{
+    const char *value = weft_config_value(WEFT_CONFIG_DELTA_WT_REWRITE);
+
+    if (strcasecmp(value, "auto") == 0) {
+        return true;
+    }
+    if (strcasecmp(value, "off") != 0) {
+        weft_log_error("WEFT_DELTA_WT_REWRITE=%s: expected off or auto; taken as off", value);
+    }
+    return false;
+}
+
+/* Enqueues the rewrite of each pair's WT, kRewritePairs pairs a launch. */
+static weft_status_t enqueue_rewrites(const weft_delta_cuda_patch_t *patches, uint32_t count, unsigned *verdicts,
+                                      cudaStream_t st)
+{
+    RewriteBatch *batch = new (std::nothrow) RewriteBatch;
+    weft_status_t status = WEFT_OK;
+
+    if (batch == nullptr) {
+        return WEFT_ERR_NO_MEMORY;
+    }
+    batch->count = 0;
+    batch->tiles = 0;
+    for (uint32_t i = 1; i <= count && status == WEFT_OK; i++) {
+        if (i < count && rewritten_wt(patches, i, true)) {
+            const weft_delta_target_t &wt = patches[i].target;
+            batch->pairs[batch->count++] = RewritePair{static_cast<const uint8_t *>(patches[i - 1].target.data),
+                                                       static_cast<uint8_t *>(wt.data),
+                                                       wt.transpose_rows,
+                                                       wt.transpose_cols,
+                                                       batch->tiles,
+                                                       i - 1,
+                                                       i};
+            batch->tiles += wt.tensor_bytes / (kRewriteTile * kRewriteTile);
+        }
+        if (batch->count > 0 && (batch->count == kRewritePairs || i == count)) {
+            const uint64_t blocks = batch->tiles < kMaxBlocks ? batch->tiles : kMaxBlocks;
+            rewrite_kernel<<<static_cast<unsigned>(blocks), kRewriteThreads, 0, st>>>(*batch, verdicts);
+            status = WEFT_CUDA_CHECK(cudaGetLastError());
+            batch->count = 0;
+            batch->tiles = 0;
+        }
+    }
+    delete batch;
+    return status;
+}
 
 /* A batch's chunks and groups. */
 static void batch_units(const weft_delta_cuda_tensor_t *tensors, uint32_t count, uint64_t *chunks, uint64_t *groups)
@@ -1118,15 +1339,20 @@ static weft_status_t apply_batch(const weft_delta_cuda_patch_t *patches, uint32_
         chunks += chunks_of(patches[i].target.tensor_bytes);
     }
     const ApplyWork w = carve_apply(work, count);
-    const auto      patch_at = [patches](uint32_t i) { return patches[i]; };
-    weft_status_t   status = upload<UploadPatches, weft_delta_cuda_patch_t>(patch_at, count, patch_bytes_of, st, w,
-                                                                             verdicts);
+    const bool      rewrite = rewrite_enabled();
+    const auto      patch_at = [patches, rewrite](uint32_t i) {
+        return ApplyItem{patches[i], rewritten_wt(patches, i, rewrite) ? 1u : 0u};
+    };
+    weft_status_t status = upload<UploadPatches, ApplyItem>(patch_at, count, patch_bytes_of, st, w, verdicts);
 
     if (status == WEFT_OK) {
         const uint64_t units = chunks > count ? chunks : count; /* a warp a chunk; a thread a header */
         check_kernel<<<grid_for(units), kThreads, 0, st>>>(w, count, chunks, verdicts);
         apply_kernel<<<grid_for(chunks), kThreads, 0, st>>>(w, count, chunks, verdicts);
         status = WEFT_CUDA_CHECK(cudaGetLastError());
+    }
+    if (status == WEFT_OK && rewrite) {
+        status = enqueue_rewrites(patches, count, verdicts, st);
     }
     if (status == WEFT_OK && sums != nullptr) {
         unsigned long long *s = reinterpret_cast<unsigned long long *>(sums);

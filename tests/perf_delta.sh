@@ -44,6 +44,15 @@ else
     done
     echo "$gpu" | grep -q '"deltas_equal_host": true' || { echo "FAIL: a paired GPU delta is not the host's"; exit 1; }
     echo "$gpu" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: the GPU codec's wrong bytes"; exit 1; }
+    # The same with each dense pair's WT written whole from W's new bytes
+    # (256x512 matrices, ~1 % of the bytes changed: every pair rewritten).
+    out=$(WEFT_DELTA_WT_REWRITE=auto "$perf" delta --experts 2 --shape 256x512 --optimizer adamw --lr 1e-5 \
+          --steps 2 --warmup 2 --gpu --json 2>&1) || {
+        echo "FAIL: weft-perf delta --gpu (WEFT_DELTA_WT_REWRITE=auto) exited $?"; echo "$out"; exit 1; }
+    echo "$out"
+    gpu=$(echo "$out" | grep '"device": "cuda"')
+    echo "$gpu" | grep -q '"deltas_equal_host": true' || { echo "FAIL: rewrite: a paired GPU delta is not the host's"; exit 1; }
+    echo "$gpu" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: rewrite: the GPU codec's wrong bytes"; exit 1; }
 fi
 
 # --placement staged: the versions made by the staged producer (masters in
@@ -109,4 +118,12 @@ fi
 echo "$out" | grep -q '"link_memory": "gpu"' || { echo "FAIL: --link-gpu not in GPU memory"; cat "$err"; exit 1; }
 echo "$out" | grep -q '"link_versions_as_deltas": 3[,}]' || { echo "FAIL: --link-gpu: not every version after the first went as a delta"; cat "$err"; exit 1; }
 echo "$out" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: --link-gpu: wrong bytes"; exit 1; }
+# And with the consumer's dense pairs rewritten: WT checked against its
+# own checksum, so a wrong rewrite would be redone whole (fewer deltas).
+out=$(WEFT_DELTA_WT_REWRITE=auto "$perf" delta --experts 2 --shape 512x1024 --optimizer adamw --lr 1e-5 --steps 3 \
+      --warmup 2 --link 100mbit --link-gpu --json 2>"$err") || {
+    echo "FAIL: weft-perf delta --link-gpu (WEFT_DELTA_WT_REWRITE=auto) exited $?"; cat "$err"; echo "$out"; exit 1; }
+echo "$out"
+echo "$out" | grep -q '"link_versions_as_deltas": 3[,}]' || { echo "FAIL: --link-gpu, rewrite: not every version after the first went as a delta"; cat "$err"; exit 1; }
+echo "$out" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: --link-gpu, rewrite: wrong bytes"; exit 1; }
 exit 0

@@ -5,7 +5,8 @@
  * included) and ragged size, from aligned and misaligned versions; the
  * same answer where a delta does not fit; the GPU apply into contiguous
  * and strided device views equal to the new version, padding untouched,
- * and W's delta into WT's views (transposed) equal to the new WT;
+ * and W's delta into WT's views (transposed) equal to the new WT, dense
+ * pairs (WT written whole from W's new bytes) included;
  * a malformed delta refused before it writes; the summed apply a
  * consumer verifies with (each target's checksum, rows of odd widths
  * included, equal to the host's, and a delta applied onto the wrong
@@ -413,6 +414,192 @@ START_TEST(gpu_apply_into_transposed_views)
 }
 END_TEST
 
+/*
+ * Dense pairs: W's delta applied to W and then, transposed, to WT in one
+ * batch, in matrices whose sides are multiples of 128, where with
+ * WEFT_DELTA_WT_REWRITE=auto the apply writes WT whole from W's new bytes
+ * instead of scattering into it (a delta of at least one change in 256
+ * bytes), and with off scatters as before: the same bytes either way. Two pairs of different
+ * shapes in one batch (the rewrite finds each tile's pair) and a strided
+ * WT view after them (scattered): each equal to the new WT at every rate,
+ * sparse (scattered) ones included, and summed as WT's checksum. A pair
+ * whose delta is damaged writes neither W nor WT, and both are refused.
+ */
+typedef struct pair_case {
+    uint64_t e, rows, cols, n;
+    uint8_t *a, *b, *at, *bt, *delta;
+    uint64_t size;
+    uint8_t *ddelta, *dw, *dwt;
+} pair_case_t;
+
+static void pair_make(pair_case_t *c, uint64_t e, uint64_t rows, uint64_t cols, double rate, uint64_t seed)
+{
+    c->e = e;
+    c->rows = rows;
+    c->cols = cols;
+    c->n = e * rows * cols;
+    c->a = malloc(c->n);
+    c->b = malloc(c->n);
+    c->at = malloc(c->n);
+    c->bt = malloc(c->n);
+    c->delta = malloc(weft_delta_bytes(c->n, c->n));
+    ck_assert(c->a != NULL && c->b != NULL && c->at != NULL && c->bt != NULL && c->delta != NULL);
+    make_pair(c->a, c->b, c->n, rate, seed);
+    transpose_matrices(c->a, c->at, e, rows, cols);
+    transpose_matrices(c->b, c->bt, e, rows, cols);
+    ck_assert_int_eq(weft_delta_encode_host(c->a, c->b, c->n, c->delta, weft_delta_bytes(c->n, c->n), &c->size),
+                     WEFT_OK);
+    c->ddelta = to_device(c->delta, c->size);
+    c->dw = to_device(c->a, c->n);
+    c->dwt = to_device(c->at, c->n);
+}
+
+static void pair_free(pair_case_t *c)
+{
+    cudaFree(c->ddelta);
+    cudaFree(c->dw);
+    cudaFree(c->dwt);
+    free(c->a);
+    free(c->b);
+    free(c->at);
+    free(c->bt);
+    free(c->delta);
+}
+
+/* W's patch, then WT's (transposed), of one pair. */
+static void pair_patches(const pair_case_t *c, weft_delta_cuda_patch_t *out)
+{
+    out[0] = (weft_delta_cuda_patch_t){c->ddelta, c->size,
+                                       {.data = c->dw, .tensor_bytes = c->n, .row_bytes = c->n, .row_stride = c->n}};
+    out[1] = (weft_delta_cuda_patch_t){c->ddelta, c->size,
+                                       {.data = c->dwt, .tensor_bytes = c->n, .row_bytes = c->n, .row_stride = c->n,
+                                        .transpose_rows = c->rows, .transpose_cols = c->cols}};
+}
+
+static void expect_device(const void *d, const uint8_t *want, uint64_t n, const char *what, double rate)
+{
+    uint8_t *back = malloc(n);
+
+    ck_assert(back != NULL);
+    CUDA_OK(cudaMemcpy(back, d, n, cudaMemcpyDeviceToHost));
+    ck_assert_msg(memcmp(back, want, n) == 0, "rate %g: %s differs", rate, what);
+    free(back);
+}
+
+static void dense_pairs(const char *rewrite)
+{
+    const double rates[] = {0.0125, 0.4, 1.0, 0.001, 0.004};
+
+    /* Read at the first apply: each test runs in a process of its own. */
+    ck_assert_int_eq(setenv("WEFT_DELTA_WT_REWRITE", rewrite, 1), 0);
+
+    for (size_t r = 0; r < sizeof(rates) / sizeof(rates[0]); r++) {
+        pair_case_t    p, q;
+        const uint64_t stride = 256 + 48;
+
+        pair_make(&p, 3, 256, 384, rates[r], 70 + r);
+        pair_make(&q, 1, 128, 640, rates[r], 90 + r);
+        /* A strided WT view of p, scattered into */
+        uint8_t *fused = malloc(p.n / p.rows * stride);
+        ck_assert(fused != NULL);
+        memset(fused, 0x5A, p.n / p.rows * stride);
+        for (uint64_t row = 0; row < p.n / p.rows; row++) {
+            memcpy(fused + row * stride, p.at + row * p.rows, p.rows);
+        }
+        uint8_t                *dfused = to_device(fused, p.n / p.rows * stride);
+        weft_delta_cuda_patch_t patches[5];
+        unsigned                verdicts[5];
+        uint64_t                sums[5];
+        void                   *work, *dverdicts, *dsums;
+        const size_t            need = weft_delta_cuda_apply_work_bytes(5);
+
+        pair_patches(&p, patches);
+        pair_patches(&q, patches + 2);
+        patches[4] = (weft_delta_cuda_patch_t){p.ddelta, p.size,
+                                               {.data = dfused, .tensor_bytes = p.n, .row_bytes = p.rows,
+                                                .row_stride = stride, .transpose_rows = p.rows,
+                                                .transpose_cols = p.cols}};
+        CUDA_OK(cudaMalloc(&work, need));
+        CUDA_OK(cudaMalloc(&dverdicts, sizeof(verdicts)));
+        CUDA_OK(cudaMalloc(&dsums, sizeof(sums)));
+        ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, 5, dverdicts, dsums, work, need, NULL), WEFT_OK);
+        CUDA_OK(cudaMemcpy(verdicts, dverdicts, sizeof(verdicts), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(sums, dsums, sizeof(sums), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < 5; i++) {
+            ck_assert_msg(verdicts[i] == 0, "rate %g: patch %d refused (%u)", rates[r], i, verdicts[i]);
+        }
+        expect_device(p.dw, p.b, p.n, "W", rates[r]);
+        expect_device(p.dwt, p.bt, p.n, "WT", rates[r]);
+        expect_device(q.dw, q.b, q.n, "the second pair's W", rates[r]);
+        expect_device(q.dwt, q.bt, q.n, "the second pair's WT", rates[r]);
+        CUDA_OK(cudaMemcpy(fused, dfused, p.n / p.rows * stride, cudaMemcpyDeviceToHost));
+        expect_rows(fused, p.bt, p.n / p.rows, p.rows, stride);
+        ck_assert_uint_eq(sums[0], weft_checksum_host(p.b, p.n));
+        ck_assert_uint_eq(sums[1], weft_checksum_host(p.bt, p.n));
+        ck_assert_uint_eq(sums[3], weft_checksum_host(q.bt, q.n));
+        ck_assert_uint_eq(sums[4], weft_checksum_host(p.bt, p.n));
+
+        /* Damaged: a middle chunk's offsets out of order, a change count
+         * that does not match the size, a truncated delta. The pair is
+         * reset to the older bytes first. */
+        const uint64_t chunks = (p.n + WEFT_DELTA_CHUNK_BYTES - 1) / WEFT_DELTA_CHUNK_BYTES;
+        const uint64_t changes = (p.size - WEFT_DELTA_HEADER_BYTES - 4 * chunks) / 3;
+        for (int k = 0; k < 3 && changes >= 2; k++) {
+            uint8_t *bad = malloc(p.size);
+            uint64_t len = p.size;
+
+            ck_assert(bad != NULL);
+            memcpy(bad, p.delta, p.size);
+            if (k == 0) {
+                uint16_t       *offsets = (uint16_t *)(bad + WEFT_DELTA_HEADER_BYTES + 4 * chunks);
+                const uint32_t *first = (const uint32_t *)(bad + WEFT_DELTA_HEADER_BYTES);
+                uint64_t        at = UINT64_MAX; /* the first change of a later chunk with two or more */
+
+                for (uint64_t ch = chunks / 2; ch < chunks && at == UINT64_MAX; ch++) {
+                    const uint64_t end = ch + 1 < chunks ? first[ch + 1] : changes;
+                    at = end - first[ch] >= 2 ? first[ch] : UINT64_MAX;
+                }
+                ck_assert(at != UINT64_MAX);
+                offsets[at + 1] = offsets[at];
+            } else if (k == 1) {
+                bad[16] ^= 1;
+            } else {
+                len = p.size - 3;
+            }
+            CUDA_OK(cudaMemcpy(p.dw, p.a, p.n, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(p.dwt, p.at, p.n, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(p.ddelta, bad, p.size, cudaMemcpyHostToDevice));
+            patches[0].delta_bytes = patches[1].delta_bytes = len;
+            ck_assert_int_eq(weft_delta_apply_cuda_async(patches, 2, dverdicts, work, need, NULL), WEFT_OK);
+            CUDA_OK(cudaMemcpy(verdicts, dverdicts, 2 * sizeof(unsigned), cudaMemcpyDeviceToHost));
+            ck_assert_msg(verdicts[0] != 0 && verdicts[1] != 0, "rate %g: damage %d: verdicts %u, %u", rates[r], k,
+                          verdicts[0], verdicts[1]);
+            expect_device(p.dw, p.a, p.n, "a refused W", rates[r]);
+            expect_device(p.dwt, p.at, p.n, "a refused WT", rates[r]);
+            free(bad);
+        }
+        cudaFree(work);
+        cudaFree(dverdicts);
+        cudaFree(dsums);
+        cudaFree(dfused);
+        free(fused);
+        pair_free(&p);
+        pair_free(&q);
+    }
+}
+
+START_TEST(gpu_dense_pairs_rewrite_wt)
+{
+    dense_pairs("auto");
+}
+END_TEST
+
+START_TEST(gpu_dense_pairs_scatter_wt)
+{
+    dense_pairs("off");
+}
+END_TEST
+
 /* Three deltas in one summed apply: into a contiguous target, into rows
  * of 93 bytes 131 apart (checksum words straddle rows), and into a target
  * that does not hold the delta's old bytes: the first two applied and
@@ -658,6 +845,8 @@ static Suite *delta_cuda_suite(void)
     tcase_add_test(tc, gpu_batches_encode_and_apply);
     tcase_add_test(tc, gpu_apply_into_contiguous_and_strided_views);
     tcase_add_test(tc, gpu_apply_into_transposed_views);
+    tcase_add_test(tc, gpu_dense_pairs_rewrite_wt);
+    tcase_add_test(tc, gpu_dense_pairs_scatter_wt);
     tcase_add_test(tc, gpu_malformed_deltas_are_refused_before_writing);
     tcase_add_test(tc, gpu_summed_apply_checks_each_target);
     tcase_add_test(tc, gpu_many_tensors_and_given_checksums);

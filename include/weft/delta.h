@@ -181,8 +181,18 @@ WEFT_API weft_status_t weft_delta_encode_cuda(const void *old_data, const void *
  * delta i was applied, non-zero if it was refused and wrote nothing. The
  * checksum a delta carries is its bytes 24..31 (little-endian), for the
  * caller to compare with the target's (weft_checksum_cuda_strided_async).
+ *
+ * Pairs, with WEFT_DELTA_WT_REWRITE=auto (default off): a W's patch
+ * followed at once by its WT's (the same delta and size, the second
+ * transposed) is applied as a pair where the delta is dense (at least one
+ * change in 256 bytes), both targets are contiguous and 16-byte aligned,
+ * and N and K are multiples of 128: W is patched, then WT written whole
+ * as W's new bytes transposed, which streams where a transposed scatter
+ * writes a sector in part a change. WT then holds exactly the newer WT
+ * when it held the older one (as with the scatter); its verdict is W's.
+ *
  * WEFT_ERR_INVALID_PARAM for NULL or misaligned pointers, a bad target or
- * a short workspace.
+ * a short workspace; WEFT_ERR_NO_MEMORY when a pair list cannot be allocated.
  */
 WEFT_API weft_status_t weft_delta_apply_cuda_async(const weft_delta_cuda_patch_t *patches, uint32_t count,
                                                    unsigned *verdicts, void *work, size_t work_bytes, void *stream);
