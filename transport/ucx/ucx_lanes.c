@@ -421,19 +421,22 @@ static void lane_close_all(lane_t *l)
     } while (open && weft_time_ns() < deadline);
 }
 
-/* The worker's progress, bracketed for weft_ucx_lanes_sync: the
- * generation made odd, then the hand-off read (acquire), both seq_cst
- * so that a sync that saw the generation even has its hand-off seen
- * here; the generation made even (release) after. */
-static int lane_progress(lane_t *l)
+/* A call that may run the worker's handlers (its progress, or arming
+ * it, which progresses it first: weft_ucx_arm), bracketed for
+ * weft_ucx_lanes_sync: the generation made odd, then the hand-off read
+ * (acquire), both seq_cst so that a sync that saw the generation even
+ * has its hand-off seen here; the generation made even (release) after.
+ * An arm outside the bracket once let a put's copy into a consumer's
+ * views run unordered with the sync (ThreadSanitizer in CI). */
+static int lane_worker_call(lane_t *l, int (*call)(weft_ucx_t *ucx))
 {
-    int progressed;
+    int result;
 
     atomic_fetch_add(&l->progress_gen, 1);
     (void)atomic_load(&l->all->handoff);
-    progressed = weft_ucx_progress(&l->ucx);
+    result = call(&l->ucx);
     atomic_fetch_add_explicit(&l->progress_gen, 1, memory_order_release);
-    return progressed;
+    return result;
 }
 
 static void *lane_main(void *arg)
@@ -449,12 +452,12 @@ static void *lane_main(void *arg)
             busy |= advance_entry(e);
         }
         pthread_mutex_unlock(&l->lock);
-        if (lane_progress(l)) {
+        if (lane_worker_call(l, weft_ucx_progress)) {
             last_work = weft_time_ns();
             busy = 1;
         }
         /* Puts and closes in flight need progress, not sleep. */
-        if (!busy && weft_time_ns() - last_work >= LANE_SPIN_NS && weft_ucx_arm(&l->ucx)) {
+        if (!busy && weft_time_ns() - last_work >= LANE_SPIN_NS && lane_worker_call(l, weft_ucx_arm)) {
             struct pollfd fds[2] = {{.fd = l->ucx.efd, .events = POLLIN},
                                     {.fd = l->wake_fd, .events = POLLIN}};
 
