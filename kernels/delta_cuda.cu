@@ -710,13 +710,12 @@ __global__ void __launch_bounds__(kThreads) check_kernel(ApplyWork w, uint32_t c
         }
     }
     for (uint64_t g = first_chunk(); g < chunks; g += chunk_stride()) {
-        const uint32_t                 ti = tensor_of(w.start, count, g);
-        const weft_delta_cuda_patch_t &p = w.patches[ti].p;
-        const uint8_t                 *delta = static_cast<const uint8_t *>(p.delta);
-
+        const uint32_t ti = tensor_of(w.start, count, g);
         if (w.patches[ti].rewritten != 0) {
             continue; /* its W's delta, checked there: rewrite_kernel copies that verdict */
         }
+        const weft_delta_cuda_patch_t &p = w.patches[ti].p;
+        const uint8_t                 *delta = static_cast<const uint8_t *>(p.delta);
         const uint64_t                 tensor_bytes = p.target.tensor_bytes, k = g - w.start[ti];
 
         if (header_verdict(delta, p.delta_bytes, tensor_bytes) != 0) {
@@ -972,9 +971,9 @@ static uint64_t patch_bytes_of(const ApplyItem &item) { return item.p.target.ten
  * scatter (its change count from its size; a size that does not match is
  * refused by check_kernel, and the pair then writes nothing).
  */
-static bool rewritten_wt(const weft_delta_cuda_patch_t *patches, uint32_t i, bool enabled)
+static bool rewritten_wt(const weft_delta_cuda_patch_t *patches, uint32_t i)
 {
-    if (!enabled || i == 0) {
+    if (i == 0) {
         return false;
     }
     const weft_delta_cuda_patch_t &w = patches[i - 1], &wt = patches[i];
@@ -1022,7 +1021,7 @@ static weft_status_t enqueue_rewrites(const weft_delta_cuda_patch_t *patches, ui
     batch->count = 0;
     batch->tiles = 0;
     for (uint32_t i = 1; i <= count && status == WEFT_OK; i++) {
-        if (i < count && rewritten_wt(patches, i, true)) {
+        if (i < count && rewritten_wt(patches, i)) {
             const weft_delta_target_t &wt = patches[i].target;
             batch->pairs[batch->count++] = RewritePair{static_cast<const uint8_t *>(patches[i - 1].target.data),
                                                        static_cast<uint8_t *>(wt.data),
@@ -1217,7 +1216,7 @@ static weft_status_t apply_batch(const weft_delta_cuda_patch_t *patches, uint32_
     const ApplyWork w = carve_apply(work, count);
     const bool      rewrite = rewrite_enabled();
     const auto      patch_at = [patches, rewrite](uint32_t i) {
-        return ApplyItem{patches[i], rewritten_wt(patches, i, rewrite) ? 1u : 0u};
+        return ApplyItem{patches[i], rewrite && rewritten_wt(patches, i) ? 1u : 0u};
     };
     weft_status_t status = upload<UploadPatches, ApplyItem>(patch_at, count, patch_bytes_of, st, w, verdicts);
 
