@@ -41,6 +41,30 @@ static void *to_device(const void *host, uint64_t n)
     return d;
 }
 
+/* Applies count patches in one batch on the default stream, summed when
+ * `sums` is not NULL, and copies their verdicts (and sums) back: the
+ * workspace and device arrays live for this call only. */
+static void apply_batch(const weft_delta_cuda_patch_t *patches, uint32_t count, unsigned *verdicts, uint64_t *sums)
+{
+    const size_t need = weft_delta_cuda_apply_work_bytes(count);
+    void        *work = NULL, *dverdicts = NULL, *dsums = NULL;
+
+    CUDA_OK(cudaMalloc(&work, need));
+    CUDA_OK(cudaMalloc(&dverdicts, count * sizeof(unsigned)));
+    if (sums != NULL) {
+        CUDA_OK(cudaMalloc(&dsums, count * sizeof(uint64_t)));
+        ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, count, dverdicts, dsums, work, need, NULL),
+                         WEFT_OK);
+        CUDA_OK(cudaMemcpy(sums, dsums, count * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+    } else {
+        ck_assert_int_eq(weft_delta_apply_cuda_async(patches, count, dverdicts, work, need, NULL), WEFT_OK);
+    }
+    CUDA_OK(cudaMemcpy(verdicts, dverdicts, count * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    cudaFree(work);
+    cudaFree(dverdicts);
+    cudaFree(dsums);
+}
+
 /* Both encoders on old → new (the device copies `skew` bytes into their
  * buffers, to test misaligned versions), with `capacity`: the same status,
  * and where it is WEFT_OK the same size and bytes. Returns the status. */
@@ -330,7 +354,6 @@ static void transposed_views(uint64_t e, uint64_t rows, uint64_t cols)
     uint8_t       *fused = malloc(n / rows * stride), *delta = malloc(weft_delta_bytes(n, n));
     uint64_t       size = 0;
     unsigned       verdicts[3];
-    void          *work, *dverdicts, *dsums;
 
     ck_assert(a != NULL && b != NULL && at != NULL && bt != NULL && back != NULL && fused != NULL && delta != NULL);
     for (int pass = 0; pass < 2; pass++) {
@@ -352,27 +375,19 @@ static void transposed_views(uint64_t e, uint64_t rows, uint64_t cols)
             {ddelta, size,
              {.data = dfused, .tensor_bytes = n, .row_bytes = rows, .row_stride = stride, .transpose_rows = rows,
               .transpose_cols = cols}}};
-        const size_t need = weft_delta_cuda_apply_work_bytes(3);
-
-        CUDA_OK(cudaMalloc(&work, need));
-        CUDA_OK(cudaMalloc(&dverdicts, sizeof(verdicts)));
-        CUDA_OK(cudaMalloc(&dsums, 3 * sizeof(uint64_t)));
         uint64_t sums[3];
 
         if (pass == 0) {
-            ck_assert_int_eq(weft_delta_apply_cuda_async(patches, 3, dverdicts, work, need, NULL), WEFT_OK);
+            apply_batch(patches, 3, verdicts, NULL);
         } else {
             /* Summed: W's view against the checksum its delta carries,
              * the transposed ones only summed, for the caller to compare
              * with WT's own. */
-            ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, 3, dverdicts, dsums, work, need, NULL),
-                             WEFT_OK);
-            CUDA_OK(cudaMemcpy(sums, dsums, sizeof(sums), cudaMemcpyDeviceToHost));
+            apply_batch(patches, 3, verdicts, sums);
             ck_assert_uint_eq(sums[0], weft_checksum_host(b, n));
             ck_assert_uint_eq(sums[1], weft_checksum_host(bt, n));
             ck_assert_uint_eq(sums[2], weft_checksum_host(bt, n));
         }
-        CUDA_OK(cudaMemcpy(verdicts, dverdicts, sizeof(verdicts), cudaMemcpyDeviceToHost));
         ck_assert_uint_eq(verdicts[0] | verdicts[1] | verdicts[2], 0);
         CUDA_OK(cudaMemcpy(back, dw, n, cudaMemcpyDeviceToHost));
         ck_assert_int_eq(memcmp(back, b, n), 0);
@@ -386,9 +401,6 @@ static void transposed_views(uint64_t e, uint64_t rows, uint64_t cols)
                                            .transpose_rows = rows + 1, .transpose_cols = cols};
             ck_assert_int_eq(weft_delta_apply_cuda(ddelta, size, &t, NULL, NULL), WEFT_ERR_INVALID_PARAM);
         }
-        cudaFree(work);
-        cudaFree(dverdicts);
-        cudaFree(dsums);
         cudaFree(ddelta);
         cudaFree(dw);
         cudaFree(dwt);
@@ -510,8 +522,6 @@ static void dense_pairs(const char *rewrite)
         weft_delta_cuda_patch_t patches[5];
         unsigned                verdicts[5];
         uint64_t                sums[5];
-        void                   *work, *dverdicts, *dsums;
-        const size_t            need = weft_delta_cuda_apply_work_bytes(5);
 
         pair_patches(&p, patches);
         pair_patches(&q, patches + 2);
@@ -519,12 +529,7 @@ static void dense_pairs(const char *rewrite)
                                                {.data = dfused, .tensor_bytes = p.n, .row_bytes = p.rows,
                                                 .row_stride = stride, .transpose_rows = p.rows,
                                                 .transpose_cols = p.cols}};
-        CUDA_OK(cudaMalloc(&work, need));
-        CUDA_OK(cudaMalloc(&dverdicts, sizeof(verdicts)));
-        CUDA_OK(cudaMalloc(&dsums, sizeof(sums)));
-        ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, 5, dverdicts, dsums, work, need, NULL), WEFT_OK);
-        CUDA_OK(cudaMemcpy(verdicts, dverdicts, sizeof(verdicts), cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(sums, dsums, sizeof(sums), cudaMemcpyDeviceToHost));
+        apply_batch(patches, 5, verdicts, sums);
         for (int i = 0; i < 5; i++) {
             ck_assert_msg(verdicts[i] == 0, "rate %g: patch %d refused (%u)", rates[r], i, verdicts[i]);
         }
@@ -570,17 +575,13 @@ static void dense_pairs(const char *rewrite)
             CUDA_OK(cudaMemcpy(p.dwt, p.at, p.n, cudaMemcpyHostToDevice));
             CUDA_OK(cudaMemcpy(p.ddelta, bad, p.size, cudaMemcpyHostToDevice));
             patches[0].delta_bytes = patches[1].delta_bytes = len;
-            ck_assert_int_eq(weft_delta_apply_cuda_async(patches, 2, dverdicts, work, need, NULL), WEFT_OK);
-            CUDA_OK(cudaMemcpy(verdicts, dverdicts, 2 * sizeof(unsigned), cudaMemcpyDeviceToHost));
+            apply_batch(patches, 2, verdicts, NULL);
             ck_assert_msg(verdicts[0] != 0 && verdicts[1] != 0, "rate %g: damage %d: verdicts %u, %u", rates[r], k,
                           verdicts[0], verdicts[1]);
             expect_device(p.dw, p.a, p.n, "a refused W", rates[r]);
             expect_device(p.dwt, p.at, p.n, "a refused WT", rates[r]);
             free(bad);
         }
-        cudaFree(work);
-        cudaFree(dverdicts);
-        cudaFree(dsums);
         cudaFree(dfused);
         free(fused);
         pair_free(&p);
@@ -612,7 +613,6 @@ START_TEST(gpu_summed_apply_checks_each_target)
     uint8_t       *delta = malloc(weft_delta_bytes(n, n)), *back = malloc(rows * stride);
     uint64_t       size = 0, sums[3];
     unsigned       verdicts[3];
-    void          *work, *dverdicts, *dsums;
 
     ck_assert(a != NULL && b != NULL && other != NULL && fused != NULL && delta != NULL && back != NULL);
     make_pair(a, b, n, 0.02, 31);
@@ -634,14 +634,8 @@ START_TEST(gpu_summed_apply_checks_each_target)
         {ddelta, size, {.data = dflat, .tensor_bytes = n, .row_bytes = n, .row_stride = n}},
         {ddelta, size, {.data = dfused, .tensor_bytes = n, .row_bytes = row_bytes, .row_stride = stride}},
         {ddelta, size, {.data = dother, .tensor_bytes = n, .row_bytes = n, .row_stride = n}}};
-    const size_t need = weft_delta_cuda_apply_work_bytes(3);
 
-    CUDA_OK(cudaMalloc(&work, need));
-    CUDA_OK(cudaMalloc(&dverdicts, sizeof(verdicts)));
-    CUDA_OK(cudaMalloc(&dsums, sizeof(sums)));
-    ck_assert_int_eq(weft_delta_apply_cuda_summed_async(patches, 3, dverdicts, dsums, work, need, NULL), WEFT_OK);
-    CUDA_OK(cudaMemcpy(verdicts, dverdicts, sizeof(verdicts), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(sums, dsums, sizeof(sums), cudaMemcpyDeviceToHost));
+    apply_batch(patches, 3, verdicts, sums);
     ck_assert_uint_eq(verdicts[0], 0);
     ck_assert_uint_eq(verdicts[1], 0);
     ck_assert_uint_eq(verdicts[2], WEFT_DELTA_VERDICT_SUM);
@@ -650,9 +644,6 @@ START_TEST(gpu_summed_apply_checks_each_target)
     ck_assert_uint_ne(sums[2], weft_checksum_host(b, n));
     CUDA_OK(cudaMemcpy(back, dfused, rows * stride, cudaMemcpyDeviceToHost));
     expect_rows(back, b, rows, row_bytes, stride);
-    cudaFree(work);
-    cudaFree(dverdicts);
-    cudaFree(dsums);
     cudaFree(ddelta);
     cudaFree(dflat);
     cudaFree(dfused);
