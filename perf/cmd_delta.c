@@ -257,6 +257,15 @@ static const perf_column_t gpu_columns[G_COLUMNS] = {
     [G_WRONG]         = {"wrong_bytes", NULL, 0, 0, PERF_COLUMN_UINT},
 };
 
+/* WEFT_DELTA_WT_REWRITE's value in force ("off" where libweft does not
+ * know it). */
+static const char *delta_wt_rewrite(void)
+{
+    const char *value = perf_config_value("WEFT_DELTA_WT_REWRITE");
+
+    return value != NULL ? value : "off";
+}
+
 static void print_gpu_case(const delta_options_t *o, const char *optimizer, double lr, const char *shape,
                            const delta_case_result_t *res, const delta_link_result_t *link, int linked)
 {
@@ -287,6 +296,9 @@ static void print_gpu_case(const delta_options_t *o, const char *optimizer, doub
     perf_json_str(&json, "command", "delta");
     perf_json_str(&json, "device", "cuda");
     perf_json_str(&json, "codec", "paired");
+    /* The apply's way with WT (a scatter, or rewritten whole where dense):
+     * a record must say which it timed. */
+    perf_json_str(&json, "wt_rewrite", delta_wt_rewrite());
     perf_json_str(&json, "placement", delta_placement_name(o->placement));
     perf_json_int(&json, "warmup_steps", (int64_t)o->warmup);
     perf_json_int(&json, "steps", (int64_t)o->steps);
@@ -340,6 +352,11 @@ int perf_cmd_delta(int argc, char **argv)
                                  "# pair: only W and the scales encoded, each WT patched by its W's delta transposed;\n"
                                  "# gpu=host: every GPU delta byte for byte the host encoder's"
                                : "no --gpu: the gpu columns are null");
+        if (o.gpu) {
+            printf("# WEFT_DELTA_WT_REWRITE=%s: a dense pair's WT %s\n", delta_wt_rewrite(),
+                   strcmp(delta_wt_rewrite(), "auto") == 0 ? "written whole as W's new bytes transposed"
+                                                          : "scattered into by W's delta");
+        }
         perf_columns_header(stdout, "", delta_columns, D_COLUMNS);
         putchar('\n');
     }
@@ -427,6 +444,9 @@ int perf_cmd_delta(int argc, char **argv)
                     perf_json_str(&json, "command", "delta");
                     perf_json_str(&json, "device", "host");
                     perf_json_str(&json, "placement", delta_placement_name(o.placement));
+                    if (res.gpu_ran == 1) { /* its gpu_* columns, too, depend on the apply's way with WT */
+                        perf_json_str(&json, "wt_rewrite", delta_wt_rewrite());
+                    }
                     perf_json_int(&json, "warmup_steps", (int64_t)o.warmup);
                     perf_json_int(&json, "steps", (int64_t)o.steps);
                     if (o.link != NULL && link_here) {

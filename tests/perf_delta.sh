@@ -44,6 +44,7 @@ else
     done
     echo "$gpu" | grep -q '"deltas_equal_host": true' || { echo "FAIL: a paired GPU delta is not the host's"; exit 1; }
     echo "$gpu" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: the GPU codec's wrong bytes"; exit 1; }
+    echo "$gpu" | grep -q '"wt_rewrite": "off"' || { echo "FAIL: the cuda object does not name WT's scatter"; exit 1; }
     # The same with each dense pair's WT written whole from W's new bytes
     # (256x512 matrices, ~1 % of the bytes changed: every pair rewritten).
     out=$(WEFT_DELTA_WT_REWRITE=auto "$perf" delta --experts 2 --shape 256x512 --optimizer adamw --lr 1e-5 \
@@ -53,6 +54,7 @@ else
     gpu=$(echo "$out" | grep '"device": "cuda"')
     echo "$gpu" | grep -q '"deltas_equal_host": true' || { echo "FAIL: rewrite: a paired GPU delta is not the host's"; exit 1; }
     echo "$gpu" | grep -q '"wrong_bytes": 0[,}]' || { echo "FAIL: rewrite: the GPU codec's wrong bytes"; exit 1; }
+    echo "$gpu" | grep -q '"wt_rewrite": "auto"' || { echo "FAIL: the cuda object does not name the rewrite"; exit 1; }
 fi
 
 # --placement staged: the versions made by the staged producer (masters in

@@ -288,6 +288,21 @@ START_TEST(config_check_flags_bad_values)
 }
 END_TEST
 
+/* The choices that fall back rather than fail (<weft/weft.h>): a
+ * WEFT_VERIFY it does not take is flagged by weft_config_check, logged,
+ * and taken as transfers; so is WEFT_DELTA_WT_REWRITE's flagged (the GPU
+ * apply takes it as off). */
+START_TEST(config_choices_fall_back_to_the_safe_one)
+{
+    clear_weft_environment();
+    setenv("WEFT_VERIFY", "sometimes", 1);
+    setenv("WEFT_DELTA_WT_REWRITE", "on", 1);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_VERIFY, NULL, 0), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_DELTA_WT_REWRITE, NULL, 0), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_verify_mode(), WEFT_VERIFY_TRANSFERS);
+}
+END_TEST
+
 START_TEST(config_check_takes_the_bounds)
 {
     clear_weft_environment();
@@ -578,6 +593,7 @@ static Suite *common_suite(void)
     tcase_add_test(tc, config_check_accepts_defaults);
     tcase_add_test(tc, config_check_flags_bad_values);
     tcase_add_test(tc, config_check_takes_the_bounds);
+    tcase_add_test(tc, config_choices_fall_back_to_the_safe_one);
     tcase_add_test(tc, parse_long_values);
     tcase_add_test(tc, parse_bool_values);
     tcase_add_test(tc, parse_size_values);

@@ -19,8 +19,10 @@
  */
 #include "config.h"
 
+#include "common/env_table.h"
 #include "kernels/checksum.h"
 #include "lib/harness.h"
+#include "transport/core/delta_mode.h"
 #include "transport/remote/remote_delta.h"
 #include "transport/server/delta_cache.h"
 
@@ -723,6 +725,26 @@ START_TEST(the_consumer_finds_the_servers_pieces_from_the_delta_alone)
 }
 END_TEST
 
+/* WEFT_DELTA with a value it does not take: logged, and taken as off (it
+ * chooses only how versions travel, <weft/weft.h>): the consumer sets up
+ * no inbox, so every version comes whole; weft_config_check flags it. The
+ * environment is read once a process: each test runs in one of its own. */
+START_TEST(a_bad_weft_delta_is_taken_as_off)
+{
+    weft_recv_view_t    views[2];
+    weft_remote_delta_t d;
+
+    ck_assert_int_eq(setenv("WEFT_DELTA", "fast", 1), 0);
+    ck_assert_int_eq(weft_config_check(WEFT_CONFIG_DELTA, NULL, 0), WEFT_ERR_INVALID_PARAM);
+    ck_assert_int_eq(weft_delta_mode(), WEFT_DELTA_OFF);
+    padded_views(views);
+    ck_assert_int_eq(weft_remote_delta_init(&d, views, 2, -1, WEFT_MEMORY_HOST), WEFT_OK);
+    ck_assert_ptr_null(d.inbox);
+    ck_assert_ptr_null(d.targets);
+    weft_remote_delta_fini(&d);
+}
+END_TEST
+
 static Suite *remote_delta_suite(void)
 {
     Suite *s = suite_create("remote_delta");
@@ -739,6 +761,7 @@ static Suite *remote_delta_suite(void)
     tcase_add_test(tc, the_server_cache_encodes_dense_tensors_between_puts);
     tcase_add_test(tc, the_server_cache_puts_w_bytes_once_for_wt_in_any_view_order);
     tcase_add_test(tc, the_consumer_finds_the_servers_pieces_from_the_delta_alone);
+    tcase_add_test(tc, a_bad_weft_delta_is_taken_as_off);
     suite_add_tcase(s, tc);
     return s;
 }

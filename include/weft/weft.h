@@ -50,8 +50,12 @@ WEFT_API weft_status_t weft_config_describe(size_t index, weft_config_var_t *var
  * Whether the value in force of variable `index` is one libweft accepts:
  * WEFT_OK, or WEFT_ERR_INVALID_PARAM with what it accepts in
  * why[why_size] (may be NULL; nothing is logged). An invalid value fails
- * the calls that read it, with a logged error; `weft-perf info` flags it
- * beforehand. WEFT_ERR_INVALID_PARAM too when index is out of range.
+ * the calls that read it, with a logged error, except in the three
+ * variables that choose only how work is done, never what is delivered:
+ * WEFT_DELTA and WEFT_DELTA_WT_REWRITE are then taken as off and
+ * WEFT_VERIFY as transfers (the safe choice), with a logged message.
+ * `weft-perf info` flags any invalid value beforehand.
+ * WEFT_ERR_INVALID_PARAM too when index is out of range.
  */
 WEFT_API weft_status_t weft_config_check(size_t index, char *why, size_t why_size);
 
