@@ -353,9 +353,10 @@ int perf_cmd_delta(int argc, char **argv)
                                  "# gpu=host: every GPU delta byte for byte the host encoder's"
                                : "no --gpu: the gpu columns are null");
         if (o.gpu) {
-            printf("# WEFT_DELTA_WT_REWRITE=%s: a dense pair's WT %s\n", delta_wt_rewrite(),
-                   strcmp(delta_wt_rewrite(), "auto") == 0 ? "written whole as W's new bytes transposed"
-                                                          : "scattered into by W's delta");
+            const char *wt = delta_wt_rewrite();
+
+            printf("# WEFT_DELTA_WT_REWRITE=%s: a dense pair's WT %s\n", wt,
+                   strcmp(wt, "auto") == 0 ? "written whole as W's new bytes transposed" : "scattered into by W's delta");
         }
         perf_columns_header(stdout, "", delta_columns, D_COLUMNS);
         putchar('\n');
